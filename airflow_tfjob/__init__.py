@@ -1,0 +1,37 @@
+"""Apache Airflow provider for Kubeflow TFJobs (distributed TensorFlow training on Kubernetes).
+
+This module must stay import-light: Airflow's providers manager imports it in every process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+
+def get_provider_info() -> dict[str, Any]:
+    """Describe the provider to Airflow's providers manager (entry point `apache_airflow_provider`)."""
+    return {
+        "package-name": "airflow-provider-tfjob",
+        "name": "Kubeflow TFJob",
+        "description": "Run Kubeflow TFJobs (distributed TensorFlow training) from Airflow DAGs.",
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "Kubeflow TFJob",
+                "external-doc-url": "https://www.kubeflow.org/docs/components/trainer/legacy-v1/user-guides/tensorflow/",
+                "tags": ["software"],
+            }
+        ],
+        "operators": [
+            {"integration-name": "Kubeflow TFJob", "python-modules": ["airflow_tfjob.operators.tfjob"]}
+        ],
+        "sensors": [{"integration-name": "Kubeflow TFJob", "python-modules": ["airflow_tfjob.sensors.tfjob"]}],
+        "hooks": [{"integration-name": "Kubeflow TFJob", "python-modules": ["airflow_tfjob.hooks.tfjob"]}],
+        "triggers": [
+            {"integration-name": "Kubeflow TFJob", "python-modules": ["airflow_tfjob.triggers.tfjob"]}
+        ],
+        "extra-links": ["airflow_tfjob.links.TensorBoardLink"],
+        "task-decorators": [{"name": "tfjob", "class-name": "airflow_tfjob.decorators.tfjob.tfjob_task"}],
+    }
