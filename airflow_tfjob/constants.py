@@ -43,3 +43,14 @@ ANNOTATION_RESULT_REPORTED = ANNOTATION_PREFIX + "result-reported"
 
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 GPU_RESOURCE = "nvidia.com/gpu"
+ANNOTATION_MAP_INDEX = ANNOTATION_PREFIX + "map-index"
+ANNOTATION_TRY_NUMBER = ANNOTATION_PREFIX + "try-number"
+# Comma-separated names of env vars whose literal values the user marked secret (`secret_env`):
+# the names only, so that rendered manifests, XComs and logs can hide the values.
+ANNOTATION_SECRET_ENV = ANNOTATION_PREFIX + "secret-env"
+
+# Values the training-operator gives meaning to (the CRD accepts any string).
+RESTART_POLICIES = ("Always", "OnFailure", "ExitCode", "Never")
+CLEAN_POD_POLICIES = ("None", "Running", "All")
+SUCCESS_POLICIES = ("", "AllWorkers")
+MANAGED_BY_VALUES = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue")
