@@ -1,0 +1,102 @@
+"""Pieces shared by the digits training programs: arguments, TF_CONFIG, data, metric lines.
+
+The programs run as the container command of TFJob replicas, so everything here must work with
+nothing but TensorFlow and scikit-learn installed (no Airflow, no provider).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+# Keeps replica logs down to the program's own lines; must be set before TensorFlow is imported.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+SEED = 1234
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Hyperparameters arrive as ``--key=value`` (the operator's and Katib's convention)."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--batch_size", type=int, default=32, help="per replica")
+    parser.add_argument("--learning_rate", type=float, default=0.01)
+    parser.add_argument("--hidden_units", type=int, default=64)
+    parser.add_argument("--model_dir", default="", help="where the chief (or worker-0) exports the model")
+    parser.add_argument("--log_dir", default="", help="TensorBoard summaries")
+    parser.add_argument("--steps_per_epoch", type=int, default=0, help="ParameterServerStrategy only")
+    return parser.parse_args(argv)
+
+
+@dataclass(frozen=True)
+class Role:
+    """This process's place in the job, read from TF_CONFIG (absent: a single local process)."""
+
+    task_type: str
+    task_index: int
+    cluster: dict[str, list[str]]
+
+    @classmethod
+    def from_env(cls) -> Role:
+        raw = os.environ.get("TF_CONFIG", "")
+        if not raw:
+            return cls("worker", 0, {})
+        config: dict[str, Any] = json.loads(raw)
+        task = config.get("task", {})
+        return cls(str(task.get("type", "worker")), int(task.get("index", 0)), config.get("cluster", {}))
+
+    @property
+    def is_master(self) -> bool:
+        """The replica whose output counts: the chief, or worker-0 when the job has no chief."""
+        if self.task_type in ("chief", "master"):
+            return True
+        has_chief = bool(self.cluster.get("chief") or self.cluster.get("master"))
+        return self.task_type == "worker" and self.task_index == 0 and not has_chief
+
+    @property
+    def num_workers(self) -> int:
+        return max(1, len(self.cluster.get("worker", [])))
+
+    def __str__(self) -> str:
+        return f"{self.task_type}-{self.task_index}"
+
+
+@dataclass(frozen=True)
+class Digits:
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+
+
+def load_digits_split() -> Digits:
+    """scikit-learn's bundled 8x8 digits (no download), the same split on every replica."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    data = load_digits()
+    x = (data.data / 16.0).astype("float32")
+    y = data.target.astype("int64")
+    x_train, x_test, y_train, y_test = train_test_split(x, y, test_size=0.2, random_state=SEED, stratify=y)
+    return Digits(x_train, y_train, x_test, y_test)
+
+
+def emit(**values: float | int) -> None:
+    """One Katib StdOut-format line (``name=value`` pairs); flushed so live logs show it at once."""
+    print(" ".join(f"{k}={_fmt(v)}" for k, v in values.items()), flush=True)
+
+
+def _fmt(value: float | int) -> str:
+    return str(value) if isinstance(value, int) else f"{value:.4f}"
+
+
+def write_result(model_dir: str, result: dict[str, Any]) -> None:
+    """The metrics next to the exported model, so a later validation step can compare models."""
+    os.makedirs(model_dir, exist_ok=True)
+    with open(os.path.join(model_dir, "metrics.json"), "w", encoding="utf-8") as fh:
+        json.dump(result, fh, indent=2, sort_keys=True)

@@ -1,0 +1,144 @@
+"""Distributed training of a digits classifier with MultiWorkerMirroredStrategy.
+
+Run as the command of every Worker (and Chief) replica of a TFJob; TF_CONFIG tells each process its
+peers. Without TF_CONFIG it trains alone, which is how it is debugged by hand.
+
+Keras 3 ``model.fit`` does not work under MultiWorkerMirroredStrategy (keras-team/keras#20585), so
+the loop is written with ``strategy.run`` / ``strategy.reduce`` around Keras layers and optimizer.
+
+Output (Katib StdOut format, from every worker so that any replica's log tells the story):
+``epoch=N loss=... accuracy=...`` per epoch and ``test_accuracy=...`` at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import traceback
+from typing import Any
+
+from digits_common import Role, emit, load_digits_split, parse_args, write_result
+
+
+def train(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    role = Role.from_env()
+
+    import keras
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(1234)
+    # The strategy must exist before any other TensorFlow op runs in this process.
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    replicas = strategy.num_replicas_in_sync
+    global_batch = args.batch_size * replicas
+    print(f"{role}: {replicas} replica(s) in sync, global batch {global_batch}", flush=True)
+
+    data = load_digits_split()
+
+    def make_dataset(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        ds = tf.data.Dataset.from_tensor_slices((data.x_train, data.y_train))
+        # Each worker reads its own share of the examples: in-memory data cannot be sharded by file.
+        ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+        ds = ds.shuffle(len(data.x_train), seed=1234, reshuffle_each_iteration=True)
+        # drop_remainder keeps every worker on the same number of steps, so no collective waits forever.
+        return ds.batch(ctx.get_per_replica_batch_size(global_batch), drop_remainder=True).prefetch(2)
+
+    dataset = strategy.distribute_datasets_from_function(make_dataset)
+
+    with strategy.scope():
+        model = keras.Sequential(
+            [
+                keras.Input(shape=(64,)),
+                keras.layers.Dense(args.hidden_units, activation="relu"),
+                keras.layers.Dense(args.hidden_units, activation="relu"),
+                keras.layers.Dense(10),
+            ]
+        )
+        optimizer = keras.optimizers.Adam(learning_rate=args.learning_rate)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+
+    def step(x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            per_example = loss_fn(y, logits)
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, axis=1), y), tf.float32))
+        return loss, correct
+
+    @tf.function
+    def distributed_step(x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        loss, correct = strategy.run(step, args=(x, y))
+        return (
+            strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None),
+            strategy.reduce(tf.distribute.ReduceOp.SUM, correct, axis=None),
+        )
+
+    writer = tf.summary.create_file_writer(args.log_dir) if args.log_dir and role.is_master else None
+    result: dict[str, Any] = {}
+    for epoch in range(1, args.epochs + 1):
+        total_loss, total_correct, steps = 0.0, 0.0, 0
+        for x, y in dataset:
+            loss, correct = distributed_step(x, y)
+            total_loss += float(loss)
+            total_correct += float(correct)
+            steps += 1
+        epoch_loss = total_loss / max(steps, 1)
+        accuracy = total_correct / max(steps * global_batch, 1)
+        emit(epoch=epoch, loss=epoch_loss, accuracy=accuracy)
+        if writer is not None:
+            with writer.as_default():
+                tf.summary.scalar("loss", epoch_loss, step=epoch)
+                tf.summary.scalar("accuracy", accuracy, step=epoch)
+            writer.flush()
+        result.update(epoch=epoch, loss=epoch_loss, accuracy=accuracy)
+
+    # Weights are mirrored, so every worker evaluates the same model locally: no collective needed.
+    logits = model(data.x_test, training=False)
+    test_accuracy = float(
+        tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, axis=1), data.y_test), tf.float32))
+    )
+    emit(test_accuracy=test_accuracy)
+    result["test_accuracy"] = test_accuracy
+    if writer is not None:
+        with writer.as_default():
+            tf.summary.scalar("test_accuracy", test_accuracy, step=args.epochs)
+        writer.close()
+
+    save(model, args.model_dir, role, result)
+    return result
+
+
+def save(model: Any, model_dir: str, role: Role, result: dict[str, Any]) -> None:
+    """Every worker saves: saving may run collective ops, and a worker that skips it hangs the rest.
+
+    Only the master's copy is kept; the others write into a temporary directory that is removed.
+    """
+    if not model_dir:
+        return
+    target = model_dir if role.is_master else tempfile.mkdtemp(prefix=f"digits-{role}-")
+    os.makedirs(target, exist_ok=True)
+    model.save(os.path.join(target, "model.keras"))
+    if role.is_master:
+        write_result(target, result)
+        print(f"model saved to {target}", flush=True)
+    else:
+        shutil.rmtree(target, ignore_errors=True)
+
+
+def main() -> int:
+    try:
+        train()
+    except Exception:
+        traceback.print_exc()
+        sys.stderr.flush()
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
