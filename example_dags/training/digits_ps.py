@@ -78,7 +78,7 @@ def train(argv: list[str] | None = None) -> dict[str, Any]:
                 logits = model(x, training=True)
                 loss = loss_fn(y, logits)
             grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
             loss_sum.assign_add(loss)
             correct_sum.assign_add(tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, axis=1), y), tf.float32)))
 
