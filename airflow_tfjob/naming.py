@@ -203,9 +203,7 @@ def identity_selector(
     return ",".join(terms)
 
 
-def matches_identity(
-    job: Mapping[str, Any], dag_id: str, task_id: str, run_id: str, map_index: int
-) -> bool:
+def matches_identity(job: Mapping[str, Any], dag_id: str, task_id: str, run_id: str, map_index: int) -> bool:
     """Whether a job found by label selector really belongs to this task instance.
 
     Hashed label values could in principle collide; the full values in the annotations cannot.
