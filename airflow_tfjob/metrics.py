@@ -1,0 +1,123 @@
+"""Training metrics from log lines in Katib's StdOut format (``name=value``).
+
+Same filter and rules as Katib's metrics collector (tfjob-behaviour.md §9), so a training script
+written for a Katib sweep reports the same numbers through Airflow:
+
+- filter ``([\\w|-]+)\\s*=\\s*([+-]?\\d*(\\.\\d+)?([Ee][+-]?\\d+)?)``, every match on a line;
+- only matches whose name equals a requested metric are kept;
+- a line whose first space-separated token is an RFC 3339 timestamp carries that time;
+- an empty value (``acc=``) is skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+METRIC_RE = re.compile(r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)")
+# RFC 3339 with optional fraction (Kubernetes writes nanoseconds, which datetime cannot parse).
+_TIMESTAMP_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+RESERVED_KEYS = ("history", "missing")
+
+
+@dataclass(frozen=True)
+class MetricPoint:
+    value: float
+    timestamp: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "timestamp": self.timestamp}
+
+
+def line_timestamp(line: str) -> str | None:
+    """The line's leading RFC 3339 timestamp, if its first token is one."""
+    first = line.split(" ", 1)[0]
+    return first if _TIMESTAMP_RE.match(first) else None
+
+
+def parse_line(line: str, names: Iterable[str]) -> list[tuple[str, float]]:
+    """Every (name, value) of a requested metric on one line, in order of appearance."""
+    wanted = set(names)
+    found: list[tuple[str, float]] = []
+    if not any(name in line for name in wanted):
+        return found
+    for match in METRIC_RE.finditer(line):
+        name, raw = match.group(1), match.group(2)
+        if name not in wanted:
+            continue
+        try:
+            # The filter also matches "", "+", "-" and "." as values: Katib stores them, we skip them.
+            found.append((name, float(raw)))
+        except ValueError:
+            continue
+    return found
+
+
+class MetricsCollector:
+    """Accumulates requested metrics from a stream of log lines (one replica's, usually the chief's).
+
+    ``result()`` maps each metric seen to its last value, lists under ``missing`` the requested
+    names never seen, and, with ``history=True``, adds every value with its timestamp under
+    ``history``. Those two keys are reserved, so no metric may be named after them.
+    """
+
+    def __init__(self, names: Sequence[str], history: bool = False, max_history: int = 10_000) -> None:
+        bad = [n for n in names if not isinstance(n, str) or not re.fullmatch(r"[\w|-]+", n)]
+        if bad:
+            raise ValueError(
+                f"metric names {bad!r} can never match the Katib StdOut format: "
+                f"use letters, digits, '_', '-' or '|' only"
+            )
+        reserved = [n for n in names if n in RESERVED_KEYS]
+        if reserved:
+            raise ValueError(
+                f"metric names {reserved!r} are reserved for the result's own keys {RESERVED_KEYS}: "
+                f"print the metric under another name"
+            )
+        self.names: tuple[str, ...] = tuple(dict.fromkeys(names))
+        self.history_enabled = history
+        self.max_history = max_history
+        self._last: dict[str, float] = {}
+        self._history: dict[str, list[MetricPoint]] = {n: [] for n in self.names}
+        self._history_dropped: dict[str, int] = dict.fromkeys(self.names, 0)
+
+    def feed(self, line: str | bytes) -> list[tuple[str, float]]:
+        """Parse one line; returns what it contributed."""
+        if not self.names:
+            return []
+        if isinstance(line, bytes):
+            line = line.decode("utf-8", errors="replace")
+        points = parse_line(line, self.names)
+        if not points:
+            return points
+        stamp = line_timestamp(line) if self.history_enabled else None
+        for name, value in points:
+            self._last[name] = value
+            if self.history_enabled:
+                series = self._history[name]
+                if len(series) >= self.max_history:
+                    # Keep the first and the most recent values; a runaway loop must not fill XCom.
+                    series.pop(1 if len(series) > 1 else 0)
+                    self._history_dropped[name] += 1
+                series.append(MetricPoint(value, stamp))
+        return points
+
+    def feed_many(self, lines: Iterable[str | bytes]) -> None:
+        for line in lines:
+            self.feed(line)
+
+    @property
+    def missing(self) -> list[str]:
+        return [n for n in self.names if n not in self._last]
+
+    def result(self) -> dict[str, Any]:
+        out: dict[str, Any] = {n: self._last[n] for n in self.names if n in self._last}
+        out["missing"] = self.missing
+        if self.history_enabled:
+            out["history"] = {n: [p.to_dict() for p in self._history[n]] for n in self.names}
+            dropped = {n: k for n, k in self._history_dropped.items() if k}
+            if dropped:
+                out["history_dropped"] = dropped
+        return out
