@@ -1,0 +1,33 @@
+"""Extra links shown on TFJob tasks in the Airflow UI.
+
+Airflow 3 serialises an operator's links as ``{name: xcom_key}`` and the API server reads the URL
+straight from that XCom, so the link is only as good as the value the operator pushed while the
+task ran: the TensorBoard URL read from the Service's status (see ``tensorboard.py``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperatorLink
+
+from airflow_tfjob.tensorboard import XCOM_KEY
+
+if TYPE_CHECKING:
+    from airflow.sdk.types import TaskInstanceKey
+
+
+class TensorBoardLink(BaseOperatorLink):
+    """The job's TensorBoard, when the task was asked to start one."""
+
+    name = "TensorBoard"
+
+    @property
+    def xcom_key(self) -> str:
+        return XCOM_KEY
+
+    def get_link(self, operator: Any, *, ti_key: TaskInstanceKey) -> str:
+        from airflow.sdk.execution_time.xcom import XCom
+
+        value = XCom.get_value(ti_key=ti_key, key=XCOM_KEY)
+        return str(value) if value else ""
