@@ -1,0 +1,150 @@
+"""``@task.tfjob``: a Python function as the training program of every replica of a TFJob.
+
+How the function reaches the pods, with nothing but the image's Python: its source (decorators
+removed, as ``@task.kubernetes`` does) and its arguments (JSON) travel base64-encoded in environment
+variables, and the container command is ``python -c <bootstrap>``; the bootstrap rebuilds the
+function, calls it, and on the master replica (Chief, else Master, else Worker-0) prints the return
+value as one marker line. The follow core picks that line out of the master replica's log and the
+task returns it as its XCom: no exec into a pod, no shared volume, so it works the same on any
+cluster and in deferred mode (see "Return values from replicas" in docs/architecture.md).
+
+The function must be self-contained (imports inside it), and its arguments and return value must be
+JSON-serialisable.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk.bases.decorator import DecoratedOperator, TaskDecorator, task_decorator_factory
+from airflow.sdk.exceptions import AirflowException
+
+from airflow_tfjob.operators.tfjob import TFJobOperator
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_tfjob.follow import FollowOutcome
+
+RETURN_MARKER = "__TFJOB_RETURN__"
+SOURCE_ENV = "TFJOB_FUNCTION_SOURCE"
+CALL_ENV = "TFJOB_FUNCTION_CALL"
+DEFAULT_IMAGE = "tensorflow/tensorflow:2.21.0"
+_REPLICA_ARGS = ("chief", "master", "ps", "worker", "evaluator")
+
+# Runs in every replica. Kept free of anything but the standard library, and of double quotes and
+# backslashes' surprises: it is passed as one argv element, never through a shell.
+BOOTSTRAP = f"""
+import base64, json, os, sys
+source = base64.b64decode(os.environ[{SOURCE_ENV!r}]).decode("utf-8")
+call = json.loads(base64.b64decode(os.environ[{CALL_ENV!r}]).decode("utf-8"))
+namespace = {{"__name__": "__tfjob_function__"}}
+exec(compile(source, "<@task.tfjob " + call["name"] + ">", "exec"), namespace)
+value = namespace[call["name"]](*call["args"], **call["kwargs"])
+config = json.loads(os.environ.get("TF_CONFIG") or "{{}}")
+task = config.get("task") or {{}}
+cluster = config.get("cluster") or {{}}
+kind, index = str(task.get("type", "worker")).lower(), int(task.get("index", 0))
+has_chief = bool(cluster.get("chief") or cluster.get("master"))
+if kind in ("chief", "master") or (kind == "worker" and index == 0 and not has_chief):
+    payload = base64.b64encode(json.dumps(value).encode("utf-8")).decode("ascii")
+    sys.stdout.write("\\n{RETURN_MARKER} " + payload + "\\n")
+    sys.stdout.flush()
+"""
+
+
+def encode_call(name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> str:
+    """The call as base64 JSON; a clear error for arguments that cannot cross into a pod."""
+    try:
+        text = json.dumps({"name": name, "args": list(args), "kwargs": kwargs})
+    except TypeError as error:
+        raise AirflowException(
+            f"@task.tfjob {name}: arguments must be JSON-serialisable to reach the replicas ({error})"
+        ) from error
+    return base64.b64encode(text.encode("utf-8")).decode("ascii")
+
+
+def decode_return(payload: str) -> Any:
+    """The master replica's return value from the text that followed the marker."""
+    try:
+        return json.loads(base64.b64decode(payload.strip(), validate=True).decode("utf-8"))
+    except (binascii.Error, UnicodeDecodeError, ValueError) as error:
+        raise AirflowException(
+            f"@task.tfjob: unreadable return value from the master replica ({error})"
+        ) from error
+
+
+def _with_env(env: dict[str, Any] | list[dict[str, Any]] | None, extra: dict[str, str]) -> Any:
+    """The user's env (dict or EnvVar list form) plus ours; ours win, the user's order is kept."""
+    if env is None or isinstance(env, dict):
+        return {**(env or {}), **extra}
+    kept = [item for item in env if item.get("name") not in extra]
+    return [*kept, *({"name": key, "value": value} for key, value in extra.items())]
+
+
+class _TFJobDecoratedOperator(DecoratedOperator, TFJobOperator):
+    custom_operator_name = "@task.tfjob"
+    return_marker = RETURN_MARKER
+
+    # `command` is ours: the bootstrap. Everything else of TFJobOperator stays templated.
+    template_fields: Sequence[str] = tuple(
+        {"op_args", "op_kwargs", *TFJobOperator.template_fields} - {"command"}
+    )
+    shallow_copy_attrs: Sequence[str] = ("python_callable",)
+
+    def __init__(self, *, image: str | None = None, **kwargs: Any) -> None:
+        if kwargs.get("tfjob") is None:
+            # Without a manifest the decorator must still describe a complete job.
+            if kwargs.get("images") is None and image is None:
+                image = DEFAULT_IMAGE
+            if all(kwargs.get(kind) is None for kind in _REPLICA_ARGS):
+                kwargs["worker"] = 1
+        if kwargs.pop("command", None) is not None:
+            raise ValueError("@task.tfjob: `command` is the decorated function; do not pass one")
+        super().__init__(image=image, command=["python", "-c", BOOTSTRAP], **kwargs)
+
+    def execute(self, context: Context) -> Any:
+        name = self.python_callable.__name__
+        source = self.get_python_source()
+        self.env = _with_env(
+            self.env,
+            {
+                SOURCE_ENV: base64.b64encode(source.encode("utf-8")).decode("ascii"),
+                CALL_ENV: encode_call(name, list(self.op_args), dict(self.op_kwargs)),
+            },
+        )
+        self.command = ["python", "-c", BOOTSTRAP]
+        # Skip DecoratedOperator.execute (it would call the function here); run the TFJob instead.
+        return TFJobOperator.execute(self, context)
+
+    def result_from_outcome(self, outcome: FollowOutcome, context: Context) -> Any:
+        payload = getattr(outcome, "return_payload", None)
+        if payload is None:
+            raise AirflowException(
+                f"@task.tfjob {self.python_callable.__name__}: the job succeeded but its master replica "
+                f"printed no {RETURN_MARKER} line (was its log read? is get_logs=False?)"
+            )
+        return decode_return(payload)
+
+
+def tfjob_task(
+    python_callable: Callable[..., Any] | None = None,
+    multiple_outputs: bool | None = None,
+    **kwargs: Any,
+) -> TaskDecorator:
+    """Run the decorated function as a TFJob: ``@task.tfjob(worker=2, image=..., resources=...)``.
+
+    Takes every TFJobOperator argument (replica counts per type, image, resources, env, volumes,
+    clean_pod_policy, deferrable...) except ``command``. Each replica calls the function; the value
+    returned by the Chief (or Worker-0 when there is none) becomes the task's XCom.
+    """
+    return task_decorator_factory(
+        python_callable=python_callable,
+        multiple_outputs=multiple_outputs,
+        decorated_operator_class=_TFJobDecoratedOperator,
+        **kwargs,
+    )
