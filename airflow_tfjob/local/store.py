@@ -181,6 +181,49 @@ def _meta(obj: JsonDict) -> JsonDict:
     return meta
 
 
+def check_shape(info: ResourceType, obj: JsonDict) -> None:
+    """Reject what the real server could not even decode into its Go types (HTTP 400): such objects would
+    otherwise break selectors, GC or the controller later."""
+
+    def fail(field: str, expected: str) -> ApiError:
+        return bad_request(f"json: cannot unmarshal into Go struct field {info.kind}.{field} of type {expected}")
+
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        raise fail("metadata", "v1.ObjectMeta")
+    for key in ("name", "generateName", "namespace", "resourceVersion", "uid"):
+        if key in meta and meta[key] is not None and not isinstance(meta[key], str):
+            raise fail(f"metadata.{key}", "string")
+    for key in ("labels", "annotations"):
+        value = meta.get(key)
+        if value is not None and not (
+            isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+        ):
+            raise fail(f"metadata.{key}", "map[string]string")
+    refs = meta.get("ownerReferences")
+    if refs is not None and not (
+        isinstance(refs, list) and all(isinstance(r, dict) and isinstance(r.get("uid"), str) for r in refs)
+    ):
+        raise fail("metadata.ownerReferences", "[]v1.OwnerReference")
+    finalizers = meta.get("finalizers")
+    if finalizers is not None and not (isinstance(finalizers, list) and all(isinstance(f, str) for f in finalizers)):
+        raise fail("metadata.finalizers", "[]string")
+    for key in ("spec", "status"):
+        if key in obj and obj[key] is not None and not isinstance(obj[key], dict):
+            raise fail(key, "object")
+    if info.plural == "pods":
+        spec = obj.get("spec") or {}
+        for group in ("containers", "initContainers"):
+            items = spec.get(group)
+            if items is not None and not (isinstance(items, list) and all(isinstance(c, dict) for c in items)):
+                raise fail(f"spec.{group}", "[]v1.Container")
+    if info.plural in ("configmaps", "secrets"):
+        for key in ("data", "stringData", "binaryData"):
+            value = obj.get(key)
+            if value is not None and not (isinstance(value, dict) and all(isinstance(v, str) for v in value.values())):
+                raise fail(key, "map[string]string")
+
+
 def parse_resource_version(value: str | None) -> int | None:
     """None for "" / absent; raises 400 for a value that is not an unsigned integer."""
     if value is None or value == "":
@@ -841,6 +884,7 @@ class Store:
             raise bad_request(f"the body of the request was in an unknown format: expected a {info.kind} object")
         obj = clone(obj)
         meta = _meta(obj)
+        check_shape(info, obj)
         ns_key = self._namespace_for_write(info, namespace, meta)
         name = meta.get("name")
         if not name and meta.get("generateName"):
@@ -882,6 +926,7 @@ class Store:
             raise bad_request(f"the body of the request was in an unknown format: expected a {info.kind} object")
         obj = clone(obj)
         meta = _meta(obj)
+        check_shape(info, obj)
         if meta.get("name") not in (None, name):
             raise bad_request(
                 f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
@@ -905,6 +950,7 @@ class Store:
         current = self.get_entry(rtype, namespace, name)
         result = apply_patch(info, current.obj, patch, patch_type)
         meta = _meta(result)
+        check_shape(info, result)
         rv = meta.get("resourceVersion")
         if rv not in (None, "") and str(rv) != str(current.rv):
             raise self._conflict(info, name)
