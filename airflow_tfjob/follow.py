@@ -1,0 +1,464 @@
+"""The follow core: watch a TFJob to its end while streaming its logs, events and metrics.
+
+The synchronous operator runs it with `asyncio.run` and the trigger runs it in the triggerer, so both
+modes report the same outcome, the same log lines and the same diagnostics. It imports nothing from
+Airflow: the caller passes a hook and a sink (a callable that writes one line to the task log).
+
+Requests do not grow with the time spent waiting: the job comes from the shared watch (one stream per
+namespace), pods and events from one watch each per followed job (only when logs are followed), and
+pods are listed on demand otherwise (start-up check until every replica has started, diagnostics).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow_tfjob import diagnostics
+from airflow_tfjob.logs import (
+    JobLogFollower,
+    LogLimits,
+    LogSelection,
+    ReplicaFollower,
+    format_timestamp,
+    parse_timestamp,
+)
+from airflow_tfjob.metrics import MetricsCollector
+from airflow_tfjob.status import JobState, JobStatus, interpret
+
+if TYPE_CHECKING:
+    from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+
+log = logging.getLogger(__name__)
+
+Sink = Callable[[str], None]
+
+
+@dataclass
+class FollowOptions:
+    """How to follow a job; JSON-serialisable (it travels in the trigger's kwargs)."""
+
+    log_replicas: str = "master"
+    startup_timeout: float | None = 600.0
+    deadline: float | None = None  # epoch seconds; past it the outcome is "timeout"
+    metrics: list[str] = field(default_factory=list)
+    metrics_history: bool = False
+    log_rate_per_replica: int = 1000
+    log_total_cap: int = 1_000_000
+    get_logs: bool = True
+    log_events: bool = True
+    drain_grace: float = 5.0  # seconds after completionTime that still-running containers are read
+    diagnostics_tail: int = 20
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> FollowOptions:
+        known = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in (data or {}).items() if k in known})
+
+
+@dataclass
+class FollowOutcome:
+    """How following ended; JSON-serialisable through to_dict (the trigger's event payload)."""
+
+    event: str  # "succeeded" | "failed" | "timeout" | "startup_timeout" | "error"
+    status: JobStatus | None = None
+    message: str = ""
+    metrics: dict[str, Any] = field(default_factory=dict)
+    diagnostics: list[str] = field(default_factory=list)
+    cursors: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "event": self.event,
+            "status": self.status.to_dict() if self.status else None,
+            "message": self.message,
+            "metrics": self.metrics,
+            "diagnostics": list(self.diagnostics),
+            "cursors": self.cursors,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FollowOutcome:
+        status = data.get("status")
+        return cls(
+            event=str(data["event"]),
+            status=JobStatus.from_dict(status) if status else None,
+            message=str(data.get("message") or ""),
+            metrics=dict(data.get("metrics") or {}),
+            diagnostics=list(data.get("diagnostics") or []),
+            cursors=dict(data.get("cursors") or {}),
+        )
+
+
+def _rv(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+async def reflect(
+    list_fn: Callable[[], Awaitable[tuple[list[dict], str]]],
+    watch_fn: Callable[[str], Any],
+    on_event: Callable[[str, dict], None],
+    on_error: Callable[[BaseException], None] | None = None,
+) -> None:
+    """List, then watch from the list's resourceVersion, forever (until cancelled).
+
+    A normal end of the stream resumes from the last resourceVersion seen (bookmarks included); 410
+    relists (objects missing from the new list are reported DELETED); other errors back off and retry.
+    """
+    from airflow_tfjob.hooks.tfjob import WatchExpired
+
+    known: dict[str, dict] = {}
+    rv: str | None = None
+    backoff = 0.5
+    while True:
+        try:
+            if rv is None:
+                items, rv = await list_fn()
+                names = set()
+                for obj in items:
+                    uid = str((obj.get("metadata") or {}).get("uid") or "")
+                    names.add(uid)
+                    etype = "MODIFIED" if uid in known else "ADDED"
+                    known[uid] = obj
+                    on_event(etype, obj)
+                for uid in [u for u in known if u not in names]:
+                    on_event("DELETED", known.pop(uid))
+            async for etype, obj in watch_fn(rv):
+                rv = _rv(obj) or rv
+                if etype == "BOOKMARK":
+                    continue
+                uid = str((obj.get("metadata") or {}).get("uid") or "")
+                if etype == "DELETED":
+                    known.pop(uid, None)
+                else:
+                    known[uid] = obj
+                on_event(etype, obj)
+            backoff = 0.5
+        except asyncio.CancelledError:
+            raise
+        except WatchExpired:
+            rv = None
+        except Exception as exc:
+            if on_error is not None:
+                on_error(exc)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 30.0)
+
+
+class _JobFollow:
+    """State of one follow_job call: the watches' caches, the log followers, the outcome."""
+
+    def __init__(
+        self,
+        hook: AsyncTFJobHook,
+        name: str,
+        namespace: str,
+        options: FollowOptions,
+        sink: Sink,
+        cursors: Mapping[str, Any] | None,
+    ) -> None:
+        self.hook = hook
+        self.name = name
+        self.namespace = namespace
+        self.options = options
+        self.sink = sink
+        self.resumed = bool(cursors)
+        self.pods: dict[str, dict] = {}  # by pod uid, last known state, deleted pods kept
+        self.events: dict[str, dict] = {}  # by event uid
+        self.job: dict[str, Any] | None = None
+        self.metrics = MetricsCollector(options.metrics, history=options.metrics_history)
+        self.tasks: list[asyncio.Task[None]] = []
+        self.logs: JobLogFollower | None = None
+        self.startup_base = time.time()
+        self.started = False
+        self._shown_events: dict[str, int] = {}
+        if options.get_logs or options.metrics:
+            selection = LogSelection.parse(options.log_replicas) if options.get_logs else LogSelection()
+            self.logs = JobLogFollower(
+                hook,
+                namespace,
+                selection,
+                sink,
+                limits=LogLimits(
+                    rate_per_replica=options.log_rate_per_replica, total_cap=options.log_total_cap
+                ),
+                cursors={k: v for k, v in (cursors or {}).items() if not k.startswith("_")},
+                on_line=self._on_line,
+            )
+
+    # -- feeds ----------------------------------------------------------------------------------
+
+    def _on_line(self, replica: ReplicaFollower, ts: int, text: str) -> None:
+        if self.options.metrics and replica.state.pod is not None:
+            from airflow_tfjob.logs import is_master_role
+
+            if is_master_role(replica.state.pod):
+                self.metrics.feed(f"{format_timestamp(ts)} {text}" if self.options.metrics_history else text)
+
+    def _on_pod(self, etype: str, pod: dict) -> None:
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        self.pods[uid] = pod
+        if self.logs is None:
+            return
+        if etype == "DELETED":
+            self.logs.pod_deleted(pod)
+        else:
+            self.logs.update_pod(pod)
+
+    def _on_event(self, etype: str, ev: dict) -> None:
+        if etype == "DELETED":
+            return
+        uid = str((ev.get("metadata") or {}).get("uid") or id(ev))
+        self.events[uid] = ev
+        count = int(ev.get("count") or 1)
+        if self._shown_events.get(uid) == count:
+            return
+        self._shown_events[uid] = count
+        if self.options.log_events and not self._suppress_events:
+            self.sink(f"[events] {diagnostics.format_event(ev)}")
+
+    _suppress_events = False
+
+    # -- start-up tracking ----------------------------------------------------------------------
+
+    def _expected_replicas(self) -> int:
+        specs = ((self.job or {}).get("spec") or {}).get("tfReplicaSpecs") or {}
+        total = 0
+        for spec in specs.values():
+            replicas = spec.get("replicas", 1) if isinstance(spec, Mapping) else 1
+            total += int(replicas) if isinstance(replicas, int) else 1
+        return total
+
+    async def _current_pods(self) -> list[dict]:
+        if self.logs is not None:
+            live = [p for p in self.pods.values() if not (p.get("metadata") or {}).get("deletionTimestamp")]
+            return live
+        pods = await self.hook.list_job_pods(self.name, self.namespace)
+        for p in pods:
+            self.pods[str((p.get("metadata") or {}).get("uid") or "")] = p
+        return pods
+
+    async def _check_startup(self, status: JobStatus) -> FollowOutcome | None:
+        """Pods still Pending (or unschedulable) past startup_timeout fail the follow; a suspended job waits."""
+        if self.started or self.options.startup_timeout is None:
+            return None
+        if status.state == JobState.SUSPENDED:
+            self.startup_base = time.time()  # queued (e.g. Kueue): waiting does not count
+            return None
+        pods = await self._current_pods()
+        started = [
+            p for p in pods if (p.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")
+        ]
+        if pods and len(started) >= len(pods) and len(started) >= self._expected_replicas():
+            self.started = True
+            return None
+        if time.time() - self.startup_base < self.options.startup_timeout:
+            return None
+        stuck = [p for p in pods if p not in started]
+        reasons: list[str] = []
+        for pod in stuck:
+            pname = str((pod.get("metadata") or {}).get("name", ""))
+            problem = diagnostics.scheduling_problem(pod)
+            evs = await self.hook.list_events(self.namespace, involved_name=pname)
+            warn = [e for e in evs if e.get("type") == "Warning"]
+            if problem is not None:
+                reasons.append(f"{pname}: {problem[0]}: {problem[1]}".rstrip(": "))
+            elif warn:
+                reasons.append(f"{pname}: {warn[-1].get('reason')}: {warn[-1].get('message')}")
+            else:
+                phase = (pod.get("status") or {}).get("phase", "Pending")
+                reasons.append(f"{pname}: {phase}")
+        if not pods:
+            reasons.append(f"no pods were created (expected {self._expected_replicas()})")
+            job_warn = [
+                e
+                for e in await self.hook.list_events(self.namespace, involved_name=self.name)
+                if e.get("type") == "Warning"
+            ]
+            if job_warn:
+                reasons.append(f"{job_warn[-1].get('reason')}: {job_warn[-1].get('message')}")
+        message = (
+            f"TFJob {self.namespace}/{self.name} did not start within {self.options.startup_timeout:g} s: "
+            + "; ".join(reasons)
+        )
+        return FollowOutcome("startup_timeout", status, message)
+
+    # -- main -----------------------------------------------------------------------------------
+
+    def _start_watches(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self.logs is not None:
+            self.tasks.append(
+                loop.create_task(
+                    reflect(
+                        lambda: self.hook.list_objects(
+                            "pods",
+                            self.namespace,
+                            label_selector=f"training.kubeflow.org/job-name={self.name}",
+                        ),
+                        lambda rv: self.hook.watch_job_pods(self.name, self.namespace, rv),
+                        self._on_pod,
+                    ),
+                    name=f"tfjob-pods-{self.name}",
+                )
+            )
+        if self.options.get_logs and self.options.log_events:
+            # On a resume the events already went to the log: show only what happens from now on.
+            self._suppress_events = self.resumed
+            self.tasks.append(
+                loop.create_task(
+                    reflect(
+                        self._list_job_events,
+                        lambda rv: self.hook.watch_events(self.namespace, rv, involved_name=self.name),
+                        self._on_event,
+                    ),
+                    name=f"tfjob-events-{self.name}",
+                )
+            )
+
+    async def _list_job_events(self) -> tuple[list[dict], str]:
+        items, rv = await self.hook.list_objects(
+            "events", self.namespace, field_selector=f"involvedObject.name={self.name}"
+        )
+        items = [e for e in items if (e.get("involvedObject") or {}).get("name") == self.name]
+        items.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("firstTimestamp") or ""))
+        for ev in items:
+            self._on_event("ADDED", ev)
+        self._suppress_events = False
+        return [], rv
+
+    async def run(self) -> FollowOutcome:
+        from airflow_tfjob.watch import shared_watch
+
+        self._start_watches()
+        try:
+            async with shared_watch(self.hook, self.namespace).subscribe(self.name) as sub:
+                outcome = await self._wait(sub)
+            return await self._finish(outcome)
+        finally:
+            for t in self.tasks:
+                t.cancel()
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+            if self.logs is not None:
+                await self.logs.close()
+
+    async def _wait(self, sub: Any) -> FollowOutcome:
+        seen = False
+        status: JobStatus | None = None
+        while True:
+            timeout = self._tick()
+            try:
+                obj = await sub.next(timeout=timeout)
+            except TimeoutError:
+                obj = sub.latest
+            if obj is None:
+                if sub.synced:
+                    gone = await self.hook.find_tfjob(self.name, self.namespace) is None
+                    if gone:
+                        what = "was deleted" if seen else "does not exist"
+                        return FollowOutcome("error", status, f"TFJob {self.namespace}/{self.name} {what}")
+                continue
+            seen = True
+            self.job = obj
+            status = interpret(obj)
+            if status.finished:
+                return FollowOutcome(status.state.value, status, status.message)
+            if self.options.deadline is not None and time.time() >= self.options.deadline:
+                return FollowOutcome(
+                    "timeout",
+                    status,
+                    f"TFJob {self.namespace}/{self.name} passed its deadline while {status.state.value}",
+                )
+            startup = await self._check_startup(status)
+            if startup is not None:
+                return startup
+
+    def _tick(self) -> float:
+        """How long to wait for the next job change before re-checking the clocks."""
+        waits = [30.0]
+        now = time.time()
+        if self.options.deadline is not None:
+            waits.append(max(0.05, self.options.deadline - now))
+        if not self.started and self.options.startup_timeout is not None:
+            waits.append(max(0.2, min(5.0, self.startup_base + self.options.startup_timeout - now)))
+        return min(waits)
+
+    async def _finish(self, outcome: FollowOutcome) -> FollowOutcome:
+        status = outcome.status
+        if self.logs is not None:
+            if outcome.event in ("succeeded", "failed"):
+                await self.logs.drain(
+                    status.completion_time if status else None, grace=self.options.drain_grace
+                )
+            else:
+                await self.logs.drain(None, grace=0.5, cap=5.0)
+        if outcome.event == "failed" or outcome.event == "startup_timeout":
+            diags = await self._diagnose(status)
+            if diags:
+                block = diagnostics.format_block(diags)
+                for line in block:
+                    self.sink(line)
+                outcome.diagnostics = block
+                if outcome.event == "failed":
+                    outcome.message = diagnostics.summary_line(diags, outcome.message)
+        if self.options.metrics:
+            outcome.metrics = self.metrics.result()
+            if outcome.metrics.get("missing"):
+                self.sink(
+                    "metrics never reported by the master replica: " + ", ".join(outcome.metrics["missing"])
+                )
+        outcome.cursors = self.logs.cursors() if self.logs is not None else {}
+        return outcome
+
+    async def _diagnose(self, status: JobStatus | None) -> list[diagnostics.ReplicaDiagnosis]:
+        with contextlib.suppress(Exception):
+            for p in await self.hook.list_job_pods(self.name, self.namespace):
+                self.pods[str((p.get("metadata") or {}).get("uid") or "")] = p
+        events = list(self.events.values())
+        pod_names = {str((p.get("metadata") or {}).get("name", "")) for p in self.pods.values()}
+        for pname in sorted(pod_names):
+            with contextlib.suppress(Exception):
+                events.extend(await self.hook.list_events(self.namespace, involved_name=pname))
+        with contextlib.suppress(Exception):
+            events.extend(await self.hook.list_events(self.namespace, involved_name=self.name))
+        unique = {str((e.get("metadata") or {}).get("uid") or id(e)): e for e in events}
+        ordered = sorted(
+            unique.values(), key=lambda e: str(e.get("lastTimestamp") or e.get("firstTimestamp") or "")
+        )
+        rings = {name: f.ring for name, f in self.logs.replicas.items()} if self.logs is not None else {}
+        # Latest state per pod name wins (a recreated pod replaces the old one's failure).
+        latest: dict[str, dict] = {}
+        for p in self.pods.values():
+            latest[str((p.get("metadata") or {}).get("name", ""))] = p
+        return diagnostics.diagnose(
+            self.name,
+            latest.values(),
+            ordered,
+            rings,
+            status.failed_replica_types if status else (),
+            tail=self.options.diagnostics_tail,
+        )
+
+
+async def follow_job(
+    hook: AsyncTFJobHook,
+    name: str,
+    namespace: str,
+    options: FollowOptions,
+    sink: Sink,
+    cursors: dict | None = None,
+) -> FollowOutcome:
+    """Follow a TFJob until it succeeds, fails, times out or does not start; logs drained before return."""
+    follow = _JobFollow(hook, name, namespace, options, sink, cursors)
+    return await follow.run()
+
+
+__all__ = ["FollowOptions", "FollowOutcome", "follow_job", "parse_timestamp", "reflect"]

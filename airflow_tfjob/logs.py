@@ -1,0 +1,691 @@
+"""Resumable, de-duplicated log streams of a TFJob's replicas, written line by line to a sink.
+
+Why it is built this way:
+- A follow stream can be cut at any time (network, API server restart, read timeout). The kubelet only
+  resumes from `sinceTime`, which the API truncates to whole seconds, so a reconnect replays part of the
+  last second. Each replica therefore keeps a cursor (container instance, timestamp of the last line,
+  number of lines seen with exactly that timestamp) and drops what it has already shown.
+- A container can restart in place (OnFailure) or its pod be recreated (ExitCode policy, same name, new
+  uid); both are announced with a marker line, and the rest of the old run is read from `previous`.
+- Operators up to v1.9.3 delete every pod on deadline or backoff failures before Failed is visible, so
+  every replica is streamed (selected ones to the sink, all into a ring buffer) and diagnostics can show
+  the last lines of a replica whose pod is gone.
+- A runaway job must not flood the task log: a per-replica rate limit and a total cap drop lines with a
+  line saying how many were dropped; dropped lines still feed the ring buffer and the metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import calendar
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow_tfjob.constants import (
+    CONTAINER_NAME,
+    LABEL_JOB_ROLE,
+    LABEL_REPLICA_INDEX,
+    LABEL_REPLICA_TYPE,
+    REPLICA_TYPES,
+)
+
+if TYPE_CHECKING:
+    from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+
+log = logging.getLogger(__name__)
+
+MAX_LINE_BYTES = 64 * 1024
+RING_LINES = 100
+TRUNCATION_MARK = " [... line truncated: {n} more bytes]"
+
+# ------------------------------------------------------------------------------------------------
+# Pure parts: timestamps, line splitting, de-duplication, selection, rate limiting.
+
+_SECONDS_CACHE: dict[str, int] = {}
+
+
+def parse_timestamp(ts: str | bytes) -> int:
+    """RFC 3339 (as the kubelet writes it, up to nanoseconds, `Z` or an offset) to epoch nanoseconds.
+
+    Strings are not comparable: Go trims trailing zeros of the fraction ("…05.1Z" sorts after
+    "…05.12Z"), so the cursor compares integers.
+    """
+    if isinstance(ts, bytes):
+        ts = ts.decode("ascii")
+    if len(ts) < 20 or ts[10] not in "Tt ":
+        raise ValueError(f"not an RFC 3339 timestamp: {ts!r}")
+    head = ts[:19]
+    secs = _SECONDS_CACHE.get(head)
+    if secs is None:
+        secs = calendar.timegm(
+            time.strptime(head, "%Y-%m-%dT%H:%M:%S" if ts[10] in "Tt" else "%Y-%m-%d %H:%M:%S")
+        )
+        if len(_SECONDS_CACHE) > 4096:
+            _SECONDS_CACHE.clear()
+        _SECONDS_CACHE[head] = secs
+    rest = ts[19:]
+    frac = 0
+    if rest.startswith("."):
+        digits = 0
+        i = 1
+        while i < len(rest) and rest[i].isdigit():
+            i += 1
+        digits = i - 1
+        if digits == 0:
+            raise ValueError(f"not an RFC 3339 timestamp: {ts!r}")
+        frac_text = rest[1:i][:9]
+        frac = int(frac_text) * 10 ** (9 - len(frac_text))
+        rest = rest[i:]
+    offset = 0
+    if rest in ("Z", "z"):
+        pass
+    elif len(rest) == 6 and rest[0] in "+-" and rest[3] == ":":
+        offset = (int(rest[1:3]) * 3600 + int(rest[4:6]) * 60) * (1 if rest[0] == "+" else -1)
+    else:
+        raise ValueError(f"not an RFC 3339 timestamp: {ts!r}")
+    return (secs - offset) * 1_000_000_000 + frac
+
+
+def format_timestamp(ns: int, fraction: bool = True) -> str:
+    """Epoch nanoseconds to RFC 3339 UTC (nanosecond fraction, or whole seconds for `sinceTime`)."""
+    secs, frac = divmod(ns, 1_000_000_000)
+    base = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
+    return f"{base}.{frac:09d}Z" if fraction else f"{base}Z"
+
+
+def split_timestamp(line: bytes) -> tuple[int | None, bytes]:
+    """`<timestamp> <text>` as served with timestamps=true -> (epoch ns or None, text)."""
+    sp = line.find(b" ")
+    head = line if sp < 0 else line[:sp]
+    try:
+        ns = parse_timestamp(head)
+    except (ValueError, UnicodeDecodeError):
+        return None, line
+    return ns, (b"" if sp < 0 else line[sp + 1 :])
+
+
+class LineSplitter:
+    """Bytes chunks -> complete lines, with a bounded buffer.
+
+    A line longer than `max_line` keeps its first `max_line` bytes; the rest (up to the newline) is
+    counted and reported, so one huge line costs no more memory than a normal one.
+    """
+
+    def __init__(self, max_line: int = MAX_LINE_BYTES) -> None:
+        self.max_line = max_line
+        self._buf = bytearray()
+        self._overflow = 0  # bytes dropped from the current (unfinished) line
+
+    def feed(self, chunk: bytes) -> list[tuple[bytes, int]]:
+        """Complete lines in `chunk` (with what came before): (line, number of bytes cut off)."""
+        out: list[tuple[bytes, int]] = []
+        start = 0
+        while True:
+            nl = chunk.find(b"\n", start)
+            if nl < 0:
+                break
+            self._append(chunk, start, nl)
+            out.append((bytes(self._buf), self._overflow))
+            self._buf.clear()
+            self._overflow = 0
+            start = nl + 1
+        self._append(chunk, start, len(chunk))
+        return out
+
+    def _append(self, chunk: bytes, start: int, end: int) -> None:
+        room = self.max_line - len(self._buf)
+        n = end - start
+        if n <= room:
+            self._buf += chunk[start:end]
+        else:
+            if room > 0:
+                self._buf += chunk[start : start + room]
+            self._overflow += n - max(room, 0)
+
+    def flush(self) -> tuple[bytes, int] | None:
+        """The unfinished last line, if any (used when a stream ended cleanly)."""
+        if not self._buf and not self._overflow:
+            return None
+        line = (bytes(self._buf), self._overflow)
+        self.reset()
+        return line
+
+    def reset(self) -> None:
+        """Forget the unfinished line: after a cut, the reconnect serves it again in full."""
+        self._buf.clear()
+        self._overflow = 0
+
+
+@dataclass
+class Cursor:
+    """Where a replica's log was read up to: enough to resume without loss or repetition.
+
+    `ts` is the timestamp (epoch ns) of the last line shown; `n` how many lines carried exactly that
+    timestamp. `instance` is the container's restartCount, `uid` the pod's uid (a recreated pod has a
+    new one).
+    """
+
+    uid: str = ""
+    instance: int = 0
+    ts: int = -1
+    n: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "uid": self.uid,
+            "instance": self.instance,
+            "ts": format_timestamp(self.ts) if self.ts >= 0 else None,
+            "n": self.n,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Cursor:
+        ts = data.get("ts")
+        return cls(
+            uid=str(data.get("uid") or ""),
+            instance=int(data.get("instance") or 0),
+            ts=parse_timestamp(ts) if ts else -1,
+            n=int(data.get("n") or 0),
+        )
+
+    @property
+    def since_time(self) -> str | None:
+        """The `sinceTime` to resume from (whole seconds, as the API truncates it anyway)."""
+        return format_timestamp(self.ts, fraction=False) if self.ts >= 0 else None
+
+
+class ResumeFilter:
+    """Drops the lines a resumed stream replays; advances the cursor over the new ones.
+
+    A resumed stream starts at the whole second of `cursor.ts` or earlier: lines before `cursor.ts` were
+    shown, and so were the first `cursor.n` lines at exactly `cursor.ts` (a stream serves a container's
+    lines in order, so those come first).
+    """
+
+    def __init__(self, cursor: Cursor) -> None:
+        self.cursor = cursor
+        self._skip = cursor.n
+
+    def accept(self, ts: int) -> bool:
+        c = self.cursor
+        if ts > c.ts:
+            c.ts = ts
+            c.n = 1
+            self._skip = 0
+            return True
+        if ts < c.ts:
+            return False
+        if self._skip > 0:
+            self._skip -= 1
+            return False
+        c.n += 1
+        return True
+
+
+def replica_name(replica_type: str, index: int | str) -> str:
+    return f"{replica_type.lower()}-{index}"
+
+
+@dataclass(frozen=True)
+class LogSelection:
+    """Which replicas go to the task log: `all`, `master` (the job-role=master pod), a type (`worker`,
+    `ps`, `chief`, ...), a single replica (`worker:0`), or a comma-separated list of these.
+
+    Replicas outside the selection are still read into the ring buffer, so a failing one can be shown.
+    """
+
+    everything: bool = False
+    master: bool = False
+    types: frozenset[str] = frozenset()
+    replicas: frozenset[tuple[str, int]] = frozenset()
+
+    @classmethod
+    def parse(cls, spec: str | Iterable[str] | None) -> LogSelection:
+        if spec is None:
+            spec = "master"
+        items = spec.split(",") if isinstance(spec, str) else list(spec)
+        known = {t.lower() for t in REPLICA_TYPES}
+        everything = master = False
+        types: set[str] = set()
+        replicas: set[tuple[str, int]] = set()
+        for raw in items:
+            item = raw.strip().lower()
+            if not item:
+                continue
+            if item in ("all", "*"):
+                everything = True
+            elif item == "master" and ":" not in item:
+                master = True
+            elif ":" in item:
+                rtype, _, idx = item.partition(":")
+                rtype = rtype.strip()
+                if rtype not in known or not idx.strip().isdigit():
+                    raise ValueError(
+                        f"log_replicas: {raw.strip()!r} is not '<type>:<index>' with type one of "
+                        f"{sorted(known)} and a non-negative index"
+                    )
+                replicas.add((rtype, int(idx)))
+            elif item in known:
+                types.add(item)
+            else:
+                raise ValueError(
+                    f"log_replicas: unknown entry {raw.strip()!r}; use 'all', 'master', a replica type "
+                    f"({', '.join(sorted(known))}), '<type>:<index>', or a comma-separated list"
+                )
+        if not (everything or master or types or replicas):
+            raise ValueError("log_replicas: empty selection; use 'all', 'master', a type or '<type>:<index>'")
+        return cls(everything, master, frozenset(types), frozenset(replicas))
+
+    def matches(self, replica_type: str, index: int, is_master_role: bool) -> bool:
+        rtype = replica_type.lower()
+        return (
+            self.everything
+            or (self.master and is_master_role)
+            or rtype in self.types
+            or (rtype, index) in self.replicas
+        )
+
+
+class RateLimiter:
+    """Token bucket in lines per second (burst of one second's worth)."""
+
+    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self.clock = clock
+        self.tokens = rate
+        self.stamp = clock()
+
+    def allow(self) -> bool:
+        if self.rate <= 0:
+            return True
+        now = self.clock()
+        self.tokens = min(self.rate, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return True
+        return False
+
+
+# ------------------------------------------------------------------------------------------------
+# Pod state helpers.
+
+
+def pod_replica(pod: Mapping[str, Any]) -> tuple[str, int] | None:
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    rtype = labels.get(LABEL_REPLICA_TYPE)
+    idx = labels.get(LABEL_REPLICA_INDEX)
+    if not rtype or idx is None or not str(idx).isdigit():
+        return None
+    return str(rtype), int(idx)
+
+
+def container_status(pod: Mapping[str, Any], container: str = CONTAINER_NAME) -> dict[str, Any] | None:
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") == container:
+            return dict(cs)
+    return None
+
+
+def is_master_role(pod: Mapping[str, Any]) -> bool:
+    return ((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB_ROLE) == "master"
+
+
+def pod_terminal(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def terminated_exit_code(cs: Mapping[str, Any] | None, last: bool = False) -> int | None:
+    if not cs:
+        return None
+    state = (cs.get("lastState") if last else cs.get("state")) or {}
+    term = state.get("terminated")
+    return int(term["exitCode"]) if term and term.get("exitCode") is not None else None
+
+
+# ------------------------------------------------------------------------------------------------
+# I/O: one follower per replica, and the set of them for a job.
+
+
+@dataclass
+class LogLimits:
+    rate_per_replica: int = 1000  # lines/s shown per replica (0: unlimited)
+    total_cap: int = 1_000_000  # lines shown per job in total (0: unlimited)
+    max_line: int = MAX_LINE_BYTES
+    ring_lines: int = RING_LINES
+    read_timeout: float = 300.0  # a silent stream is reopened after this (a dead peer looks the same)
+
+
+class _TotalCap:
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.shown = 0
+        self.dropped = 0
+        self.announced = False
+
+    def take(self) -> bool:
+        if self.cap <= 0 or self.shown < self.cap:
+            self.shown += 1
+            return True
+        self.dropped += 1
+        return False
+
+
+@dataclass
+class ReplicaState:
+    """What the job's pod watch last said about one replica's pod (None: no pod right now)."""
+
+    pod: dict[str, Any] | None = None
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def set(self, pod: dict[str, Any] | None) -> None:
+        self.pod = pod
+        self.changed.set()
+
+
+class ReplicaFollower:
+    """Follows one replica (pod name) across reconnects, container restarts and pod recreation."""
+
+    def __init__(
+        self,
+        owner: JobLogFollower,
+        name: str,
+        pod_name: str,
+        selected: bool,
+        cursor: Cursor | None,
+    ) -> None:
+        self.owner = owner
+        self.name = name
+        self.pod_name = pod_name
+        self.selected = selected
+        self.prefix = f"[{name}] "
+        self.cursor = cursor or Cursor()
+        self.resumed = cursor is not None and cursor.ts >= 0
+        self.state = ReplicaState()
+        self.ring: deque[str] = deque(maxlen=owner.limits.ring_lines)
+        self.rate = RateLimiter(owner.limits.rate_per_replica)
+        self.rate_dropped = 0
+        self.lines_seen = 0
+        self.reconnects = 0
+        self.last_exit_code: int | None = None
+        self.finished = False
+        self.task: asyncio.Task[None] | None = None
+        self.drain_deadline: float | None = None  # wall clock; a still-running container stops here
+
+    # -- emitting -----------------------------------------------------------------------------
+
+    def _emit_raw(self, text: str) -> None:
+        self.owner.sink(self.prefix + text)
+
+    def marker(self, text: str) -> None:
+        """Marker lines bypass the rate limit: they explain what happened to the stream."""
+        self.ring.append(f"--- {text} ---")
+        if self.selected:
+            self._emit_raw(f"--- {text} ---")
+
+    def _line(self, ts: int, text: str) -> None:
+        self.lines_seen += 1
+        self.ring.append(text)
+        if self.owner.on_line is not None:
+            self.owner.on_line(self, ts, text)
+        if not self.selected:
+            return
+        if not self.rate.allow():
+            self.rate_dropped += 1
+            return
+        if self.rate_dropped:
+            n, self.rate_dropped = self.rate_dropped, 0
+            self._emit_raw(f"--- {n} lines dropped (rate limit {self.rate.rate:g} lines/s) ---")
+        if self.owner.total.take():
+            self._emit_raw(text)
+        elif not self.owner.total.announced:
+            self.owner.total.announced = True
+            self.owner.sink(
+                f"--- log cap of {self.owner.total.cap} lines reached: further replica lines are not shown ---"
+            )
+
+    def flush_dropped(self) -> None:
+        if self.rate_dropped and self.selected:
+            n, self.rate_dropped = self.rate_dropped, 0
+            self._emit_raw(f"--- {n} lines dropped (rate limit {self.rate.rate:g} lines/s) ---")
+
+    def _process(self, filt: ResumeFilter, raw: bytes, cut: int) -> None:
+        ts, body = split_timestamp(raw)
+        if ts is None:
+            # Without timestamps the line cannot be placed: show it (the server did not stamp it).
+            ts = filt.cursor.ts if filt.cursor.ts >= 0 else 0
+            if not filt.accept(ts):
+                return
+        elif not filt.accept(ts):
+            return
+        text = body.decode("utf-8", errors="replace")
+        if text.endswith("\r"):
+            text = text[:-1]
+        if cut:
+            text += TRUNCATION_MARK.format(n=cut)
+        self._line(ts, text)
+
+    # -- reading ------------------------------------------------------------------------------
+
+    async def _read(self, *, previous: bool = False) -> tuple[bool, int]:
+        """One request: (ended cleanly, lines accepted)."""
+        hook = self.owner.hook
+        filt = ResumeFilter(self.cursor)
+        splitter = LineSplitter(self.owner.limits.max_line)
+        before = self.lines_seen
+        clean = False
+        try:
+            async for chunk in hook.stream_pod_log(
+                self.pod_name,
+                self.owner.namespace,
+                container=self.owner.container,
+                since_time=self.cursor.since_time,
+                previous=previous,
+                follow=not previous,
+                read_timeout=self.owner.limits.read_timeout,
+            ):
+                for raw, cut in splitter.feed(chunk):
+                    self._process(filt, raw, cut)
+                if self._past_drain_deadline():
+                    return True, self.lines_seen - before
+            tail = splitter.flush()
+            if tail is not None:
+                self._process(filt, *tail)
+            clean = True
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a cut stream, 400/404 while the pod changes, timeouts: retried
+            log.debug("log stream of %s ended: %r", self.name, exc)
+            splitter.reset()
+        return clean, self.lines_seen - before
+
+    def _past_drain_deadline(self) -> bool:
+        return self.drain_deadline is not None and time.time() >= self.drain_deadline
+
+    async def _wait_change(self, timeout: float) -> None:
+        self.state.changed.clear()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.state.changed.wait(), timeout)
+
+    async def run(self) -> None:
+        backoff = 0.2
+        while True:
+            pod = self.state.pod
+            if pod is None:
+                if self.owner.draining:
+                    break
+                await self._wait_change(5.0)
+                continue
+            uid = (pod.get("metadata") or {}).get("uid") or ""
+            cs = container_status(pod, self.owner.container)
+            started = bool(
+                cs
+                and (
+                    (cs.get("state") or {}).get("running")
+                    or (cs.get("state") or {}).get("terminated")
+                    or (cs.get("lastState") or {}).get("terminated")
+                )
+            )
+            if not started:
+                if self.owner.draining:
+                    break
+                await self._wait_change(5.0)
+                continue
+            assert cs is not None
+            instance = int(cs.get("restartCount") or 0)
+            if self.cursor.uid and uid != self.cursor.uid:
+                code = self.last_exit_code
+                self.marker(
+                    "pod recreated" + (f" (previous pod exited with code {code})" if code is not None else "")
+                )
+                self.cursor = Cursor(uid=uid, instance=instance)
+                self.resumed = False
+            elif not self.cursor.uid:
+                self.cursor.uid = uid
+                self.cursor.instance = instance
+            elif instance > self.cursor.instance:
+                await self._catch_up_previous(cs, instance)
+            if self.resumed:
+                self.resumed = False
+                self.marker(
+                    f"log resumed after {format_timestamp(self.cursor.ts)}: "
+                    "lines an earlier follower already showed may appear again"
+                )
+            clean, got = await self._read()
+            self.reconnects += 1
+            latest = self.state.pod
+            latest_cs = container_status(latest, self.owner.container) if latest else None
+            if latest_cs is not None:
+                code = terminated_exit_code(latest_cs) or terminated_exit_code(latest_cs, last=True)
+                if code is not None:
+                    self.last_exit_code = code
+            if self._past_drain_deadline():
+                break
+            if clean and latest is not None and pod_terminal(latest):
+                break  # the container ended for good and its log was read to the end
+            if clean and got:
+                backoff = 0.2
+                continue
+            if self.owner.draining and (latest is None or pod_terminal(latest)):
+                # Last try of a draining replica: the previous request got nothing new.
+                break
+            await self._wait_change(backoff)
+            backoff = min(backoff * 2, 5.0)
+        self.flush_dropped()
+        self.finished = True
+
+    async def _catch_up_previous(self, cs: Mapping[str, Any], instance: int) -> None:
+        """The container restarted since we last read: finish its previous run, then announce it."""
+        code = terminated_exit_code(cs, last=True)
+        if instance == self.cursor.instance + 1:
+            await self._read(previous=True)
+        lost = instance - self.cursor.instance - 1
+        note = f", {lost} intermediate run(s) not read" if lost > 0 else ""
+        exit_part = f", exit code {code}" if code is not None else ""
+        self.marker(f"container restarted (restart {instance}{exit_part}{note})")
+        if code is not None:
+            self.last_exit_code = code
+        self.cursor = Cursor(uid=self.cursor.uid, instance=instance)
+
+
+class JobLogFollower:
+    """All replicas of one TFJob: fed with pod updates, streams each replica, drains at the end."""
+
+    def __init__(
+        self,
+        hook: AsyncTFJobHook,
+        namespace: str,
+        selection: LogSelection,
+        sink: Callable[[str], None],
+        *,
+        limits: LogLimits | None = None,
+        cursors: Mapping[str, Any] | None = None,
+        container: str = CONTAINER_NAME,
+        on_line: Callable[[ReplicaFollower, int, str], None] | None = None,
+    ) -> None:
+        self.hook = hook
+        self.namespace = namespace
+        self.selection = selection
+        self.sink = sink
+        self.limits = limits or LogLimits()
+        self.container = container
+        self.on_line = on_line
+        self.total = _TotalCap(self.limits.total_cap)
+        self.replicas: dict[str, ReplicaFollower] = {}
+        self.draining = False
+        self._cursors = {k: Cursor.from_dict(v) for k, v in (cursors or {}).items() if isinstance(v, Mapping)}
+
+    def update_pod(self, pod: dict[str, Any]) -> None:
+        ident = pod_replica(pod)
+        if ident is None:
+            return
+        rtype, index = ident
+        name = replica_name(rtype, index)
+        follower = self.replicas.get(name)
+        if follower is None:
+            selected = self.selection.matches(rtype, index, is_master_role(pod))
+            follower = ReplicaFollower(
+                self, name, (pod.get("metadata") or {}).get("name", name), selected, self._cursors.get(name)
+            )
+            self.replicas[name] = follower
+            follower.state.set(pod)
+            follower.task = asyncio.get_running_loop().create_task(follower.run(), name=f"tfjob-log-{name}")
+        else:
+            follower.state.set(pod)
+
+    def pod_deleted(self, pod: dict[str, Any]) -> None:
+        ident = pod_replica(pod)
+        if ident is None:
+            return
+        follower = self.replicas.get(replica_name(*ident))
+        if follower is not None and (follower.state.pod or {}).get("metadata", {}).get("uid") == (
+            pod.get("metadata") or {}
+        ).get("uid"):
+            follower.state.set(None)
+
+    def cursors(self) -> dict[str, Any]:
+        out = {k: v.to_dict() for k, v in self._cursors.items()}
+        out.update({name: f.cursor.to_dict() for name, f in self.replicas.items() if f.cursor.uid})
+        return out
+
+    def ring(self, name: str) -> list[str]:
+        f = self.replicas.get(name)
+        return list(f.ring) if f else []
+
+    async def drain(self, completion_time: str | None, grace: float = 5.0, cap: float = 60.0) -> None:
+        """Read every replica to its end; containers still running stop at completion + `grace`."""
+        self.draining = True
+        end = time.time() + grace
+        if completion_time:
+            with contextlib.suppress(ValueError):
+                end = max(parse_timestamp(completion_time) / 1e9 + grace, time.time() + 0.5)
+        for f in self.replicas.values():
+            f.drain_deadline = end
+            f.state.changed.set()
+        tasks = [f.task for f in self.replicas.values() if f.task is not None and not f.task.done()]
+        if tasks:
+            _done, pending = await asyncio.wait(tasks, timeout=max(0.0, end - time.time()) + cap)
+            for t in pending:
+                t.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+        self._announce_cap()
+
+    def _announce_cap(self) -> None:
+        if self.total.dropped:
+            self.sink(
+                f"--- log cap of {self.total.cap} lines reached: {self.total.dropped} replica lines were not shown ---"
+            )
+            self.total.dropped = 0
+
+    async def close(self) -> None:
+        tasks = [f.task for f in self.replicas.values() if f.task is not None and not f.task.done()]
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
