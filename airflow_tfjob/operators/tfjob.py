@@ -1,0 +1,777 @@
+"""TFJobOperator: run one Kubeflow TFJob as an Airflow task.
+
+The task reads like the user's story: build the manifest -> validate it -> find the task's job again
+or create it -> follow it (inline, or deferred to the triggerer) -> drain its logs -> clean up ->
+return the result.
+
+Importing this module must stay cheap (DAG files are parsed all the time): the Kubernetes clients,
+the cncf.kubernetes hooks, the trigger and the async follow core are imported inside the methods
+that use them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator, conf
+from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
+
+from airflow_tfjob import cleanup, naming
+from airflow_tfjob.constants import (
+    ANNOTATION_RESULT_REPORTED,
+    LABEL_HANDLED,
+    LABEL_MANAGED,
+)
+from airflow_tfjob.status import JobState, JobStatus, interpret, summarise
+
+if TYPE_CHECKING:
+    import jinja2
+    from airflow.sdk import Context
+
+    from airflow_tfjob.follow import FollowOptions, FollowOutcome
+    from airflow_tfjob.hooks.tfjob import AsyncTFJobHook, TFJobHook
+
+# Parameters handed to manifest.build_tfjob (TFJobParameters) as they are; each is also an attribute of
+# the operator, so that it can be templated and shows in the UI. `queue` is the one exception: it is
+# BaseOperator's executor queue, so Kueue's queue is `kueue_queue` here.
+MANIFEST_PARAMS: tuple[str, ...] = (
+    "replicas",
+    "restart_policy",
+    "image",
+    "images",
+    "image_pull_policy",
+    "command",
+    "args",
+    "hyperparameters",
+    "env",
+    "secret_env",
+    "env_from_secrets",
+    "env_from_config_maps",
+    "env_from",
+    "resources",
+    "gpus",
+    "replica_resources",
+    "volume_mounts",
+    "working_dir",
+    "ports",
+    "volumes",
+    "pvc",
+    "secret_volumes",
+    "config_map_volumes",
+    "node_selector",
+    "tolerations",
+    "service_account",
+    "image_pull_secrets",
+    "pod_labels",
+    "pod_annotations",
+    "labels",
+    "annotations",
+    "clean_pod_policy",
+    "ttl_seconds_after_finished",
+    "active_deadline_seconds",
+    "backoff_limit",
+    "suspend",
+    "managed_by",
+    "scheduling",
+    "success_policy",
+    "enable_dynamic_worker",
+)
+REPLICA_SHORTCUTS = ("chief", "master", "ps", "worker", "evaluator")
+
+# The task_state_store key under which the job of this task instance is recorded (durable identity).
+STATE_KEY = "tfjob"
+# Extra time given to Airflow's own trigger timeout beyond the job deadline: the trigger enforces the
+# deadline itself (and deletes the job); Airflow's timeout is the backstop for a stuck trigger.
+TRIGGER_TIMEOUT_MARGIN = 120.0
+RESULT_KEYS = (
+    "name",
+    "namespace",
+    "uid",
+    "state",
+    "reason",
+    "message",
+    "replica_statuses",
+    "start_time",
+    "completion_time",
+    "metrics",
+)
+
+
+class TFJobOperator(BaseOperator):
+    """Run a Kubeflow TFJob (distributed TensorFlow training) and wait for its outcome.
+
+    The job comes from parameters (replicas per type, image, command, args, hyperparameters, env,
+    resources, volumes, run policy...) or from a full manifest ``tfjob`` (a dict, a YAML string, or a
+    ``.yaml``/``.yml``/``.json`` file rendered with Jinja), with explicit parameters overriding it.
+
+    Lifecycle:
+      * the job is submitted with ``cleanPodPolicy: None`` and no TTL, so no pod disappears before its
+        logs are read; the intended policy is kept in annotations and applied by the task after the
+        logs are drained (see :mod:`airflow_tfjob.cleanup`);
+      * a retried task finds its job again (task_state_store, then identity labels): it reattaches to
+        a running job or reports a succeeded one whose result was never reported; after a reported
+        outcome or a failure it trains again with a new job and marks the old one handled;
+      * ``on_finish_action``: ``"keep"`` (default: the TFJob stays as the record of the training,
+        with the intended cleanPodPolicy/TTL applied), ``"delete"``, or ``"delete_succeeded"``;
+      * ``on_kill_action``: ``"delete"`` (default: the TFJob and its pods) or ``"keep"``; a graceful
+        worker shutdown also reaches ``on_kill``;
+      * ``render_only=True`` renders the manifest into the log and XCom without submitting it.
+
+    The result (XCom ``return_value``) holds name, namespace, uid, state, reason, message,
+    replica_statuses, start_time, completion_time and metrics; ``metrics`` is also pushed on its own.
+    """
+
+    template_fields: Sequence[str] = (
+        "tfjob",
+        "name",
+        "namespace",
+        "cluster_context",
+        "config_file",
+        "image",
+        "images",
+        "command",
+        "args",
+        "hyperparameters",
+        "env",
+        "secret_env",
+        "resources",
+        "volumes",
+        "pvc",
+        "node_selector",
+        "service_account",
+        "labels",
+        "annotations",
+        "kueue_queue",
+        "working_dir",
+        "pod_labels",
+        "pod_annotations",
+        "log_replicas",
+    )
+    # Only `tfjob` may name a template file: see _do_render_template_fields.
+    template_ext: Sequence[str] = (".yaml", ".yml", ".json")
+    template_fields_renderers = {
+        "tfjob": "yaml",
+        "hyperparameters": "json",
+        "env": "json",
+        "resources": "json",
+        "volumes": "json",
+        "labels": "json",
+        "annotations": "json",
+    }
+    ui_color = "#ff6f00"
+    ui_fgcolor = "#ffffff"
+
+    def __init__(
+        self,
+        *,
+        tfjob: dict[str, Any] | str | None = None,
+        name: str | None = None,
+        namespace: str | None = None,
+        kubernetes_conn_id: str = "kubernetes_default",
+        cluster_context: str | None = None,
+        config_file: str | None = None,
+        in_cluster: bool | None = None,
+        chief: int | None = None,
+        master: int | None = None,
+        ps: int | None = None,
+        worker: int | None = None,
+        evaluator: int | None = None,
+        replicas: dict[str, int] | None = None,
+        restart_policy: str | dict[str, str] | None = None,
+        image: str | None = None,
+        images: dict[str, str] | None = None,
+        image_pull_policy: str | None = None,
+        command: str | list[str] | None = None,
+        args: str | list[Any] | None = None,
+        hyperparameters: dict[str, Any] | None = None,
+        env: dict[str, Any] | list[dict[str, Any]] | None = None,
+        secret_env: dict[str, str] | None = None,
+        env_from_secrets: dict[str, Any] | None = None,
+        env_from_config_maps: dict[str, Any] | None = None,
+        env_from: list[Any] | None = None,
+        resources: dict[str, Any] | None = None,
+        gpus: int | None = None,
+        replica_resources: dict[str, dict[str, Any]] | None = None,
+        volume_mounts: list[dict[str, Any]] | None = None,
+        working_dir: str | None = None,
+        ports: dict[str, int] | list[Any] | None = None,
+        volumes: list[dict[str, Any]] | None = None,
+        pvc: str | dict[str, Any] | list[Any] | None = None,
+        secret_volumes: dict[str, str] | list[dict[str, Any]] | None = None,
+        config_map_volumes: dict[str, str] | list[dict[str, Any]] | None = None,
+        node_selector: dict[str, str] | None = None,
+        tolerations: list[dict[str, Any]] | None = None,
+        service_account: str | None = None,
+        image_pull_secrets: list[str] | None = None,
+        pod_labels: dict[str, str] | None = None,
+        pod_annotations: dict[str, str] | None = None,
+        labels: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
+        kueue_queue: str | None = None,
+        clean_pod_policy: str | None = None,
+        ttl_seconds_after_finished: int | None = None,
+        active_deadline_seconds: int | None = None,
+        backoff_limit: int | None = None,
+        suspend: bool | None = None,
+        managed_by: str | None = None,
+        scheduling: dict[str, Any] | None = None,
+        success_policy: str | None = None,
+        enable_dynamic_worker: bool | None = None,
+        log_replicas: str = "master",
+        get_logs: bool = True,
+        metrics: list[str] | None = None,
+        metrics_history: bool = False,
+        startup_timeout: float | None = 600.0,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        on_finish_action: str = "keep",
+        on_kill_action: str = "delete",
+        render_only: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if on_finish_action not in cleanup.ON_FINISH_ACTIONS:
+            raise ValueError(
+                f"on_finish_action must be one of {cleanup.ON_FINISH_ACTIONS}, not {on_finish_action!r}"
+            )
+        if on_kill_action not in cleanup.ON_KILL_ACTIONS:
+            raise ValueError(
+                f"on_kill_action must be one of {cleanup.ON_KILL_ACTIONS}, not {on_kill_action!r}"
+            )
+        self.tfjob = tfjob
+        self.name = name
+        self.namespace = namespace
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.cluster_context = cluster_context
+        self.config_file = config_file
+        self.in_cluster = in_cluster
+        self.chief, self.master, self.ps, self.worker, self.evaluator = chief, master, ps, worker, evaluator
+        self.replicas = replicas
+        self.restart_policy = restart_policy
+        self.image, self.images, self.image_pull_policy = image, images, image_pull_policy
+        self.command, self.args, self.hyperparameters = command, args, hyperparameters
+        self.env, self.secret_env, self.env_from = env, secret_env, env_from
+        self.env_from_secrets, self.env_from_config_maps = env_from_secrets, env_from_config_maps
+        self.resources, self.gpus, self.replica_resources = resources, gpus, replica_resources
+        self.volume_mounts, self.working_dir, self.ports = volume_mounts, working_dir, ports
+        self.volumes, self.pvc = volumes, pvc
+        self.secret_volumes, self.config_map_volumes = secret_volumes, config_map_volumes
+        self.node_selector, self.tolerations = node_selector, tolerations
+        self.service_account, self.image_pull_secrets = service_account, image_pull_secrets
+        self.pod_labels, self.pod_annotations = pod_labels, pod_annotations
+        self.labels, self.annotations = labels, annotations
+        self.kueue_queue = kueue_queue
+        self.clean_pod_policy, self.ttl_seconds_after_finished = clean_pod_policy, ttl_seconds_after_finished
+        self.active_deadline_seconds, self.backoff_limit = active_deadline_seconds, backoff_limit
+        self.suspend, self.managed_by, self.scheduling = suspend, managed_by, scheduling
+        self.success_policy, self.enable_dynamic_worker = success_policy, enable_dynamic_worker
+        self.log_replicas = log_replicas
+        self.get_logs = get_logs
+        self.metrics = list(metrics or [])
+        self.metrics_history = metrics_history
+        self.startup_timeout = startup_timeout
+        self.deferrable = deferrable
+        self.on_finish_action = on_finish_action
+        self.on_kill_action = on_kill_action
+        self.render_only = render_only
+        # The job this task is following, for on_kill and __fail__ (name, namespace).
+        self._job_ref: tuple[str, str] | None = None
+
+    # ------------------------------------------------------------------ templating
+    # Airflow treats every templated string ending in a template_ext suffix as a file name, list items
+    # included, so `args=["--config=conf.yaml"]` would be looked up as a template file. Only `tfjob`
+    # may name a file here: every other field is rendered as an inline template.
+
+    def resolve_template_files(self) -> None:
+        content = self.tfjob
+        if isinstance(content, str) and content.endswith(tuple(self.template_ext)):
+            env = self.get_template_env()
+            try:
+                self.tfjob = env.loader.get_source(env, content)[0]  # type: ignore[union-attr]
+            except Exception:
+                # Left as a path: rendering tries again and reports a missing file clearly.
+                self.log.debug("tfjob template %s not resolved at parse time", content)
+        self.prepare_template()
+
+    def _do_render_template_fields(
+        self,
+        parent: Any,
+        template_fields: Any,
+        context: Context,
+        jinja_env: jinja2.Environment,
+        seen_oids: set[int],
+    ) -> None:
+        if parent is self and "tfjob" in template_fields and self._names_template_file(self.tfjob):
+            self.tfjob = self._render_template_file(str(self.tfjob), context, jinja_env)
+            template_fields = [f for f in template_fields if f != "tfjob"]
+        super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
+
+    def render_template(
+        self,
+        content: Any,
+        context: Context,
+        jinja_env: jinja2.Environment | None = None,
+        seen_oids: set[int] | None = None,
+    ) -> Any:
+        if isinstance(content, str):
+            env = jinja_env or self.get_template_env()
+            return self._render(env.from_string(content), context)
+        return super().render_template(content, context, jinja_env, seen_oids)
+
+    def _names_template_file(self, value: Any) -> bool:
+        return isinstance(value, str) and "\n" not in value and value.endswith(tuple(self.template_ext))
+
+    def _render_template_file(self, path: str, context: Context, jinja_env: jinja2.Environment) -> Any:
+        import jinja2
+
+        try:
+            template = jinja_env.get_template(path)
+        except jinja2.TemplateNotFound:
+            # An absolute path, or a file outside the DAG's template search path.
+            if not os.path.isfile(path):
+                raise AirflowException(
+                    f"tfjob: template file {path!r} not found (looked in the DAG's template_searchpath "
+                    "and as a path on this machine)"
+                ) from None
+            with open(path, encoding="utf-8") as handle:
+                template = jinja_env.from_string(handle.read())
+        return self._render(template, context)
+
+    # ------------------------------------------------------------------ hooks
+
+    def _hook_kwargs(self) -> dict[str, Any]:
+        return {
+            "conn_id": self.kubernetes_conn_id,
+            "cluster_context": self.cluster_context,
+            "config_file": self.config_file,
+            "in_cluster": self.in_cluster,
+        }
+
+    def get_hook(self) -> TFJobHook:
+        from airflow_tfjob.hooks.tfjob import TFJobHook
+
+        return TFJobHook(**self._hook_kwargs())
+
+    def get_async_hook(self) -> AsyncTFJobHook:
+        from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+
+        return AsyncTFJobHook(**self._hook_kwargs())
+
+    # ------------------------------------------------------------------ the story
+
+    def execute(self, context: Context) -> Any:
+        started = time.time()
+        manifest = self.build_manifest(context)
+        if self.render_only:
+            return self._render_only(manifest)
+        hook = self.get_hook()
+        job = self.find_or_create(hook, manifest, context)
+        name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
+        self._job_ref = (name, namespace)
+        options = self.follow_options(deadline=self._deadline(started))
+        if self.deferrable:
+            self._defer(name, namespace, options)
+        outcome = self._follow(name, namespace, options)
+        return self._complete(context, hook, name, namespace, outcome)
+
+    def build_manifest(self, context: Context) -> dict[str, Any]:
+        """The TFJob the task wants (with its identity and intended policy), validated."""
+        from airflow_tfjob import manifest as manifest_mod
+        from airflow_tfjob.validation import validate_tfjob
+
+        base = None
+        if self.tfjob is not None:
+            base = manifest_mod.load_manifest(self.tfjob, searchpath=self._template_searchpath())
+        tfjob = manifest_mod.build_tfjob(base=base, **self._manifest_params())
+        dag_id, task_id, run_id, map_index, try_number = _identity(context)
+        metadata = tfjob.setdefault("metadata", {})
+        if self.namespace:
+            metadata["namespace"] = self.namespace
+        if not metadata.get("namespace"):
+            metadata["namespace"] = self._default_namespace()
+        if self.name:
+            metadata["name"] = self.name
+        elif not metadata.get("name"):
+            replicas = (tfjob.get("spec") or {}).get("tfReplicaSpecs") or {}
+            metadata["name"] = naming.job_name(
+                dag_id, task_id, run_id, map_index, try_number,
+                max_length=naming.max_name_length(replicas),
+            )  # fmt: skip
+        metadata.setdefault("labels", {}).update(
+            naming.identity_labels(dag_id, task_id, run_id, map_index, try_number)
+        )
+        metadata.setdefault("annotations", {}).update(
+            naming.identity_annotations(dag_id, task_id, run_id, map_index, try_number)
+        )
+        for warning in validate_tfjob(tfjob):
+            self.log.warning("TFJob %s: %s", metadata["name"], warning)
+        return tfjob
+
+    def _manifest_params(self) -> dict[str, Any]:
+        params = {key: getattr(self, key) for key in MANIFEST_PARAMS if getattr(self, key) is not None}
+        shortcuts = {key: getattr(self, key) for key in REPLICA_SHORTCUTS if getattr(self, key) is not None}
+        if shortcuts:
+            params["replicas"] = {**(params.get("replicas") or {}), **shortcuts}
+        if self.kueue_queue is not None:
+            params["queue"] = self.kueue_queue
+        return params
+
+    def _template_searchpath(self) -> list[str]:
+        """Where a `tfjob` file path not rendered by Airflow (no DAG parse) is looked up."""
+        if not self.has_dag():
+            return []
+        dag = self.dag
+        searchpath = dag.template_searchpath or []
+        paths = [searchpath] if isinstance(searchpath, str) else [str(p) for p in searchpath]
+        if dag.fileloc:
+            paths.append(os.path.dirname(dag.fileloc))
+        return paths
+
+    def _default_namespace(self) -> str:
+        """The connection's namespace when the operator names none (the hook knows it), else default."""
+        if self.render_only:
+            return "default"
+        try:
+            return self.get_hook().get_namespace() or "default"
+        except Exception:  # a render without a reachable connection still works
+            return "default"
+
+    def _render_only(self, tfjob: dict[str, Any]) -> dict[str, Any]:
+        from airflow_tfjob.manifest import redact
+
+        shown = redact(tfjob)
+        text = json.dumps(shown, indent=2, sort_keys=False)
+        self.log.info("render_only=True: TFJob not submitted. Manifest:\n%s", text)
+        return {"rendered_only": True, "manifest": shown}
+
+    # ------------------------------------------------------------------ identity: find or create
+
+    def find_or_create(self, hook: TFJobHook, tfjob: dict[str, Any], context: Context) -> dict[str, Any]:
+        """The task instance's TFJob: an earlier try's job to reattach to or report, or a new one.
+
+        Never a second job for one outcome, never a 409: the earlier tries' jobs are found through the
+        task_state_store (durable identity), then through the identity labels.
+        """
+        from airflow_tfjob import identity
+
+        dag_id, task_id, run_id, map_index, try_number = _identity(context)
+        namespace = tfjob["metadata"]["namespace"]
+        found = self._earlier_jobs(hook, namespace, context)
+        decision = identity.decide(found, try_number)
+        for old in decision.mark_handled:
+            self._mark_handled(hook, old)
+        if decision.action in ("reattach", "report") and decision.job is not None:
+            job = decision.job
+            self.log.info(
+                "%s TFJob %s/%s from try %s (%s)",
+                "Reattaching to" if decision.action == "reattach" else "Reporting",
+                job["metadata"]["namespace"],
+                job["metadata"]["name"],
+                (job["metadata"].get("labels") or {}).get("airflow.apache.org/try-number", "?"),
+                summarise(interpret(job)),
+            )
+            self._remember(context, job)
+            return job
+        job = self._create(hook, tfjob, dag_id, task_id, run_id, map_index)
+        self._remember(context, job)
+        return job
+
+    def _earlier_jobs(self, hook: TFJobHook, namespace: str, context: Context) -> list[dict[str, Any]]:
+        dag_id, task_id, run_id, map_index, _ = _identity(context)
+        jobs: dict[str, dict[str, Any]] = {}
+        recorded = _state_get(context)
+        if recorded:
+            job = hook.find_tfjob(recorded["name"], recorded["namespace"])
+            if job is not None and job["metadata"].get("uid") == recorded.get("uid"):
+                if LABEL_HANDLED not in (job["metadata"].get("labels") or {}):
+                    jobs[job["metadata"]["uid"]] = job
+        selector = naming.identity_selector(dag_id, task_id, run_id, map_index)
+        for job in hook.list_tfjobs(namespace, selector):
+            if naming.matches_identity(job, dag_id, task_id, run_id, map_index):
+                jobs.setdefault(job["metadata"]["uid"], job)
+        return list(jobs.values())
+
+    def _create(
+        self, hook: TFJobHook, tfjob: dict[str, Any], dag_id: str, task_id: str, run_id: str, map_index: int
+    ) -> dict[str, Any]:
+        from airflow_tfjob.manifest import redact, submission_manifest
+
+        name, namespace = tfjob["metadata"]["name"], tfjob["metadata"]["namespace"]
+        existing = hook.find_tfjob(name, namespace)
+        if existing is not None:
+            labels = existing["metadata"].get("labels") or {}
+            ours = labels.get(LABEL_MANAGED) == "true" and naming.matches_identity(
+                existing, dag_id, task_id, run_id, map_index
+            )
+            if not ours or LABEL_HANDLED not in labels:
+                raise AirflowException(
+                    f"A TFJob named {namespace}/{name} already exists and was not created by this task "
+                    f"instance (or is still in use): nothing was submitted. Choose another `name`, or "
+                    f"delete that TFJob first (kubectl delete tfjob -n {namespace} {name})."
+                )
+            # A fixed `name` reused by a later try: the earlier, handled job makes way for the new one.
+            self.log.info("Deleting the handled TFJob %s/%s to reuse its name", namespace, name)
+            hook.delete_tfjob(name, namespace, propagation="Foreground")
+            if not hook.wait_for_tfjob_deletion(name, namespace, timeout=120):
+                raise AirflowException(f"TFJob {namespace}/{name} was not deleted within 120 s")
+        body, intent = submission_manifest(tfjob)
+        self.log.info(
+            "Creating TFJob %s/%s (cleanPodPolicy %s and TTL %s applied by this task once logs are read):\n%s",
+            namespace,
+            name,
+            intent.clean_pod_policy,
+            intent.ttl_seconds_after_finished,
+            json.dumps(redact(body), indent=2),
+        )
+        return hook.create_tfjob(body, namespace)
+
+    def _mark_handled(self, hook: TFJobHook, job: Mapping[str, Any]) -> None:
+        meta = job["metadata"]
+        self.log.info("Marking the earlier TFJob %s/%s as handled", meta["namespace"], meta["name"])
+        hook.patch_tfjob(meta["name"], meta["namespace"], {"metadata": {"labels": {LABEL_HANDLED: "true"}}})
+
+    def _remember(self, context: Context, job: Mapping[str, Any]) -> None:
+        meta = job["metadata"]
+        store = context.get("task_state_store")
+        if store is not None:
+            store.set(STATE_KEY, {"name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"]})
+
+    # ------------------------------------------------------------------ following
+
+    def follow_options(self, *, deadline: float | None) -> FollowOptions:
+        from airflow_tfjob.follow import FollowOptions
+
+        return FollowOptions(
+            log_replicas=self.log_replicas,
+            startup_timeout=self.startup_timeout,
+            deadline=deadline,
+            metrics=list(self.metrics),
+            metrics_history=self.metrics_history,
+            get_logs=self.get_logs,
+        )
+
+    def _deadline(self, started: float) -> float | None:
+        if self.execution_timeout is None:
+            return None
+        return started + self.execution_timeout.total_seconds()
+
+    def _follow(
+        self,
+        name: str,
+        namespace: str,
+        options: FollowOptions,
+        cursors: dict[str, Any] | None = None,
+    ) -> FollowOutcome:
+        from airflow_tfjob.follow import follow_job
+
+        async def run() -> FollowOutcome:
+            return await follow_job(self.get_async_hook(), name, namespace, options, self.log.info, cursors)
+
+        return asyncio.run(run())
+
+    def _defer(self, name: str, namespace: str, options: FollowOptions) -> None:
+        from airflow_tfjob.triggers.tfjob import TFJobTrigger
+
+        timeout = None
+        if options.deadline is not None:
+            remaining = max(options.deadline - time.time(), 0.0)
+            timeout = timedelta(seconds=remaining + TRIGGER_TIMEOUT_MARGIN)
+        trigger = TFJobTrigger(
+            name=name,
+            namespace=namespace,
+            kubernetes_conn_id=self.kubernetes_conn_id,
+            cluster_context=self.cluster_context,
+            config_file=self.config_file,
+            in_cluster=self.in_cluster,
+            options=asdict(options),
+            deadline=options.deadline,
+            delete_on_kill=self.on_kill_action == "delete",
+        )
+        self.log.info("Deferring while TFJob %s/%s runs", namespace, name)
+        self.defer(trigger=trigger, method_name="execute_complete", timeout=timeout)
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+        """Resume after the trigger's one event: drain what is left of the logs, clean up, report."""
+        from airflow_tfjob.follow import FollowOutcome
+
+        name, namespace = event["name"], event["namespace"]
+        self._job_ref = (name, namespace)
+        status = JobStatus.from_dict(event["status"]) if event.get("status") else None
+        outcome = FollowOutcome(
+            event=event["event"],
+            status=status,
+            message=event.get("message", ""),
+            metrics=dict(event.get("metrics") or {}),
+            diagnostics=list(event.get("diagnostics") or []),
+            cursors=dict(event.get("cursors") or {}),
+        )
+        hook = self.get_hook()
+        if outcome.event in ("succeeded", "failed") and self.get_logs:
+            outcome = self._drain(name, namespace, outcome)
+        if outcome.event == "timeout" and not event.get("deleted"):
+            cleanup.kill(hook, name, namespace, on_kill_action="delete", log=self.log.info)
+        return self._complete(context, hook, name, namespace, outcome)
+
+    def _drain(self, name: str, namespace: str, outcome: FollowOutcome) -> FollowOutcome:
+        """Read the log lines written after the trigger's last cursor (the job is already final)."""
+        options = self.follow_options(deadline=None)
+        options.startup_timeout = None
+        try:
+            drained = self._follow(name, namespace, options, cursors=outcome.cursors)
+        except Exception as error:  # the outcome stands even if the last lines cannot be read
+            self.log.warning("Could not drain the last log lines of %s/%s: %s", namespace, name, error)
+            return outcome
+        outcome.metrics = _merge_metrics(outcome.metrics, drained.metrics)
+        outcome.cursors = drained.cursors
+        return outcome
+
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
+        # "__fail__": the trigger crashed or Airflow's trigger timeout fired; the job would run on with
+        # nobody watching it (apache/airflow#67227, #62398), so delete it before the task fails.
+        if next_method == "__fail__":
+            self._delete_after_trigger_failure(context, next_kwargs or {})
+        return super().resume_execution(next_method, next_kwargs, context)
+
+    def _delete_after_trigger_failure(self, context: Context, next_kwargs: Mapping[str, Any]) -> None:
+        hook = self.get_hook()
+        ref = self._job_of_this_try(hook, context)
+        if ref is None:
+            self.log.warning(
+                "Trigger failed (%s); no TFJob of this try found to delete", next_kwargs.get("error")
+            )
+            return
+        self.log.error("Trigger failed (%s): deleting TFJob %s/%s", next_kwargs.get("error"), ref[1], ref[0])
+        cleanup.kill(hook, ref[0], ref[1], on_kill_action="delete", log=self.log.info)
+
+    def _job_of_this_try(self, hook: TFJobHook, context: Context) -> tuple[str, str] | None:
+        if self._job_ref is not None:
+            return self._job_ref
+        recorded = _state_get(context)
+        if recorded:
+            return recorded["name"], recorded["namespace"]
+        dag_id, task_id, run_id, map_index, _ = _identity(context)
+        selector = naming.identity_selector(dag_id, task_id, run_id, map_index)
+        namespace = self.namespace or self._default_namespace()
+        for job in hook.list_tfjobs(namespace, selector):
+            if not interpret(job).finished:
+                return job["metadata"]["name"], job["metadata"]["namespace"]
+        return None
+
+    # ------------------------------------------------------------------ outcome
+
+    def _complete(
+        self, context: Context, hook: TFJobHook, name: str, namespace: str, outcome: FollowOutcome
+    ) -> Any:
+        for line in outcome.diagnostics:
+            self.log.error("%s", line)
+        job = hook.find_tfjob(name, namespace)
+        if outcome.event == "timeout":
+            if job is not None:
+                cleanup.kill(hook, name, namespace, on_kill_action="delete", log=self.log.info)
+            raise AirflowTaskTimeout(
+                f"TFJob {namespace}/{name} did not finish within execution_timeout and was deleted: "
+                f"{outcome.message}"
+            )
+        if outcome.event == "startup_timeout":
+            # Its pods never started: keeping it would let it grab resources long after the task failed.
+            cleanup.kill(hook, name, namespace, on_kill_action="delete", log=self.log.info)
+            raise AirflowException(
+                f"TFJob {namespace}/{name} did not start within startup_timeout={self.startup_timeout} s "
+                f"and was deleted: {outcome.message}"
+            )
+        if outcome.event == "error" or outcome.status is None or job is None:
+            raise AirflowException(
+                f"Lost track of TFJob {namespace}/{name}: {outcome.message or 'the job no longer exists'}"
+            )
+        status = outcome.status
+        succeeded = status.state is JobState.SUCCEEDED
+        cleanup.finish(
+            hook, job, succeeded=succeeded, on_finish_action=self.on_finish_action, log=self.log.info
+        )
+        result = _result(job, status, outcome.metrics)
+        if outcome.metrics:
+            context["ti"].xcom_push(key="metrics", value=outcome.metrics)
+        self._mark_reported(hook, job)
+        if not succeeded:
+            failing = ", ".join(status.failed_replica_types) or "unknown"
+            raise AirflowException(
+                f"TFJob {namespace}/{name} failed ({status.reason}): {status.message} "
+                f"[failing replicas: {failing}]"
+            )
+        self.log.info("TFJob %s/%s succeeded: %s", namespace, name, summarise(status))
+        return result
+
+    def _mark_reported(self, hook: TFJobHook, job: Mapping[str, Any]) -> None:
+        """Record that a try reported this job's outcome, so that a later try trains again.
+
+        Done just before the task returns (Airflow pushes the XCom right after): a worker dying in
+        between makes the next try train again rather than report a result twice.
+        """
+        meta = job["metadata"]
+        try:
+            hook.patch_tfjob(
+                meta["name"],
+                meta["namespace"],
+                {"metadata": {"annotations": {ANNOTATION_RESULT_REPORTED: "true"}}},
+            )
+        except Exception as error:
+            # Deleted by on_finish_action or TTL 0: nobody can find it again anyway.
+            self.log.debug("Could not mark %s/%s reported: %s", meta["namespace"], meta["name"], error)
+
+    def on_kill(self) -> None:
+        if self._job_ref is None:
+            return
+        name, namespace = self._job_ref
+        cleanup.kill(self.get_hook(), name, namespace, on_kill_action=self.on_kill_action, log=self.log.info)
+
+
+def _identity(context: Context) -> tuple[str, str, str, int, int]:
+    ti = context["ti"]
+    map_index = getattr(ti, "map_index", -1)
+    return (
+        ti.dag_id,
+        ti.task_id,
+        ti.run_id,
+        -1 if map_index is None else int(map_index),
+        int(getattr(ti, "try_number", 1) or 1),
+    )
+
+
+def _state_get(context: Context) -> dict[str, Any] | None:
+    store = context.get("task_state_store")
+    if store is None:
+        return None
+    value = store.get(STATE_KEY)
+    return value if isinstance(value, dict) and value.get("name") and value.get("namespace") else None
+
+
+def _merge_metrics(first: Mapping[str, Any], later: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(first)
+    for key, value in later.items():
+        if isinstance(value, list) and isinstance(merged.get(key), list):
+            merged[key] = [*merged[key], *value]
+        else:
+            merged[key] = value
+    return merged
+
+
+def _result(job: Mapping[str, Any], status: JobStatus, metrics: Mapping[str, Any]) -> dict[str, Any]:
+    meta = job["metadata"]
+    return {
+        "name": meta["name"],
+        "namespace": meta["namespace"],
+        "uid": meta.get("uid"),
+        "state": status.state.value,
+        "reason": status.reason,
+        "message": status.message,
+        "replica_statuses": status.replica_statuses,
+        "start_time": status.start_time,
+        "completion_time": status.completion_time,
+        "metrics": dict(metrics),
+    }

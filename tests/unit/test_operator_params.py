@@ -1,0 +1,151 @@
+"""Operator and sensor parameters that need no cluster: cheap import, templating, argument checks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_tfjob.sensors.tfjob import TARGET_CONDITIONS, condition_reached
+from airflow_tfjob.status import JobState, JobStatus
+
+HEAVY_PREFIXES = ("kubernetes", "kubernetes_asyncio", "airflow.providers.cncf.kubernetes.hooks")
+
+
+@pytest.mark.parametrize("module", ["airflow_tfjob.operators.tfjob", "airflow_tfjob.sensors.tfjob"])
+def test_import_does_not_load_kubernetes_clients(module: str) -> None:
+    code = (
+        f"import json, sys; import {module}; "
+        f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('kubernetes', 'kubernetes_asyncio') "
+        f"or m.startswith('airflow.providers.cncf.kubernetes.hooks'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert loaded == [], f"importing {module} loaded {loaded}"
+
+
+def _operator_in_dag(tmp_path: Path, **kwargs: Any) -> Any:
+    from airflow.sdk import DAG
+
+    from airflow_tfjob.operators.tfjob import TFJobOperator
+
+    with DAG("params_dag", schedule=None, template_searchpath=[str(tmp_path)]):
+        return TFJobOperator(task_id="train", **kwargs)
+
+
+def _render(op: Any) -> None:
+    context: dict[str, Any] = {"ds": "2025-01-02", "params": {"epochs": 3}, "run_id": "manual__1"}
+    op.render_template_fields(context)
+
+
+def test_args_ending_in_yaml_stay_strings(tmp_path: Path) -> None:
+    # A file with that name exists in the search path: it must still not be read as a template.
+    (tmp_path / "conf.yaml").write_text("should: not be read\n")
+    op = _operator_in_dag(
+        tmp_path,
+        image="python:3.11",
+        args=["--config=conf.yaml", "conf.yaml", "--day={{ ds }}"],
+        command=["python", "train.json"],
+    )
+    op.resolve_template_files()
+    _render(op)
+    assert op.args == ["--config=conf.yaml", "conf.yaml", "--day=2025-01-02"]
+    assert op.command == ["python", "train.json"]
+
+
+def test_tfjob_file_is_rendered_as_jinja_template(tmp_path: Path) -> None:
+    (tmp_path / "job.yaml").write_text(
+        "apiVersion: kubeflow.org/v1\nkind: TFJob\nmetadata:\n  name: job-{{ params.epochs }}\n"
+        "spec:\n  tfReplicaSpecs:\n    Worker:\n      replicas: 1\n"
+    )
+    op = _operator_in_dag(tmp_path, tfjob="job.yaml", args=["--config=conf.yaml"])
+    op.resolve_template_files()
+    _render(op)
+    assert "name: job-3" in op.tfjob
+    assert op.args == ["--config=conf.yaml"]
+
+
+def test_tfjob_file_rendered_without_parse_time_resolution(tmp_path: Path) -> None:
+    # Operators created outside a DAG file parse (e.g. in tests or mapped tasks) still load the file.
+    (tmp_path / "job.yml").write_text("metadata:\n  name: day-{{ ds }}\n")
+    op = _operator_in_dag(tmp_path, tfjob=str(tmp_path / "job.yml"))
+    _render(op)
+    assert op.tfjob.strip() == "metadata:\n  name: day-2025-01-02"
+
+
+def test_missing_tfjob_file_is_reported(tmp_path: Path) -> None:
+    from airflow.sdk.exceptions import AirflowException
+
+    op = _operator_in_dag(tmp_path, tfjob="missing.yaml")
+    with pytest.raises(AirflowException, match=r"template file 'missing.yaml' not found"):
+        _render(op)
+
+
+def test_inline_yaml_string_is_rendered(tmp_path: Path) -> None:
+    op = _operator_in_dag(tmp_path, tfjob="metadata:\n  name: x-{{ params.epochs }}\n")
+    _render(op)
+    assert op.tfjob == "metadata:\n  name: x-3"
+
+
+def test_only_tfjob_has_file_rendering_and_template_ext_is_declared(tmp_path: Path) -> None:
+    from airflow_tfjob.operators.tfjob import TFJobOperator
+
+    assert tuple(TFJobOperator.template_ext) == (".yaml", ".yml", ".json")
+    assert "tfjob" in TFJobOperator.template_fields
+    assert "args" in TFJobOperator.template_fields
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"on_finish_action": "delete_pod"}, "on_finish_action must be one of"),
+        ({"on_kill_action": "stop"}, "on_kill_action must be one of"),
+    ],
+)
+def test_bad_actions_are_refused(tmp_path: Path, kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        _operator_in_dag(tmp_path, image="x", **kwargs)
+
+
+def test_defaults(tmp_path: Path) -> None:
+    op = _operator_in_dag(tmp_path, image="x")
+    assert (op.on_finish_action, op.on_kill_action, op.render_only, op.get_logs) == (
+        "keep",
+        "delete",
+        False,
+        True,
+    )
+    assert op.startup_timeout == 600.0
+    assert op.deferrable is False
+    assert op.kubernetes_conn_id == "kubernetes_default"
+
+
+def test_default_deferrable_follows_airflow_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    code = "from airflow_tfjob.operators.tfjob import TFJobOperator as O; print(O(task_id='t', image='x').deferrable)"
+    env = {**__import__("os").environ, "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert out.stdout.strip().splitlines()[-1] == "True", out.stderr
+
+
+def _status(state: JobState) -> JobStatus:
+    return JobStatus(state=state)
+
+
+@pytest.mark.parametrize(
+    ("target", "reached"),
+    [
+        ("Succeeded", {JobState.SUCCEEDED}),
+        ("Running", {JobState.RUNNING, JobState.RESTARTING, JobState.SUCCEEDED}),
+        ("Created", set(JobState)),
+    ],
+)
+def test_sensor_condition_table(target: str, reached: set[JobState]) -> None:
+    assert target in TARGET_CONDITIONS
+    for state in JobState:
+        assert condition_reached(_status(state), target) is (state in reached), (target, state)
