@@ -1,0 +1,432 @@
+"""One TFJob watch stream per (cluster, namespace, event loop), fanned out to per-job subscribers.
+
+Why: a triggerer may wait on a thousand TFJobs. One watch per job would hold a thousand connections
+and multiply the API server's work; polling would make requests grow with waiting time. Instead,
+every waiter of a namespace subscribes to a shared watcher that behaves like a client-go informer:
+
+- an initial LIST (paged) fills a cache and gives the resourceVersion to watch from, so a new
+  subscriber gets the current state at once, without a request of its own;
+- a WATCH with ``allowWatchBookmarks`` resumes from the last resourceVersion after a normal end
+  (the server's ``timeoutSeconds``), reconnects with backoff after transport errors, and relists
+  on 410 Gone (an HTTP 410 or an ERROR event with code 410), delivering what changed meanwhile;
+- values are coalesced per subscriber (newest object wins), so a slow or failed subscriber never
+  blocks the stream or the others;
+- the stream stops a short ``linger`` after the last subscriber leaves.
+
+The share is keyed by the running event loop as well, because the API client's connections belong
+to the loop that opened them and synchronous mode / ``airflow dags test`` start a fresh loop per task.
+
+The requests go through ``AsyncTFJobHook`` (its shared per-loop client; its watch stream reads raw
+chunks and splits lines itself, since aiohttp's line reader has a size limit that a watch event
+carrying a large object would exceed).
+
+Usage::
+
+    async with shared_watch(hook, "team-a").subscribe("my-job") as sub:
+        async for obj in sub:       # dict (latest TFJob) or None (absent / deleted)
+            ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import AsyncIterator, Hashable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+#: Seconds the stream stays open after its last subscriber left (a following trigger often comes soon).
+DEFAULT_LINGER = 5.0
+#: Server-side watch timeout, randomised like client-go's reflector so that many processes do not
+#: reconnect in step.
+DEFAULT_WATCH_TIMEOUT = (240, 330)
+#: Status codes that no retry will cure: no rights, or the TFJob resource is not installed.
+FATAL_CODES = frozenset({401, 403, 404})
+
+_BACKOFF_START = 0.5
+_BACKOFF_MAX = 30.0
+
+
+class WatchError(Exception):
+    """The watch cannot continue (fatal API error); raised to every subscriber."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(f"TFJob watch failed ({code}): {message}")
+        self.code = code
+        self.message = message
+
+
+class _Gone(Exception):
+    """The resourceVersion left the server's history: relist."""
+
+
+class _ApiFailure(Exception):
+    """A non-2xx answer to a LIST or WATCH request."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class WatchStats:
+    """Counters of one shared watcher; requests do not grow with the number of subscribers."""
+
+    lists: int = 0  # LIST requests (pages included)
+    watches: int = 0  # WATCH connections opened
+    relists: int = 0  # 410 Gone recoveries
+    events: int = 0  # ADDED/MODIFIED/DELETED events received
+    bookmarks: int = 0
+    errors: int = 0  # transport or server errors retried
+    subscribers: int = 0
+    connected: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Subscription:
+    """One waiter's view of one TFJob: the newest object (or None), coalesced."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._latest: dict[str, Any] | None = None
+        self._synced = False
+        self._pending = False
+        self._error: BaseException | None = None
+        self._changed = asyncio.Event()
+
+    @property
+    def latest(self) -> dict[str, Any] | None:
+        """The last value delivered (None: absent or not known yet, see ``synced``)."""
+        return self._latest
+
+    @property
+    def synced(self) -> bool:
+        """Whether a value (from the cache or the stream) has been delivered at least once."""
+        return self._synced
+
+    def _deliver(self, obj: dict[str, Any] | None) -> None:
+        self._latest = obj
+        self._synced = True
+        self._pending = True
+        self._changed.set()
+
+    def _fail(self, error: BaseException) -> None:
+        self._error = error
+        self._changed.set()
+
+    async def next(self, timeout: float | None = None) -> dict[str, Any] | None:
+        """Wait for the next value (the first one comes at once once the watcher has listed)."""
+        while not self._pending:
+            if self._error is not None:
+                raise self._error
+            self._changed.clear()
+            if timeout is None:
+                await self._changed.wait()
+            else:
+                await asyncio.wait_for(self._changed.wait(), timeout)
+        self._pending = False
+        return self._latest
+
+    def __aiter__(self) -> AsyncIterator[dict[str, Any] | None]:
+        return self
+
+    async def __anext__(self) -> dict[str, Any] | None:
+        return await self.next()
+
+
+def _strip(obj: dict[str, Any]) -> dict[str, Any]:
+    # managedFields are the bulk of a real server's objects and nobody here reads them.
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        meta.pop("managedFields", None)
+    return obj
+
+
+class _Watcher:
+    """The shared stream for one (cluster, namespace, loop). Owned by the module registry."""
+
+    def __init__(
+        self,
+        key: tuple[Hashable, str, int],
+        hook: Any,
+        namespace: str,
+        *,
+        linger: float,
+        watch_timeout: tuple[int, int],
+    ) -> None:
+        self.key = key
+        # Any hook of this cluster key will do: they share the loop's API client.
+        self.hook = hook
+        self.namespace = namespace
+        self.linger = linger
+        self.watch_timeout = watch_timeout
+        self.loop = asyncio.get_running_loop()
+        self.cache: dict[str, dict[str, Any]] = {}
+        self.subs: dict[str, set[Subscription]] = {}
+        self.resource_version: str | None = None
+        self.synced = False
+        self.stats = WatchStats()
+        self.task: asyncio.Task[None] | None = None
+        self._stopper: asyncio.TimerHandle | None = None
+        self._closed = False
+
+    # -- subscribers ------------------------------------------------------------------------
+    def add(self, sub: Subscription) -> None:
+        if self._stopper is not None:
+            self._stopper.cancel()
+            self._stopper = None
+        self.subs.setdefault(sub.name, set()).add(sub)
+        self.stats.subscribers += 1
+        if self.synced:
+            sub._deliver(self.cache.get(sub.name))
+        if self.task is None:
+            self.task = self.loop.create_task(self._run(), name=f"tfjob-watch:{self.namespace}")
+
+    def remove(self, sub: Subscription) -> None:
+        group = self.subs.get(sub.name)
+        if group is not None and sub in group:
+            group.discard(sub)
+            self.stats.subscribers -= 1
+            if not group:
+                del self.subs[sub.name]
+        if not self.subs and not self._closed and self._stopper is None:
+            if self.loop.is_closed():
+                return
+            self._stopper = self.loop.call_later(self.linger, self._stop_if_idle)
+
+    def _stop_if_idle(self) -> None:
+        self._stopper = None
+        if not self.subs:
+            self.close()
+
+    def close(self) -> None:
+        """Stop the stream and leave the registry (a later subscribe starts a new watcher)."""
+        if self._closed:
+            return
+        self._closed = True
+        if _REGISTRY.get(self.key) is self:
+            del _REGISTRY[self.key]
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+
+    def _publish(self, name: str, obj: dict[str, Any] | None) -> None:
+        for sub in self.subs.get(name, ()):
+            sub._deliver(obj)
+
+    def _fail_all(self, error: BaseException) -> None:
+        for group in self.subs.values():
+            for sub in group:
+                sub._fail(error)
+
+    # -- the stream ---------------------------------------------------------------------------
+    async def _run(self) -> None:
+        import aiohttp
+
+        backoff = _BACKOFF_START
+        need_list = True
+        try:
+            while True:
+                try:
+                    if need_list:
+                        await self._list()
+                        need_list = False
+                    got_events = await self._watch_once()
+                    # A normal end (server timeout): resume from the last resourceVersion at once,
+                    # unless the server keeps closing empty streams straight away.
+                    if got_events:
+                        backoff = _BACKOFF_START
+                        continue
+                    await asyncio.sleep(min(backoff, 1.0) * random.uniform(0.5, 1.0))
+                except _Gone:
+                    self.stats.relists += 1
+                    need_list = True
+                    log.info("TFJob watch of %s: resourceVersion expired (410), relisting", self.namespace)
+                except _ApiFailure as exc:
+                    if exc.code in FATAL_CODES:
+                        error = WatchError(exc.code, exc.message)
+                        log.error("%s", error)
+                        self._fail_all(error)
+                        return
+                    self.stats.errors += 1
+                    log.warning("TFJob watch of %s: %s; retrying in %.1fs", self.namespace, exc, backoff)
+                    await asyncio.sleep(backoff * random.uniform(0.5, 1.0))
+                    backoff = min(backoff * 2, _BACKOFF_MAX)
+                except (OSError, asyncio.TimeoutError, ValueError, aiohttp.ClientError) as exc:
+                    # Connection faults, a silent peer, or a torn JSON line from a cut stream:
+                    # reconnect from the last resourceVersion.
+                    self.stats.errors += 1
+                    log.warning(
+                        "TFJob watch of %s interrupted (%r); retrying in %.1fs", self.namespace, exc, backoff
+                    )
+                    await asyncio.sleep(backoff * random.uniform(0.5, 1.0))
+                    backoff = min(backoff * 2, _BACKOFF_MAX)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # A bug here must not leave subscribers waiting forever.
+            log.exception("TFJob watch of %s crashed", self.namespace)
+            self._fail_all(WatchError(0, f"watch crashed: {exc!r}"))
+            raise
+        finally:
+            self.stats.connected = False
+            self._closed = True
+            if _REGISTRY.get(self.key) is self:
+                del _REGISTRY[self.key]
+
+    async def _list(self) -> None:
+        self.stats.lists += 1
+        try:
+            listed, rv = await self.hook.list_objects("tfjobs", self.namespace)
+        except Exception as exc:
+            code = getattr(exc, "status", None)
+            if isinstance(code, int) and code:
+                raise _ApiFailure(code, str(getattr(exc, "body", "") or exc)) from exc
+            raise
+        items = {obj["metadata"]["name"]: _strip(obj) for obj in listed}
+        old = self.cache
+        self.cache = items
+        self.resource_version = rv
+        first = not self.synced
+        self.synced = True
+        for name, group in list(self.subs.items()):
+            new = items.get(name)
+            if first or _version(old.get(name)) != _version(new):
+                for sub in group:
+                    sub._deliver(new)
+            else:
+                for sub in group:
+                    if not sub.synced:
+                        sub._deliver(new)
+
+    async def _watch_once(self) -> bool:
+        """One WATCH request until the server ends it; returns whether any event arrived."""
+        from airflow_tfjob.hooks.tfjob import WatchError as HookWatchError
+        from airflow_tfjob.hooks.tfjob import WatchExpired
+
+        got_events = False
+        self.stats.watches += 1
+        self.stats.connected = True
+        try:
+            async for etype, obj in self.hook.watch_tfjobs(
+                self.namespace,
+                resource_version=self.resource_version,
+                timeout_seconds=random.randint(*self.watch_timeout),
+            ):
+                self._handle(etype, obj)
+                got_events = True
+        except WatchExpired as exc:
+            raise _Gone() from exc
+        except HookWatchError as exc:
+            raise _ApiFailure(exc.code or 500, f"{exc.reason}: {exc.message}") from exc
+        finally:
+            self.stats.connected = False
+        return got_events
+
+    def _handle(self, etype: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        rv = meta.get("resourceVersion")
+        if etype == "BOOKMARK":
+            self.stats.bookmarks += 1
+            if rv:
+                self.resource_version = rv
+            return
+        name = meta.get("name")
+        if not name:
+            return
+        self.stats.events += 1
+        if rv:
+            self.resource_version = rv
+        if etype == "DELETED":
+            self.cache.pop(name, None)
+            self._publish(name, None)
+        else:
+            self.cache[name] = _strip(obj)
+            self._publish(name, obj)
+
+
+def _version(obj: dict[str, Any] | None) -> str | None:
+    return None if obj is None else (obj.get("metadata") or {}).get("resourceVersion")
+
+
+_REGISTRY: dict[tuple[Hashable, str, int], _Watcher] = {}
+
+
+class SharedWatchHandle:
+    """Entry point for one (hook's cluster, namespace); cheap to create, nothing runs until subscribe."""
+
+    def __init__(
+        self,
+        hook: Any,
+        namespace: str,
+        *,
+        linger: float = DEFAULT_LINGER,
+        watch_timeout: tuple[int, int] = DEFAULT_WATCH_TIMEOUT,
+    ) -> None:
+        self.hook = hook
+        self.namespace = namespace
+        self.linger = linger
+        self.watch_timeout = watch_timeout
+        self._watcher: _Watcher | None = None
+
+    async def _get_watcher(self) -> _Watcher:
+        loop = asyncio.get_running_loop()
+        key = (await self.hook.get_cluster_key(), self.namespace, id(loop))
+        watcher = _REGISTRY.get(key)
+        if watcher is not None and (watcher.loop is not loop or watcher._closed):
+            watcher = None
+        if watcher is None:
+            watcher = _Watcher(
+                key,
+                self.hook,
+                self.namespace,
+                linger=self.linger,
+                watch_timeout=self.watch_timeout,
+            )
+            _REGISTRY[key] = watcher
+        self._watcher = watcher
+        return watcher
+
+    @contextlib.asynccontextmanager
+    async def subscribe(self, name: str) -> AsyncIterator[Subscription]:
+        """Follow one TFJob by name; leaving the block unsubscribes (the stream may linger)."""
+        watcher = await self._get_watcher()
+        sub = Subscription(name)
+        watcher.add(sub)
+        try:
+            yield sub
+        finally:
+            watcher.remove(sub)
+
+    @property
+    def stats(self) -> WatchStats | None:
+        """Counters of the watcher this handle subscribed to (None before the first subscription)."""
+        return self._watcher.stats if self._watcher is not None else None
+
+
+def shared_watch(
+    hook: Any,
+    namespace: str,
+    *,
+    linger: float = DEFAULT_LINGER,
+    watch_timeout: tuple[int, int] = DEFAULT_WATCH_TIMEOUT,
+) -> SharedWatchHandle:
+    """The shared TFJob watch of ``namespace`` on the hook's cluster, for the running loop.
+
+    ``linger`` and ``watch_timeout`` apply when this call starts the stream (the first subscriber).
+    """
+    return SharedWatchHandle(hook, namespace, linger=linger, watch_timeout=watch_timeout)
+
+
+def active_watchers() -> list[dict[str, Any]]:
+    """Counters of every watcher of the running loop (for benchmarks and diagnostics)."""
+    loop_id = id(asyncio.get_running_loop())
+    return [
+        {"namespace": w.namespace, **w.stats.to_dict()} for key, w in _REGISTRY.items() if key[2] == loop_id
+    ]

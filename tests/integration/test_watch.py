@@ -1,0 +1,249 @@
+"""The shared TFJob watch against the local cluster over HTTP: fan-out, resume, reconnect, relist."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+from test_watch_helpers import (
+    Api,
+    TcpProxy,
+    kubeconfig_via,
+    running_status,
+    succeeded_status,
+    tfjob_manifest,
+    unique,
+    wait_until,
+)
+
+from airflow_tfjob import watch
+from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
+
+
+def _conditions(obj: dict[str, Any] | None) -> list[str]:
+    if obj is None:
+        return []
+    return [c["type"] for c in (obj.get("status") or {}).get("conditions", []) if c.get("status") == "True"]
+
+
+async def _next_matching(sub: watch.Subscription, predicate: Any, timeout: float = 15.0) -> Any:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while True:
+        value = await sub.next(timeout=max(end - loop.time(), 0.01))
+        if predicate(value):
+            return value
+
+
+@pytest.fixture
+async def api(local_cluster: Any) -> Any:
+    async with Api(Path(local_cluster.kubeconfig_path)) as client:
+        yield client
+
+
+@pytest.fixture
+def hook(k8s_conn: str) -> AsyncTFJobHook:
+    return AsyncTFJobHook(conn_id=k8s_conn)
+
+
+@pytest.fixture
+async def proxy(local_cluster: Any) -> Any:
+    url = urlparse(local_cluster.url)
+    p = TcpProxy(url.hostname or "127.0.0.1", url.port or 80)
+    await p.start()
+    yield p
+    await p.stop()
+
+
+@pytest.fixture
+def proxied_hook(local_cluster: Any, proxy: TcpProxy, tmp_path: Path, k8s_conn: str) -> AsyncTFJobHook:
+    config = kubeconfig_via(
+        Path(local_cluster.kubeconfig_path), f"http://127.0.0.1:{proxy.port}", tmp_path / "kubeconfig"
+    )
+    return AsyncTFJobHook(conn_id=k8s_conn, config_file=str(config))
+
+
+async def test_current_state_then_updates_then_deletion(api: Api, hook: AsyncTFJobHook) -> None:
+    ns = await api.namespace(unique("w"))
+    name = unique("job")
+    await api.create(ns, tfjob_manifest(name))
+    async with watch.shared_watch(hook, ns).subscribe(name) as sub:
+        first = await sub.next(timeout=10)
+        assert first is not None and first["metadata"]["name"] == name
+        await api.set_status(ns, name, running_status(name, ns))
+        running = await _next_matching(sub, lambda o: "Running" in _conditions(o))
+        assert running["status"]["replicaStatuses"] == {"Worker": {"active": 1}}
+        await api.set_status(ns, name, succeeded_status(name, ns))
+        done = await _next_matching(sub, lambda o: "Succeeded" in _conditions(o))
+        assert done["status"]["completionTime"] == "2025-01-01T00:01:00Z"
+        await api.delete(ns, name)
+        assert await _next_matching(sub, lambda o: o is None) is None
+
+
+async def test_absent_job_is_none_until_created(api: Api, hook: AsyncTFJobHook) -> None:
+    ns = await api.namespace(unique("w"))
+    name = unique("later")
+    async with watch.shared_watch(hook, ns).subscribe(name) as sub:
+        assert await sub.next(timeout=10) is None
+        assert sub.synced
+        await api.create(ns, tfjob_manifest(name))
+        created = await _next_matching(sub, lambda o: o is not None)
+        assert created["metadata"]["name"] == name
+
+
+async def test_subscribers_share_one_stream_and_leave_independently(api: Api, hook: AsyncTFJobHook) -> None:
+    ns = await api.namespace(unique("w"))
+    names = [unique("a"), unique("b"), unique("c")]
+    for n in names:
+        await api.create(ns, tfjob_manifest(n))
+    handle = watch.shared_watch(hook, ns)
+
+    async def crashing_consumer() -> None:
+        async with watch.shared_watch(AsyncTFJobHook(conn_id=hook.conn_id), ns).subscribe(names[2]) as sub:
+            await sub.next(timeout=10)
+            raise RuntimeError("subscriber bug")
+
+    async with handle.subscribe(names[0]) as sub_a:
+        async with watch.shared_watch(AsyncTFJobHook(conn_id=hook.conn_id), ns).subscribe(names[1]) as sub_b:
+            assert (await sub_a.next(timeout=10))["metadata"]["name"] == names[0]
+            assert (await sub_b.next(timeout=10))["metadata"]["name"] == names[1]
+            with pytest.raises(RuntimeError, match="subscriber bug"):
+                await crashing_consumer()
+            await api.set_status(ns, names[1], running_status(names[1], ns))
+            await _next_matching(sub_b, lambda o: "Running" in _conditions(o))
+        # b left; a still follows its job on the same stream.
+        await api.set_status(ns, names[0], succeeded_status(names[0], ns))
+        await _next_matching(sub_a, lambda o: "Succeeded" in _conditions(o))
+        stats = handle.stats
+        assert stats is not None
+        assert stats.lists == 1
+        assert stats.watches == 1
+        assert stats.subscribers == 1
+        # b's update reached nobody but b: a got no value for it (coalesced values are per job).
+        assert not sub_a._pending
+
+
+async def test_stream_ends_every_second_and_resumes_without_relist(api: Api, hook: AsyncTFJobHook) -> None:
+    ns = await api.namespace(unique("w"))
+    name = unique("job")
+    await api.create(ns, tfjob_manifest(name))
+    handle = watch.shared_watch(hook, ns, watch_timeout=(1, 1))
+    async with handle.subscribe(name) as sub:
+        await sub.next(timeout=10)
+        stats = handle.stats
+        assert stats is not None
+        await wait_until(lambda: stats.watches >= 4, timeout=30)
+        await api.set_status(ns, name, running_status(name, ns, message="after several server timeouts"))
+        obj = await _next_matching(sub, lambda o: "Running" in _conditions(o))
+        assert obj["status"]["conditions"][-1]["message"] == "after several server timeouts"
+        assert stats.lists == 1
+        assert stats.relists == 0
+
+
+async def test_connections_cut_mid_run_resume_from_resource_version(
+    api: Api, proxied_hook: AsyncTFJobHook, proxy: TcpProxy
+) -> None:
+    ns = await api.namespace(unique("w"))
+    name = unique("job")
+    await api.create(ns, tfjob_manifest(name))
+    handle = watch.shared_watch(proxied_hook, ns)
+    async with handle.subscribe(name) as sub:
+        await sub.next(timeout=10)
+        stats = handle.stats
+        assert stats is not None
+        await wait_until(lambda: stats.connected)
+        await proxy.refuse()  # cut the stream and refuse reconnection for a while
+        await api.set_status(ns, name, running_status(name, ns, message="written while cut off"))
+        await wait_until(lambda: stats.errors >= 2)  # at least one failed reconnect
+        await proxy.start()
+        obj = await _next_matching(sub, lambda o: "Running" in _conditions(o))
+        assert obj["status"]["conditions"][-1]["message"] == "written while cut off"
+        assert stats.lists == 1, "a cut stream resumes from its resourceVersion, no relist"
+        assert stats.relists == 0
+        assert stats.watches >= 2
+
+
+async def test_gone_relists_and_delivers_fresh_state(
+    api: Api, proxied_hook: AsyncTFJobHook, proxy: TcpProxy, local_cluster: Any
+) -> None:
+    ns = await api.namespace(unique("w"))
+    name, churn = unique("job"), unique("churn")
+    await api.create(ns, tfjob_manifest(name))
+    await api.create(ns, tfjob_manifest(churn))
+    handle = watch.shared_watch(proxied_hook, ns)
+    async with handle.subscribe(name) as sub:
+        await sub.next(timeout=10)
+        stats = handle.stats
+        assert stats is not None
+        await wait_until(lambda: stats.connected)
+        await proxy.refuse()
+        await api.set_status(ns, name, succeeded_status(name, ns))
+        # Push the watched resourceVersion out of the server's TFJob history window (an etcd compaction).
+        history = int(getattr(local_cluster, "history_limit", 1000))
+        for i in range(history + 10):
+            await api.set_status(ns, churn, running_status(churn, ns, message=f"churn {i}"))
+        await proxy.start()
+        obj = await _next_matching(sub, lambda o: "Succeeded" in _conditions(o), timeout=30)
+        assert obj["metadata"]["name"] == name
+        assert stats.relists >= 1
+        assert stats.lists >= 2
+
+
+async def test_event_of_several_megabytes(api: Api, hook: AsyncTFJobHook) -> None:
+    """A watch event carries the whole object: 5 MB must pass (aiohttp's line reader would refuse it)."""
+    ns = await api.namespace(unique("w"))
+    name = unique("big")
+    body = tfjob_manifest(name)
+    chunk = 2_500_000  # the server takes at most 3 MiB per request: grow the object in two writes
+    container = body["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    container["env"] = [{"name": "BIG", "value": "s" * chunk}]
+    await api.create(ns, body)
+    async with watch.shared_watch(hook, ns).subscribe(name) as sub:
+        await sub.next(timeout=10)
+        await api.set_status(ns, name, running_status(name, ns, message="m" * chunk))
+        obj = await _next_matching(sub, lambda o: "Running" in _conditions(o), timeout=30)
+        assert len(json.dumps(obj)) > 2 * chunk
+        assert len(obj["status"]["conditions"][-1]["message"]) == chunk
+
+
+async def test_stream_stops_after_last_subscriber_leaves(api: Api, hook: AsyncTFJobHook) -> None:
+    ns = await api.namespace(unique("w"))
+    name = unique("job")
+    await api.create(ns, tfjob_manifest(name))
+    handle = watch.shared_watch(hook, ns, linger=0.2)
+    async with handle.subscribe(name) as sub:
+        await sub.next(timeout=10)
+        assert any(w["namespace"] == ns for w in watch.active_watchers())
+    await wait_until(lambda: not any(w["namespace"] == ns for w in watch.active_watchers()), timeout=10)
+    stats = handle.stats
+    assert stats is not None and not stats.connected
+    # A new subscriber starts a new stream and still gets the current state.
+    async with watch.shared_watch(hook, ns).subscribe(name) as sub2:
+        assert (await sub2.next(timeout=10))["metadata"]["name"] == name
+
+
+def test_each_event_loop_gets_its_own_stream(local_cluster: Any, k8s_conn: str) -> None:
+    """Sync mode and `airflow dags test` run a fresh loop per task: nothing may leak between loops."""
+
+    async def once(name: str, ns: str) -> tuple[int, str]:
+        async with Api(Path(local_cluster.kubeconfig_path)) as api:
+            await api.namespace(ns)
+            await api.create(ns, tfjob_manifest(name))
+            hook = AsyncTFJobHook(conn_id=k8s_conn)
+            handle = watch.shared_watch(hook, ns)
+            async with handle.subscribe(name) as sub:
+                obj = await sub.next(timeout=10)
+                assert handle.stats is not None
+                return id(handle._watcher), obj["metadata"]["name"] if obj else ""
+
+    ns = unique("w")
+    first = asyncio.run(once(unique("l1"), ns))
+    second = asyncio.run(once(unique("l2"), ns))
+    assert first[1] and second[1]
+    assert not watch._REGISTRY or all(k[1] != ns for k in watch._REGISTRY)
