@@ -1,0 +1,257 @@
+"""TFJobHook and AsyncTFJobHook against the local cluster over HTTP (official clients, real server)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from test_watch_helpers import tfjob_manifest, unique
+
+from airflow_tfjob.hooks import tfjob as hookmod
+from airflow_tfjob.hooks.tfjob import AsyncTFJobHook, TFJobHook, WatchExpired, api_status, iter_lines
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
+
+
+def _poll(predicate: Callable[[], Any], timeout: float = 20.0) -> Any:
+    end = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(0.05)
+
+
+def _managed_job(name: str) -> dict[str, Any]:
+    """A job the local controller reconciles (pods and events), whose container the test feeds."""
+    return tfjob_manifest(name, external=False)
+
+
+def _write_log(cluster: Any, ns: str, pod: str, lines: list[bytes], close: bool = True) -> None:
+    """Stand in for a container run: the API server serves these lines from its pod log buffers."""
+
+    def write() -> None:
+        run = cluster.podlogs.start_instance(ns, pod, "tensorflow")
+        for line in lines:
+            run.append(line)
+        if close:
+            run.close()
+
+    cluster.call(write)
+
+
+def test_sync_crud_pods_events_logs(k8s_conn: str, local_cluster: Any) -> None:
+    hook = TFJobHook(conn_id=k8s_conn)
+    name = unique("hook")
+    created = hook.create_tfjob(_managed_job(name), "default")
+    assert created["metadata"]["name"] == name and created["metadata"]["uid"]
+    assert hook.get_tfjob(name, "default")["metadata"]["uid"] == created["metadata"]["uid"]
+    assert hook.find_tfjob(unique("missing"), "default") is None
+    with pytest.raises(Exception) as err:
+        hook.get_tfjob(unique("missing"), "default")
+    assert api_status(err.value) == 404
+
+    patched = hook.patch_tfjob(name, "default", {"metadata": {"labels": {"team": "a"}}})
+    assert patched["metadata"]["labels"]["team"] == "a"
+    assert [
+        j["metadata"]["name"] for j in hook.list_tfjobs("default", "team=a") if j["metadata"]["name"] == name
+    ]
+    assert all(j["metadata"]["name"] != name for j in hook.list_tfjobs("default", "team=b"))
+
+    pods = _poll(lambda: hook.list_job_pods(name, "default"))
+    assert [p["metadata"]["name"] for p in pods] == [f"{name}-worker-0"]
+    assert hook.list_job_pods(name, "default", replica_type="Worker", replica_index=0)
+    assert hook.list_job_pods(name, "default", replica_type="PS") == []
+
+    events = _poll(lambda: hook.list_events("default", involved_name=name))
+    assert any(e["reason"] == "SuccessfulCreatePod" for e in events)
+    assert all(e["involvedObject"]["name"] == name for e in events)
+
+    pod = f"{name}-worker-0"
+    _write_log(local_cluster, "default", pod, [b"one", b"two", b"three"])
+    assert hook.read_pod_log(pod, "default") == "one\ntwo\nthree\n"
+    assert hook.read_pod_log(pod, "default", tail_lines=1) == "three\n"
+
+    hook.delete_tfjob(name, "default")
+    hook.delete_tfjob(name, "default")  # a second delete (404) is not an error
+    assert hook.wait_for_tfjob_deletion(name, "default", timeout=30)
+    assert hook.list_job_pods(name, "default") == [] or _poll(lambda: not hook.list_job_pods(name, "default"))
+
+
+async def test_async_crud_and_watch(k8s_conn: str) -> None:
+    hook = AsyncTFJobHook(conn_id=k8s_conn)
+    name = unique("ahook")
+    created = await hook.create_tfjob(_managed_job(name))  # namespace from the connection
+    rv = created["metadata"]["resourceVersion"]
+    assert (await hook.get_tfjob(name, "default"))["metadata"]["uid"] == created["metadata"]["uid"]
+    assert await hook.find_tfjob(unique("missing"), "default") is None
+
+    seen: list[tuple[str, dict]] = []
+
+    async def watch() -> None:
+        async for etype, obj in hook.watch_tfjob(name, "default", resource_version=rv, timeout_seconds=30):
+            if etype == "BOOKMARK":
+                continue
+            seen.append((etype, obj))
+            if obj["metadata"].get("labels", {}).get("step") == "2":
+                return
+
+    task = asyncio.create_task(watch())
+    await hook.patch_tfjob(name, "default", {"metadata": {"labels": {"step": "1"}}})
+    await hook.patch_tfjob(name, "default", {"metadata": {"labels": {"step": "2"}}})
+    await asyncio.wait_for(task, 20)
+    steps = [o["metadata"].get("labels", {}).get("step") for _, o in seen]
+    assert steps[-2:] == ["1", "2"] and all(o["metadata"]["name"] == name for _, o in seen)
+
+    items, list_rv = await hook.list_objects("tfjobs", "default")
+    assert list_rv and any(i["metadata"]["name"] == name for i in items)
+    assert [j["metadata"]["name"] for j in await hook.list_tfjobs("default", "step=2")] == [name]
+
+    pods = await _apoll(lambda: hook.list_job_pods(name, "default"))
+    assert pods[0]["metadata"]["labels"]["training.kubeflow.org/replica-type"] == "worker"
+    events = await _apoll(lambda: hook.list_events("default", involved_name=name))
+    assert any(e["reason"] == "SuccessfulCreatePod" for e in events)
+
+    await hook.delete_tfjob(name, "default")
+    assert await hook.wait_for_tfjob_deletion(name, "default", timeout=30)
+
+
+async def _apoll(fn: Callable[[], Any], timeout: float = 20.0) -> Any:
+    end = time.monotonic() + timeout
+    while True:
+        value = await fn()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(0.05)
+
+
+async def test_watch_from_expired_version_raises_watch_expired(k8s_conn: str) -> None:
+    from airflow_tfjob.local import LocalCluster
+
+    # A cluster of its own with a short history, so that an old resourceVersion really expires.
+    with LocalCluster(history_limit=5, controller=False, runner=False) as small:
+        hook = AsyncTFJobHook(conn_id=k8s_conn, config_file=str(small.kubeconfig_path))
+        name = unique("expire")
+        first = await hook.create_tfjob(tfjob_manifest(name), "default")
+        for i in range(10):
+            await hook.patch_tfjob(name, "default", {"metadata": {"labels": {"i": str(i)}}})
+        with pytest.raises(WatchExpired) as err:
+            async for _ in hook.watch_tfjobs(
+                "default", resource_version=first["metadata"]["resourceVersion"], timeout_seconds=5
+            ):
+                pass
+        assert err.value.code == 410
+        await hook.delete_tfjob(name, "default")
+
+
+async def test_stream_pod_log_big_line_bytes_and_since_time(k8s_conn: str, local_cluster: Any) -> None:
+    hook = AsyncTFJobHook(conn_id=k8s_conn)
+    name = unique("biglog")
+    await hook.create_tfjob(_managed_job(name), "default")
+    pod = f"{name}-worker-0"
+    await _apoll(lambda: hook.list_job_pods(name, "default"))
+    big = b"x" * (1024 * 1024)
+    _write_log(local_cluster, "default", pod, [b"first", big, b"bad \xff\xfe bytes", b"last"])
+    chunks = [c async for c in hook.stream_pod_log(pod, "default")]
+    lines = [line async for line in iter_lines(_aiter(chunks))]
+    assert len(lines) == 4
+    stamps = [line.split(b" ", 1)[0] for line in lines]
+    assert all(s.endswith(b"Z") for s in stamps)
+    assert lines[1].split(b" ", 1)[1] == big and lines[2].endswith(b"bad \xff\xfe bytes")
+    # sinceTime is whole seconds: from the last line's second, at least that line comes back.
+    since = stamps[3].decode()[:19] + "Z"
+    again = b"".join([c async for c in hook.stream_pod_log(pod, "default", since_time=since)])
+    assert again.endswith(b" last\n")
+    text = await hook.read_pod_log(pod, "default", tail_lines=1)
+    assert text == "last\n"
+    await hook.delete_tfjob(name, "default")
+
+
+async def _aiter(items: list[bytes]) -> Any:
+    for item in items:
+        yield item
+
+
+async def test_watch_event_larger_than_aiohttp_line_limit(k8s_conn: str) -> None:
+    hook = AsyncTFJobHook(conn_id=k8s_conn)
+    name = unique("bigobj")
+    body = tfjob_manifest(name)
+    created = await hook.create_tfjob(body, "default")
+    big = "y" * (2560 * 1024)  # above the 2 MiB read buffer kubernetes_asyncio gives aiohttp
+
+    async def first_modified() -> dict:
+        async for etype, obj in hook.watch_tfjob(
+            name, "default", resource_version=created["metadata"]["resourceVersion"], timeout_seconds=30
+        ):
+            if etype == "MODIFIED":
+                return obj
+        raise AssertionError("watch ended without the change")
+
+    task = asyncio.create_task(first_modified())
+    await hook.patch_tfjob(name, "default", {"metadata": {"annotations": {"big": big}}})
+    obj = await asyncio.wait_for(task, 30)
+    assert obj["metadata"]["annotations"]["big"] == big
+    await hook.delete_tfjob(name, "default")
+
+
+async def test_client_shared_per_cluster_and_loop(k8s_conn: str) -> None:
+    a, b = AsyncTFJobHook(conn_id=k8s_conn), AsyncTFJobHook(conn_id=k8s_conn)
+    api = await a.get_api_client()
+    assert api is await b.get_api_client()
+    assert api.configuration.connection_pool_maxsize == 1000
+    assert await a.get_cluster_key() == await b.get_cluster_key()
+    other = AsyncTFJobHook(conn_id=k8s_conn, cluster_context="elsewhere")
+    assert await other.get_cluster_key() != await a.get_cluster_key()
+
+
+def test_client_closed_when_its_loop_ends(k8s_conn: str) -> None:
+    clients: list[Any] = []
+
+    async def use() -> None:
+        hook = AsyncTFJobHook(conn_id=k8s_conn)
+        await hook.list_tfjobs("default")
+        clients.append(await hook.get_api_client())
+
+    asyncio.run(use())
+    asyncio.run(use())
+    first, second = clients
+    assert first is not second  # a fresh loop gets its own client (aiohttp sessions are loop-bound)
+    assert first.rest_client.pool_manager.closed and second.rest_client.pool_manager.closed
+    assert not hookmod._SHARED
+
+
+async def test_stream_outlives_a_short_total_timeout(k8s_conn: str, local_cluster: Any) -> None:
+    """A follow stream has no total timeout: it keeps delivering past the hook's request timeout."""
+    hook = AsyncTFJobHook(conn_id=k8s_conn, request_timeout=1.0)
+    name = unique("longlog")
+    await hook.create_tfjob(_managed_job(name), "default")
+    pod = f"{name}-worker-0"
+    await _apoll(lambda: hook.list_job_pods(name, "default"))
+    _write_log(local_cluster, "default", pod, [b"start"], close=False)
+    got: list[bytes] = []
+
+    async def read() -> None:
+        async for line in iter_lines(hook.stream_pod_log(pod, "default")):
+            got.append(line)
+            if line.endswith(b" end"):
+                return
+
+    task = asyncio.create_task(read())
+    await asyncio.sleep(2.5)  # longer than request_timeout: the stream must still be open
+
+    def finish() -> None:
+        run = local_cluster.podlogs.current("default", pod, "tensorflow")
+        run.append(b"end")
+        run.close()
+
+    local_cluster.call(finish)
+    await asyncio.wait_for(task, 10)
+    assert [g.split(b" ", 1)[1] for g in got] == [b"start", b"end"]
+    await hook.delete_tfjob(name, "default")
