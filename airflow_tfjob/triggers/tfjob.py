@@ -1,0 +1,185 @@
+"""TFJobTrigger: waits in the triggerer for a TFJob to finish, following it as the synchronous mode does.
+
+Constructor (every argument is JSON and survives a triggerer restart)::
+
+    TFJobTrigger(
+        name, namespace,
+        kubernetes_conn_id="kubernetes_default", cluster_context=None, config_file=None, in_cluster=None,
+        options=None,          # follow.FollowOptions as a dict
+        cursors=None,          # log cursors from an earlier follow: logs resume without loss
+        deadline=None,         # epoch seconds (task start + execution_timeout)
+        delete_on_kill=True,   # a user's kill deletes the TFJob (Foreground)
+    )
+
+It runs :func:`airflow_tfjob.follow.follow_job` (the same core as the synchronous mode, watching the job
+through the shared per-namespace watch) and yields exactly ONE event whose payload is::
+
+    {"event": "succeeded" | "failed" | "timeout" | "startup_timeout" | "error",
+     "name": str, "namespace": str,
+     "status": JobStatus.to_dict() | None, "message": str,
+     "metrics": dict, "diagnostics": list[str], "cursors": dict,
+     "deleted": bool}   # True when this trigger deleted the job (deadline passed)
+
+Kill and timeout semantics (Airflow 3.3.2):
+
+- ``on_kill()`` runs only when a user acts on the deferred task (mark failed/success, clear): it deletes
+  the TFJob with Foreground propagation, so its pods go too (regression apache/airflow#36090, #62398).
+- ``cleanup()`` runs on every exit, triggerer restarts included, so it deletes nothing.
+- Airflow does not apply ``execution_timeout`` to a deferred task (apache/airflow#67227): when
+  ``deadline`` passes the trigger deletes the job itself, then yields ``timeout``. The operator should
+  defer with a timeout somewhat beyond the deadline, so that Airflow's own timeout only catches a stuck
+  trigger (and handle ``__fail__`` by deleting the job).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+if TYPE_CHECKING:
+    from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+
+#: How long the trigger waits past ``deadline`` for follow_job to report the timeout itself (with its
+#: cursors and diagnostics) before it cancels it.
+DEADLINE_GRACE = 15.0
+#: How long deletion (timeout, kill) waits for the TFJob to disappear; on_kill is bounded by
+#: ``[triggerer] on_kill_timeout`` (30 s by default).
+DELETE_WAIT = 20.0
+
+
+class TFJobTrigger(BaseTrigger):
+    """Fires once when the TFJob succeeds, fails, times out, or cannot be followed."""
+
+    def __init__(
+        self,
+        name: str,
+        namespace: str,
+        kubernetes_conn_id: str = "kubernetes_default",
+        cluster_context: str | None = None,
+        config_file: str | None = None,
+        in_cluster: bool | None = None,
+        options: dict[str, Any] | None = None,
+        cursors: dict[str, Any] | None = None,
+        deadline: float | None = None,
+        delete_on_kill: bool = True,
+    ) -> None:
+        super().__init__()
+        self.name = name
+        self.namespace = namespace
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.cluster_context = cluster_context
+        self.config_file = config_file
+        self.in_cluster = in_cluster
+        self.options = dict(options or {})
+        self.cursors = dict(cursors or {})
+        self.deadline = deadline
+        self.delete_on_kill = delete_on_kill
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "name": self.name,
+                "namespace": self.namespace,
+                "kubernetes_conn_id": self.kubernetes_conn_id,
+                "cluster_context": self.cluster_context,
+                "config_file": self.config_file,
+                "in_cluster": self.in_cluster,
+                "options": self.options,
+                "cursors": self.cursors,
+                "deadline": self.deadline,
+                "delete_on_kill": self.delete_on_kill,
+            },
+        )
+
+    def _hook(self) -> AsyncTFJobHook:
+        from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+
+        return AsyncTFJobHook(
+            conn_id=self.kubernetes_conn_id,
+            cluster_context=self.cluster_context,
+            config_file=self.config_file,
+            in_cluster=self.in_cluster,
+        )
+
+    def _payload(self, event: str, message: str, **extra: Any) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "event": event,
+            "name": self.name,
+            "namespace": self.namespace,
+            "status": None,
+            "message": message,
+            "metrics": {},
+            "diagnostics": [],
+            "cursors": self.cursors,
+            "deleted": False,
+        }
+        payload.update(extra)
+        return payload
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from airflow_tfjob.follow import FollowOptions, follow_job
+
+        hook = self._hook()
+        ref = f"{self.namespace}/{self.name}"
+        # from_dict ignores unknown keys: a trigger serialized by another provider version still runs.
+        options = FollowOptions.from_dict(self.options)
+        if self.deadline is not None:
+            options.deadline = self.deadline
+
+        follow = asyncio.ensure_future(
+            follow_job(hook, self.name, self.namespace, options, self.log.info, self.cursors)
+        )
+        try:
+            wait_for = None if self.deadline is None else self.deadline + DEADLINE_GRACE - time.time()
+            done, _ = await asyncio.wait({follow}, timeout=None if wait_for is None else max(wait_for, 0))
+            if follow in done:
+                try:
+                    outcome = follow.result()
+                    payload = {**self._payload(outcome.event, outcome.message), **outcome.to_dict()}
+                except Exception as exc:
+                    # Reported, not raised: a crashed trigger would resume the task with a bare
+                    # "__fail__" and no message; the operator decides what to do with the job.
+                    self.log.exception("Following TFJob %s failed", ref)
+                    payload = self._payload("error", f"Following TFJob {ref} failed: {exc!r}")
+            else:
+                follow.cancel()
+                payload = self._payload("timeout", f"TFJob {ref} did not finish before its deadline.")
+        finally:
+            if not follow.done():
+                follow.cancel()
+                await asyncio.gather(follow, return_exceptions=True)
+
+        if payload["event"] == "timeout":
+            payload["deleted"] = await self._delete(hook, "its deadline passed")
+        yield TriggerEvent(payload)
+
+    async def _delete(self, hook: AsyncTFJobHook, why: str) -> bool:
+        """Delete the TFJob and its pods (Foreground) and wait a little for them to go."""
+        ref = f"{self.namespace}/{self.name}"
+        self.log.info("Deleting TFJob %s because %s", ref, why)
+        try:
+            await hook.delete_tfjob(self.name, self.namespace, propagation="Foreground")
+            gone = await hook.wait_for_tfjob_deletion(self.name, self.namespace, timeout=DELETE_WAIT)
+        except Exception:
+            self.log.exception("Could not delete TFJob %s", ref)
+            return False
+        if not gone:
+            self.log.warning("TFJob %s still exists %.0fs after its deletion was requested", ref, DELETE_WAIT)
+        return True
+
+    async def on_kill(self) -> None:
+        """A user killed the deferred task: delete the TFJob unless told to keep it."""
+        if not self.delete_on_kill:
+            self.log.info(
+                "Task killed; keeping TFJob %s/%s (delete_on_kill=False)", self.namespace, self.name
+            )
+            return
+        await self._delete(self._hook(), "the task was killed")
+
+    async def cleanup(self) -> None:
+        """Nothing to delete: this runs on triggerer restarts too, and the job must survive those."""

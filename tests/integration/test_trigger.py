@@ -1,0 +1,209 @@
+"""TFJobTrigger in an asyncio loop against the local cluster: outcomes, deadline, faults, kill, sharing."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+from test_watch_helpers import (
+    Api,
+    TcpProxy,
+    failed_status,
+    kubeconfig_via,
+    running_status,
+    succeeded_status,
+    tfjob_manifest,
+    unique,
+    wait_until,
+)
+
+from airflow_tfjob import watch
+from airflow_tfjob.triggers.tfjob import TFJobTrigger
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
+
+# Jobs whose status the test writes have no pods: nothing to log, no start-up to time.
+QUIET = {"get_logs": False, "startup_timeout": None}
+SLEEPER = ["python", "-c", "import time; time.sleep(600)"]
+
+
+@pytest.fixture
+async def api(local_cluster: Any) -> Any:
+    async with Api(Path(local_cluster.kubeconfig_path)) as client:
+        yield client
+
+
+async def _collect(trigger: TFJobTrigger) -> list[dict[str, Any]]:
+    return [event.payload async for event in trigger.run()]
+
+
+def _trigger(name: str, ns: str, conn: str, **kwargs: Any) -> TFJobTrigger:
+    kwargs.setdefault("options", QUIET)
+    return TFJobTrigger(name=name, namespace=ns, kubernetes_conn_id=conn, **kwargs)
+
+
+def test_serialize_round_trip() -> None:
+    trigger = TFJobTrigger(
+        name="job",
+        namespace="team",
+        kubernetes_conn_id="k8s",
+        cluster_context="ctx",
+        config_file="/tmp/kubeconfig",
+        in_cluster=False,
+        options={"log_replicas": "all", "get_logs": True, "startup_timeout": 30.0},
+        cursors={"worker-0/tensorflow/1": {"time": "2025-01-01T00:00:00.1Z", "count": 2}},
+        deadline=1_900_000_000.5,
+        delete_on_kill=False,
+    )
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "airflow_tfjob.triggers.tfjob.TFJobTrigger"
+    module, _, cls_name = classpath.rpartition(".")
+    rebuilt = getattr(importlib.import_module(module), cls_name)(**json.loads(json.dumps(kwargs)))
+    assert rebuilt.serialize() == (classpath, kwargs)
+    assert kwargs["deadline"] == 1_900_000_000.5 and kwargs["delete_on_kill"] is False
+
+
+async def test_succeeded_yields_one_event(api: Api, k8s_conn: str) -> None:
+    ns = await api.namespace(unique("t"))
+    name = unique("ok")
+    await api.create(ns, tfjob_manifest(name))
+    run = asyncio.ensure_future(_collect(_trigger(name, ns, k8s_conn)))
+    await api.set_status(ns, name, running_status(name, ns))
+    await asyncio.sleep(0.2)
+    assert not run.done(), "a running job must not fire the trigger"
+    await api.set_status(ns, name, succeeded_status(name, ns))
+    events = await asyncio.wait_for(run, 30)
+    assert len(events) == 1
+    (event,) = events
+    assert event["event"] == "succeeded"
+    assert (event["name"], event["namespace"]) == (name, ns)
+    assert event["status"]["state"] == "succeeded"
+    assert event["status"]["replica_statuses"]["Worker"]["succeeded"] == 1
+    assert event["deleted"] is False
+    json.dumps(event)  # the payload travels through the metadata DB
+    assert await api.get(ns, name) is not None
+
+
+async def test_failed(api: Api, k8s_conn: str) -> None:
+    ns = await api.namespace(unique("t"))
+    name = unique("bad")
+    await api.create(ns, tfjob_manifest(name))
+    run = asyncio.ensure_future(_collect(_trigger(name, ns, k8s_conn)))
+    await api.set_status(ns, name, failed_status(name, ns))
+    (event,) = await asyncio.wait_for(run, 30)
+    assert event["event"] == "failed"
+    assert event["status"]["state"] == "failed"
+    assert "Worker" in event["status"]["failed_replica_types"]
+    assert "1 Worker replica(s) failed" in event["message"] + event["status"]["message"]
+
+
+async def test_deadline_deletes_job_and_pods(api: Api, k8s_conn: str) -> None:
+    """apache/airflow#67227: a deferred task's execution_timeout is not applied by Airflow 3.3.2."""
+    ns = await api.namespace(unique("t"))
+    name = unique("slow")
+    await api.create(ns, tfjob_manifest(name, external=False, command=SLEEPER))
+    await wait_until(lambda: api.pods(ns, name), timeout=30)
+    trigger = _trigger(name, ns, k8s_conn, options={"get_logs": False}, deadline=time.time() + 2)
+    (event,) = await asyncio.wait_for(_collect(trigger), 60)
+    assert event["event"] == "timeout"
+    assert event["deleted"] is True
+    assert await api.get(ns, name) is None
+    await wait_until(lambda: _no_pods(api, ns, name), timeout=30)
+
+
+async def _no_pods(api: Api, ns: str, name: str) -> bool:
+    return not await api.pods(ns, name)
+
+
+async def test_on_kill_deletes_job_and_pods_cleanup_does_not(api: Api, k8s_conn: str) -> None:
+    ns = await api.namespace(unique("t"))
+    name = unique("kill")
+    await api.create(ns, tfjob_manifest(name, external=False, command=SLEEPER))
+    await wait_until(lambda: api.pods(ns, name), timeout=30)
+    trigger = _trigger(name, ns, k8s_conn, options={"get_logs": False})
+    run = asyncio.ensure_future(_collect(trigger))
+    await asyncio.sleep(0.5)
+    # What the triggerer does on a restart: cancel the run, then cleanup(). The job must survive.
+    run.cancel()
+    await asyncio.gather(run, return_exceptions=True)
+    await trigger.cleanup()
+    assert await api.get(ns, name) is not None
+    assert await api.pods(ns, name)
+    # What it does on a user's kill (apache/airflow#36090): cancel, then on_kill().
+    await trigger.on_kill()
+    assert await api.get(ns, name) is None
+    await wait_until(lambda: _no_pods(api, ns, name), timeout=30)
+
+
+async def test_on_kill_keeps_job_when_asked(api: Api, k8s_conn: str) -> None:
+    ns = await api.namespace(unique("t"))
+    name = unique("keep")
+    await api.create(ns, tfjob_manifest(name))
+    await _trigger(name, ns, k8s_conn, delete_on_kill=False).on_kill()
+    assert await api.get(ns, name) is not None
+
+
+async def test_triggers_share_one_watch_and_leave_independently(api: Api, k8s_conn: str) -> None:
+    ns = await api.namespace(unique("t"))
+    first, second = unique("one"), unique("two")
+    for n in (first, second):
+        await api.create(ns, tfjob_manifest(n))
+    run1 = asyncio.ensure_future(_collect(_trigger(first, ns, k8s_conn)))
+    run2 = asyncio.ensure_future(_collect(_trigger(second, ns, k8s_conn)))
+
+    def watcher() -> dict[str, Any] | None:
+        return next((w for w in watch.active_watchers() if w["namespace"] == ns), None)
+
+    await wait_until(lambda: (watcher() or {}).get("subscribers") == 2)
+    run1.cancel()  # one trigger leaves (e.g. moved to another triggerer)
+    await asyncio.gather(run1, return_exceptions=True)
+    await api.set_status(ns, second, succeeded_status(second, ns))
+    (event,) = await asyncio.wait_for(run2, 30)
+    assert event["event"] == "succeeded"
+    stats = watcher()
+    assert stats is not None
+    assert stats["watches"] == 1 and stats["lists"] == 1
+
+
+async def test_stream_cut_mid_run(api: Api, local_cluster: Any, k8s_conn: str, tmp_path: Path) -> None:
+    url = urlparse(local_cluster.url)
+    proxy = TcpProxy(url.hostname or "127.0.0.1", url.port or 80)
+    await proxy.start()
+    try:
+        config = kubeconfig_via(
+            Path(local_cluster.kubeconfig_path), f"http://127.0.0.1:{proxy.port}", tmp_path / "kc"
+        )
+        ns = await api.namespace(unique("t"))
+        name = unique("cut")
+        await api.create(ns, tfjob_manifest(name))
+        run = asyncio.ensure_future(_collect(_trigger(name, ns, k8s_conn, config_file=str(config))))
+        await wait_until(
+            lambda: any(w["namespace"] == ns and w["connected"] for w in watch.active_watchers())
+        )
+        await proxy.refuse()
+        await api.set_status(ns, name, succeeded_status(name, ns))
+        await asyncio.sleep(1.0)
+        assert not run.done()
+        await proxy.start()
+        (event,) = await asyncio.wait_for(run, 30)
+        assert event["event"] == "succeeded"
+    finally:
+        await proxy.stop()
+
+
+async def test_job_deleted_while_waiting_is_an_error(api: Api, k8s_conn: str) -> None:
+    ns = await api.namespace(unique("t"))
+    name = unique("gone")
+    await api.create(ns, tfjob_manifest(name))
+    run = asyncio.ensure_future(_collect(_trigger(name, ns, k8s_conn)))
+    await wait_until(lambda: any(w["namespace"] == ns and w["subscribers"] for w in watch.active_watchers()))
+    await api.delete(ns, name)
+    (event,) = await asyncio.wait_for(run, 30)
+    assert event["event"] == "error"
+    assert name in event["message"]
