@@ -593,7 +593,7 @@ class TFJobOperator(BaseOperator):
             deadline=options.deadline,
             delete_on_kill=self.on_kill_action == "delete",
         )
-        self.log.info("Deferring while TFJob %s/%s runs", namespace, name)
+        self.log.info("Deferring while TFJob %s/%s runs (logs continue in the triggerer)", namespace, name)
         self.defer(trigger=trigger, method_name="execute_complete", timeout=timeout)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:

@@ -201,10 +201,17 @@ class TFJobSensor(BaseSensorOperator):
         if self.poke(context):
             return None
         hook = self.get_hook()
+        namespace = self._namespace(hook)
+        self.log.info(
+            "Waiting in the triggerer for TFJob %s/%s to reach %s",
+            namespace,
+            self.name,
+            self.target_condition,
+        )
         self.defer(
             trigger=TFJobConditionTrigger(
                 name=self.name,
-                namespace=self._namespace(hook),
+                namespace=namespace,
                 target_condition=self.target_condition,
                 kubernetes_conn_id=self.kubernetes_conn_id,
                 cluster_context=self.cluster_context,

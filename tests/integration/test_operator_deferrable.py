@@ -1,0 +1,116 @@
+"""TFJobOperator in deferrable mode: defer -> the trigger's one event -> execute_complete; and __fail__."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout, TaskDeferralTimeout, TaskDeferred
+from operator_support import TaskInstance, context_for, replica_command, wait_for
+
+from airflow_tfjob.naming import identity_selector
+from airflow_tfjob.operators.tfjob import TRIGGER_TIMEOUT_MARGIN, TFJobOperator
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
+
+
+@pytest.fixture
+def hook(k8s_conn: str) -> Any:
+    from airflow_tfjob.hooks.tfjob import TFJobHook
+
+    return TFJobHook(conn_id=k8s_conn)
+
+
+def make_operator(**kwargs: Any) -> TFJobOperator:
+    params: dict[str, Any] = {
+        "task_id": "train",
+        "image": "local/python",
+        "command": replica_command(),
+        "namespace": "default",
+        "deferrable": True,
+        "startup_timeout": 60,
+    }
+    params.update(kwargs)
+    return TFJobOperator(**params)
+
+
+def defer(op: TFJobOperator, ti: TaskInstance) -> TaskDeferred:
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(context_for(ti))
+    return deferred.value
+
+
+def fire(deferred: TaskDeferred) -> dict[str, Any]:
+    """Run the trigger as the triggerer would, and take its one event (as `airflow dags test` does)."""
+    trigger = deferred.trigger
+    # The trigger must survive serialization: the triggerer rebuilds it from these kwargs.
+    classpath, kwargs = trigger.serialize()
+    module, _, cls = classpath.rpartition(".")
+    rebuilt = getattr(__import__(module, fromlist=[cls]), cls)(**kwargs)
+
+    async def first_event() -> dict[str, Any]:
+        async for event in rebuilt.run():
+            return dict(event.payload)
+        raise AssertionError("trigger ended without an event")
+
+    return asyncio.run(first_event())
+
+
+def test_deferred_success_resumes_and_returns_the_result(hook: Any) -> None:
+    ti = TaskInstance()
+    op = make_operator(chief=1, worker=1, metrics=["loss"], clean_pod_policy="Running")
+    deferred = defer(op, ti)
+    assert deferred.method_name == "execute_complete"
+    event = fire(deferred)
+    assert event["event"] == "succeeded"
+    result = op.execute_complete(context_for(ti), event)
+    assert result["state"] == "succeeded"
+    assert float(result["metrics"]["loss"]) == 0.25
+    assert ti.xcoms["metrics"] == result["metrics"]
+    job = hook.get_tfjob(result["name"], "default")
+    assert job["metadata"]["annotations"]["tfjob.airflow.apache.org/result-reported"] == "true"
+
+
+def test_deferred_failure_fails_the_task_with_the_replica(hook: Any) -> None:
+    ti = TaskInstance()
+    op = make_operator(
+        chief=1, worker=1, env={"FAIL_TYPE": "worker", "SLEEP": "30"}, on_finish_action="delete"
+    )
+    event = fire(defer(op, ti))
+    assert event["event"] == "failed"
+    with pytest.raises(AirflowException, match="failing replicas: Worker"):
+        op.execute_complete(context_for(ti), event)
+
+
+def test_deadline_passed_to_the_trigger_and_job_deleted_on_timeout(hook: Any) -> None:
+    from datetime import timedelta
+
+    ti = TaskInstance()
+    op = make_operator(worker=1, env={"SLEEP": "120"}, execution_timeout=timedelta(seconds=4))
+    started = time.time()
+    deferred = defer(op, ti)
+    # Airflow's own trigger timeout is only the backstop beyond the deadline the trigger enforces.
+    assert deferred.timeout is not None
+    assert deferred.timeout.total_seconds() == pytest.approx(4 + TRIGGER_TIMEOUT_MARGIN, abs=2)
+    assert deferred.trigger.deadline == pytest.approx(started + 4, abs=2)
+    event = fire(deferred)
+    assert event["event"] == "timeout"
+    with pytest.raises(AirflowTaskTimeout, match="execution_timeout"):
+        op.execute_complete(context_for(ti), event)
+    selector = identity_selector(ti.dag_id, ti.task_id, ti.run_id, ti.map_index, include_handled=True)
+    wait_for(lambda: not hook.list_tfjobs("default", selector), 60, "timed-out job deleted")
+
+
+def test_trigger_failure_resumption_deletes_the_job(hook: Any) -> None:
+    ti = TaskInstance()
+    op = make_operator(worker=1, env={"SLEEP": "120"})
+    defer(op, ti)
+    selector = identity_selector(ti.dag_id, ti.task_id, ti.run_id, ti.map_index, include_handled=True)
+    assert len(hook.list_tfjobs("default", selector)) == 1
+    # A fresh operator instance, as the worker that resumes the task has (no in-memory job reference).
+    resumed = make_operator(worker=1, env={"SLEEP": "120"})
+    with pytest.raises(TaskDeferralTimeout):
+        resumed.resume_execution("__fail__", {"error": "Trigger timeout"}, context_for(ti))
+    wait_for(lambda: not hook.list_tfjobs("default", selector), 60, "job deleted after __fail__")
