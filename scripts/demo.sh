@@ -78,7 +78,7 @@ airflow db migrate >"$WORK/db-migrate.log" 2>&1 || { cat "$WORK/db-migrate.log" 
 echo "==> airflow dags test example_tfjob_digits (2 workers, $EPOCHS epochs)"
 conf="{\"epochs\": $EPOCHS, \"min_test_accuracy\": $MIN_TEST_ACCURACY}"
 set +e
-airflow dags test example_tfjob_digits -c "$conf" 2>&1 | tee "$WORK/dags-test.log"
+airflow dags test example_tfjob_digits -c "$conf" -f "$ROOT/example_dags/example_tfjob_digits.py" 2>&1 | tee "$WORK/dags-test.log"
 status=${PIPESTATUS[0]}
 set -e
 
