@@ -49,6 +49,8 @@ def _name(job: Mapping[str, Any]) -> str:
 
 def job_try_number(job: Mapping[str, Any]) -> int | None:
     value = ((job.get("metadata") or {}).get("labels") or {}).get(LABEL_TRY_NUMBER)
+    if value is None:
+        return None
     try:
         return int(value)
     except (TypeError, ValueError):

@@ -121,10 +121,10 @@ CASES: list[tuple[str, list[dict[str, Any]] | None, JobState, str]] = [
     ("created condition False", [cond("Created", "False")], JobState.CREATED, ""),
     (
         "garbage entries ignored",
-        [None, "x", {"status": "True"}, cond("Running")],
+        [None, "x", {"status": "True"}, cond("Running")],  # type: ignore[list-item]
         JobState.RUNNING,
         "TFJobRunning",
-    ),  # type: ignore[list-item]
+    ),
 ]
 
 
