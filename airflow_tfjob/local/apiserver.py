@@ -275,7 +275,7 @@ class ApiServer:
             return error_response(ApiError(500, "InternalError", f"Internal error occurred: {exc!r}"))
 
     async def _route(self, request: web.Request) -> web.StreamResponse:
-        path = request.path
+        path = request.path.rstrip("/") or "/"
         parts = [p for p in path.split("/") if p]
         if parts and parts[0] == "api":
             if len(parts) == 1:

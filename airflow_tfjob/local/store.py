@@ -208,7 +208,7 @@ def check_shape(info: ResourceType, obj: JsonDict) -> None:
     finalizers = meta.get("finalizers")
     if finalizers is not None and not (isinstance(finalizers, list) and all(isinstance(f, str) for f in finalizers)):
         raise fail("metadata.finalizers", "[]string")
-    for key in ("spec", "status"):
+    for key in ("spec", "status") if info.is_core else ("status",):
         if key in obj and obj[key] is not None and not isinstance(obj[key], dict):
             raise fail(key, "object")
     if info.plural == "pods":
