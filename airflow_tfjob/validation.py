@@ -289,6 +289,22 @@ class _Checker:
                 "move large values elsewhere (a ConfigMap)",
             )
 
+    def unique_name(self, value: Any, path: str, what: str, seen: set[str], *, port: bool = False) -> None:
+        """A volume, container or port name: valid syntax, and not used before in ``seen``."""
+        if port:
+            valid = isinstance(value, str) and len(value) <= 15 and bool(_IANA_SVC_RE.match(value))
+            valid = valid and "--" not in value and bool(re.search("[a-z]", value))
+            rule = "use at most 15 lower-case letters, digits and single '-', with at least one letter"
+        else:
+            valid = isinstance(value, str) and len(value) <= MAX_NAME and bool(DNS1123_LABEL_RE.match(value))
+            rule = "use at most 63 lower-case letters, digits and '-'"
+        if not valid:
+            self.error(path, f"{value!r} is not a valid {what} name", rule)
+        elif value in seen:
+            self.error(path, f"{what} name {value!r} is used twice", f"give each {what} a distinct name")
+        else:
+            seen.add(value)
+
     def label_key(self, key: Any, path: str) -> None:
         if not isinstance(key, str) or not key:
             self.error(path, f"key {key!r} is not a string", "use a string key such as example.com/team")
@@ -489,19 +505,7 @@ def _validate_template(check: _Checker, template: Any, path: str) -> None:
         if not isinstance(volume, Mapping):
             check.error(vpath, "is not a mapping", "write a volume as {name: ..., <source>: {...}}")
             continue
-        vname = volume.get("name")
-        if not isinstance(vname, str) or len(vname) > MAX_NAME or not DNS1123_LABEL_RE.match(vname):
-            check.error(
-                f"{vpath}.name",
-                f"{vname!r} is not a valid volume name",
-                "use at most 63 lower-case letters, digits and '-'",
-            )
-        elif vname in declared:
-            check.error(
-                f"{vpath}.name", f"volume {vname!r} is declared twice", "give each volume a distinct name"
-            )
-        else:
-            declared.add(vname)
+        check.unique_name(volume.get("name"), f"{vpath}.name", "volume", declared)
     containers = check.seq(pod.get("containers"), f"{ppath}.containers")
     if not containers:
         if not isinstance(pod.get("containers"), (str, bytes, Mapping)):
@@ -524,20 +528,7 @@ def _validate_template(check: _Checker, template: Any, path: str) -> None:
         cname = container.get("name")
         if group == "containers" and cname == CONTAINER_NAME:
             has_tf = True
-        if not isinstance(cname, str) or len(cname) > MAX_NAME or not DNS1123_LABEL_RE.match(cname):
-            check.error(
-                f"{cpath}.name",
-                f"{cname!r} is not a valid container name",
-                "use at most 63 lower-case letters, digits and '-'",
-            )
-        elif cname in names:
-            check.error(
-                f"{cpath}.name",
-                f"container name {cname!r} is used twice in this pod",
-                "give each container a distinct name",
-            )
-        else:
-            names.add(cname)
+        check.unique_name(cname, f"{cpath}.name", "container", names)
         _validate_container(check, container, cpath, declared, is_init=group == "initContainers")
     if not has_tf:
         shown = sorted(n for n in names)
@@ -665,26 +656,8 @@ def _validate_container(
                 check.error(
                     f"{ppath}.{key}", f"{number!r} is not a port number", "use an integer between 1 and 65535"
                 )
-        pname = port.get("name")
-        if pname is not None:
-            if (
-                not isinstance(pname, str)
-                or len(pname) > 15
-                or not _IANA_SVC_RE.match(pname)
-                or "--" in pname
-                or not re.search("[a-z]", pname)
-            ):
-                check.error(
-                    f"{ppath}.name",
-                    f"{pname!r} is not a valid port name",
-                    "use at most 15 lower-case letters, digits and single '-', with at least one letter",
-                )
-            elif pname in port_names:
-                check.error(
-                    f"{ppath}.name", f"port name {pname!r} is used twice", "give each port a distinct name"
-                )
-            else:
-                port_names.add(pname)
+        if port.get("name") is not None:
+            check.unique_name(port["name"], f"{ppath}.name", "port", port_names, port=True)
     working_dir = container.get("workingDir")
     if working_dir is not None and not isinstance(working_dir, str):
         check.error(

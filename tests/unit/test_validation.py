@@ -457,7 +457,7 @@ BAD: list[tuple[str, Mut, str, str, str]] = [
         "duplicate volume",
         lambda m: podspec(m)["volumes"].append({"name": "data", "emptyDir": {}}),
         f"{W}.template.spec.volumes[1].name",
-        "declared twice",
+        "used twice",
         "distinct name",
     ),
     (
