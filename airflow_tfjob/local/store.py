@@ -1276,7 +1276,9 @@ class Store:
     def _unregister(self, watcher: Watcher) -> None:
         self._watchers[watcher.info.plural].discard(watcher)
 
-    def watcher_count(self) -> int:
+    def watcher_count(self, rtype: str | None = None) -> int:
+        if rtype is not None:
+            return len(self._watchers[resource_type(rtype).plural])
         return sum(len(w) for w in self._watchers.values())
 
     def _commit(self, info: ResourceType, key: tuple[str, str], obj: JsonDict, type_: str, prev: JsonDict | None) -> None:
