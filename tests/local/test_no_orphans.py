@@ -1,0 +1,135 @@
+"""No replica process outlives `tfjob-local serve`, whether it is stopped (SIGTERM) or killed (SIGKILL)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SERVE = str(Path(sys.executable).with_name("tfjob-local"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+def _wait(predicate: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def serve(tmp: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    proc = subprocess.Popen(
+        [SERVE, "serve", "--workdir", str(tmp / "cluster")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        assert ready, "tfjob-local serve did not print its ready line"
+        line = proc.stdout.readline().split()
+        assert line[0] == "ready", line
+        yield proc, line[2]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+
+
+def create_job(kubeconfig: str, name: str, script: str, workers: int, ps: int) -> None:
+    from kubernetes import client, config
+
+    api = client.CustomObjectsApi(config.new_client_from_config(config_file=kubeconfig))
+
+    def rep(n: int) -> dict[str, object]:
+        container = {"name": "tensorflow", "image": "python:3.11", "command": [sys.executable, "-c", script]}
+        return {"replicas": n, "template": {"spec": {"containers": [container]}}}
+
+    body = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": name},
+        "spec": {"tfReplicaSpecs": {"Worker": rep(workers), "PS": rep(ps)}},
+    }
+    api.create_namespaced_custom_object("kubeflow.org", "v1", "default", "tfjobs", body)
+
+
+def replica_script(pid_dir: Path, grandchild: bool) -> str:
+    spawn = (
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)']).pid"
+        if grandchild
+        else "None"
+    )
+    return (
+        "import os, signal, subprocess, sys, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"  # the runner must escalate to SIGKILL
+        f"child = {spawn}\n"
+        f"pids = [os.getpid()] + ([child] if child else [])\n"
+        f"open(os.path.join({str(pid_dir)!r}, os.environ['HOSTNAME']), 'w').write(' '.join(map(str, pids)))\n"
+        "time.sleep(3600)\n"
+    )
+
+
+def _pids(pid_dir: Path, expected_files: int) -> list[int]:
+    _wait(lambda: len([p for p in pid_dir.iterdir() if p.read_text()]) == expected_files, 60, "replicas")
+    return [int(x) for f in pid_dir.iterdir() for x in f.read_text().split()]
+
+
+def _cleanup(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_sigterm_stops_every_replica_and_its_children(tmp_path: Path) -> None:
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    pids: list[int] = []
+    try:
+        with serve(tmp_path) as (proc, kubeconfig):
+            create_job(kubeconfig, "orphans", replica_script(pid_dir, grandchild=True), workers=2, ps=1)
+            pids = _pids(pid_dir, 3)
+            assert len(pids) == 6 and all(_alive(p) for p in pids)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=60) == 0
+        survivors = [p for p in pids if _alive(p)]
+        assert survivors == []  # checked right after the server exited: nothing waited for them to die
+    finally:
+        _cleanup(pids)
+
+
+@pytest.mark.skipif(
+    shutil.which("setpriv") is None, reason="util-linux setpriv is needed for the parent-death signal"
+)
+def test_sigkill_of_the_server_takes_the_replicas_along(tmp_path: Path) -> None:
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    pids: list[int] = []
+    try:
+        with serve(tmp_path) as (proc, kubeconfig):
+            create_job(kubeconfig, "killed", replica_script(pid_dir, grandchild=False), workers=2, ps=1)
+            pids = _pids(pid_dir, 3)
+            proc.kill()
+            proc.wait(timeout=30)
+        _wait(lambda: not any(_alive(p) for p in pids), 10, "replicas to die with the server")
+    finally:
+        _cleanup(pids)
