@@ -1,0 +1,167 @@
+"""The example DAGs, run end to end with `airflow dags test` on the local cluster, real TensorFlow.
+
+Each run trains for real (2 workers, MultiWorkerMirroredStrategy on the digits data set); the tests
+check what the runs produced (metrics in XCom, exported models, promotion decisions), not only that
+they ran.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.dags, pytest.mark.cluster, pytest.mark.tensorflow, pytest.mark.timeout(900)]
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "example_dags"
+AIRFLOW = str(Path(sys.executable).parent / "airflow")
+
+
+@pytest.fixture(scope="module")
+def env(local_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    home = tmp_path_factory.mktemp("airflow-home")
+    extra = {"kube_config_path": str(local_cluster.kubeconfig_path), "namespace": "default"}
+    environment = {
+        **os.environ,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(EXAMPLES),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps({"conn_type": "kubernetes", "extra": extra}),
+        # The replicas run on this machine with this Python (the DAGs' default is `python`).
+        "TFJOB_EXAMPLES_PYTHON": sys.executable,
+        "TFJOB_EXAMPLES_DATA_DIR": str(tmp_path_factory.mktemp("examples-data")),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    subprocess.run([AIRFLOW, "db", "migrate"], env=environment, check=True, capture_output=True, timeout=300)
+    yield environment
+
+
+def dags_test(
+    env: dict[str, str], dag_id: str, conf: dict[str, Any], logical_date: str | None = None
+) -> tuple[str, str]:
+    """Runs the DAG; returns (run_id, output). Fails the test with the output's tail if the run failed."""
+    command = [AIRFLOW, "dags", "test", dag_id, *([logical_date] if logical_date else [])]
+    command += ["-c", json.dumps(conf), "-f", str(EXAMPLES / f"{dag_id}.py")]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=840)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-8000:]
+    with _db(env) as db:
+        (run_id,) = db.execute(
+            "select run_id from dag_run where dag_id = ? order by id desc limit 1", (dag_id,)
+        ).fetchone()
+    return run_id, output
+
+
+def _db(env: dict[str, str]) -> sqlite3.Connection:
+    return sqlite3.connect(Path(env["AIRFLOW_HOME"]) / "airflow.db")
+
+
+def states(env: dict[str, str], dag_id: str, run_id: str) -> dict[tuple[str, int], str]:
+    with _db(env) as db:
+        rows = db.execute(
+            "select task_id, map_index, state from task_instance where dag_id = ? and run_id = ?",
+            (dag_id, run_id),
+        ).fetchall()
+    return {(task, index): state for task, index, state in rows}
+
+
+def xcoms(
+    env: dict[str, str], dag_id: str, run_id: str, task_id: str, key: str = "return_value"
+) -> list[Any]:
+    """The XCom values of every map index of a task (one item for an unmapped task), in index order."""
+    with _db(env) as db:
+        rows = db.execute(
+            "select value from xcom where dag_id = ? and run_id = ? and task_id = ? and key = ? order by map_index",
+            (dag_id, run_id, task_id, key),
+        ).fetchall()
+    values = []
+    for (raw,) in rows:
+        # The column holds JSON text, but SQLite's type affinity hands plain numbers back as numbers.
+        value = json.loads(raw) if isinstance(raw, (str, bytes)) else raw
+        values.append(json.loads(value) if isinstance(value, str) and value[:1] in "{[" else value)
+    return values
+
+
+def test_digits_demo_trains_to_the_accuracy_gate(env: dict[str, str]) -> None:
+    run_id, output = dags_test(env, "example_tfjob_digits", {"epochs": 10})
+    assert states(env, "example_tfjob_digits", run_id) == {
+        ("train", -1): "success",
+        ("check_accuracy", -1): "success",
+    }
+    (metrics,) = xcoms(env, "example_tfjob_digits", run_id, "train", "metrics")
+    assert metrics["test_accuracy"] >= 0.9
+    assert 0 < metrics["loss"] < 1 and metrics["accuracy"] >= 0.9
+    (gate,) = xcoms(env, "example_tfjob_digits", run_id, "check_accuracy")
+    assert gate == pytest.approx(metrics["test_accuracy"])
+    (result,) = xcoms(env, "example_tfjob_digits", run_id, "train")
+    assert result["state"] == "succeeded"
+    assert result["replica_statuses"]["Worker"]["succeeded"] == 2
+    # Live logs of both workers reached the task log (log_replicas="all"): every epoch twice.
+    assert output.count("epoch=10 loss=") >= 2, output[-4000:]
+    # The master replica exported the model and its metrics, the same ones the log reported.
+    run_dir = Path(env["TFJOB_EXAMPLES_DATA_DIR"]) / "digits" / run_id.replace(":", "-").replace("+", "-")
+    saved = json.loads((run_dir / "model" / "metrics.json").read_text())
+    assert saved["test_accuracy"] == pytest.approx(metrics["test_accuracy"], abs=1e-4)
+    assert (run_dir / "model" / "model.keras").stat().st_size > 0
+    assert any((run_dir / "logs").glob("events.out.tfevents.*"))
+
+
+def test_retraining_promotes_only_a_better_model(env: dict[str, str]) -> None:
+    dag_id = "example_tfjob_retraining"
+    root = Path(env["TFJOB_EXAMPLES_DATA_DIR"]) / "retraining"
+
+    first, _ = dags_test(env, dag_id, {"epochs": 10}, logical_date="2025-06-01")
+    assert set(states(env, dag_id, first).values()) == {"success"}
+    (metrics,) = xcoms(env, dag_id, first, "train", "metrics")
+    current = root / "current"
+    assert current.is_symlink()
+    promoted = json.loads((current / "metrics.json").read_text())
+    assert promoted["test_accuracy"] == pytest.approx(metrics["test_accuracy"], abs=1e-4)
+    assert current.resolve().name == first.replace(":", "-").replace("+", "-")
+
+    # One epoch at a tiny learning rate: a clearly worse candidate, which must not replace the model.
+    second, output = dags_test(env, dag_id, {"epochs": 1, "learning_rate": 0.0003}, logical_date="2025-06-02")
+    run_states = states(env, dag_id, second)
+    assert run_states[("check_data", -1)] == run_states[("train", -1)] == "success"
+    assert run_states[("validate", -1)] == "success"
+    assert run_states[("promote", -1)] == "skipped"
+    (worse,) = xcoms(env, dag_id, second, "train", "metrics")
+    assert worse["test_accuracy"] < metrics["test_accuracy"]
+    assert current.resolve().name == first.replace(":", "-").replace("+", "-")
+    history = (root / "promotions.jsonl").read_text().splitlines()
+    assert len(history) == 1 and json.loads(history[0])["run_id"] == first
+    assert "promote=False" in output
+
+
+def test_sweep_maps_one_job_per_trial_and_picks_the_best(env: dict[str, str]) -> None:
+    dag_id = "example_tfjob_sweep"
+    conf = {"learning_rates": [0.0003, 0.003, 0.03], "batch_sizes": [32], "epochs": 3}
+    run_id, _ = dags_test(env, dag_id, conf)
+    run_states = states(env, dag_id, run_id)
+    assert [run_states[("train", i)] for i in range(3)] == ["success"] * 3
+    assert run_states[("pick_best", -1)] == "success"
+
+    (grid,) = xcoms(env, dag_id, run_id, "trials")
+    assert [trial["learning_rate"] for trial in grid] == ["0.0003", "0.003", "0.03"]
+    metrics = xcoms(env, dag_id, run_id, "train", "metrics")
+    results = xcoms(env, dag_id, run_id, "train")
+    assert len(metrics) == len(results) == 3
+    # Each mapped task instance ran its own TFJob.
+    assert len({result["name"] for result in results}) == 3
+    accuracies = [m["test_accuracy"] for m in metrics]
+    assert all(0 < a <= 1 for a in accuracies)
+
+    (choice,) = xcoms(env, dag_id, run_id, "pick_best")
+    best = max(range(3), key=lambda i: accuracies[i])
+    assert choice["best"]["trial"] == best
+    assert choice["best"]["hyperparameters"] == grid[best]
+    assert choice["best"]["test_accuracy"] == pytest.approx(accuracies[best])
+    assert [row["test_accuracy"] for row in choice["trials"]] == pytest.approx(accuracies)
