@@ -107,6 +107,7 @@ async def reflect(
     watch_fn: Callable[[str], Any],
     on_event: Callable[[str, dict], None],
     on_error: Callable[[BaseException], None] | None = None,
+    synced: asyncio.Event | None = None,
 ) -> None:
     """List, then watch from the list's resourceVersion, forever (until cancelled).
 
@@ -131,6 +132,8 @@ async def reflect(
                     on_event(etype, obj)
                 for uid in [u for u in known if u not in names]:
                     on_event("DELETED", known.pop(uid))
+                if synced is not None:
+                    synced.set()
             async for etype, obj in watch_fn(rv):
                 rv = _rv(obj) or rv
                 if etype == "BOOKMARK":
@@ -180,6 +183,7 @@ class _JobFollow:
         self.startup_base = time.time()
         self.started = False
         self._shown_events: dict[str, int] = {}
+        self.pods_synced = asyncio.Event()  # set once the pod watch has listed: drain knows every replica
         if options.get_logs or options.metrics:
             selection = LogSelection.parse(options.log_replicas) if options.get_logs else LogSelection()
             self.logs = JobLogFollower(
@@ -306,6 +310,7 @@ class _JobFollow:
                         ),
                         lambda rv: self.hook.watch_job_pods(self.name, self.namespace, rv),
                         self._on_pod,
+                        synced=self.pods_synced,
                     ),
                     name=f"tfjob-pods-{self.name}",
                 )
@@ -394,6 +399,9 @@ class _JobFollow:
     async def _finish(self, outcome: FollowOutcome) -> FollowOutcome:
         status = outcome.status
         if self.logs is not None:
+            # A job that finished before the pod list came back must still have its replicas drained.
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.pods_synced.wait(), 30)
             if outcome.event in ("succeeded", "failed"):
                 await self.logs.drain(
                     status.completion_time if status else None, grace=self.options.drain_grace

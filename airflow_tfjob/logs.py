@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 MAX_LINE_BYTES = 64 * 1024
 RING_LINES = 100
+_TIMESTAMP_ROOM = 40  # "2025-01-01T00:00:00.123456789Z " and then some
 TRUNCATION_MARK = " [... line truncated: {n} more bytes]"
 
 # ------------------------------------------------------------------------------------------------
@@ -292,19 +293,26 @@ class LogSelection:
 
 
 class RateLimiter:
-    """Token bucket in lines per second (burst of one second's worth)."""
+    """Token bucket in lines per second.
 
-    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
+    The burst (`burst_seconds` worth of lines) absorbs the backlog a reconnect delivers at once, so a
+    cut stream does not cost lines that a steady stream at the same rate would have shown.
+    """
+
+    def __init__(
+        self, rate: float, clock: Callable[[], float] = time.monotonic, burst_seconds: float = 5.0
+    ) -> None:
         self.rate = rate
         self.clock = clock
-        self.tokens = rate
+        self.capacity = rate * burst_seconds
+        self.tokens = self.capacity
         self.stamp = clock()
 
     def allow(self) -> bool:
         if self.rate <= 0:
             return True
         now = self.clock()
-        self.tokens = min(self.rate, self.tokens + (now - self.stamp) * self.rate)
+        self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.rate)
         self.stamp = now
         if self.tokens >= 1.0:
             self.tokens -= 1.0
@@ -383,8 +391,15 @@ class ReplicaState:
     pod: dict[str, Any] | None = None
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
+    exit_codes: dict[str, int] = field(default_factory=dict)  # last exit code seen per pod uid
+
     def set(self, pod: dict[str, Any] | None) -> None:
         self.pod = pod
+        if pod is not None:
+            cs = container_status(pod)
+            code = terminated_exit_code(cs)
+            if code is not None:
+                self.exit_codes[str((pod.get("metadata") or {}).get("uid") or "")] = code
         self.changed.set()
 
 
@@ -412,10 +427,10 @@ class ReplicaFollower:
         self.rate_dropped = 0
         self.lines_seen = 0
         self.reconnects = 0
-        self.last_exit_code: int | None = None
         self.finished = False
         self.task: asyncio.Task[None] | None = None
         self.drain_deadline: float | None = None  # wall clock; a still-running container stops here
+        self.complete: tuple[str, int] | None = None  # (pod uid, run) whose log was read to its end
 
     # -- emitting -----------------------------------------------------------------------------
 
@@ -463,6 +478,10 @@ class ReplicaFollower:
                 return
         elif not filt.accept(ts):
             return
+        limit = self.owner.limits.max_line
+        if len(body) > limit:
+            cut += len(body) - limit
+            body = body[:limit]
         text = body.decode("utf-8", errors="replace")
         if text.endswith("\r"):
             text = text[:-1]
@@ -476,7 +495,7 @@ class ReplicaFollower:
         """One request: (ended cleanly, lines accepted)."""
         hook = self.owner.hook
         filt = ResumeFilter(self.cursor)
-        splitter = LineSplitter(self.owner.limits.max_line)
+        splitter = LineSplitter(self.owner.limits.max_line + _TIMESTAMP_ROOM)
         before = self.lines_seen
         clean = False
         try:
@@ -507,14 +526,18 @@ class ReplicaFollower:
     def _past_drain_deadline(self) -> bool:
         return self.drain_deadline is not None and time.time() >= self.drain_deadline
 
-    async def _wait_change(self, timeout: float) -> None:
+    async def _wait_change(self, timeout: float) -> bool:
+        """Wait for a new pod state from the watch (or a drain); False if none came in time."""
         self.state.changed.clear()
-        with contextlib.suppress(asyncio.TimeoutError):
+        try:
             await asyncio.wait_for(self.state.changed.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
 
     async def run(self) -> None:
         backoff = 0.2
-        while True:
+        while not self._past_drain_deadline():
             pod = self.state.pod
             if pod is None:
                 if self.owner.draining:
@@ -538,8 +561,18 @@ class ReplicaFollower:
                 continue
             assert cs is not None
             instance = int(cs.get("restartCount") or 0)
+            if (uid, instance) == self.complete:
+                # This container run's log was read to its end. Reconnecting by name could reach a
+                # recreated pod (or the next run) under this run's cursor: wait until the pod watch
+                # shows what happened next.
+                if self.owner.draining:
+                    break
+                changed = await self._wait_change(30.0)
+                if not changed and (cs.get("state") or {}).get("running"):
+                    self.complete = None  # still running after all: the stream was closed by a proxy
+                continue
             if self.cursor.uid and uid != self.cursor.uid:
-                code = self.last_exit_code
+                code = self.state.exit_codes.get(self.cursor.uid)
                 self.marker(
                     "pod recreated" + (f" (previous pod exited with code {code})" if code is not None else "")
                 )
@@ -559,18 +592,15 @@ class ReplicaFollower:
             clean, got = await self._read()
             self.reconnects += 1
             latest = self.state.pod
-            latest_cs = container_status(latest, self.owner.container) if latest else None
-            if latest_cs is not None:
-                code = terminated_exit_code(latest_cs) or terminated_exit_code(latest_cs, last=True)
-                if code is not None:
-                    self.last_exit_code = code
             if self._past_drain_deadline():
                 break
-            if clean and latest is not None and pod_terminal(latest):
-                break  # the container ended for good and its log was read to the end
-            if clean and got:
+            if clean:
+                # The kubelet ends a follow stream when the container exits: this run is read to its end.
+                self.complete = (uid, instance)
                 backoff = 0.2
                 continue
+            if got:
+                backoff = 0.2  # the stream was flowing when it was cut: reconnect promptly
             if self.owner.draining and (latest is None or pod_terminal(latest)):
                 # Last try of a draining replica: the previous request got nothing new.
                 break
@@ -588,8 +618,6 @@ class ReplicaFollower:
         note = f", {lost} intermediate run(s) not read" if lost > 0 else ""
         exit_part = f", exit code {code}" if code is not None else ""
         self.marker(f"container restarted (restart {instance}{exit_part}{note})")
-        if code is not None:
-            self.last_exit_code = code
         self.cursor = Cursor(uid=self.cursor.uid, instance=instance)
 
 

@@ -151,7 +151,9 @@ def test_log_selection_errors_name_the_entry(bad: str) -> None:
 def test_rate_limiter() -> None:
     now = [0.0]
     limiter = RateLimiter(10, clock=lambda: now[0])
-    assert sum(limiter.allow() for _ in range(100)) == 10
+    assert sum(limiter.allow() for _ in range(100)) == 50  # a burst of 5 s worth
     now[0] = 0.5
     assert sum(limiter.allow() for _ in range(100)) == 5
+    now[0] = 100.0
+    assert sum(limiter.allow() for _ in range(100)) == 50  # the bucket does not grow beyond the burst
     assert all(RateLimiter(0).allow() for _ in range(1000))

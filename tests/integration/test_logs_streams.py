@@ -1,0 +1,287 @@
+"""Replica logs through follow_job against the local cluster: real processes, real HTTP, real cuts."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+from test_logs_follow_helpers import ListSink, job, replica
+from test_watch_helpers import TcpProxy, kubeconfig_via, unique
+
+from airflow_tfjob.follow import FollowOptions, follow_job
+from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
+
+NS = "default"
+
+
+@pytest.fixture
+def hook(k8s_conn: str) -> AsyncTFJobHook:
+    return AsyncTFJobHook(conn_id=k8s_conn)
+
+
+@pytest.fixture
+async def proxy(local_cluster: Any) -> Any:
+    url = urlparse(local_cluster.url)
+    p = TcpProxy(url.hostname or "127.0.0.1", url.port or 80)
+    await p.start()
+    yield p
+    await p.stop()
+
+
+async def _run(hook: AsyncTFJobHook, body: dict[str, Any], options: FollowOptions, sink: ListSink) -> Any:
+    name = body["metadata"]["name"]
+    await hook.create_tfjob(body, NS)
+    try:
+        return await asyncio.wait_for(follow_job(hook, name, NS, options, sink), 150)
+    finally:
+        await hook.delete_tfjob(name, NS)
+
+
+async def test_four_replicas_ten_cuts_every_line_once_in_order(
+    k8s_conn: str, local_cluster: Any, proxy: TcpProxy, tmp_path: Path
+) -> None:
+    config = kubeconfig_via(
+        Path(local_cluster.kubeconfig_path), f"http://127.0.0.1:{proxy.port}", tmp_path / "kc"
+    )
+    hook = AsyncTFJobHook(conn_id=k8s_conn, config_file=str(config))
+    lines = 6000
+    script = f"""
+        import os, time
+        idx = os.environ["HOSTNAME"].rsplit("-", 1)[1]
+        for i in range({lines}):
+            print(f"w{{idx}} line {{i}}", flush=True)
+            if i % 40 == 39:
+                time.sleep(0.03)
+    """
+    body = job(unique("cuts"), {"Worker": replica(script, replicas=4)})
+    body["spec"]["successPolicy"] = "AllWorkers"
+    sink = ListSink()
+    name = body["metadata"]["name"]
+    await hook.create_tfjob(body, NS)
+    options = FollowOptions(log_replicas="all", log_rate_per_replica=0)
+    task = asyncio.create_task(follow_job(hook, name, NS, options, sink))
+    cuts = 0
+    try:
+        while cuts < 10:
+            seen = len(sink.lines)
+            await _until(lambda s=seen: len(sink.lines) >= s + 300 or task.done(), 60)
+            if task.done():
+                break
+            proxy.cut()
+            cuts += 1
+        outcome = await asyncio.wait_for(task, 120)
+    finally:
+        task.cancel()
+        await hook.delete_tfjob(name, NS)
+    assert cuts == 10, f"the job ended after {cuts} cuts; make it longer"
+    assert outcome.event == "succeeded", outcome.message
+    for idx in range(4):
+        got = sink.of(f"worker-{idx}")
+        assert got == [f"w{idx} line {i}" for i in range(lines)], _diff(got, idx, lines)
+    assert proxy.connections > 10
+
+
+def _diff(got: list[str], idx: int, lines: int) -> str:
+    want = [f"w{idx} line {i}" for i in range(lines)]
+    missing = sorted(set(want) - set(got))[:5]
+    dup = [x for x in set(got) if got.count(x) > 1][:5]
+    return f"worker-{idx}: {len(got)} lines, missing {missing}, duplicated {dup}"
+
+
+async def _until(predicate: Any, timeout: float) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not predicate():
+        if loop.time() > end:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(0.01)
+
+
+async def test_restart_in_place_is_followed_with_a_marker(hook: AsyncTFJobHook, tmp_path: Path) -> None:
+    flag = tmp_path / "ran-once"
+    script = f"""
+        import os, sys, pathlib
+        flag = pathlib.Path({str(flag)!r})
+        if not flag.exists():
+            print("first run a"); print("first run b")
+            flag.write_text("x")
+            sys.exit(1)
+        print("second run")
+    """
+    sink = ListSink()
+    body = job(unique("restart"), {"Worker": replica(script, restart_policy="OnFailure")})
+    outcome = await _run(hook, body, FollowOptions(), sink)
+    assert outcome.event == "succeeded", outcome.message
+    assert sink.of("worker-0") == [
+        "first run a",
+        "first run b",
+        "--- container restarted (restart 1, exit code 1) ---",
+        "second run",
+    ]
+    assert outcome.cursors["worker-0"]["instance"] == 1
+
+
+async def test_recreated_pod_exit_code_policy(hook: AsyncTFJobHook, tmp_path: Path) -> None:
+    flag = tmp_path / "killed-once"
+    script = f"""
+        import os, signal, pathlib
+        flag = pathlib.Path({str(flag)!r})
+        if not flag.exists():
+            flag.write_text("x")
+            print("before the kill", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+        print("after recreation")
+    """
+    sink = ListSink()
+    body = job(unique("recreate"), {"Worker": replica(script, restart_policy="ExitCode")})
+    outcome = await _run(hook, body, FollowOptions(), sink)
+    assert outcome.event == "succeeded", outcome.message
+    assert sink.of("worker-0") == [
+        "before the kill",
+        "--- pod recreated (previous pod exited with code 137) ---",
+        "after recreation",
+    ]
+
+
+async def test_late_replicas_after_suspension_are_picked_up(hook: AsyncTFJobHook) -> None:
+    sink = ListSink()
+    body = job(
+        unique("late"),
+        {"Chief": replica("print('chief here')"), "Worker": replica("print('worker here')", replicas=2)},
+        suspend=True,
+    )
+    name = body["metadata"]["name"]
+    await hook.create_tfjob(body, NS)
+    # startup_timeout shorter than the suspension: a suspended job must not count against it.
+    task = asyncio.create_task(
+        follow_job(hook, name, NS, FollowOptions(log_replicas="all", startup_timeout=1.0), sink)
+    )
+    try:
+        await _until(lambda: sink.count("TFJobSuspended") > 0, 30)
+        await asyncio.sleep(1.5)
+        assert not task.done()
+        await hook.patch_tfjob(name, NS, {"spec": {"runPolicy": {"suspend": False}}})
+        outcome = await asyncio.wait_for(task, 60)
+    finally:
+        task.cancel()
+        await hook.delete_tfjob(name, NS)
+    assert outcome.event == "succeeded", outcome.message
+    assert sink.of("chief-0") == ["chief here"]
+    # Workers may be stopped when the chief completes; whatever they printed shows once.
+    for w in ("worker-0", "worker-1"):
+        assert sink.of(w) in ([], ["worker here"])
+
+
+async def test_oom_like_kill_last_lines_and_events_survive_clean_pod_policy_all(hook: AsyncTFJobHook) -> None:
+    killer = """
+        import os, signal, time
+        for i in range(30):
+            print(f"step {i} loss=0.{i}", flush=True)
+        time.sleep(0.2)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """
+    sink = ListSink()
+    body = job(
+        unique("oom"),
+        {"Chief": replica("import time; print('chief up'); time.sleep(60)"), "Worker": replica(killer)},
+        cleanPodPolicy="All",
+    )
+    outcome = await _run(hook, body, FollowOptions(), sink)  # default selection: the master only
+    assert outcome.event == "failed"
+    assert "worker-0 failed: Error, exit code 137" in outcome.message
+    text = "\n".join(outcome.diagnostics)
+    assert "=== worker-0 failed: Error, exit code 137" in text
+    assert "  | step 29 loss=0.29" in text and "  | step 10 loss=0.10" in text
+    assert sink.of("worker-0") == []  # not selected: only its diagnostics reach the log
+    assert "  | step 29 loss=0.29" in sink.lines
+    assert sink.count(r"\[events\] Normal +SuccessfulCreatePod") >= 2
+    assert sink.of("chief-0")[0] == "chief up"
+
+
+async def test_long_line_bad_bytes_and_rate_limit(hook: AsyncTFJobHook) -> None:
+    script = """
+        import sys
+        out = sys.stdout.buffer
+        out.write(b"A" * (1024 * 1024) + b"\\n")
+        out.write(b"bad \\xff\\xfe bytes\\n")
+        for i in range(3000):
+            out.write(b"flood %d\\n" % i)
+        out.write(b"done\\n")
+        out.flush()
+    """
+    sink = ListSink()
+    body = job(unique("lines"), {"Worker": replica(script)})
+    outcome = await _run(hook, body, FollowOptions(log_rate_per_replica=50), sink)
+    assert outcome.event == "succeeded", outcome.message
+    got = sink.of("worker-0")
+    assert got[0] == "A" * 65536 + f" [... line truncated: {1024 * 1024 - 65536} more bytes]"
+    assert got[1] == "bad \ufffd\ufffd bytes"
+    flood = [g for g in got if g.startswith("flood ")]
+    assert 200 <= len(flood) < 3000
+    dropped = [g for g in got if "lines dropped (rate limit 50 lines/s)" in g]
+    assert dropped and sum(int(d.split()[1]) for d in dropped) + len(flood) + ("done" in got) == 3001
+    assert outcome.cursors["worker-0"]["ts"]
+
+
+async def test_total_cap_and_resume_from_cursors(hook: AsyncTFJobHook) -> None:
+    script = "for i in range(50): print(f'n {i}')"
+    sink = ListSink()
+    body = job(unique("cap"), {"Worker": replica(script)})
+    name = body["metadata"]["name"]
+    await hook.create_tfjob(body, NS)
+    try:
+        outcome = await follow_job(hook, name, NS, FollowOptions(log_total_cap=20), sink)
+        assert outcome.event == "succeeded"
+        assert sink.of("worker-0") == [f"n {i}" for i in range(20)]
+        assert sink.count(r"log cap of 20 lines reached: 30 replica lines were not shown") == 1
+        # A second follower resuming from the cursors shows no line again, and says it resumed.
+        again = ListSink()
+        second = await follow_job(hook, name, NS, FollowOptions(), again, cursors=outcome.cursors)
+        assert second.event == "succeeded"
+        assert [line for line in again.of("worker-0") if not line.startswith("---")] == []
+        assert again.count(r"\[worker-0\] --- log resumed after ") == 1
+        assert again.count(r"\[events\]") == 0  # events were shown by the first follower
+    finally:
+        await hook.delete_tfjob(name, NS)
+
+
+async def test_metrics_from_master_and_missing(hook: AsyncTFJobHook) -> None:
+    script = "for i in range(5): print(f'epoch {i} accuracy={0.5 + i / 10:.2f} loss={1 - i / 10:.1f}')"
+    sink = ListSink()
+    body = job(unique("metrics"), {"Worker": replica(script, replicas=2)})
+    body["spec"]["successPolicy"] = "AllWorkers"
+    outcome = await _run(
+        hook, body, FollowOptions(metrics=["accuracy", "loss", "f1"], metrics_history=True), sink
+    )
+    assert outcome.event == "succeeded"
+    assert outcome.metrics["accuracy"] == 0.9 and outcome.metrics["loss"] == 0.6
+    assert outcome.metrics["missing"] == ["f1"]
+    assert [p["value"] for p in outcome.metrics["history"]["accuracy"]] == [0.5, 0.6, 0.7, 0.8, 0.9]
+    assert all(p["timestamp"] for p in outcome.metrics["history"]["accuracy"])
+    assert sink.count("metrics never reported by the master replica: f1") == 1
+
+
+async def test_startup_timeout_names_the_scheduling_reason(hook: AsyncTFJobHook) -> None:
+    sink = ListSink()
+    body = job(
+        unique("gpu"), {"Worker": replica("print('never')", resources={"limits": {"nvidia.com/gpu": 64}})}
+    )
+    outcome = await _run(hook, body, FollowOptions(startup_timeout=1.0), sink)
+    assert outcome.event == "startup_timeout"
+    assert "did not start within 1 s" in outcome.message
+    assert "Unschedulable" in outcome.message or "FailedScheduling" in outcome.message
+
+
+async def test_deadline_gives_timeout(hook: AsyncTFJobHook) -> None:
+    import time
+
+    sink = ListSink()
+    body = job(unique("deadline"), {"Worker": replica("import time; print('up'); time.sleep(60)")})
+    outcome = await _run(hook, body, FollowOptions(deadline=time.time() + 2.0), sink)
+    assert outcome.event == "timeout"
+    assert "deadline" in outcome.message
