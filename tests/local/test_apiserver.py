@@ -457,3 +457,29 @@ def test_namespaces_can_be_created(core: client.CoreV1Api) -> None:
     with pytest.raises(ApiException) as err:
         core.read_namespaced_config_map("c", name)
     assert err.value.status == 404
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(5, "5s"), (119, "119s"), (120, "2m"), (125, "2m5s"), (600, "10m"), (3 * 3600, "3h"), (3 * 3600 + 60, "3h1m"),
+     (30 * 3600, "30h"), (50 * 3600, "2d2h"), (10 * 86400, "10d"), (3 * 365 * 86400, "3y")],
+)
+def test_age_column_formatting(seconds: int, text: str) -> None:
+    from airflow_tfjob.local.apiserver import human_duration
+
+    assert human_duration(seconds) == text
+
+
+def test_table_for_kubectl(cluster: LocalCluster, core: client.CoreV1Api) -> None:
+    name = unique("tbl")
+    core.create_namespaced_pod("default", pod_body(name))
+    accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+    resp = requests.get(f"{cluster.url}/api/v1/namespaces/default/pods/{name}", headers={"Accept": accept},
+                        timeout=10)
+    table = resp.json()
+    assert table["kind"] == "Table" and [c["name"] for c in table["columnDefinitions"]][:5] == [
+        "Name", "Ready", "Status", "Restarts", "Age"]
+    assert table["rows"][0]["cells"][:4] == [name, "0/1", "Pending", 0]
+    assert table["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
+    plain = requests.get(f"{cluster.url}/api/v1/namespaces/default/pods/{name}", timeout=10).json()
+    assert plain["kind"] == "Pod"

@@ -57,8 +57,11 @@ def seed_job_and_pod(cluster: LocalCluster, name: str) -> None:
 def test_get_describe_logs_delete(cluster: LocalCluster, tmp_path: Path) -> None:
     name = f"kc-{uuid.uuid4().hex[:6]}"
     seed_job_and_pod(cluster, name)
-    assert name in ok(kubectl(cluster, "get", "tfjobs"))
-    assert f"{name}-worker-0" in ok(kubectl(cluster, "get", "pods", "-l", f"job={name}"))
+    jobs = ok(kubectl(cluster, "get", "tfjobs"))
+    assert jobs.splitlines()[0].split() == ["NAME", "STATE", "AGE"] and name in jobs
+    pods = ok(kubectl(cluster, "get", "pods", "-l", f"job={name}")).splitlines()
+    assert pods[0].split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert pods[1].split()[:4] == [f"{name}-worker-0", "0/1", "Pending", "0"]
     assert f'"name": "{name}"' in ok(kubectl(cluster, "get", "tfjob", name, "-o", "json"))
     assert "Pending" in ok(kubectl(cluster, "get", "pod", f"{name}-worker-0", "-o", "jsonpath={.status.phase}"))
     described = ok(kubectl(cluster, "describe", "tfjob", name))
