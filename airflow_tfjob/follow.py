@@ -54,6 +54,7 @@ class FollowOptions:
     log_events: bool = True
     drain_grace: float = 5.0  # seconds after completionTime that still-running containers are read
     diagnostics_tail: int = 20
+    return_marker: str | None = None  # master-replica lines starting with it carry a value (@task.tfjob)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,9 +75,11 @@ class FollowOutcome:
     metrics: dict[str, Any] = field(default_factory=dict)
     diagnostics: list[str] = field(default_factory=list)
     cursors: dict[str, Any] = field(default_factory=dict)
+    return_payload: str | None = None  # text after the return marker on the master's last such line
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "return_payload": self.return_payload,
             "event": self.event,
             "status": self.status.to_dict() if self.status else None,
             "message": self.message,
@@ -95,6 +98,7 @@ class FollowOutcome:
             metrics=dict(data.get("metrics") or {}),
             diagnostics=list(data.get("diagnostics") or []),
             cursors=dict(data.get("cursors") or {}),
+            return_payload=data.get("return_payload"),
         )
 
 
@@ -184,7 +188,8 @@ class _JobFollow:
         self.started = False
         self._shown_events: dict[str, int] = {}
         self.pods_synced = asyncio.Event()  # set once the pod watch has listed: drain knows every replica
-        if options.get_logs or options.metrics:
+        self.return_payload: str | None = None
+        if options.get_logs or options.metrics or options.return_marker:
             selection = LogSelection.parse(options.log_replicas) if options.get_logs else LogSelection()
             self.logs = JobLogFollower(
                 hook,
@@ -196,6 +201,8 @@ class _JobFollow:
                 ),
                 cursors={k: v for k, v in (cursors or {}).items() if not k.startswith("_")},
                 on_line=self._on_line,
+                capture_prefix=options.return_marker,
+                on_capture=self._on_capture,
             )
 
     # -- feeds ----------------------------------------------------------------------------------
@@ -206,6 +213,9 @@ class _JobFollow:
 
             if is_master_role(replica.state.pod):
                 self.metrics.feed(f"{format_timestamp(ts)} {text}" if self.options.metrics_history else text)
+
+    def _on_capture(self, replica: ReplicaFollower, payload: str) -> None:
+        self.return_payload = payload
 
     def _on_pod(self, etype: str, pod: dict) -> None:
         uid = str((pod.get("metadata") or {}).get("uid") or "")
@@ -424,6 +434,7 @@ class _JobFollow:
                     "metrics never reported by the master replica: " + ", ".join(outcome.metrics["missing"])
                 )
         outcome.cursors = self.logs.cursors() if self.logs is not None else {}
+        outcome.return_payload = self.return_payload
         return outcome
 
     async def _diagnose(self, status: JobStatus | None) -> list[diagnostics.ReplicaDiagnosis]:

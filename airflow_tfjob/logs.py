@@ -367,6 +367,7 @@ class LogLimits:
     max_line: int = MAX_LINE_BYTES
     ring_lines: int = RING_LINES
     read_timeout: float = 300.0  # a silent stream is reopened after this (a dead peer looks the same)
+    capture_max: int = 8 * 1024 * 1024  # longest captured line (master replica, capture prefix) kept whole
 
 
 class _TotalCap:
@@ -430,6 +431,7 @@ class ReplicaFollower:
         self.finished = False
         self.task: asyncio.Task[None] | None = None
         self.drain_deadline: float | None = None  # wall clock; a still-running container stops here
+        self.master = False  # the job-role=master pod (metrics and captured values come from it)
         self.complete: tuple[str, int] | None = None  # (pod uid, run) whose log was read to its end
 
     # -- emitting -----------------------------------------------------------------------------
@@ -478,6 +480,15 @@ class ReplicaFollower:
                 return
         elif not filt.accept(ts):
             return
+        capture = self.owner.capture_prefix
+        if capture is not None and self.master and body.startswith(capture):
+            # A value handed back through the log (e.g. @task.tfjob's return value): kept whole, not shown.
+            payload = body[len(capture) :].removeprefix(b" ").decode("utf-8", errors="replace")
+            self.lines_seen += 1
+            if self.owner.on_capture is not None:
+                self.owner.on_capture(self, payload)
+            self._emit_raw(f"return value received ({len(payload)} bytes)")
+            return
         limit = self.owner.limits.max_line
         if len(body) > limit:
             cut += len(body) - limit
@@ -495,7 +506,10 @@ class ReplicaFollower:
         """One request: (ended cleanly, lines accepted)."""
         hook = self.owner.hook
         filt = ResumeFilter(self.cursor)
-        splitter = LineSplitter(self.owner.limits.max_line + _TIMESTAMP_ROOM)
+        room = self.owner.limits.max_line
+        if self.master and self.owner.capture_prefix is not None:
+            room = max(room, self.owner.limits.capture_max)
+        splitter = LineSplitter(room + _TIMESTAMP_ROOM)
         before = self.lines_seen
         clean = False
         try:
@@ -635,6 +649,8 @@ class JobLogFollower:
         cursors: Mapping[str, Any] | None = None,
         container: str = CONTAINER_NAME,
         on_line: Callable[[ReplicaFollower, int, str], None] | None = None,
+        capture_prefix: str | None = None,
+        on_capture: Callable[[ReplicaFollower, str], None] | None = None,
     ) -> None:
         self.hook = hook
         self.namespace = namespace
@@ -643,6 +659,8 @@ class JobLogFollower:
         self.limits = limits or LogLimits()
         self.container = container
         self.on_line = on_line
+        self.capture_prefix = capture_prefix.encode() if capture_prefix else None
+        self.on_capture = on_capture
         self.total = _TotalCap(self.limits.total_cap)
         self.replicas: dict[str, ReplicaFollower] = {}
         self.draining = False
@@ -656,10 +674,12 @@ class JobLogFollower:
         name = replica_name(rtype, index)
         follower = self.replicas.get(name)
         if follower is None:
-            selected = self.selection.matches(rtype, index, is_master_role(pod))
+            master = is_master_role(pod)
+            selected = self.selection.matches(rtype, index, master)
             follower = ReplicaFollower(
                 self, name, (pod.get("metadata") or {}).get("name", name), selected, self._cursors.get(name)
             )
+            follower.master = master
             self.replicas[name] = follower
             follower.state.set(pod)
             follower.task = asyncio.get_running_loop().create_task(follower.run(), name=f"tfjob-log-{name}")

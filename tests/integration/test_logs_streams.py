@@ -11,7 +11,7 @@ import pytest
 from test_logs_follow_helpers import ListSink, job, replica
 from test_watch_helpers import TcpProxy, kubeconfig_via, unique
 
-from airflow_tfjob.follow import FollowOptions, follow_job
+from airflow_tfjob.follow import FollowOptions, FollowOutcome, follow_job
 from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
@@ -285,3 +285,21 @@ async def test_deadline_gives_timeout(hook: AsyncTFJobHook) -> None:
     outcome = await _run(hook, body, FollowOptions(deadline=time.time() + 2.0), sink)
     assert outcome.event == "timeout"
     assert "deadline" in outcome.message
+
+
+async def test_return_marker_line_is_captured_whole_and_not_shown(hook: AsyncTFJobHook) -> None:
+    script = """
+        import os
+        print("training done")
+        if os.environ["HOSTNAME"].endswith("worker-0"):
+            print("__RET__ " + "v" * 200000)
+    """
+    sink = ListSink()
+    body = job(unique("ret"), {"Worker": replica(script, replicas=2)})
+    body["spec"]["successPolicy"] = "AllWorkers"
+    outcome = await _run(hook, body, FollowOptions(log_replicas="worker:1", return_marker="__RET__"), sink)
+    assert outcome.event == "succeeded"
+    assert outcome.return_payload == "v" * 200000
+    assert FollowOutcome.from_dict(outcome.to_dict()).return_payload == outcome.return_payload
+    assert sink.of("worker-0") == ["return value received (200000 bytes)"]
+    assert sink.of("worker-1") == ["training done"]
