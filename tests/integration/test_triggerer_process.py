@@ -1,0 +1,201 @@
+"""TFJobTrigger under a real `airflow triggerer` process with a real (SQLite) metadata DB.
+
+The test puts task instances into the DEFERRED state on a TFJobTrigger the way a deferring task does
+(a Trigger row built from the trigger object, the TI pointing at it with next_method
+``execute_complete``), then runs ``airflow triggerer``:
+
+- the job completes while deferred: the triggerer fires the event and the TI is scheduled to resume
+  with ``next_kwargs={"event": payload}`` (what ``execute_complete`` receives);
+- a user marks a deferred TI failed: the triggerer cancels the trigger as a user action, calls
+  ``on_kill()``, and the TFJob and its pods are deleted (apache/airflow#36090, #62398).
+
+Running the operator's ``execute_complete`` itself belongs to the operator's tests (``airflow dags test``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_watch_helpers import Api, succeeded_status, tfjob_manifest, unique, wait_until
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(280)]
+
+SLEEPER = ["python", "-c", "import time; time.sleep(600)"]
+DAG_ID = "tfjob_triggerer_test"
+
+DAG_FILE = f'''
+from airflow.sdk import DAG
+from airflow.providers.standard.operators.empty import EmptyOperator
+import datetime
+
+with DAG("{DAG_ID}", schedule=None, start_date=datetime.datetime(2025, 1, 1)):
+    EmptyOperator(task_id="succeeds")
+    EmptyOperator(task_id="killed")
+'''
+
+# Runs in a subprocess with the test's Airflow environment: the ORM work a deferring task and a
+# user's "mark failed" do, kept out of the test process so its Airflow settings stay untouched.
+DEFER_SCRIPT = """
+import json, sys, datetime
+from airflow.models.dagbag import DBDagBag
+from airflow.models.taskinstance import TaskInstance
+from airflow.models.trigger import Trigger
+from airflow.utils.session import create_session
+from airflow.utils.state import DagRunState, TaskInstanceState
+from airflow.utils.types import DagRunType, DagRunTriggeredByType
+from airflow_tfjob.triggers.tfjob import TFJobTrigger
+
+action, dag_id = sys.argv[1], sys.argv[2]
+with create_session() as session:
+    if action == "defer":
+        specs = json.loads(sys.argv[3])
+        dag = DBDagBag().get_latest_version_of_dag(dag_id, session=session)
+        now = datetime.datetime.now(datetime.timezone.utc)
+        run = dag.create_dagrun(
+            run_id="test_run", logical_date=now, run_after=now, run_type=DagRunType.MANUAL,
+            triggered_by=DagRunTriggeredByType.TEST, state=DagRunState.RUNNING, session=session,
+        )
+        for task_id, kwargs in specs.items():
+            ti = run.get_task_instance(task_id, session=session)
+            trigger = Trigger.from_object(TFJobTrigger(**kwargs))
+            session.add(trigger)
+            session.flush()
+            ti.state = TaskInstanceState.DEFERRED
+            ti.trigger_id = trigger.id
+            ti.next_method = "execute_complete"
+            ti.next_kwargs = {}
+            session.merge(ti)
+    elif action == "fail":
+        ti = session.query(TaskInstance).filter_by(dag_id=dag_id, task_id=sys.argv[3]).one()
+        ti.state = TaskInstanceState.FAILED
+    elif action == "state":
+        out = {}
+        for ti in session.query(TaskInstance).filter_by(dag_id=dag_id):
+            trigger = session.get(Trigger, ti.trigger_id) if ti.trigger_id else None
+            out[ti.task_id] = {
+                "state": ti.state, "next_kwargs": ti.next_kwargs, "trigger_id": ti.trigger_id,
+                "triggerer_id": trigger.triggerer_id if trigger else None,
+            }
+        print("STATE " + json.dumps(out, default=str))
+"""
+
+
+@pytest.fixture(scope="module")
+def airflow_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    home = tmp_path_factory.mktemp("airflow-home")
+    dags = home / "dags"
+    dags.mkdir()
+    (dags / "triggerer_test_dag.py").write_text(DAG_FILE)
+    env = dict(os.environ)
+    env.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+            "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
+            # Its log server must not collide with another triggerer on this machine.
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(_free_port()),
+        }
+    )
+    env.pop("AIRFLOW__CORE__UNIT_TEST_MODE", None)
+    airflow = str(Path(sys.executable).with_name("airflow"))
+    for cmd in (["db", "migrate"], ["dags", "reserialize"]):
+        subprocess.run([airflow, *cmd], env=env, check=True, capture_output=True, timeout=180)
+    yield env
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _orm(env: dict[str, str], *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", DEFER_SCRIPT, *args], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def _states(env: dict[str, str]) -> dict[str, Any]:
+    line = next(x for x in _orm(env, "state", DAG_ID).splitlines() if x.startswith("STATE "))
+    result: dict[str, Any] = json.loads(line[len("STATE ") :])
+    return result
+
+
+async def test_job_completes_while_deferred_and_kill_deletes(
+    airflow_env: dict[str, str], local_cluster: Any, k8s_conn: str, tmp_path: Path
+) -> None:
+    env = dict(airflow_env)
+    env["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"]
+    async with Api(Path(local_cluster.kubeconfig_path)) as api:
+        ns = await api.namespace(unique("trg"))
+        done_job, killed_job = unique("done"), unique("killed")
+        await api.create(ns, tfjob_manifest(done_job))
+        await api.create(ns, tfjob_manifest(killed_job, external=False, command=SLEEPER))
+        await wait_until(lambda: api.pods(ns, killed_job), timeout=30)
+        specs = {
+            "succeeds": {
+                "name": done_job,
+                "namespace": ns,
+                "options": {"get_logs": False, "startup_timeout": None},
+            },
+            "killed": {"name": killed_job, "namespace": ns, "options": {"get_logs": False}},
+        }
+        await asyncio.to_thread(_orm, env, "defer", DAG_ID, json.dumps(specs))
+
+        airflow = str(Path(sys.executable).with_name("airflow"))
+        log = (tmp_path / "triggerer.log").open("w")
+        triggerer = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, not awaited
+            [airflow, "triggerer"], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+        try:
+            # The triggerer picks both triggers up; the first job then succeeds while its task is deferred.
+            async def assigned() -> bool:
+                states = await asyncio.to_thread(_states, env)
+                return all(ti["triggerer_id"] for ti in states.values())
+
+            await wait_until(assigned, timeout=90, interval=1.0)
+            await api.set_status(ns, done_job, succeeded_status(done_job, ns))
+
+            async def resumed() -> bool:
+                ti = (await asyncio.to_thread(_states, env))["succeeds"]
+                return bool(ti["state"] == "scheduled" and ti["next_kwargs"])
+
+            await wait_until(resumed, timeout=90, interval=1.0)
+            ti = (await asyncio.to_thread(_states, env))["succeeds"]
+            event = ti["next_kwargs"]["event"]
+            assert event["event"] == "succeeded" and event["name"] == done_job
+            assert await api.get(ns, done_job) is not None, "success must not delete the job"
+
+            # A user marks the other deferred task failed: the triggerer must call on_kill.
+            assert await api.get(ns, killed_job) is not None
+            await asyncio.to_thread(_orm, env, "fail", DAG_ID, "killed")
+
+            async def killed_gone() -> bool:
+                return await api.get(ns, killed_job) is None and not await api.pods(ns, killed_job)
+
+            await wait_until(killed_gone, timeout=90, interval=0.5)
+        finally:
+            triggerer.terminate()
+            try:
+                triggerer.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                triggerer.kill()
+            log.close()
+        # The trigger's own log lines reach the task's log (the triggerer writes <task log>.trigger.<id>.log).
+        logs = Path(env["AIRFLOW_HOME"]) / "logs" / f"dag_id={DAG_ID}" / "run_id=test_run"
+        killed_log = "".join(p.read_text() for p in (logs / "task_id=killed").glob("*.trigger.*.log"))
+        assert "Trigger cancelled by user action, invoking on_kill" in killed_log
+        assert f"Deleting TFJob {ns}/{killed_job} because the task was killed" in killed_log
