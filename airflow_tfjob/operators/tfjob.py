@@ -464,16 +464,21 @@ class TFJobOperator(BaseOperator):
         namespace = tfjob["metadata"]["namespace"]
         found = self._earlier_jobs(hook, namespace, context)
         decision = identity.decide(found, try_number)
-        for old in decision.mark_handled:
-            self._mark_handled(hook, old)
+        if found:
+            self.log.info("Earlier TFJobs of this task instance: %s", decision.reason)
+        for old_name in decision.mark_handled:
+            self._mark_handled(hook, old_name, namespace)
+        for old_name in decision.delete:
+            # Never two live jobs for one task instance: an abandoned one still running is stopped.
+            self.log.info("Deleting the abandoned TFJob %s/%s", namespace, old_name)
+            hook.delete_tfjob(old_name, namespace, propagation="Foreground")
         if decision.action in ("reattach", "report") and decision.job is not None:
-            job = decision.job
+            job = dict(decision.job)
             self.log.info(
-                "%s TFJob %s/%s from try %s (%s)",
-                "Reattaching to" if decision.action == "reattach" else "Reporting",
-                job["metadata"]["namespace"],
+                "%s TFJob %s/%s (%s)",
+                "Reattaching to" if decision.action == "reattach" else "Reporting the result of",
+                namespace,
                 job["metadata"]["name"],
-                (job["metadata"].get("labels") or {}).get("airflow.apache.org/try-number", "?"),
                 summarise(interpret(job)),
             )
             self._remember(context, job)
@@ -531,10 +536,9 @@ class TFJobOperator(BaseOperator):
         )
         return hook.create_tfjob(body, namespace)
 
-    def _mark_handled(self, hook: TFJobHook, job: Mapping[str, Any]) -> None:
-        meta = job["metadata"]
-        self.log.info("Marking the earlier TFJob %s/%s as handled", meta["namespace"], meta["name"])
-        hook.patch_tfjob(meta["name"], meta["namespace"], {"metadata": {"labels": {LABEL_HANDLED: "true"}}})
+    def _mark_handled(self, hook: TFJobHook, name: str, namespace: str) -> None:
+        self.log.info("Marking the earlier TFJob %s/%s as handled", namespace, name)
+        hook.patch_tfjob(name, namespace, {"metadata": {"labels": {LABEL_HANDLED: "true"}}})
 
     def _remember(self, context: Context, job: Mapping[str, Any]) -> None:
         meta = job["metadata"]
