@@ -376,7 +376,8 @@ async def test_exit_code_retryable_restarts_then_succeeds(h: Harness) -> None:
     await h.until(lambda: h.has("ec", "Running"))
     first_uid = (h.pod("ec-worker-0") or {})["metadata"]["uid"]
     h.touch("go1")
-    await h.until(lambda: h.has("ec", "Restarting"))
+    # Restarting lasts only until the recreated pod runs: look for it in the recorded history.
+    await h.until(lambda: any(RESTARTING in conds for conds in seq(h, "ec")))
     await h.until(
         lambda: (h.pod("ec-worker-0") or {"metadata": {"uid": first_uid}})["metadata"]["uid"] != first_uid
     )
