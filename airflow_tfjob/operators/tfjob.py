@@ -39,8 +39,9 @@ if TYPE_CHECKING:
     from airflow_tfjob.hooks.tfjob import AsyncTFJobHook, TFJobHook
 
 # Parameters handed to manifest.build_tfjob (TFJobParameters) as they are; each is also an attribute of
-# the operator, so that it can be templated and shows in the UI. `queue` is the one exception: it is
-# BaseOperator's executor queue, so Kueue's queue is `kueue_queue` here.
+# the operator, so that it can be templated and shows in the UI. Two are renamed because BaseOperator
+# already owns the name: `queue` (the executor queue) is `kueue_queue` here, and `resources` (the
+# executor's task resources) is `container_resources`, as in the cncf.kubernetes pod operator.
 MANIFEST_PARAMS: tuple[str, ...] = (
     "replicas",
     "restart_policy",
@@ -55,7 +56,6 @@ MANIFEST_PARAMS: tuple[str, ...] = (
     "env_from_secrets",
     "env_from_config_maps",
     "env_from",
-    "resources",
     "gpus",
     "replica_resources",
     "volume_mounts",
@@ -141,7 +141,7 @@ class TFJobOperator(BaseOperator):
         "hyperparameters",
         "env",
         "secret_env",
-        "resources",
+        "container_resources",
         "volumes",
         "pvc",
         "node_selector",
@@ -160,7 +160,7 @@ class TFJobOperator(BaseOperator):
         "tfjob": "yaml",
         "hyperparameters": "json",
         "env": "json",
-        "resources": "json",
+        "container_resources": "json",
         "volumes": "json",
         "labels": "json",
         "annotations": "json",
@@ -196,7 +196,7 @@ class TFJobOperator(BaseOperator):
         env_from_secrets: dict[str, Any] | None = None,
         env_from_config_maps: dict[str, Any] | None = None,
         env_from: list[Any] | None = None,
-        resources: dict[str, Any] | None = None,
+        container_resources: dict[str, Any] | None = None,
         gpus: int | None = None,
         replica_resources: dict[str, dict[str, Any]] | None = None,
         volume_mounts: list[dict[str, Any]] | None = None,
@@ -258,7 +258,8 @@ class TFJobOperator(BaseOperator):
         self.command, self.args, self.hyperparameters = command, args, hyperparameters
         self.env, self.secret_env, self.env_from = env, secret_env, env_from
         self.env_from_secrets, self.env_from_config_maps = env_from_secrets, env_from_config_maps
-        self.resources, self.gpus, self.replica_resources = resources, gpus, replica_resources
+        self.container_resources, self.gpus = container_resources, gpus
+        self.replica_resources = replica_resources
         self.volume_mounts, self.working_dir, self.ports = volume_mounts, working_dir, ports
         self.volumes, self.pvc = volumes, pvc
         self.secret_volumes, self.config_map_volumes = secret_volumes, config_map_volumes
@@ -420,6 +421,8 @@ class TFJobOperator(BaseOperator):
             params["replicas"] = {**(params.get("replicas") or {}), **shortcuts}
         if self.kueue_queue is not None:
             params["queue"] = self.kueue_queue
+        if self.container_resources is not None:
+            params["resources"] = self.container_resources
         return params
 
     def _template_searchpath(self) -> list[str]:

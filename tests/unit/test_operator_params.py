@@ -149,3 +149,31 @@ def test_sensor_condition_table(target: str, reached: set[JobState]) -> None:
     assert target in TARGET_CONDITIONS
     for state in JobState:
         assert condition_reached(_status(state), target) is (state in reached), (target, state)
+
+
+def test_no_parameter_shadows_a_base_operator_attribute() -> None:
+    # `queue` and `resources` would silently re-route the task or break DAG serialization.
+    import inspect
+
+    from airflow.sdk import BaseOperator
+
+    from airflow_tfjob.operators.tfjob import TFJobOperator
+
+    base_params = set(inspect.signature(BaseOperator.__init__).parameters)
+    ours = set(inspect.signature(TFJobOperator.__init__).parameters) - base_params
+    assert ours & (base_params | set(dir(BaseOperator))) == set()
+    assert set(TFJobOperator.template_fields) & (base_params | set(dir(BaseOperator))) == set()
+
+
+def test_dag_with_the_operator_serializes(tmp_path: Path) -> None:
+    from airflow.sdk import DAG
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    from airflow_tfjob.operators.tfjob import TFJobOperator
+    from airflow_tfjob.sensors.tfjob import TFJobSensor
+
+    with DAG("serialize_me", schedule=None) as dag:
+        TFJobOperator(task_id="train", worker=2, image="x", container_resources={"cpu": "1"}, kueue_queue="q")
+        TFJobSensor(task_id="wait", name="job")
+    data = DagSerialization.to_dict(dag)
+    assert data["dag"]["dag_id"] == "serialize_me"
