@@ -45,14 +45,21 @@ print(json.dumps({"ms": (t1 - t0) * 1000, "mb": (r1 - r0) / 1024, "modules": len
 
 def measure(module: str, env: dict[str, str]) -> dict[str, float]:
     out = subprocess.run(
-        [sys.executable, "-c", PROBE, module], capture_output=True, text=True, env=env, timeout=300, check=True
+        [sys.executable, "-c", PROBE, module],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=True,
     )
     result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--repeat", type=int, default=7)
     options = parser.parse_args()
     home = tempfile.mkdtemp(prefix="bench-import-airflow-")

@@ -223,7 +223,9 @@ def test_a_foreign_job_with_the_same_name_is_refused_before_anything_is_created(
         hook.delete_tfjob(name, "default")
 
 
-def test_render_only_submits_nothing_and_redacts_secrets(hook: Any, capfd: pytest.CaptureFixture[str]) -> None:
+def test_render_only_submits_nothing_and_redacts_secrets(
+    hook: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
     ti = TaskInstance()
     op = make_operator(
         worker=2,
