@@ -27,6 +27,8 @@ from typing import Any, Protocol
 
 import jsonpatch
 
+from airflow_tfjob.local.podvalidation import pod_errors
+
 JsonDict = dict[str, Any]
 
 
@@ -217,6 +219,15 @@ def check_shape(info: ResourceType, obj: JsonDict) -> None:
             items = spec.get(group)
             if items is not None and not (isinstance(items, list) and all(isinstance(c, dict) for c in items)):
                 raise fail(f"spec.{group}", "[]v1.Container")
+            for container in items or []:
+                ports = container.get("ports")
+                if ports is not None and not (isinstance(ports, list) and all(isinstance(p, dict) for p in ports)):
+                    raise fail(f"spec.{group}.ports", "[]v1.ContainerPort")
+                for port in ports or []:
+                    for key in ("containerPort", "hostPort"):
+                        value = port.get(key)
+                        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                            raise fail(f"spec.{group}.ports.{key}", "int32")
     if info.plural in ("configmaps", "secrets"):
         for key in ("data", "stringData", "binaryData"):
             value = obj.get(key)
@@ -551,7 +562,8 @@ def _default_pod(pod: JsonDict) -> None:
     spec = pod.setdefault("spec", {})
     if not isinstance(spec, dict):
         return
-    spec.setdefault("restartPolicy", "Always")
+    if not spec.get("restartPolicy"):  # Go defaults the empty string too
+        spec["restartPolicy"] = "Always"
     spec.setdefault("dnsPolicy", "ClusterFirst")
     spec.setdefault("schedulerName", "default-scheduler")
     spec.setdefault("terminationGracePeriodSeconds", 30)
@@ -586,8 +598,8 @@ def _default_pod(pod: JsonDict) -> None:
                 requests_any = requests_any or bool(resources.get("requests"))
                 limits_any = limits_any or bool(resources.get("limits"))
             for port in container.get("ports") or []:
-                if isinstance(port, dict):
-                    port.setdefault("protocol", "TCP")
+                if isinstance(port, dict) and not port.get("protocol"):
+                    port["protocol"] = "TCP"
             for env in container.get("env") or []:
                 ref = env.get("valueFrom", {}).get("fieldRef") if isinstance(env, dict) else None
                 if isinstance(ref, dict):
@@ -911,6 +923,10 @@ class Store:
         meta["creationTimestamp"] = now_rfc3339()
         meta["generation"] = 1
         apply_core_defaults(rtype, obj, name)
+        if rtype == "pods":
+            causes = pod_errors(obj)
+            if causes:
+                raise self._invalid(info, name, causes)
         if self.admission is not None:
             self.admission.admit(rtype, "CREATE", obj, None)
         if dry_run:

@@ -203,6 +203,28 @@ def test_pods_services_selectors_and_defaults(core: client.CoreV1Api) -> None:
     assert sorted(p.port for p in svc.spec.ports) == [8080, 9090]
 
 
+def test_invalid_pod_is_422_with_causes(core: client.CoreV1Api) -> None:
+    name = unique("bad")
+    body = pod_body(name)
+    body["spec"]["restartPolicy"] = "Sometimes"
+    body["spec"]["containers"].append({"name": "tensorflow", "ports": [{"containerPort": 99999}]})
+    with pytest.raises(ApiException) as err:
+        core.create_namespaced_pod("default", body)
+    status = status_of(err.value)
+    assert (err.value.status, status["reason"]) == (422, "Invalid")
+    assert status["details"]["kind"] == "Pod" and status["details"]["name"] == name
+    assert [(c["field"], c["reason"]) for c in status["details"]["causes"]] == [
+        ("spec.containers[1].name", "FieldValueDuplicate"),
+        ("spec.containers[1].image", "FieldValueRequired"),
+        ("spec.containers[1].ports[0].containerPort", "FieldValueInvalid"),
+        ("spec.restartPolicy", "FieldValueNotSupported"),
+    ]
+    assert status["message"].startswith(f'Pod "{name}" is invalid: [spec.containers[1].name: Duplicate value: ')
+    with pytest.raises(ApiException) as err:
+        core.read_namespaced_pod(name, "default")
+    assert err.value.status == 404
+
+
 def test_strategic_merge_patch_rejected_on_custom_resources(cluster: LocalCluster, crd: client.CustomObjectsApi) -> None:
     name = unique("smp")
     crd.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, tfjob(name))

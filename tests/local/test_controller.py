@@ -568,6 +568,44 @@ async def test_service_name_too_long_leaves_job_stuck(h: Harness) -> None:
     assert not h.status(name)  # no condition, no startTime: stuck, as kubeflow/trainer#1101
 
 
+def _bad_restart_policy(rep: dict[str, Any]) -> None:
+    rep["restartPolicy"] = "Sometimes"
+
+
+def _bad_sidecar_name(rep: dict[str, Any]) -> None:
+    rep["template"]["spec"]["containers"].append({"name": "Side_Car", "image": "busybox"})
+
+
+@pytest.mark.parametrize(
+    ("mutate", "detail"),
+    [
+        (_bad_restart_policy,
+         'spec.restartPolicy: Unsupported value: "Sometimes": supported values: "Always", "OnFailure", "Never"'),
+        (_bad_sidecar_name, 'spec.containers[1].name: Invalid value: "Side_Car": a lowercase RFC 1123 label'),
+    ],
+)
+async def test_refused_pod_creation_is_a_failed_create_pod_warning(
+    h: Harness, mutate: Callable[[dict[str, Any]], None], detail: str
+) -> None:
+    # The webhook does not check these (section 1.3): the job is stored, the API server refuses its pods.
+    rep = replica(SLEEP)
+    mutate(rep)
+    h.create(tfjob("refused", {"Worker": rep}))
+
+    def warnings() -> list[dict[str, Any]]:
+        items, _ = h.store.list("events", NS, field_selector="involvedObject.name=refused,reason=FailedCreatePod")
+        return items
+
+    # Retried with back-off (0.5 s, then 1 s): the same warning is aggregated into one Event's count.
+    await h.until(lambda: bool(warnings()) and warnings()[0].get("count", 1) >= 2, what="repeated FailedCreatePod")
+    (event,) = warnings()
+    assert event["type"] == "Warning" and event["source"]["component"] == "tfjob-controller"
+    assert event["message"].startswith(f'Error creating: Pod "refused-worker-0" is invalid: {detail}')
+    assert h.pods("refused") == [] and h.services("refused") == []
+    assert not any(r == "SuccessfulCreatePod" for _, r, _ in h.events("refused"))
+    assert not h.status("refused")  # the reconcile stops at the error, before any status write
+
+
 async def test_unschedulable_pod_warning_on_job(tmp_path: Path) -> None:
     store = Store(admission=TFJobAdmission())
     podlogs = PodLogs()

@@ -253,3 +253,84 @@ def test_namespaces() -> None:
     with pytest.raises(ApiError) as err:
         store.delete("namespaces", None, "default")
     assert err.value.code == 403
+
+
+def _pod_with(**spec: Any) -> dict[str, Any]:
+    body = pod("v")
+    body["spec"].update(spec)
+    return body
+
+
+def _containers(*containers: dict[str, Any]) -> dict[str, Any]:
+    return _pod_with(containers=list(containers))
+
+
+@pytest.mark.parametrize(
+    ("body", "causes"),
+    [
+        (_pod_with(restartPolicy="Sometimes"), [("spec.restartPolicy", "FieldValueNotSupported",
+         'Unsupported value: "Sometimes": supported values: "Always", "OnFailure", "Never"')]),
+        (_pod_with(containers=[]), [("spec.containers", "FieldValueRequired", "Required value")]),
+        (_containers({"image": "x"}), [("spec.containers[0].name", "FieldValueRequired", "Required value")]),
+        (_containers({"name": "Side_Car", "image": "x"}), [("spec.containers[0].name", "FieldValueInvalid",
+         'Invalid value: "Side_Car": a lowercase RFC 1123 label must consist of lower case alphanumeric '
+         "characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or "
+         "'123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")]),
+        (_containers({"name": "a", "image": "x"}, {"name": "a", "image": "y"}),
+         [("spec.containers[1].name", "FieldValueDuplicate", 'Duplicate value: "a"')]),
+        (_pod_with(initContainers=[{"name": "tensorflow", "image": "x"}]),
+         [("spec.initContainers[0].name", "FieldValueDuplicate", 'Duplicate value: "tensorflow"')]),
+        (_containers({"name": "a"}), [("spec.containers[0].image", "FieldValueRequired", "Required value")]),
+        (_containers({"name": "a", "image": "x", "ports": [{"containerPort": 70000}]}),
+         [("spec.containers[0].ports[0].containerPort", "FieldValueInvalid",
+           "Invalid value: 70000: must be between 1 and 65535, inclusive")]),
+        (_containers({"name": "a", "image": "x", "ports": [{"containerPort": 0}]}),
+         [("spec.containers[0].ports[0].containerPort", "FieldValueRequired", "Required value")]),
+        (_containers({"name": "a", "image": "x", "ports": [{"containerPort": 80, "hostPort": -1}]}),
+         [("spec.containers[0].ports[0].hostPort", "FieldValueInvalid",
+           "Invalid value: -1: must be between 1 and 65535, inclusive")]),
+        (_containers({"name": "a", "image": "x", "ports": [{"containerPort": 80, "protocol": "ICMP"}]}),
+         [("spec.containers[0].ports[0].protocol", "FieldValueNotSupported",
+           'Unsupported value: "ICMP": supported values: "SCTP", "TCP", "UDP"')]),
+        (_containers({"name": "a", "image": "x", "ports": [
+            {"containerPort": 80, "name": "web"}, {"containerPort": 81, "name": "web"}]}),
+         [("spec.containers[0].ports[1].name", "FieldValueDuplicate", 'Duplicate value: "web"')]),
+        (_containers({"name": "a", "image": "x", "ports": [{"containerPort": 80, "name": "tensorboard-http"}]}),
+         [("spec.containers[0].ports[0].name", "FieldValueInvalid",
+           'Invalid value: "tensorboard-http": must be no more than 15 characters')]),
+    ],
+)
+def test_pod_validation_on_create(body: dict[str, Any], causes: list[tuple[str, str, str]]) -> None:
+    store = Store()
+    before = store.resource_version
+    with pytest.raises(ApiError) as err:
+        store.create("pods", "default", body)
+    assert (err.value.code, err.value.reason) == (422, "Invalid")
+    assert err.value.details is not None
+    got = [(c["field"], c["reason"], c["message"]) for c in err.value.details["causes"]]
+    assert got == causes
+    field, _, detail = causes[0]
+    assert err.value.message == f'Pod "v" is invalid: {field}: {detail}'
+    assert store.resource_version == before
+
+
+def test_pod_validation_aggregates_causes_and_accepts_valid_pods() -> None:
+    store = Store()
+    with pytest.raises(ApiError) as err:
+        store.create("pods", "default", _containers({"name": "a"}, {"name": "a", "image": "x"}))
+    assert err.value.message == (
+        'Pod "v" is invalid: [spec.containers[0].image: Required value, '
+        'spec.containers[1].name: Duplicate value: "a"]'
+    )
+    # Empty restartPolicy and protocol are defaulted (as Go defaults the empty string), not refused.
+    body = _containers(
+        {"name": "a", "image": "x", "ports": [{"containerPort": 2222, "name": "tfjob-port", "protocol": ""}]},
+        {"name": "b", "image": "x", "ports": [{"containerPort": 2222, "name": "tfjob-port", "hostPort": 8080}]},
+    )
+    body["spec"]["restartPolicy"] = ""
+    ok = store.create("pods", "default", body)
+    assert ok["spec"]["restartPolicy"] == "Always"
+    assert ok["spec"]["containers"][0]["ports"][0]["protocol"] == "TCP"
+    with pytest.raises(ApiError) as err:
+        store.create("pods", "default", _containers({"name": "a", "image": "x", "ports": [{"containerPort": "80"}]}))
+    assert err.value.code == 400
