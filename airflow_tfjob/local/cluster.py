@@ -34,24 +34,21 @@ CONTEXT_NAME = "tfjob-local"
 
 
 class PortAllocator:
-    """Hands out free 127.0.0.1 TCP ports for TF_CONFIG addresses, never the same one twice while held."""
+    """Hands out a 127.0.0.1 TCP port that nothing listens on right now, for TF_CONFIG addresses.
+
+    It keeps no state: the controller's `PortMap` is the bookkeeping. It holds the ports of every live
+    TFJob (so two replicas never share one, even before their servers bind), re-learns them from the
+    `local.tfjob.dev/host-port` annotations, and releases a job's ports when the TFJob is deleted. A port
+    still bound by a terminating replica is not handed out again, because the kernel does not offer it.
+    """
 
     def __init__(self, host: str = "127.0.0.1") -> None:
         self.host = host
-        self._held: set[int] = set()
 
     def allocate(self) -> int:
-        for _ in range(100):
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-                sock.bind((self.host, 0))
-                port = int(sock.getsockname()[1])
-            if port not in self._held:
-                self._held.add(port)
-                return port
-        raise RuntimeError("no free local port found")
-
-    def release(self, port: int) -> None:
-        self._held.discard(port)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((self.host, 0))
+            return int(sock.getsockname()[1])
 
     def __call__(self) -> int:
         return self.allocate()
@@ -126,7 +123,8 @@ class ClusterRuntime:
             self._tasks.append(asyncio.create_task(self._supervise("controller", self.controller.run())))
         runner_cls = _optional_component("runner", "Runner") if self._want_runner else None
         if runner_cls is not None:
-            self.runner = runner_cls(self.store, self.podlogs, node_name="local", gpus=self.gpus)
+            self.runner = runner_cls(self.store, self.podlogs, node_name="local", gpus=self.gpus,
+                                     workdir=self.workdir)
             self._tasks.append(asyncio.create_task(self._supervise("runner", self.runner.run())))
         return self.url
 

@@ -349,12 +349,24 @@ class Controller:
         # after the store dropped a slow watcher is also a full resync.
         while True:
             watcher = self._store.watch(rtype)
+            if rtype == "tfjobs":
+                self._forget_missing_jobs()
             try:
                 async for etype, obj in watcher:
                     handler(etype, obj)
             finally:
                 watcher.close()
             await asyncio.sleep(0.1)
+
+    def _forget_missing_jobs(self) -> None:
+        """Release the ports of jobs deleted while no watch was open (their DELETED event is lost).
+
+        Called right after the watch is opened, with no await in between: the store cannot change in
+        the meantime, so every job that exists here is also one the new watch reports."""
+        entries, _ = self._store.list_entries("tfjobs")
+        existing = {entry.obj["metadata"].get("uid") for entry in entries}
+        for uid in self._ports.known_jobs() - existing:
+            self._ports.forget(uid)
 
     def _on_job(self, etype: str, obj: JsonDict) -> None:
         meta = obj.get("metadata", {})

@@ -1,0 +1,111 @@
+"""The assembly (`LocalCluster`): what its parts share, through the official client over real HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+
+from airflow_tfjob.local import LocalCluster
+from airflow_tfjob.local.admission import TFJobAdmission
+from airflow_tfjob.local.cluster import PortAllocator
+from airflow_tfjob.local.controller import ANNOTATION_HOST_PORT, Controller
+from airflow_tfjob.local.store import Store
+
+TIMEOUT = 30.0
+SLEEP = "import time; time.sleep(3600)"
+
+
+def until(predicate: Callable[[], object], what: str, timeout: float = TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cluster-workdir")
+
+
+@pytest.fixture(scope="module")
+def cluster(workdir: Path) -> Iterator[LocalCluster]:
+    with LocalCluster(workdir=workdir) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def api(cluster: LocalCluster) -> client.ApiClient:
+    return config.new_client_from_config(str(cluster.kubeconfig_path))
+
+
+def test_pods_without_working_dir_start_in_the_cluster_workdir(
+    cluster: LocalCluster, api: client.ApiClient, workdir: Path
+) -> None:
+    core = client.CoreV1Api(api)
+    body = {"metadata": {"name": "cwd"}, "spec": {"restartPolicy": "Never", "containers": [
+        {"name": "main", "image": "python:3.11", "command": [sys.executable, "-c", "import os; print(os.getcwd())"]}]}}
+    core.create_namespaced_pod("default", body)
+    until(lambda: core.read_namespaced_pod("cwd", "default").status.phase == "Succeeded", "pod cwd to succeed")
+    # _preload_content=False: the client turns a str response into "b'...'" (its deserializer's bug).
+    log = bytes(core.read_namespaced_pod_log("cwd", "default", _preload_content=False).data).decode()
+    assert log.strip() == str(workdir.resolve())
+    assert cluster.kubeconfig_path.parent == workdir  # the same directory holds the cluster's own files
+
+
+def test_a_deleted_jobs_ports_are_released(cluster: LocalCluster, api: client.ApiClient) -> None:
+    crd, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    container = {"name": "tensorflow", "image": "python:3.11", "command": [sys.executable, "-c", SLEEP]}
+    job = crd.create_namespaced_custom_object("kubeflow.org", "v1", "default", "tfjobs", {
+        "apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "ports"},
+        "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2, "template": {"spec": {"containers": [container]}}}}}})
+    uid = job["metadata"]["uid"]
+    selector = "training.kubeflow.org/job-name=ports"
+    until(lambda: len(core.list_namespaced_pod("default", label_selector=selector).items) == 2, "2 pods")
+    ports = {int(p.metadata.annotations[ANNOTATION_HOST_PORT])
+             for p in core.list_namespaced_pod("default", label_selector=selector).items}
+    controller = cluster.runtime.controller
+    assert controller is not None
+    assert len(ports) == 2 and uid in cluster.call(controller.ports.known_jobs)
+
+    crd.delete_namespaced_custom_object("kubeflow.org", "v1", "default", "tfjobs", "ports",
+                                        propagation_policy="Foreground")
+    until(lambda: uid not in cluster.call(controller.ports.known_jobs), "the job's ports to be released")
+    until(lambda: not core.list_namespaced_pod("default", label_selector=selector).items, "pods to go")
+
+
+def test_port_allocator_skips_bound_ports() -> None:
+    allocate = PortAllocator()
+    first = allocate()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", first))
+        held.listen()
+        assert all(allocate() != first for _ in range(50))
+
+
+async def test_ports_of_jobs_deleted_while_not_watching_are_released() -> None:
+    store = Store(admission=TFJobAdmission())
+    controller = Controller(store)
+    # As if a job had been deleted while the controller's watch was down: it never sees DELETED.
+    controller.ports.adopt("uid-of-a-gone-job", "worker", 0, 40000)
+    container = {"name": "tensorflow", "image": "python:3.11"}
+    job: dict[str, Any] = store.create("tfjobs", "default", {
+        "apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "alive"},
+        "spec": {"tfReplicaSpecs": {"Worker": {"template": {"spec": {"containers": [container]}}}}}})
+    task = asyncio.create_task(controller.run())
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while controller.ports.known_jobs() != {job["metadata"]["uid"]}:
+            assert time.monotonic() < deadline, controller.ports.known_jobs()
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
