@@ -64,6 +64,13 @@ class Harness:
     podlogs: PodLogs
     tmp: Path
     history: dict[str, list[list[tuple[str, str, str]]]] = field(default_factory=dict)
+    controller: Controller | None = None
+
+    def reconcile_now(self, name: str) -> None:
+        """One reconcile pass of the running controller, run to completion before returning (the pass is
+        synchronous): a deterministic "the controller has seen the current state" point."""
+        assert self.controller is not None
+        self.controller.reconcile(NS, name)
 
     def create(self, job: dict[str, Any]) -> dict[str, Any]:
         return self.store.create("tfjobs", NS, job)
@@ -115,7 +122,7 @@ async def h(tmp_path: Path) -> AsyncIterator[Harness]:
     podlogs = PodLogs()
     controller = Controller(store)
     runner = Runner(store, podlogs, workdir=tmp_path)
-    harness = Harness(store, podlogs, tmp_path)
+    harness = Harness(store, podlogs, tmp_path, controller=controller)
     tasks = [asyncio.create_task(controller.run()), asyncio.create_task(runner.run())]
 
     async def record() -> None:
@@ -243,9 +250,7 @@ async def test_dynamic_worker_sparse_tf_config_and_template_metadata_kept(h: Har
     await h.until(lambda: h.pod("dyn-worker-1") and h.pod("dyn-ps-0"))
     w1, ps0 = h.pod("dyn-worker-1"), h.pod("dyn-ps-0")
     assert w1 is not None and ps0 is not None
-    port = {
-        n: h.pod(n)["metadata"]["annotations"][ANNOTATION_HOST_PORT] for n in ("dyn-worker-1", "dyn-ps-0")
-    }  # type: ignore[index]
+    port = {n: p["metadata"]["annotations"][ANNOTATION_HOST_PORT] for n, p in (("dyn-worker-1", w1), ("dyn-ps-0", ps0))}
     env = w1["spec"]["containers"][0]["env"][0]
     assert env == {
         "name": "TF_CONFIG",
@@ -349,7 +354,7 @@ async def test_never_failure_sequence(h: Harness) -> None:
     # Nothing changes after Failed=True, even when the other worker then succeeds.
     snapshot = h.status("nf")["conditions"]
     await h.until(lambda: (h.pod("nf-worker-0") or {}).get("status", {}).get("phase") == "Succeeded")
-    await asyncio.sleep(0)
+    h.reconcile_now("nf")
     assert h.status("nf")["conditions"] == snapshot
     assert ("Normal", "TFJobFailed", failed["message"]) in h.events("nf")
 
@@ -515,8 +520,10 @@ async def test_active_deadline(h: Harness, clean: str, pods_left: bool) -> None:
     failed = next(c for c in h.status("dl")["conditions"] if c["type"] == "Failed")
     assert failed["message"] == "Job dl has failed because it was active longer than specified deadline"
     if pods_left:
-        await asyncio.sleep(0.3)
-        assert h.pod("dl-worker-0") is not None
+        h.reconcile_now("dl")  # the pass after the failure: a finished job's cleanup
+        pod = h.pod("dl-worker-0")
+        assert pod is not None and not pod["metadata"].get("deletionTimestamp")
+        assert not any(r == "SuccessfulDeletePod" for _, r, _ in h.events("dl"))
     else:
         await h.until(lambda: h.pod("dl-worker-0") is None and not h.services("dl"))
 

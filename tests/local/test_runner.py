@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import os
 import signal
 import sys
@@ -263,7 +264,7 @@ async def test_graceful_deletion_sigterm_then_sigkill_of_the_whole_group(node: N
     await node.until(lambda: node.pod("stubborn") is None, timeout=10)
     assert node.podlogs.current(NS, "stubborn", "main") is None  # forgotten with the pod
     for pid in (main_pid, child_pid):
-        await node.until(lambda pid=pid: not _alive(pid), timeout=5)
+        await node.until(functools.partial(_gone, pid), timeout=5)
 
 
 async def test_sigterm_ends_a_cooperative_process_at_once(node: Node) -> None:
@@ -343,6 +344,10 @@ async def test_shutdown_kills_every_process_group(tmp_path: Path) -> None:
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     await node.until(lambda: not _alive(pid), timeout=5)
+
+
+def _gone(pid: int) -> bool:
+    return not _alive(pid)
 
 
 def _alive(pid: int) -> bool:
