@@ -25,6 +25,7 @@ import yaml
 from aiohttp import web
 
 from airflow_tfjob.local.podlogs import ContainerLog, PodLogs
+from airflow_tfjob.local.requestmetrics import RequestMetrics, classify
 from airflow_tfjob.local.store import (
     RESOURCES,
     ApiError,
@@ -385,6 +386,7 @@ class ApiServer:
         self.bookmark_interval = bookmark_interval
         self._runner: web.AppRunner | None = None
         self._streams: set[asyncio.Task[Any]] = set()
+        self.metrics = RequestMetrics()
         self.url = ""
 
     async def start(self) -> str:
@@ -412,6 +414,9 @@ class ApiServer:
     # ---- dispatch
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        if request.path == "/metrics":
+            return web.Response(text=self.metrics.render(), content_type="text/plain", charset="utf-8")
+        self.metrics.observe(classify(request.method, request.path, request.query))
         try:
             return await self._route(request)
         except ApiError as exc:
@@ -675,7 +680,12 @@ class ApiServer:
             expired = exc
         response = web.StreamResponse(status=200, headers={"Content-Type": _JSON, "Cache-Control": "no-cache, private"})
         response.enable_chunked_encoding()
-        await response.prepare(request)
+        try:
+            await response.prepare(request)
+        except BaseException:
+            if watcher is not None:
+                watcher.close()  # the client is gone before the stream started: unregister from the store
+            raise
         if expired is not None or watcher is None:
             if expired is not None:
                 await response.write(b'{"type":"ERROR","object":' + _status_body(expired) + b"}\n")
@@ -700,6 +710,7 @@ class ApiServer:
                     for t, e in batch
                 ))
 
+        self.metrics.watch_opened(p.info.plural)
         try:
             if initial:
                 batch = await watcher.next_batch(0)
@@ -727,6 +738,7 @@ class ApiServer:
             pass  # the client went away
         finally:
             watcher.close()
+            self.metrics.watch_closed(p.info.plural)
             if task is not None:
                 self._streams.discard(task)
         return response

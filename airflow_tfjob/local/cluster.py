@@ -199,6 +199,19 @@ class LocalCluster:
         assert self._loop is not None, "cluster not started"
         return self._loop
 
+    def request_count(
+        self, verb: str | None = None, resource: str | None = None, subresource: str | None = None
+    ) -> int:
+        """API requests received so far, e.g. `request_count("WATCH", "tfjobs")` (see requestmetrics.py:
+        verbs GET, LIST, WATCH, POST, PUT, PATCH, DELETE, DELETECOLLECTION; None matches any)."""
+        metrics = self.runtime.apiserver.metrics
+        return self.call(lambda: metrics.request_count(verb, resource, subresource))
+
+    def watch_count(self, resource: str | None = None) -> int:
+        """Watch streams open on the API server now."""
+        metrics = self.runtime.apiserver.metrics
+        return self.call(lambda: metrics.watch_count(resource))
+
     def start(self) -> LocalCluster:
         started: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._thread = threading.Thread(target=self._main, args=(started,), name="tfjob-local", daemon=True)
