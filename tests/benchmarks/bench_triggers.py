@@ -5,7 +5,8 @@
 Three processes, so that each figure belongs to one of them:
 
 - server: the local cluster's store and API server (no controller, no runner: the benchmark writes the
-  TFJobs' status itself through /status), counting requests per verb and the open watch streams;
+  TFJobs' status itself through /status); its /metrics gives the requests received per verb and
+  resource and the open watch streams;
 - waiter (once per mode): the process that waits. It first measures itself idle (imports done, client
   warm, no triggers), then starts the triggers, lets them settle, and measures a waiting window:
   CPU seconds, RSS growth over idle, open TCP connections to the server; then it records the time of
@@ -41,31 +42,32 @@ EXTERNAL_MANAGER = "kueue.x-k8s.io/multikueue"  # the controller (if any) would 
 
 
 async def serve() -> None:
-    from aiohttp import web
-
     from airflow_tfjob.local.apiserver import ApiServer
     from airflow_tfjob.local.podlogs import PodLogs
     from airflow_tfjob.local.store import Store
 
-    counts: dict[str, int] = {}
-
-    class CountingApiServer(ApiServer):
-        async def _dispatch(self, request: web.Request) -> web.StreamResponse:
-            if request.path == "/_bench/counts":
-                return web.json_response({"counts": counts, "open_streams": len(self._streams)})
-            verb = request.method
-            if request.query.get("watch") in ("true", "True", "1"):
-                verb = "WATCH"
-            resource = request.path.rsplit("/", 2)
-            key = f"{verb} {'status' if resource[-1] == 'status' else resource[-2] if len(resource) > 2 else ''}"
-            counts[key] = counts.get(key, 0) + 1
-            return await super()._dispatch(request)
-
+    # The API server counts requests and open watch streams itself and serves them on /metrics.
     store = Store(history_limit=10000)
-    server = CountingApiServer(store, PodLogs())
+    server = ApiServer(store, PodLogs())
     url = await server.start()
     print(json.dumps({"url": url}), flush=True)
     await asyncio.get_running_loop().create_future()
+
+
+def _server_counters(text: str) -> dict[str, Any]:
+    """Requests received per "VERB resource[/subresource]" and open watch streams, from /metrics."""
+    from airflow_tfjob.local.requestmetrics import LONGRUNNING, REQUESTS, parse_text
+
+    counts: dict[str, int] = {}
+    open_streams = 0
+    for name, labels, value in parse_text(text):
+        if name == REQUESTS:
+            target = labels["resource"] + (f"/{labels['subresource']}" if labels["subresource"] else "")
+            key = f"{labels['verb']} {target}".rstrip()
+            counts[key] = counts.get(key, 0) + int(value)
+        elif name == LONGRUNNING:
+            open_streams += int(value)
+    return {"counts": counts, "open_streams": open_streams}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -259,9 +261,8 @@ async def run_mode(
     async with aiohttp.ClientSession() as http:
 
         async def counters() -> dict[str, Any]:
-            async with http.get(f"{url}/_bench/counts") as resp:
-                data: dict[str, Any] = await resp.json()
-                return data
+            async with http.get(f"{url}/metrics") as resp:  # reading /metrics is not itself counted
+                return _server_counters(await resp.text())
 
         settled = await _read_json_line(proc)
         assert settled["phase"] == "settled", settled
