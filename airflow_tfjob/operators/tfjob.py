@@ -29,6 +29,8 @@ from airflow_tfjob.constants import (
     LABEL_HANDLED,
     LABEL_MANAGED,
 )
+from airflow_tfjob.links import TensorBoardLink
+from airflow_tfjob.operators.checks import check_operator_parameters, tensorboard_spec
 from airflow_tfjob.status import JobState, JobStatus, interpret, summarise
 
 if TYPE_CHECKING:
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
 
     from airflow_tfjob.follow import FollowOptions, FollowOutcome
     from airflow_tfjob.hooks.tfjob import AsyncTFJobHook, TFJobHook
+    from airflow_tfjob.tensorboard import TensorBoard, TensorBoardSpec
 
 # Parameters handed to manifest.build_tfjob (TFJobParameters) as they are; each is also an attribute of
 # the operator, so that it can be templated and shows in the UI. Two are renamed because BaseOperator
@@ -153,6 +156,7 @@ class TFJobOperator(BaseOperator):
         "pod_labels",
         "pod_annotations",
         "log_replicas",
+        "tensorboard_log_dir",
     )
     # Only `tfjob` may name a template file: see _do_render_template_fields.
     template_ext: Sequence[str] = (".yaml", ".yml", ".json")
@@ -165,8 +169,12 @@ class TFJobOperator(BaseOperator):
         "labels": "json",
         "annotations": "json",
     }
+    operator_extra_links = (TensorBoardLink(),)
     ui_color = "#ff6f00"
     ui_fgcolor = "#ffffff"
+    # Master-replica log lines starting with this carry the task's return value (``@task.tfjob``
+    # sets it; see "Return values from replicas" in docs/architecture.md). None: no capture.
+    return_marker: str | None = None
 
     def __init__(
         self,
@@ -229,6 +237,11 @@ class TFJobOperator(BaseOperator):
         metrics: list[str] | None = None,
         metrics_history: bool = False,
         startup_timeout: float | None = 600.0,
+        log_rate_per_replica: int = 1000,
+        log_total_cap: int = 1_000_000,
+        tensorboard: bool | str | dict[str, Any] | TensorBoardSpec | None = None,
+        tensorboard_log_dir: str | None = None,
+        tensorboard_keep: bool = False,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         on_finish_action: str = "keep",
         on_kill_action: str = "delete",
@@ -236,14 +249,6 @@ class TFJobOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if on_finish_action not in cleanup.ON_FINISH_ACTIONS:
-            raise ValueError(
-                f"on_finish_action must be one of {cleanup.ON_FINISH_ACTIONS}, not {on_finish_action!r}"
-            )
-        if on_kill_action not in cleanup.ON_KILL_ACTIONS:
-            raise ValueError(
-                f"on_kill_action must be one of {cleanup.ON_KILL_ACTIONS}, not {on_kill_action!r}"
-            )
         self.tfjob = tfjob
         self.name = name
         self.namespace = namespace
@@ -274,15 +279,25 @@ class TFJobOperator(BaseOperator):
         self.success_policy, self.enable_dynamic_worker = success_policy, enable_dynamic_worker
         self.log_replicas = log_replicas
         self.get_logs = get_logs
-        self.metrics = list(metrics or [])
+        # A bare string stays as given so that the parameter check names it (list("loss") is letters).
+        self.metrics: list[str] = list(metrics) if isinstance(metrics, (list, tuple)) else (metrics or [])
         self.metrics_history = metrics_history
         self.startup_timeout = startup_timeout
+        self.log_rate_per_replica = log_rate_per_replica
+        self.log_total_cap = log_total_cap
+        self.tensorboard = tensorboard
+        self.tensorboard_log_dir = tensorboard_log_dir
+        self.tensorboard_keep = tensorboard_keep
         self.deferrable = deferrable
         self.on_finish_action = on_finish_action
         self.on_kill_action = on_kill_action
         self.render_only = render_only
         # The job this task is following, for on_kill and __fail__ (name, namespace).
         self._job_ref: tuple[str, str] | None = None
+        # The finished job, for result_from_outcome.
+        self._job: dict[str, Any] | None = None
+        # A mistake in a parameter that is not a template fails the DAG's parse, not a run.
+        check_operator_parameters(self._own_parameters())
 
     # ------------------------------------------------------------------ templating
     # Airflow treats every templated string ending in a template_ext suffix as a file name, list items
@@ -368,6 +383,8 @@ class TFJobOperator(BaseOperator):
 
     def execute(self, context: Context) -> Any:
         started = time.time()
+        # Everything is checked before the first API call: a bad value creates nothing.
+        check_operator_parameters(self._own_parameters())
         manifest = self.build_manifest(context)
         if self.render_only:
             return self._render_only(manifest)
@@ -375,11 +392,21 @@ class TFJobOperator(BaseOperator):
         job = self.find_or_create(hook, manifest, context)
         name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
         self._job_ref = (name, namespace)
+        self._start_tensorboard(hook, job, context)
         options = self.follow_options(deadline=self._deadline(started))
         if self.deferrable:
             self._defer(name, namespace, options)
         outcome = self._follow(name, namespace, options)
         return self._complete(context, hook, name, namespace, outcome)
+
+    def _own_parameters(self) -> dict[str, Any]:
+        """The operator's own (non-manifest) parameters, as checks.check_operator_parameters takes them."""
+        names = (
+            "on_finish_action", "on_kill_action", "startup_timeout", "log_replicas", "metrics",
+            "log_rate_per_replica", "log_total_cap", "get_logs", "metrics_history", "deferrable",
+            "render_only", "kubernetes_conn_id", "tensorboard", "tensorboard_log_dir", "tensorboard_keep",
+        )  # fmt: skip
+        return {key: getattr(self, key) for key in names}
 
     def build_manifest(self, context: Context) -> dict[str, Any]:
         """The TFJob the task wants (with its identity and intended policy), validated."""
@@ -549,6 +576,53 @@ class TFJobOperator(BaseOperator):
         if store is not None:
             store.set(STATE_KEY, {"name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"]})
 
+    # ------------------------------------------------------------------ TensorBoard
+
+    def _tensorboard(self, hook: TFJobHook, job: Mapping[str, Any]) -> TensorBoard | None:
+        from airflow_tfjob.tensorboard import TensorBoard
+
+        spec = tensorboard_spec(self.tensorboard, self.tensorboard_log_dir, self.tensorboard_keep)
+        if spec is None:
+            return None
+        return TensorBoard(hook.core_v1_client, spec, job)
+
+    def _start_tensorboard(self, hook: TFJobHook, job: Mapping[str, Any], context: Context) -> None:
+        """Start the job's board (a retried try reuses it) and publish its URL for the UI's link.
+
+        A board that does not come up is reported loudly but does not stop the training it watches.
+        """
+        from airflow_tfjob.tensorboard import XCOM_KEY, TensorBoardError
+
+        board = self._tensorboard(hook, job)
+        if board is None:
+            return
+        try:
+            board.start()
+            url = board.wait_url()
+        except TensorBoardError as error:
+            self.log.error(
+                "TensorBoard for TFJob %s/%s is not available: %s", board.namespace, board.job_name, error
+            )
+            return
+        context["ti"].xcom_push(key=XCOM_KEY, value=url)
+        self.log.info("TensorBoard for TFJob %s/%s: %s", board.namespace, board.job_name, url)
+
+    def _stop_tensorboard(self, hook: TFJobHook, name: str, namespace: str, *, force: bool = False) -> None:
+        """Remove the board after the job ended, unless tensorboard_keep (force: the job is gone too)."""
+        from airflow_tfjob.tensorboard import TensorBoardError
+
+        # Only the names matter to stop(); the uid is for the owner reference of new objects.
+        board = self._tensorboard(hook, {"metadata": {"name": name, "namespace": namespace, "uid": ""}})
+        if board is None:
+            return
+        try:
+            if board.stop(force=force):
+                self.log.info("TensorBoard %s/%s removed", namespace, board.name)
+            else:
+                self.log.info("TensorBoard %s/%s kept (tensorboard_keep=True)", namespace, board.name)
+        except TensorBoardError as error:
+            self.log.warning("Could not remove TensorBoard %s/%s: %s", namespace, board.name, error)
+
     # ------------------------------------------------------------------ following
 
     def follow_options(self, *, deadline: float | None) -> FollowOptions:
@@ -561,6 +635,9 @@ class TFJobOperator(BaseOperator):
             metrics=list(self.metrics),
             metrics_history=self.metrics_history,
             get_logs=self.get_logs,
+            return_marker=self.return_marker,
+            log_rate_per_replica=self.log_rate_per_replica,
+            log_total_cap=self.log_total_cap,
         )
 
     def _deadline(self, started: float) -> float | None:
@@ -585,10 +662,14 @@ class TFJobOperator(BaseOperator):
     def _defer(self, name: str, namespace: str, options: FollowOptions) -> None:
         from airflow_tfjob.triggers.tfjob import TFJobTrigger
 
+        now = time.time()
         timeout = None
         if options.deadline is not None:
-            remaining = max(options.deadline - time.time(), 0.0)
+            remaining = max(options.deadline - now, 0.0)
             timeout = timedelta(seconds=remaining + TRIGGER_TIMEOUT_MARGIN)
+        # Absolute times: a restarted triggerer rebuilds the trigger from these kwargs, and neither
+        # the start-up timeout nor the execution deadline may start over with it.
+        startup_deadline = None if options.startup_timeout is None else now + options.startup_timeout
         trigger = TFJobTrigger(
             name=name,
             namespace=namespace,
@@ -599,6 +680,8 @@ class TFJobOperator(BaseOperator):
             options=asdict(options),
             deadline=options.deadline,
             delete_on_kill=self.on_kill_action == "delete",
+            deferred_at=now,
+            startup_deadline=startup_deadline,
         )
         self.log.info("Deferring while TFJob %s/%s runs (logs continue in the triggerer)", namespace, name)
         self.defer(trigger=trigger, method_name="execute_complete", timeout=timeout)
@@ -609,17 +692,9 @@ class TFJobOperator(BaseOperator):
 
         name, namespace = event["name"], event["namespace"]
         self._job_ref = (name, namespace)
-        status = JobStatus.from_dict(event["status"]) if event.get("status") else None
-        outcome = FollowOutcome(
-            event=event["event"],
-            status=status,
-            message=event.get("message", ""),
-            metrics=dict(event.get("metrics") or {}),
-            diagnostics=list(event.get("diagnostics") or []),
-            cursors=dict(event.get("cursors") or {}),
-        )
+        outcome = FollowOutcome.from_dict(event)
         hook = self.get_hook()
-        if outcome.event in ("succeeded", "failed") and self.get_logs:
+        if outcome.event in ("succeeded", "failed") and (self.get_logs or self.return_marker):
             outcome = self._drain(name, namespace, outcome)
         if outcome.event == "timeout" and not event.get("deleted"):
             cleanup.kill(hook, name, namespace, on_kill_action="delete", log=self.log.info)
@@ -636,6 +711,9 @@ class TFJobOperator(BaseOperator):
             return outcome
         outcome.metrics = _merge_metrics(outcome.metrics, drained.metrics)
         outcome.cursors = drained.cursors
+        # The marker is the master's last line: it may arrive after the trigger's last cursor.
+        if drained.return_payload is not None:
+            outcome.return_payload = drained.return_payload
         return outcome
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
@@ -655,6 +733,7 @@ class TFJobOperator(BaseOperator):
             return
         self.log.error("Trigger failed (%s): deleting TFJob %s/%s", next_kwargs.get("error"), ref[1], ref[0])
         cleanup.kill(hook, ref[0], ref[1], on_kill_action="delete", log=self.log.info)
+        self._stop_tensorboard(hook, ref[0], ref[1], force=True)
 
     def _job_of_this_try(self, hook: TFJobHook, context: Context) -> tuple[str, str] | None:
         if self._job_ref is not None:
@@ -673,6 +752,16 @@ class TFJobOperator(BaseOperator):
     # ------------------------------------------------------------------ outcome
 
     def _complete(
+        self, context: Context, hook: TFJobHook, name: str, namespace: str, outcome: FollowOutcome
+    ) -> Any:
+        """Clean up after the final state (logs drained) and report it: the result, or the failure."""
+        try:
+            return self._report(context, hook, name, namespace, outcome)
+        finally:
+            # Whatever the outcome: a board nobody asked to keep never outlives its task.
+            self._stop_tensorboard(hook, name, namespace)
+
+    def _report(
         self, context: Context, hook: TFJobHook, name: str, namespace: str, outcome: FollowOutcome
     ) -> Any:
         for line in outcome.diagnostics:
@@ -701,18 +790,31 @@ class TFJobOperator(BaseOperator):
         cleanup.finish(
             hook, job, succeeded=succeeded, on_finish_action=self.on_finish_action, log=self.log.info
         )
-        result = _result(job, status, outcome.metrics)
+        self._job = job
         if outcome.metrics:
             context["ti"].xcom_push(key="metrics", value=outcome.metrics)
-        self._mark_reported(hook, job)
         if not succeeded:
+            self._mark_reported(hook, job)
             failing = ", ".join(status.failed_replica_types) or "unknown"
             raise AirflowException(
                 f"TFJob {namespace}/{name} failed ({status.reason}): {status.message} "
                 f"[failing replicas: {failing}]"
             )
         self.log.info("TFJob %s/%s succeeded: %s", namespace, name, summarise(status))
+        # Computed before the job is marked reported: a result that cannot be produced (a missing
+        # return value) leaves the job reportable by a retry instead of training again.
+        result = self.result_from_outcome(outcome, context)
+        self._mark_reported(hook, job)
         return result
+
+    def result_from_outcome(self, outcome: FollowOutcome, context: Context) -> Any:
+        """The task's return value (XCom) for a succeeded job; subclasses may return something else.
+
+        ``@task.tfjob`` overrides it to decode ``outcome.return_payload``, the value printed by the
+        master replica; ``self._job`` is the finished TFJob object.
+        """
+        assert self._job is not None and outcome.status is not None
+        return _result(self._job, outcome.status, outcome.metrics)
 
     def _mark_reported(self, hook: TFJobHook, job: Mapping[str, Any]) -> None:
         """Record that a try reported this job's outcome, so that a later try trains again.
@@ -735,7 +837,9 @@ class TFJobOperator(BaseOperator):
         if self._job_ref is None:
             return
         name, namespace = self._job_ref
-        cleanup.kill(self.get_hook(), name, namespace, on_kill_action=self.on_kill_action, log=self.log.info)
+        hook = self.get_hook()
+        if cleanup.kill(hook, name, namespace, on_kill_action=self.on_kill_action, log=self.log.info):
+            self._stop_tensorboard(hook, name, namespace, force=True)
 
 
 def _identity(context: Context) -> tuple[str, str, str, int, int]:

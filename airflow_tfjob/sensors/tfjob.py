@@ -2,130 +2,33 @@
 
 The sensor fails at once when the job fails (whatever the target), and waits for a job that does not
 exist yet until its own timeout. In deferrable mode the wait runs in the triggerer through
-:class:`TFJobConditionTrigger`, which subscribes to the shared per-namespace watch (no polling).
+:class:`airflow_tfjob.triggers.tfjob.TFJobConditionTrigger`, which subscribes to the shared
+per-namespace watch (no polling).
 
 Kept import-light like the operator: the Kubernetes clients and hooks are imported where used.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
-from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_tfjob.status import JobState, JobStatus, interpret, summarise
+from airflow_tfjob.status import JobState, interpret, summarise
+from airflow_tfjob.triggers.tfjob import (
+    TARGET_CONDITIONS,
+    TFJobConditionTrigger,
+    condition_reached,
+    failure_message,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_tfjob.hooks.tfjob import AsyncTFJobHook, TFJobHook
-
-TARGET_CONDITIONS = ("Succeeded", "Running", "Created")
-
-# A job that has run (or finished) satisfies "Running"; one that merely exists satisfies "Created".
-_REACHED: dict[str, frozenset[JobState]] = {
-    "Succeeded": frozenset({JobState.SUCCEEDED}),
-    "Running": frozenset({JobState.RUNNING, JobState.RESTARTING, JobState.SUCCEEDED}),
-    "Created": frozenset(JobState),
-}
-
-
-def condition_reached(status: JobStatus, target_condition: str) -> bool:
-    """Whether a (non-failed) job status satisfies the sensor's target."""
-    return status.state in _REACHED[target_condition]
-
-
-def failure_message(name: str, namespace: str, status: JobStatus) -> str:
-    failing = ", ".join(status.failed_replica_types) or "unknown"
-    return (
-        f"TFJob {namespace}/{name} failed ({status.reason}): {status.message} [failing replicas: {failing}]"
-    )
-
-
-class TFJobConditionTrigger(BaseTrigger):
-    """Fires once: when the TFJob reaches the target condition, fails, or cannot be watched.
-
-    A job that does not exist yet is waited for; the sensor's timeout (the defer timeout) bounds it.
-    Payload: ``{"event": "reached" | "failed" | "error", "name", "namespace", "status", "message"}``.
-    """
-
-    def __init__(
-        self,
-        name: str,
-        namespace: str,
-        target_condition: str = "Succeeded",
-        kubernetes_conn_id: str = "kubernetes_default",
-        cluster_context: str | None = None,
-        config_file: str | None = None,
-        in_cluster: bool | None = None,
-    ) -> None:
-        super().__init__()
-        self.name = name
-        self.namespace = namespace
-        self.target_condition = target_condition
-        self.kubernetes_conn_id = kubernetes_conn_id
-        self.cluster_context = cluster_context
-        self.config_file = config_file
-        self.in_cluster = in_cluster
-
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "name": self.name,
-                "namespace": self.namespace,
-                "target_condition": self.target_condition,
-                "kubernetes_conn_id": self.kubernetes_conn_id,
-                "cluster_context": self.cluster_context,
-                "config_file": self.config_file,
-                "in_cluster": self.in_cluster,
-            },
-        )
-
-    def _hook(self) -> AsyncTFJobHook:
-        from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
-
-        return AsyncTFJobHook(
-            conn_id=self.kubernetes_conn_id,
-            cluster_context=self.cluster_context,
-            config_file=self.config_file,
-            in_cluster=self.in_cluster,
-        )
-
-    def _event(self, event: str, message: str, status: JobStatus | None = None) -> TriggerEvent:
-        return TriggerEvent(
-            {
-                "event": event,
-                "name": self.name,
-                "namespace": self.namespace,
-                "status": status.to_dict() if status is not None else None,
-                "message": message,
-            }
-        )
-
-    async def run(self) -> AsyncIterator[TriggerEvent]:
-        from airflow_tfjob.watch import shared_watch
-
-        try:
-            async with shared_watch(self._hook(), self.namespace).subscribe(self.name) as sub:
-                async for obj in sub:
-                    if obj is None:
-                        continue  # not created yet (or deleted and maybe re-created): keep waiting
-                    status = interpret(obj)
-                    if status.state is JobState.FAILED:
-                        yield self._event(
-                            "failed", failure_message(self.name, self.namespace, status), status
-                        )
-                        return
-                    if condition_reached(status, self.target_condition):
-                        yield self._event("reached", summarise(status), status)
-                        return
-        except Exception as error:  # reported to the task, which fails with the message
-            yield self._event("error", f"{type(error).__name__}: {error}")
+    from airflow_tfjob.hooks.tfjob import TFJobHook
 
 
 class TFJobSensor(BaseSensorOperator):

@@ -1,5 +1,6 @@
-"""TFJobTrigger: waits in the triggerer for a TFJob to finish, following it as the synchronous mode does.
+"""Triggers of the provider: TFJobTrigger (the operator's) and TFJobConditionTrigger (the sensor's).
 
+TFJobTrigger waits in the triggerer for a TFJob to finish, following it as the synchronous mode does.
 Constructor (every argument is JSON and survives a triggerer restart)::
 
     TFJobTrigger(
@@ -9,7 +10,18 @@ Constructor (every argument is JSON and survives a triggerer restart)::
         cursors=None,          # log cursors from an earlier follow: logs resume without loss
         deadline=None,         # epoch seconds (task start + execution_timeout)
         delete_on_kill=True,   # a user's kill deletes the TFJob (Foreground)
+        deferred_at=None,      # epoch seconds when the task deferred (identifies this deferral)
+        startup_deadline=None, # epoch seconds: deferred_at + startup_timeout, absolute
     )
+
+Triggerer restarts: the triggerer rebuilds the trigger from these kwargs, so a restarted trigger
+starts again from the cursors the task deferred with. Nothing is lost (the lines are re-read), but
+lines shown before the restart may be shown again: the restarted trigger says so with one marker
+line (:data:`RESUME_MARKER`) before it re-reads. It knows it is a restart because the first run of
+a deferral stamps the TFJob with ``deferred_at`` (annotation :data:`ANNOTATION_TRIGGER_STARTED`);
+the triggers have no task_state_store. The start-up timeout is an absolute deadline, so it does not
+start over with each restart either; a job that had already started before the restart is not held
+to it again.
 
 It runs :func:`airflow_tfjob.follow.follow_job` (the same core as the synchronous mode, watching the job
 through the shared per-namespace watch) and yields exactly ONE event whose payload is::
@@ -40,8 +52,19 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_tfjob.status import JobState, JobStatus, interpret, summarise
+
 if TYPE_CHECKING:
+    from airflow_tfjob.follow import FollowOptions
     from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+
+#: The TFJob annotation holding the ``deferred_at`` of the deferral whose trigger has started.
+ANNOTATION_TRIGGER_STARTED = "tfjob.airflow.apache.org/trigger-started"
+#: Written to the task log by a trigger that resumes after a triggerer restart, before it re-reads.
+RESUME_MARKER = (
+    "----- triggerer restarted: following the TFJob again from the position saved when the task "
+    "deferred; the log lines below may repeat lines already shown above -----"
+)
 
 #: How long the trigger waits past ``deadline`` for follow_job to report the timeout itself (with its
 #: cursors and diagnostics) before it cancels it.
@@ -66,6 +89,8 @@ class TFJobTrigger(BaseTrigger):
         cursors: dict[str, Any] | None = None,
         deadline: float | None = None,
         delete_on_kill: bool = True,
+        deferred_at: float | None = None,
+        startup_deadline: float | None = None,
     ) -> None:
         super().__init__()
         self.name = name
@@ -78,6 +103,9 @@ class TFJobTrigger(BaseTrigger):
         self.cursors = dict(cursors or {})
         self.deadline = deadline
         self.delete_on_kill = delete_on_kill
+        self.deferred_at = deferred_at
+        self.startup_deadline = startup_deadline
+        self._job_at_start: dict[str, Any] | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -93,6 +121,8 @@ class TFJobTrigger(BaseTrigger):
                 "cursors": self.cursors,
                 "deadline": self.deadline,
                 "delete_on_kill": self.delete_on_kill,
+                "deferred_at": self.deferred_at,
+                "startup_deadline": self.startup_deadline,
             },
         )
 
@@ -130,6 +160,10 @@ class TFJobTrigger(BaseTrigger):
         options = FollowOptions.from_dict(self.options)
         if self.deadline is not None:
             options.deadline = self.deadline
+        restarted = await self._is_restart(hook)
+        if restarted:
+            self.log.info("%s", RESUME_MARKER)
+        self._resume_startup_clock(options, restarted)
 
         follow = asyncio.ensure_future(
             follow_job(hook, self.name, self.namespace, options, self.log.info, self.cursors)
@@ -158,6 +192,45 @@ class TFJobTrigger(BaseTrigger):
             payload["deleted"] = await self._delete(hook, "its deadline passed")
         yield TriggerEvent(payload)
 
+    async def _is_restart(self, hook: AsyncTFJobHook) -> bool:
+        """Whether a trigger of this same deferral already ran (then the triggerer restarted).
+
+        The first run stamps the job; a failure to read or stamp it (RBAC without patch, API
+        trouble) counts as a first run: the follow itself reports real API problems.
+        """
+        if self.deferred_at is None:
+            return False
+        stamp = repr(float(self.deferred_at))
+        try:
+            job = self._job_at_start = await hook.find_tfjob(self.name, self.namespace)
+            if job is None:
+                return False
+            annotations = (job.get("metadata") or {}).get("annotations") or {}
+            if annotations.get(ANNOTATION_TRIGGER_STARTED) == stamp:
+                return True
+            await hook.patch_tfjob(
+                self.name, self.namespace, {"metadata": {"annotations": {ANNOTATION_TRIGGER_STARTED: stamp}}}
+            )
+        except Exception as error:
+            self.log.warning(
+                "Could not record the trigger's start on TFJob %s/%s: %s", self.namespace, self.name, error
+            )
+        return False
+
+    def _resume_startup_clock(self, options: FollowOptions, restarted: bool) -> None:
+        """Make the start-up timeout count from the deferral, not from this (re)start of the trigger."""
+        if self.startup_deadline is None or options.startup_timeout is None:
+            return
+        if restarted and self._had_started():
+            options.startup_timeout = None  # held to it once already; pods restarting now are not a start-up
+            return
+        options.startup_timeout = max(self.startup_deadline - time.time(), 0.0)
+
+    def _had_started(self) -> bool:
+        """The job reached Running (or further) at some point: its conditions keep the history."""
+        conditions = ((self._job_at_start or {}).get("status") or {}).get("conditions") or []
+        return any(c.get("type") in ("Running", "Succeeded", "Failed") for c in conditions)
+
     async def _delete(self, hook: AsyncTFJobHook, why: str) -> bool:
         """Delete the TFJob and its pods (Foreground) and wait a little for them to go."""
         ref = f"{self.namespace}/{self.name}"
@@ -183,3 +256,107 @@ class TFJobTrigger(BaseTrigger):
 
     async def cleanup(self) -> None:
         """Nothing to delete: this runs on triggerer restarts too, and the job must survive those."""
+
+
+TARGET_CONDITIONS = ("Succeeded", "Running", "Created")
+
+# A job that has run (or finished) satisfies "Running"; one that merely exists satisfies "Created".
+_REACHED: dict[str, frozenset[JobState]] = {
+    "Succeeded": frozenset({JobState.SUCCEEDED}),
+    "Running": frozenset({JobState.RUNNING, JobState.RESTARTING, JobState.SUCCEEDED}),
+    "Created": frozenset(JobState),
+}
+
+
+def condition_reached(status: JobStatus, target_condition: str) -> bool:
+    """Whether a (non-failed) job status satisfies the sensor's target."""
+    return status.state in _REACHED[target_condition]
+
+
+def failure_message(name: str, namespace: str, status: JobStatus) -> str:
+    failing = ", ".join(status.failed_replica_types) or "unknown"
+    return (
+        f"TFJob {namespace}/{name} failed ({status.reason}): {status.message} [failing replicas: {failing}]"
+    )
+
+
+class TFJobConditionTrigger(BaseTrigger):
+    """Fires once: when the TFJob reaches the target condition, fails, or cannot be watched.
+
+    A job that does not exist yet is waited for; the sensor's timeout (the defer timeout) bounds it.
+    Payload: ``{"event": "reached" | "failed" | "error", "name", "namespace", "status", "message"}``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        namespace: str,
+        target_condition: str = "Succeeded",
+        kubernetes_conn_id: str = "kubernetes_default",
+        cluster_context: str | None = None,
+        config_file: str | None = None,
+        in_cluster: bool | None = None,
+    ) -> None:
+        super().__init__()
+        self.name = name
+        self.namespace = namespace
+        self.target_condition = target_condition
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.cluster_context = cluster_context
+        self.config_file = config_file
+        self.in_cluster = in_cluster
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "name": self.name,
+                "namespace": self.namespace,
+                "target_condition": self.target_condition,
+                "kubernetes_conn_id": self.kubernetes_conn_id,
+                "cluster_context": self.cluster_context,
+                "config_file": self.config_file,
+                "in_cluster": self.in_cluster,
+            },
+        )
+
+    def _hook(self) -> AsyncTFJobHook:
+        from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+
+        return AsyncTFJobHook(
+            conn_id=self.kubernetes_conn_id,
+            cluster_context=self.cluster_context,
+            config_file=self.config_file,
+            in_cluster=self.in_cluster,
+        )
+
+    def _event(self, event: str, message: str, status: JobStatus | None = None) -> TriggerEvent:
+        return TriggerEvent(
+            {
+                "event": event,
+                "name": self.name,
+                "namespace": self.namespace,
+                "status": status.to_dict() if status is not None else None,
+                "message": message,
+            }
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from airflow_tfjob.watch import shared_watch
+
+        try:
+            async with shared_watch(self._hook(), self.namespace).subscribe(self.name) as sub:
+                async for obj in sub:
+                    if obj is None:
+                        continue  # not created yet (or deleted and maybe re-created): keep waiting
+                    status = interpret(obj)
+                    if status.state is JobState.FAILED:
+                        yield self._event(
+                            "failed", failure_message(self.name, self.namespace, status), status
+                        )
+                        return
+                    if condition_reached(status, self.target_condition):
+                        yield self._event("reached", summarise(status), status)
+                        return
+        except Exception as error:  # reported to the task, which fails with the message
+            yield self._event("error", f"{type(error).__name__}: {error}")

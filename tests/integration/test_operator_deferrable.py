@@ -84,7 +84,10 @@ def test_deferred_failure_fails_the_task_with_the_replica(hook: Any) -> None:
         op.execute_complete(context_for(ti), event)
 
 
-def test_deadline_passed_to_the_trigger_and_job_deleted_on_timeout(hook: Any) -> None:
+def test_apache_airflow_67227_deadline_passed_to_the_trigger_and_job_deleted_on_timeout(hook: Any) -> None:
+    """apache/airflow#67227: Airflow 3.3.2 does not apply execution_timeout to a deferred task. The
+    operator passes start + execution_timeout to the trigger, which deletes the job at that deadline;
+    the task then fails with a timeout."""
     from datetime import timedelta
 
     ti = TaskInstance()

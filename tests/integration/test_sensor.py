@@ -17,7 +17,8 @@ from airflow.sdk.exceptions import (
 )
 from operator_support import TaskInstance, context_for, replica_command, wait_for
 
-from airflow_tfjob.sensors.tfjob import TFJobConditionTrigger, TFJobSensor
+from airflow_tfjob.sensors.tfjob import TFJobSensor
+from airflow_tfjob.triggers.tfjob import TFJobConditionTrigger
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 

@@ -103,7 +103,7 @@ async def test_failed(api: Api, k8s_conn: str) -> None:
     assert "1 Worker replica(s) failed" in event["message"] + event["status"]["message"]
 
 
-async def test_deadline_deletes_job_and_pods(api: Api, k8s_conn: str) -> None:
+async def test_apache_airflow_67227_deadline_deletes_job_and_pods(api: Api, k8s_conn: str) -> None:
     """apache/airflow#67227: a deferred task's execution_timeout is not applied by Airflow 3.3.2."""
     ns = await api.namespace(unique("t"))
     name = unique("slow")
@@ -121,7 +121,10 @@ async def _no_pods(api: Api, ns: str, name: str) -> bool:
     return not await api.pods(ns, name)
 
 
-async def test_on_kill_deletes_job_and_pods_cleanup_does_not(api: Api, k8s_conn: str) -> None:
+async def test_apache_airflow_36090_62398_on_kill_deletes_job_and_pods_cleanup_does_not(
+    api: Api, k8s_conn: str
+) -> None:
+    """apache/airflow#36090, #62398: a user's kill of a deferred task must stop its workload."""
     ns = await api.namespace(unique("t"))
     name = unique("kill")
     await api.create(ns, tfjob_manifest(name, external=False, command=SLEEPER))
@@ -207,3 +210,97 @@ async def test_job_deleted_while_waiting_is_an_error(api: Api, k8s_conn: str) ->
     (event,) = await asyncio.wait_for(run, 30)
     assert event["event"] == "error"
     assert name in event["message"]
+
+
+# --------------------------------------------------------------------------- triggerer restarts
+
+COUNTING = r"""
+import os, sys, time
+for i in range(8):
+    print(f"counted line {i}", flush=True)
+    time.sleep(0.05)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.1)
+print("counted final", flush=True)
+"""
+
+
+def _deferred_kwargs(tmp_path: Path, **operator_kwargs: Any) -> dict[str, Any]:
+    """Defer a real TFJobOperator and return its trigger's serialized kwargs (what the DB holds)."""
+    import sys
+
+    from airflow.sdk.exceptions import TaskDeferred
+    from operator_support import TaskInstance, context_for
+
+    from airflow_tfjob.operators.tfjob import TFJobOperator
+
+    params: dict[str, Any] = {
+        "task_id": "restart",
+        "namespace": "default",
+        "image": "local/python",
+        "worker": 1,
+        "command": [sys.executable, "-c", COUNTING, str(tmp_path / "release")],
+        "deferrable": True,
+        "startup_timeout": 60,
+    }
+    params.update(operator_kwargs)
+    with pytest.raises(TaskDeferred) as deferred:
+        TFJobOperator(**params).execute(context_for(TaskInstance()))
+    _, kwargs = deferred.value.trigger.serialize()
+    return dict(json.loads(json.dumps(kwargs)))
+
+
+def _lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name.endswith("TFJobTrigger")]
+
+
+async def test_triggerer_restart_resumes_without_losing_lines_and_announces_repeats(
+    k8s_conn: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A triggerer restart rebuilds the trigger from its kwargs: the new one re-reads from the saved
+    position (nothing lost), says first that lines may repeat, and keeps the absolute start-up clock."""
+    from airflow_tfjob.triggers.tfjob import RESUME_MARKER
+
+    caplog.set_level("INFO")
+    kwargs = _deferred_kwargs(tmp_path)
+    assert kwargs["deferred_at"] and kwargs["startup_deadline"] == pytest.approx(kwargs["deferred_at"] + 60)
+
+    first = asyncio.ensure_future(_collect(TFJobTrigger(**kwargs)))
+    await wait_until(lambda: any("counted line 7" in x for x in _lines(caplog)), timeout=60)
+    assert RESUME_MARKER not in _lines(caplog), "the first run of a deferral is not a restart"
+    first.cancel()  # the triggerer stops...
+    await asyncio.gather(first, return_exceptions=True)
+    before = len(_lines(caplog))
+
+    # ...and its successor starts the same trigger after the start-up window has passed: the job
+    # had started, so it is not failed for it.
+    restarted = dict(kwargs, startup_deadline=time.time() - 1)
+    second = asyncio.ensure_future(_collect(TFJobTrigger(**restarted)))
+    await wait_until(lambda: any("counted line 7" in x for x in _lines(caplog)[before:]), timeout=60)
+    (tmp_path / "release").write_text("go")
+    (event,) = await asyncio.wait_for(second, 60)
+    assert event["event"] == "succeeded", event
+    after = _lines(caplog)[before:]
+    assert after.count(RESUME_MARKER) == 1
+    marker_at = after.index(RESUME_MARKER)
+    reread = [i for i, x in enumerate(after) if "counted line" in x]
+    assert reread and min(reread) > marker_at, "the marker comes before the re-read lines"
+    everything = "\n".join(_lines(caplog))
+    for i in range(8):
+        assert f"counted line {i}" in everything
+    assert "counted final" in everything
+
+
+async def test_startup_deadline_is_absolute_across_restarts(k8s_conn: str, tmp_path: Path) -> None:
+    """A trigger started after its deferral's start-up deadline, for a job that never started, fails
+    at once with the scheduling reason instead of granting a fresh startup_timeout."""
+    kwargs = _deferred_kwargs(tmp_path, gpus=64, startup_timeout=600)
+    kwargs["startup_deadline"] = time.time() + 1
+    started = time.monotonic()
+    (event,) = await asyncio.wait_for(_collect(TFJobTrigger(**kwargs)), 60)
+    assert event["event"] == "startup_timeout", event
+    assert time.monotonic() - started < 30
+    assert "nvidia.com/gpu" in event["message"] or "Unschedulable" in event["message"]
+    from airflow_tfjob.hooks.tfjob import TFJobHook
+
+    TFJobHook(conn_id=k8s_conn).delete_tfjob(kwargs["name"], kwargs["namespace"])

@@ -134,7 +134,7 @@ def _states(env: dict[str, str]) -> dict[str, Any]:
     return result
 
 
-async def test_job_completes_while_deferred_and_kill_deletes(
+async def test_apache_airflow_36090_62398_job_completes_while_deferred_and_kill_deletes(
     airflow_env: dict[str, str], local_cluster: Any, k8s_conn: str, tmp_path: Path
 ) -> None:
     env = dict(airflow_env)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from airflow_tfjob.sensors.tfjob import TARGET_CONDITIONS, condition_reached
+from airflow_tfjob.triggers.tfjob import TARGET_CONDITIONS, condition_reached
 from airflow_tfjob.status import JobState, JobStatus
 
 HEAVY_PREFIXES = ("kubernetes", "kubernetes_asyncio", "airflow.providers.cncf.kubernetes.hooks")
@@ -102,15 +102,90 @@ def test_only_tfjob_has_file_rendering_and_template_ext_is_declared(tmp_path: Pa
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
+    ("kwargs", "field", "fix"),
     [
-        ({"on_finish_action": "delete_pod"}, "on_finish_action must be one of"),
-        ({"on_kill_action": "stop"}, "on_kill_action must be one of"),
+        ({"on_finish_action": "delete_pod"}, "on_finish_action", "'keep', 'delete', 'delete_succeeded'"),
+        ({"on_kill_action": "stop"}, "on_kill_action", "'delete', 'keep'"),
+        ({"startup_timeout": 0}, "startup_timeout", "positive number of seconds, or None"),
+        ({"startup_timeout": -5}, "startup_timeout", "positive number of seconds"),
+        ({"startup_timeout": "10m"}, "startup_timeout", "positive number of seconds"),
+        ({"startup_timeout": True}, "startup_timeout", "positive number of seconds"),
+        ({"log_replicas": "workers"}, "log_replicas", "'<type>:<index>' such as 'worker:0'"),
+        ({"log_replicas": "worker:x"}, "log_replicas", "comma-separated list"),
+        ({"log_replicas": ","}, "log_replicas", "'all', 'master'"),
+        ({"log_replicas": ["worker"]}, "log_replicas", "'chief,worker:0'"),
+        ({"metrics": "loss"}, "metrics", "a list of names"),
+        ({"metrics": ["val acc"]}, "metrics", "letters, digits"),
+        ({"metrics": ["loss="]}, "metrics", "letters, digits"),
+        ({"metrics": ["missing"]}, "metrics", "rename the metric"),
+        ({"metrics": ["loss", "loss"]}, "metrics", "list each metric once"),
+        ({"log_rate_per_replica": -1}, "log_rate_per_replica", "0 means no limit"),
+        ({"log_rate_per_replica": 1.5}, "log_rate_per_replica", "lines per second"),
+        ({"log_total_cap": "1M"}, "log_total_cap", "0 means no limit"),
+        ({"get_logs": "yes"}, "get_logs", "True or False"),
+        ({"deferrable": 1}, "deferrable", "True or False"),
+        ({"kubernetes_conn_id": ""}, "kubernetes_conn_id", "kubernetes_default"),
+        ({"tensorboard": True}, "tensorboard", "tensorboard_log_dir="),
+        ({"tensorboard_log_dir": "/logs"}, "tensorboard", "tensorboard=True"),
+        ({"tensorboard": {"log_dir": "/l", "service_type": "Ingress"}}, "tensorboard", "service_type"),
+        ({"tensorboard": {"log_dir": "/l", "service_type": "ClusterIP"}}, "tensorboard", "url_template"),
+        ({"tensorboard": {"log_dir": "/l", "colour": "red"}}, "tensorboard", "TensorBoardSpec"),
+        ({"tensorboard": 3}, "tensorboard", "tensorboard=True with tensorboard_log_dir"),
+        (
+            {"tensorboard": True, "tensorboard_log_dir": "/l", "tensorboard_keep": "no"},
+            "tensorboard_keep",
+            "True",
+        ),
     ],
 )
-def test_bad_actions_are_refused(tmp_path: Path, kwargs: dict[str, Any], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+def test_bad_operator_parameters_are_refused_at_parse_time(
+    tmp_path: Path, kwargs: dict[str, Any], field: str, fix: str
+) -> None:
+    from airflow_tfjob.validation import TFJobValidationError
+
+    with pytest.raises(TFJobValidationError) as raised:
         _operator_in_dag(tmp_path, image="x", **kwargs)
+    assert raised.value.field == field
+    assert fix in str(raised.value), str(raised.value)
+
+
+def test_all_parameter_problems_are_reported_at_once(tmp_path: Path) -> None:
+    from airflow_tfjob.validation import TFJobValidationError
+
+    with pytest.raises(TFJobValidationError) as raised:
+        _operator_in_dag(tmp_path, image="x", on_kill_action="stop", startup_timeout=0, metrics=["a b"])
+    assert [p.field for p in raised.value.problems] == ["on_kill_action", "startup_timeout", "metrics"]
+
+
+def test_templated_log_replicas_is_checked_once_rendered(tmp_path: Path) -> None:
+    from airflow_tfjob.operators.checks import check_operator_parameters
+    from airflow_tfjob.validation import TFJobValidationError
+
+    op = _operator_in_dag(tmp_path, image="x", log_replicas="{{ params.which }}")
+    op.render_template_fields({"params": {"which": "everyone"}})
+    with pytest.raises(TFJobValidationError, match="log_replicas"):
+        check_operator_parameters(op._own_parameters())
+
+
+def test_tensorboard_parameters_build_one_spec(tmp_path: Path) -> None:
+    from airflow_tfjob.links import TensorBoardLink
+    from airflow_tfjob.operators.checks import tensorboard_spec
+
+    assert tensorboard_spec(None) is None and tensorboard_spec(False) is None
+    spec = tensorboard_spec(True, "/logs", True)
+    assert spec is not None and (spec.log_dir, spec.keep, spec.service_type) == (
+        "/logs",
+        True,
+        "LoadBalancer",
+    )
+    spec = tensorboard_spec(
+        {"log_dir": "/a", "service_type": "ClusterIP", "url_template": "http://x/{service}/"}, "/b"
+    )
+    assert spec is not None and (spec.log_dir, spec.keep, spec.service_type) == ("/b", False, "ClusterIP")
+    op = _operator_in_dag(tmp_path, image="x", tensorboard=True, tensorboard_log_dir="/logs/{{ run_id }}")
+    assert any(isinstance(link, TensorBoardLink) for link in op.operator_extra_links)
+    _render(op)
+    assert op.tensorboard_log_dir == "/logs/manual__1"
 
 
 def test_defaults(tmp_path: Path) -> None:
@@ -173,7 +248,18 @@ def test_dag_with_the_operator_serializes(tmp_path: Path) -> None:
     from airflow_tfjob.sensors.tfjob import TFJobSensor
 
     with DAG("serialize_me", schedule=None) as dag:
-        TFJobOperator(task_id="train", worker=2, image="x", container_resources={"cpu": "1"}, kueue_queue="q")
+        TFJobOperator(
+            task_id="train",
+            worker=2,
+            image="x",
+            container_resources={"cpu": "1"},
+            kueue_queue="q",
+            tensorboard=True,
+            tensorboard_log_dir="/logs",
+        )
         TFJobSensor(task_id="wait", name="job")
     data = DagSerialization.to_dict(dag)
     assert data["dag"]["dag_id"] == "serialize_me"
+    # The UI reads the TensorBoard link's URL from the XCom the operator pushes under this key.
+    train = next(t for t in data["dag"]["tasks"] if t["__var"]["task_id"] == "train")["__var"]
+    assert train["_operator_extra_links"] == {"TensorBoard": "tensorboard_url"}

@@ -1,0 +1,206 @@
+"""Checks of TFJobOperator's own parameters (how to follow, clean up, log), before any API call.
+
+The manifest has its validator (:mod:`airflow_tfjob.validation`); these are the operator's other
+knobs. A mistake there would otherwise surface late and obscurely: a misspelt ``log_replicas`` as a
+crash of the log follower after the job was created, an unknown ``on_finish_action`` as a cleanup
+that never happens. Every problem names the parameter and the fix, and all of them are reported at
+once, in the same :class:`~airflow_tfjob.validation.TFJobValidationError` as manifest problems.
+
+Pure and cheap to import: the operator calls it at DAG parse time (for values that are not
+templates) and again at the start of ``execute`` (after rendering).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from airflow_tfjob.cleanup import ON_FINISH_ACTIONS, ON_KILL_ACTIONS
+from airflow_tfjob.validation import Problem, TFJobValidationError
+
+if TYPE_CHECKING:
+    from airflow_tfjob.tensorboard import TensorBoardSpec
+
+# Katib's metric name syntax (metrics.METRIC_RE's name group): a name outside it is never matched.
+_METRIC_NAME = re.compile(r"[\w|-]+")
+_RESERVED_METRICS = ("history", "missing")  # metrics.RESERVED_KEYS: keys of the metrics result
+
+
+def is_template(value: Any) -> bool:
+    """A Jinja expression not rendered yet (checked again once rendered)."""
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_choice(problems: list[Problem], name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        problems.append(
+            Problem(name, f"{value!r} is not a known action", f"use one of {', '.join(map(repr, choices))}")
+        )
+
+
+def _check_seconds(problems: list[Problem], name: str, value: Any, *, none_ok: bool) -> None:
+    if value is None and none_ok:
+        return
+    if not _is_number(value) or value <= 0:
+        fix = "a positive number of seconds" + (", or None for no limit" if none_ok else "")
+        problems.append(Problem(name, f"{value!r} is not a positive number of seconds", f"use {fix}"))
+
+
+def _check_count(problems: list[Problem], name: str, value: Any, unit: str) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        problems.append(
+            Problem(
+                name, f"{value!r} is not a non-negative integer", f"use a number of {unit}; 0 means no limit"
+            )
+        )
+
+
+def _check_log_replicas(problems: list[Problem], value: Any) -> None:
+    if is_template(value):
+        return
+    from airflow_tfjob.logs import LogSelection  # the one parser the follower uses
+
+    if not isinstance(value, str):
+        problems.append(
+            Problem(
+                "log_replicas", f"{value!r} is not a string", "use e.g. 'master', 'all' or 'chief,worker:0'"
+            )
+        )
+        return
+    try:
+        LogSelection.parse(value)
+    except ValueError as error:
+        problems.append(
+            Problem(
+                "log_replicas",
+                str(error).removeprefix("log_replicas: "),
+                "use 'all', 'master', a replica type (chief, master, ps, worker, evaluator), "
+                "'<type>:<index>' such as 'worker:0', or a comma-separated list of these",
+            )
+        )
+
+
+def _check_metrics(problems: list[Problem], value: Any) -> None:
+    if not isinstance(value, (list, tuple)):
+        problems.append(Problem("metrics", f"{value!r} is not a list", "use a list of names, e.g. ['loss']"))
+        return
+    seen: set[str] = set()
+    for item in value:
+        if not isinstance(item, str) or not _METRIC_NAME.fullmatch(item):
+            problems.append(
+                Problem(
+                    "metrics",
+                    f"{item!r} is not a metric name the collector can match (Katib StdOut format name=value)",
+                    "use letters, digits, '_', '-' or '|' only, as printed before '=' (e.g. 'loss', 'val-acc')",
+                )
+            )
+        elif item in _RESERVED_METRICS:
+            problems.append(
+                Problem("metrics", f"{item!r} is a reserved key of the metrics result", "rename the metric")
+            )
+        elif item in seen:
+            problems.append(Problem("metrics", f"{item!r} is listed twice", "list each metric once"))
+        seen.add(str(item))
+
+
+def tensorboard_spec(value: Any, log_dir: Any = None, keep: Any = False) -> TensorBoardSpec | None:
+    """The TensorBoardSpec the operator's three TensorBoard parameters describe (None: no board).
+
+    ``value``: True (then ``log_dir`` is required), a log directory, a dict of TensorBoardSpec
+    fields, or a TensorBoardSpec; ``log_dir`` and ``keep`` override the spec's own. ValueError if
+    they do not describe one.
+    """
+    from airflow_tfjob.tensorboard import TensorBoardSpec
+
+    if value is None or value is False:
+        if log_dir is not None:
+            raise ValueError("tensorboard_log_dir is set but tensorboard is not enabled")
+        return None
+    if value is True:
+        fields: dict[str, Any] = {}
+    elif isinstance(value, TensorBoardSpec):
+        fields = value.to_dict()
+    elif isinstance(value, str):
+        fields = {"log_dir": value}
+    elif isinstance(value, Mapping):
+        fields = dict(value)
+    else:
+        raise ValueError(f"{value!r} is not a boolean, a log directory, a dict or a TensorBoardSpec")
+    if log_dir is not None:
+        fields["log_dir"] = log_dir
+    if not fields.get("log_dir"):
+        raise ValueError("a log directory is required")
+    if keep:
+        fields["keep"] = True
+    try:
+        return TensorBoardSpec(**fields)
+    except TypeError as error:  # an unknown field in the dict
+        raise ValueError(str(error)) from error
+
+
+def _check_tensorboard(problems: list[Problem], value: Any, log_dir: Any, keep: Any) -> None:
+    if not isinstance(keep, bool):
+        problems.append(Problem("tensorboard_keep", f"{keep!r} is not a boolean", "use True or False"))
+    if is_template(log_dir) or (isinstance(value, Mapping) and any(is_template(v) for v in value.values())):
+        return
+    try:
+        tensorboard_spec(value, log_dir, keep)
+    except ValueError as error:
+        problems.append(
+            Problem(
+                "tensorboard",
+                str(error),
+                "use tensorboard=True with tensorboard_log_dir='<where the training writes summaries>', "
+                "or tensorboard={'log_dir': ..., 'service_type': ..., 'url_template': ...} "
+                "(the fields of airflow_tfjob.tensorboard.TensorBoardSpec)",
+            )
+        )
+
+
+def check_operator_parameters(params: Mapping[str, Any]) -> None:
+    """Raise TFJobValidationError listing every problem among the operator's own parameters.
+
+    ``params`` holds the operator's attributes by parameter name; absent keys are not checked.
+    """
+    problems: list[Problem] = []
+    if "on_finish_action" in params:
+        _check_choice(problems, "on_finish_action", params["on_finish_action"], ON_FINISH_ACTIONS)
+    if "on_kill_action" in params:
+        _check_choice(problems, "on_kill_action", params["on_kill_action"], ON_KILL_ACTIONS)
+    if "startup_timeout" in params:
+        _check_seconds(problems, "startup_timeout", params["startup_timeout"], none_ok=True)
+    if "log_replicas" in params:
+        _check_log_replicas(problems, params["log_replicas"])
+    if "metrics" in params:
+        _check_metrics(problems, params["metrics"])
+    if "log_rate_per_replica" in params:
+        _check_count(problems, "log_rate_per_replica", params["log_rate_per_replica"], "lines per second")
+    if "log_total_cap" in params:
+        _check_count(problems, "log_total_cap", params["log_total_cap"], "lines")
+    for flag in ("get_logs", "metrics_history", "deferrable", "render_only"):
+        if flag in params and not isinstance(params[flag], bool):
+            problems.append(Problem(flag, f"{params[flag]!r} is not a boolean", "use True or False"))
+    if "kubernetes_conn_id" in params:
+        conn_id = params["kubernetes_conn_id"]
+        if not isinstance(conn_id, str) or not conn_id:
+            problems.append(
+                Problem(
+                    "kubernetes_conn_id",
+                    f"{conn_id!r} is not a connection id",
+                    "use e.g. 'kubernetes_default'",
+                )
+            )
+    if "tensorboard" in params:
+        _check_tensorboard(
+            problems,
+            params["tensorboard"],
+            params.get("tensorboard_log_dir"),
+            params.get("tensorboard_keep", False),
+        )
+    if problems:
+        raise TFJobValidationError(problems)
