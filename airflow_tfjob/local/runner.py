@@ -10,7 +10,8 @@ What it does, as a node would:
   devices are released.
 * Containers. Every container of the pod (init containers first, one at a time) runs its `command` +
   `args` as a local process in its own session and process group. **The image is not pulled and not
-  used**: the command runs in this host's environment (its PATH, its Python), with the host's environment
+  used**: the command runs in this host's environment (its PATH, with the directory of the Python that
+  runs the cluster first, so a bare `python` finds its packages), with the host's environment
   variables plus the container's `env` / `envFrom` (values, secretKeyRef, configMapKeyRef, fieldRef
   metadata.name / namespace / uid / labels / annotations, spec.nodeName, status.podIP / hostIP),
   `HOSTNAME` = pod name, and `PYTHONUNBUFFERED=1` unless the container sets it, so Python output streams
@@ -53,6 +54,7 @@ import os
 import re
 import shutil
 import signal
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -701,6 +703,10 @@ class _PodRun:
             if isinstance(value, str):
                 own[name] = value
         env = dict(os.environ)
+        # The "image" is this host's environment: put the interpreter the cluster runs on first, so that a
+        # replica's bare `python` (as written for a real image) finds the same packages (TensorFlow).
+        interpreter_dir = os.path.dirname(sys.executable)
+        env["PATH"] = os.pathsep.join([interpreter_dir, env.get("PATH", os.defpath)])
         env["HOSTNAME"] = self.name
         env["PYTHONUNBUFFERED"] = "1"
         if self.gpus or self.runner.gpus_configured:

@@ -125,6 +125,17 @@ async def test_plain_pod_runs_and_its_output_is_captured(node: Node) -> None:
     assert {"Scheduled", "Created", "Started"} <= set(reasons)
 
 
+async def test_bare_python_is_the_interpreter_running_the_cluster(node: Node) -> None:
+    # Commands are written for an image ("python train.py"); locally they must find the cluster's packages.
+    node.create_pod("bare-python", command=["python", "-c", "import sys; print(sys.executable)"])
+    await node.until(lambda: node.phase("bare-python") == "Succeeded")
+    log = node.podlogs.current(NS, "bare-python", "main")
+    assert log is not None
+    await node.until(lambda: log.closed)
+    (printed,) = node.lines("bare-python")
+    assert os.path.dirname(printed.decode()) == os.path.dirname(sys.executable)
+
+
 async def test_environment_working_dir_and_expansion(node: Node) -> None:
     node.store.create(
         "secrets", NS, {"metadata": {"name": "s"}, "data": {"pw": base64.b64encode(b"hunter2").decode()}}
