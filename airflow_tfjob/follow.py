@@ -2,7 +2,8 @@
 
 The synchronous operator runs it with `asyncio.run` and the trigger runs it in the triggerer, so both
 modes report the same outcome, the same log lines and the same diagnostics. It imports nothing from
-Airflow: the caller passes a hook and a sink (a callable that writes one line to the task log).
+Airflow: the caller passes a hook and a sink (a callable that writes one record to the task log; a
+record holds one line or several, joined with newlines, each line starting with its source).
 
 Requests do not grow with the time spent waiting: the job comes from the shared watch (one stream per
 namespace), pods and events from one watch each per followed job (only when logs are followed), and
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_tfjob import diagnostics
 from airflow_tfjob.logs import (
     JobLogFollower,
+    LogBatcher,
     LogLimits,
     LogSelection,
     ReplicaFollower,
@@ -176,7 +178,9 @@ class _JobFollow:
         self.name = name
         self.namespace = namespace
         self.options = options
-        self.sink = sink
+        # Every line of this follow (replicas, events, diagnostics) goes through one batcher: in order,
+        # and as few task-log records as possible.
+        self.sink = LogBatcher(sink)
         self.resumed = bool(cursors)
         self.pods: dict[str, dict] = {}  # by pod uid, last known state, deleted pods kept
         self.events: dict[str, dict] = {}  # by event uid
@@ -195,7 +199,7 @@ class _JobFollow:
                 hook,
                 namespace,
                 selection,
-                sink,
+                self.sink,
                 limits=LogLimits(
                     rate_per_replica=options.log_rate_per_replica, total_cap=options.log_total_cap
                 ),
@@ -364,6 +368,7 @@ class _JobFollow:
             await asyncio.gather(*self.tasks, return_exceptions=True)
             if self.logs is not None:
                 await self.logs.close()
+            self.sink.flush()
 
     async def _wait(self, sub: Any) -> FollowOutcome:
         seen = False

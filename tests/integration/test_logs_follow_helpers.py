@@ -39,15 +39,21 @@ def job(name: str, replicas: dict[str, dict[str, Any]], **run_policy: Any) -> di
 
 
 class ListSink:
-    """Collects sink lines (thread-safe enough for the follow core, which calls it from one loop)."""
+    """Collects sink records and their lines, as the task log view shows them.
+
+    The follow core writes several lines per record (joined with newlines, each with its own prefix);
+    `lines` is what a reader of the task log sees, `records` what the logger was called with.
+    """
 
     def __init__(self) -> None:
         self.lines: list[str] = []
+        self.records: list[str] = []
         self._lock = threading.Lock()
 
-    def __call__(self, line: str) -> None:
+    def __call__(self, record: str) -> None:
         with self._lock:
-            self.lines.append(line)
+            self.records.append(record)
+            self.lines.extend(record.split("\n"))
 
     def of(self, replica: str) -> list[str]:
         prefix = f"[{replica}] "
