@@ -1,12 +1,16 @@
-"""Pure parts of the log follower: timestamps, line splitting, cursor de-duplication, selection."""
+"""Pure parts of the log follower: timestamps, line splitting, cursor de-duplication, selection,
+and how lines are grouped into task-log records."""
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 
 from airflow_tfjob.logs import (
     Cursor,
     LineSplitter,
+    LogBatcher,
     LogSelection,
     RateLimiter,
     ResumeFilter,
@@ -157,3 +161,57 @@ def test_rate_limiter() -> None:
     now[0] = 100.0
     assert sum(limiter.allow() for _ in range(100)) == 50  # the bucket does not grow beyond the burst
     assert all(RateLimiter(0).allow() for _ in range(1000))
+
+
+async def test_batcher_one_record_per_loop_iteration_in_order() -> None:
+    records: list[str] = []
+    out = LogBatcher(records.append)
+
+    async def replica(name: str, n: int) -> None:
+        for i in range(n):
+            out(f"[{name}] line {i}")
+
+    # Both tasks run in the same loop iteration, before the flush the first line scheduled.
+    await asyncio.gather(replica("worker-0", 3), replica("worker-1", 2))
+    assert records == [
+        "[worker-0] line 0\n[worker-0] line 1\n[worker-0] line 2\n[worker-1] line 0\n[worker-1] line 1"
+    ]
+    out("[events] later")
+    await asyncio.sleep(0)
+    assert records[1:] == ["[events] later"] and out.records == 2
+
+
+async def test_batcher_bounds_records_by_lines_and_bytes() -> None:
+    records: list[str] = []
+    out = LogBatcher(records.append, max_lines=500, max_bytes=64 * 1024)
+    for i in range(1200):
+        out(f"[w-0] {i}")
+    await asyncio.sleep(0)
+    assert [r.count("\n") + 1 for r in records] == [500, 500, 200]
+    assert "\n".join(records).split("\n") == [f"[w-0] {i}" for i in range(1200)]
+    records.clear()
+    big = "x" * 10_000
+    for _ in range(10):
+        out(big)
+    await asyncio.sleep(0)
+    # Cut as soon as a record reaches 64 KiB: 7 lines of 10,001 characters, then the other 3.
+    assert [r.count("\n") + 1 for r in records] == [7, 3]
+
+
+async def test_batcher_flush_writes_pending_lines_at_once() -> None:
+    records: list[str] = []
+    out = LogBatcher(records.append)
+    out("a")
+    out("b")
+    out.flush()  # e.g. the follow is cancelled: what was accepted reaches the log before it returns
+    assert records == ["a\nb"]
+    await asyncio.sleep(0)
+    assert records == ["a\nb"]  # the scheduled flush finds nothing left
+
+
+def test_batcher_outside_a_loop_writes_each_line() -> None:
+    records: list[str] = []
+    out = LogBatcher(records.append)
+    out("a")
+    out("b")
+    assert records == ["a", "b"]
