@@ -74,7 +74,42 @@ DEADLINE_GRACE = 15.0
 DELETE_WAIT = 20.0
 
 
-class TFJobTrigger(BaseTrigger):
+class _ClusterTrigger(BaseTrigger):
+    """What both triggers share: the connection fields (serialized as given) and the async hook."""
+
+    def __init__(
+        self,
+        kubernetes_conn_id: str,
+        cluster_context: str | None,
+        config_file: str | None,
+        in_cluster: bool | None,
+    ) -> None:
+        super().__init__()
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.cluster_context = cluster_context
+        self.config_file = config_file
+        self.in_cluster = in_cluster
+
+    def _connection(self) -> dict[str, Any]:
+        return {
+            "kubernetes_conn_id": self.kubernetes_conn_id,
+            "cluster_context": self.cluster_context,
+            "config_file": self.config_file,
+            "in_cluster": self.in_cluster,
+        }
+
+    def _hook(self) -> AsyncTFJobHook:
+        from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+
+        return AsyncTFJobHook(
+            conn_id=self.kubernetes_conn_id,
+            cluster_context=self.cluster_context,
+            config_file=self.config_file,
+            in_cluster=self.in_cluster,
+        )
+
+
+class TFJobTrigger(_ClusterTrigger):
     """Fires once when the TFJob succeeds, fails, times out, or cannot be followed."""
 
     def __init__(
@@ -92,13 +127,9 @@ class TFJobTrigger(BaseTrigger):
         deferred_at: float | None = None,
         startup_deadline: float | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(kubernetes_conn_id, cluster_context, config_file, in_cluster)
         self.name = name
         self.namespace = namespace
-        self.kubernetes_conn_id = kubernetes_conn_id
-        self.cluster_context = cluster_context
-        self.config_file = config_file
-        self.in_cluster = in_cluster
         self.options = dict(options or {})
         self.cursors = dict(cursors or {})
         self.deadline = deadline
@@ -113,10 +144,7 @@ class TFJobTrigger(BaseTrigger):
             {
                 "name": self.name,
                 "namespace": self.namespace,
-                "kubernetes_conn_id": self.kubernetes_conn_id,
-                "cluster_context": self.cluster_context,
-                "config_file": self.config_file,
-                "in_cluster": self.in_cluster,
+                **self._connection(),
                 "options": self.options,
                 "cursors": self.cursors,
                 "deadline": self.deadline,
@@ -124,16 +152,6 @@ class TFJobTrigger(BaseTrigger):
                 "deferred_at": self.deferred_at,
                 "startup_deadline": self.startup_deadline,
             },
-        )
-
-    def _hook(self) -> AsyncTFJobHook:
-        from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
-
-        return AsyncTFJobHook(
-            conn_id=self.kubernetes_conn_id,
-            cluster_context=self.cluster_context,
-            config_file=self.config_file,
-            in_cluster=self.in_cluster,
         )
 
     def _payload(self, event: str, message: str, **extra: Any) -> dict[str, Any]:
@@ -280,7 +298,7 @@ def failure_message(name: str, namespace: str, status: JobStatus) -> str:
     )
 
 
-class TFJobConditionTrigger(BaseTrigger):
+class TFJobConditionTrigger(_ClusterTrigger):
     """Fires once: when the TFJob reaches the target condition, fails, or cannot be watched.
 
     A job that does not exist yet is waited for; the sensor's timeout (the defer timeout) bounds it.
@@ -297,14 +315,10 @@ class TFJobConditionTrigger(BaseTrigger):
         config_file: str | None = None,
         in_cluster: bool | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(kubernetes_conn_id, cluster_context, config_file, in_cluster)
         self.name = name
         self.namespace = namespace
         self.target_condition = target_condition
-        self.kubernetes_conn_id = kubernetes_conn_id
-        self.cluster_context = cluster_context
-        self.config_file = config_file
-        self.in_cluster = in_cluster
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -313,21 +327,8 @@ class TFJobConditionTrigger(BaseTrigger):
                 "name": self.name,
                 "namespace": self.namespace,
                 "target_condition": self.target_condition,
-                "kubernetes_conn_id": self.kubernetes_conn_id,
-                "cluster_context": self.cluster_context,
-                "config_file": self.config_file,
-                "in_cluster": self.in_cluster,
+                **self._connection(),
             },
-        )
-
-    def _hook(self) -> AsyncTFJobHook:
-        from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
-
-        return AsyncTFJobHook(
-            conn_id=self.kubernetes_conn_id,
-            cluster_context=self.cluster_context,
-            config_file=self.config_file,
-            in_cluster=self.in_cluster,
         )
 
     def _event(self, event: str, message: str, status: JobStatus | None = None) -> TriggerEvent:

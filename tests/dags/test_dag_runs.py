@@ -88,3 +88,30 @@ def test_deferrable_operator_and_sensor_dag(airflow_env: dict[str, str]) -> None
     assert "Deferring while TFJob default/" in output
     result = xcom(airflow_env, "tfjob_deferrable", "train")
     assert result["state"] == "succeeded"
+
+
+def test_retry_finds_the_job_through_task_state_store(
+    airflow_env: dict[str, str], local_cluster: Any
+) -> None:
+    """Try 1 creates the job, records it in task_state_store and dies (its job hidden from the label
+    lookup); try 2, a real retry by the task runner, finds that same job through the store."""
+    import re
+
+    run = dags_test(airflow_env, "tfjob_retry")
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output[-6000:]
+    assert task_states(airflow_env, "tfjob_retry") == {"train": "success", "check": "success"}
+    with sqlite3.connect(Path(airflow_env["AIRFLOW_HOME"]) / "airflow.db") as db:
+        (try_number,) = db.execute(
+            "select try_number from task_instance where dag_id = 'tfjob_retry' and task_id = 'train'"
+        ).fetchone()
+    assert try_number == 2
+    crashed = re.search(r"CREATED_THEN_CRASHED (\S+) (\S+)", output)
+    assert crashed, output[-6000:]
+    name, uid = crashed.groups()
+    recorded = next(line for line in output.splitlines() if "RECORDED_JOB" in line)
+    assert name in recorded and uid in recorded, recorded
+    result = xcom(airflow_env, "tfjob_retry", "train")
+    assert (result["name"], result["uid"]) == (name, uid), "try 2 used try 1's job, not a new one"
+    assert result["state"] == "succeeded" and float(result["metrics"]["accuracy"]) == 0.75
+    assert f"RETRY_CHECKED {name} {uid}" in output

@@ -14,8 +14,9 @@ import sys
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowException
-from operator_support import TaskInstance, context_for, replica_command, wait_for
+from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
+from operator_support import TaskInstance, context_for, wait_for
+from test_operator import make_operator as make
 from test_operator_deferrable import defer, fire
 
 from airflow_tfjob.constants import LABEL_HANDLED
@@ -29,18 +30,6 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 # Prints its last line and fails at once: the exit races the log stream's end.
 FAIL_RIGHT_AFTER_LAST_LINE = "import sys; print('last line before the crash', flush=True); sys.exit(3)"
 SLEEPER = "import time; print('sleeping', flush=True); time.sleep(600)"
-
-
-def make(**kwargs: Any) -> TFJobOperator:
-    params: dict[str, Any] = {
-        "task_id": "train",
-        "image": "local/python",
-        "command": replica_command(),
-        "namespace": "default",
-        "startup_timeout": 60,
-    }
-    params.update(kwargs)
-    return TFJobOperator(**params)
 
 
 @pytest.fixture
@@ -236,7 +225,7 @@ def test_apache_airflow_49466_59083_nothing_left_after_execution_deadline(hook: 
     ti = TaskInstance()
     op = make(worker=2, command=[sys.executable, "-c", SLEEPER], execution_timeout=timedelta(seconds=3))
     name = name_of(op, ti)
-    with pytest.raises(AirflowException, match="execution_timeout"):
+    with pytest.raises(AirflowTaskTimeout, match="execution_timeout"):
         op.execute(context_for(ti))
     wait_for(lambda: nothing_left(hook, ti, name), 60, "timed-out job and its pods deleted")
 

@@ -22,7 +22,7 @@ from airflow_tfjob.constants import ANNOTATION_RESULT_REPORTED
 from airflow_tfjob.naming import identity_selector
 from airflow_tfjob.operators.tfjob import TFJobOperator
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240), pytest.mark.usefixtures("k8s_conn")]
 
 MARKER = "__TEST_RETURN__"
 # Every replica prints its line; only worker-0 (no chief here) prints the marker, then exits.
@@ -76,7 +76,7 @@ def test_sync_returns_the_master_replicas_value(capfd: pytest.CaptureFixture[str
     assert result == EXPECTED
     assert "worker 1 computing" in logged
     assert "return value received" in logged
-    assert MARKER not in logged
+    assert f"] {MARKER}" not in logged, "the marker line itself is not written to the task log"
 
 
 def test_deferred_returns_the_value_through_the_trigger_event() -> None:
@@ -114,7 +114,7 @@ def test_plain_operator_returns_its_usual_result() -> None:
         image="local/python",
         command=[sys.executable, "-c", PROGRAM],
         namespace="default",
-        worker=1,
+        worker=2,
         startup_timeout=60,
     )
     result = op.execute(context_for(TaskInstance()))

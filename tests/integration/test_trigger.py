@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -250,42 +251,56 @@ def _deferred_kwargs(tmp_path: Path, **operator_kwargs: Any) -> dict[str, Any]:
     return dict(json.loads(json.dumps(kwargs)))
 
 
-def _lines(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name.endswith("TFJobTrigger")]
+class _Recorder(logging.Handler):
+    """Keeps what a trigger writes to its log (the triggerer sends it to the task log)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def _recorded(trigger: TFJobTrigger, recorder: _Recorder) -> TFJobTrigger:
+    logger = logging.getLogger(f"test.trigger.{id(trigger)}")
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    logger.addHandler(recorder)
+    trigger._log = logger
+    return trigger
 
 
 async def test_triggerer_restart_resumes_without_losing_lines_and_announces_repeats(
-    k8s_conn: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    k8s_conn: str, tmp_path: Path
 ) -> None:
     """A triggerer restart rebuilds the trigger from its kwargs: the new one re-reads from the saved
     position (nothing lost), says first that lines may repeat, and keeps the absolute start-up clock."""
     from airflow_tfjob.triggers.tfjob import RESUME_MARKER
 
-    caplog.set_level("INFO")
     kwargs = _deferred_kwargs(tmp_path)
     assert kwargs["deferred_at"] and kwargs["startup_deadline"] == pytest.approx(kwargs["deferred_at"] + 60)
 
-    first = asyncio.ensure_future(_collect(TFJobTrigger(**kwargs)))
-    await wait_until(lambda: any("counted line 7" in x for x in _lines(caplog)), timeout=60)
-    assert RESUME_MARKER not in _lines(caplog), "the first run of a deferral is not a restart"
+    before, after = _Recorder(), _Recorder()
+    first = asyncio.ensure_future(_collect(_recorded(TFJobTrigger(**kwargs), before)))
+    await wait_until(lambda: any("counted line 7" in x for x in before.lines), timeout=60)
+    assert RESUME_MARKER not in before.lines, "the first run of a deferral is not a restart"
     first.cancel()  # the triggerer stops...
     await asyncio.gather(first, return_exceptions=True)
-    before = len(_lines(caplog))
 
     # ...and its successor starts the same trigger after the start-up window has passed: the job
     # had started, so it is not failed for it.
     restarted = dict(kwargs, startup_deadline=time.time() - 1)
-    second = asyncio.ensure_future(_collect(TFJobTrigger(**restarted)))
-    await wait_until(lambda: any("counted line 7" in x for x in _lines(caplog)[before:]), timeout=60)
+    second = asyncio.ensure_future(_collect(_recorded(TFJobTrigger(**restarted), after)))
+    await wait_until(lambda: any("counted line 7" in x for x in after.lines), timeout=60)
     (tmp_path / "release").write_text("go")
     (event,) = await asyncio.wait_for(second, 60)
     assert event["event"] == "succeeded", event
-    after = _lines(caplog)[before:]
-    assert after.count(RESUME_MARKER) == 1
-    marker_at = after.index(RESUME_MARKER)
-    reread = [i for i, x in enumerate(after) if "counted line" in x]
+    assert after.lines.count(RESUME_MARKER) == 1
+    marker_at = after.lines.index(RESUME_MARKER)
+    reread = [i for i, x in enumerate(after.lines) if "counted line" in x]
     assert reread and min(reread) > marker_at, "the marker comes before the re-read lines"
-    everything = "\n".join(_lines(caplog))
+    everything = "\n".join(before.lines + after.lines)
     for i in range(8):
         assert f"counted line {i}" in everything
     assert "counted final" in everything
