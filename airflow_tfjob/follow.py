@@ -204,7 +204,7 @@ class _JobFollow:
                     rate_per_replica=options.log_rate_per_replica, total_cap=options.log_total_cap
                 ),
                 cursors={k: v for k, v in (cursors or {}).items() if not k.startswith("_")},
-                on_line=self._on_line,
+                on_line=self._on_line if options.metrics else None,  # a call per line only if needed
                 capture_prefix=options.return_marker,
                 on_capture=self._on_capture,
             )

@@ -9,6 +9,8 @@ The log path is Airflow 3.3's own, in two processes as on a worker:
   `process_log_messages_from_subprocess` read that socket, decode each record and log it again through
   the logger `supervisor._configure_logging` opens on the task's log file (JSON lines). That file is
   what the log view reads; a line's delay is measured to the moment the supervisor had written it.
+  This is the path of every executor's worker (and of `airflow dags test --use-executor`); a plain
+  `airflow dags test` runs the task inside the CLI process and prints to its console, with no file.
 
 The local cluster runs as its own process too (`tfjob-local serve`, as an API server and kubelet would),
 with a TFJob of 16 Worker replicas printing numbered lines that carry their write time; the follow core
@@ -110,7 +112,9 @@ class TaskLog:
         self.fd = ours.detach()
         _configure_logs_over_json_channel(self.fd)
         # What `self.log` of an operator (or trigger) is in Airflow 3: a structlog logger by class name.
-        self.logger = structlog.get_logger("airflow.task.operators.airflow_tfjob.operators.tfjob.TFJobOperator")
+        self.logger = structlog.get_logger(
+            "airflow.task.operators.airflow_tfjob.operators.tfjob.TFJobOperator"
+        )
         self.offset = 0
         self.syncs = 0
 
@@ -196,6 +200,7 @@ class Result:
                 last = landed
         self.count = len(self.delays)
         self.rate = self.count / max(last - first, 1e-9)
+
 
 def replica_script(lines: int, per_second: float | None) -> str:
     """A replica printing `lines` numbered lines with their write time, paced or as fast as it can."""
