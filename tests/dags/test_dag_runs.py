@@ -106,7 +106,7 @@ def test_retry_finds_the_job_through_task_state_store(
             "select try_number from task_instance where dag_id = 'tfjob_retry' and task_id = 'train'"
         ).fetchone()
     assert try_number == 2
-    crashed = re.search(r"CREATED_THEN_CRASHED (\S+) (\S+)", output)
+    crashed = re.search(r"CREATED_THEN_CRASHED ([a-z0-9-]+) ([0-9a-f-]{36})", output)
     assert crashed, output[-6000:]
     name, uid = crashed.groups()
     recorded = next(line for line in output.splitlines() if "RECORDED_JOB" in line)
