@@ -62,7 +62,7 @@ class TaskInstance:
         return TaskInstance(self.dag_id, self.task_id, self.run_id, self.map_index, self.try_number + 1)
 
 
-def context_for(ti: TaskInstance) -> dict[str, Any]:
+def context_for(ti: TaskInstance) -> Any:
     return {"ti": ti, "task_instance": ti, "run_id": ti.run_id}
 
 

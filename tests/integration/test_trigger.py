@@ -267,7 +267,7 @@ def _recorded(trigger: TFJobTrigger, recorder: _Recorder) -> TFJobTrigger:
     logger.setLevel(logging.DEBUG)
     logger.propagate = False
     logger.addHandler(recorder)
-    trigger._log = logger
+    trigger._log = logger  # type: ignore[assignment]
     return trigger
 
 

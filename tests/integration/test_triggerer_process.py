@@ -31,6 +31,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(280)]
 
 SLEEPER = ["python", "-c", "import time; time.sleep(600)"]
 DAG_ID = "tfjob_triggerer_test"
+RESTART_DAG_ID = "tfjob_triggerer_restart_test"
 
 DAG_FILE = f'''
 from airflow.sdk import DAG
@@ -40,6 +41,9 @@ import datetime
 with DAG("{DAG_ID}", schedule=None, start_date=datetime.datetime(2025, 1, 1)):
     EmptyOperator(task_id="succeeds")
     EmptyOperator(task_id="killed")
+
+with DAG("{RESTART_DAG_ID}", schedule=None, start_date=datetime.datetime(2025, 1, 1)):
+    EmptyOperator(task_id="restarted")
 '''
 
 # Runs in a subprocess with the test's Airflow environment: the ORM work a deferring task and a
@@ -128,8 +132,8 @@ def _orm(env: dict[str, str], *args: str) -> str:
     return done.stdout
 
 
-def _states(env: dict[str, str]) -> dict[str, Any]:
-    line = next(x for x in _orm(env, "state", DAG_ID).splitlines() if x.startswith("STATE "))
+def _states(env: dict[str, str], dag_id: str = DAG_ID) -> dict[str, Any]:
+    line = next(x for x in _orm(env, "state", dag_id).splitlines() if x.startswith("STATE "))
     result: dict[str, Any] = json.loads(line[len("STATE ") :])
     return result
 
@@ -199,3 +203,98 @@ async def test_apache_airflow_36090_62398_job_completes_while_deferred_and_kill_
         killed_log = "".join(p.read_text() for p in (logs / "task_id=killed").glob("*.trigger.*.log"))
         assert "Trigger cancelled by user action, invoking on_kill" in killed_log
         assert f"Deleting TFJob {ns}/{killed_job} because the task was killed" in killed_log
+
+
+COUNTING = r"""
+import os, sys, time
+for i in range(8):
+    print(f"counted line {i}", flush=True)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.1)
+print("counted final", flush=True)
+"""
+
+
+def _start_triggerer(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    airflow = str(Path(sys.executable).with_name("airflow"))
+    with log_path.open("a") as log:
+        return subprocess.Popen([airflow, "triggerer"], env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def _stop_triggerer(triggerer: subprocess.Popen[bytes]) -> None:
+    triggerer.terminate()
+    try:
+        triggerer.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        triggerer.kill()
+        triggerer.wait(timeout=30)
+
+
+async def test_triggerer_restart_resumes_the_trigger_without_losing_lines(
+    airflow_env: dict[str, str], local_cluster: Any, k8s_conn: str, tmp_path: Path
+) -> None:
+    """A real triggerer is stopped (SIGTERM) while a TFJob runs and another one starts: the job is not
+    deleted (a restart is not a kill), the new trigger announces that lines may repeat, re-reads from
+    the deferral's position, and the task resumes with the job's success."""
+    import time
+
+    from airflow_tfjob.triggers.tfjob import RESUME_MARKER
+
+    env = dict(airflow_env)
+    env["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"]
+    release = tmp_path / "release"
+    async with Api(Path(local_cluster.kubeconfig_path)) as api:
+        ns = await api.namespace(unique("rst"))
+        name = unique("counted")
+        await api.create(
+            ns, tfjob_manifest(name, external=False, command=["python", "-c", COUNTING, str(release)])
+        )
+        now = time.time()
+        specs = {
+            "restarted": {
+                "name": name,
+                "namespace": ns,
+                "options": {"log_replicas": "all", "startup_timeout": 120},
+                "deferred_at": now,
+                "startup_deadline": now + 120,
+            }
+        }
+        await asyncio.to_thread(_orm, env, "defer", RESTART_DAG_ID, json.dumps(specs))
+        logs = Path(env["AIRFLOW_HOME"]) / "logs" / f"dag_id={RESTART_DAG_ID}" / "run_id=test_run"
+
+        def trigger_log() -> str:
+            return "".join(
+                p.read_text() for p in sorted((logs / "task_id=restarted").glob("*.trigger.*.log"))
+            )
+
+        log_path = tmp_path / "triggerer.log"
+        triggerer = _start_triggerer(env, log_path)
+        try:
+            await wait_until(lambda: "counted line 7" in trigger_log(), timeout=120, interval=0.5)
+            assert RESUME_MARKER not in trigger_log()
+        finally:
+            _stop_triggerer(triggerer)
+        assert await api.get(ns, name) is not None, "a triggerer restart must not delete the job"
+        shown_before = trigger_log()
+
+        triggerer = _start_triggerer(env, log_path)
+        try:
+            await wait_until(lambda: RESUME_MARKER in trigger_log(), timeout=120, interval=0.5)
+            release.write_text("go")
+
+            async def resumed() -> bool:
+                ti = (await asyncio.to_thread(_states, env, RESTART_DAG_ID))["restarted"]
+                return bool(ti["state"] == "scheduled" and ti["next_kwargs"])
+
+            await wait_until(resumed, timeout=120, interval=1.0)
+        finally:
+            _stop_triggerer(triggerer)
+        event = (await asyncio.to_thread(_states, env, RESTART_DAG_ID))["restarted"]["next_kwargs"]["event"]
+        assert event["event"] == "succeeded", event
+        text = trigger_log()
+        assert text.count(RESUME_MARKER) == 1
+        after_restart = text[text.index(RESUME_MARKER) :]
+        for i in range(8):
+            assert f"counted line {i}" in shown_before
+            assert f"counted line {i}" in after_restart, "re-read after the restart, nothing lost"
+        assert "counted final" in after_restart

@@ -132,7 +132,9 @@ class Api:
         from kubernetes_asyncio.client.exceptions import ApiException
 
         with contextlib.suppress(ApiException):
-            await client.CoreV1Api(self.client).create_namespace({"metadata": {"name": ns}})
+            await client.CoreV1Api(self.client).create_namespace(
+                client.V1Namespace(metadata=client.V1ObjectMeta(name=ns))
+            )
         return ns
 
     async def create(self, ns: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -179,7 +181,7 @@ class Api:
         )
         import json
 
-        data = json.loads(await result.read())
+        data = json.loads(await result.read())  # type: ignore[attr-defined]  # raw response (no preload)
         items: list[dict[str, Any]] = data.get("items", [])
         return items
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from airflow_tfjob.triggers.tfjob import TARGET_CONDITIONS, condition_reached
 from airflow_tfjob.status import JobState, JobStatus
+from airflow_tfjob.triggers.tfjob import TARGET_CONDITIONS, condition_reached
 
 HEAVY_PREFIXES = ("kubernetes", "kubernetes_asyncio", "airflow.providers.cncf.kubernetes.hooks")
 

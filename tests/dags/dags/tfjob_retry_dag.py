@@ -52,4 +52,4 @@ with DAG("tfjob_retry", schedule=None, catchup=False, tags=["test"]):
         assert result["state"] == "succeeded", result
         print("RETRY_CHECKED", result["name"], result["uid"])
 
-    check(train.output)
+    check(train.output)  # type: ignore[arg-type]
