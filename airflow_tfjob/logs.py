@@ -358,6 +358,11 @@ def pod_terminal(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
+def _has_exited(pod: Mapping[str, Any] | None) -> bool:
+    """Whether a replica's pod has finished (or is gone), so that its log stream ends by itself."""
+    return pod is None or pod_terminal(pod) or bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
 def terminated_exit_code(cs: Mapping[str, Any] | None, last: bool = False) -> int | None:
     if not cs:
         return None
@@ -779,13 +784,22 @@ class JobLogFollower:
         for f in self.replicas.values():
             f.drain_deadline = end
             f.state.changed.set()
-        tasks = [f.task for f in self.replicas.values() if f.task is not None and not f.task.done()]
-        if tasks:
-            _done, pending = await asyncio.wait(tasks, timeout=max(0.0, end - time.time()) + cap)
-            for t in pending:
+        active = {f.task: f for f in self.replicas.values() if f.task is not None and not f.task.done()}
+        if active:
+            _done, pending = await asyncio.wait(active, timeout=max(0.0, end - time.time()))
+            # At the deadline a container that is still running (a PS never exits) has nothing more to
+            # wait for: its stream would only end with the server's read timeout. Containers that have
+            # exited are still read to their end, within `cap`.
+            running = {t for t in pending if not _has_exited(active[t].state.pod)}
+            if pending - running:
+                _done, late = await asyncio.wait(pending - running, timeout=cap)
+                running |= late
+            for t in running:
                 t.cancel()
-            if pending:
-                await asyncio.gather(*pending, return_exceptions=True)
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
+                for t in running:
+                    active[t].flush_dropped()
         self._announce_cap()
         self.sink.flush()
 

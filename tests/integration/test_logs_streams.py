@@ -303,3 +303,31 @@ async def test_return_marker_line_is_captured_whole_and_not_shown(hook: AsyncTFJ
     assert FollowOutcome.from_dict(outcome.to_dict()).return_payload == outcome.return_payload
     assert sink.of("worker-0") == ["return value received (200000 bytes)"]
     assert sink.of("worker-1") == ["training done"]
+
+
+async def test_never_exiting_ps_is_drained_up_to_completion_not_to_its_stream_end(
+    hook: AsyncTFJobHook,
+) -> None:
+    """A PS never exits: its silent follow stream would only end with the read timeout (300 s) or the
+    drain cap (60 s). Draining must stop it at completionTime + drain_grace and still show its lines."""
+    sink = ListSink()
+    name = unique("ps-drain")
+    body = job(
+        name,
+        {
+            "Chief": replica("import time; print('chief trains'); time.sleep(1); print('chief done')"),
+            "PS": replica("import time; print('ps serving'); time.sleep(3600)"),
+        },
+    )
+    await hook.create_tfjob(body, NS)
+    try:
+        options = FollowOptions(log_replicas="all", drain_grace=2.0)
+        # Far below the 60 s cap and the 300 s read timeout, far above completion + grace.
+        outcome = await asyncio.wait_for(follow_job(hook, name, NS, options, sink), 40)
+        assert outcome.event == "succeeded"
+        assert sink.of("ps-0") == ["ps serving"]
+        assert sink.of("chief-0") == ["chief trains", "chief done"]
+        (ps,) = await hook.list_job_pods(name, NS, replica_type="ps")
+        assert ps["status"]["phase"] == "Running"  # drained without waiting for it
+    finally:
+        await hook.delete_tfjob(name, NS)
