@@ -127,8 +127,23 @@ class TFJobOperator(BaseOperator):
         worker shutdown also reaches ``on_kill``;
       * ``render_only=True`` renders the manifest into the log and XCom without submitting it.
 
+    Logs: ``get_logs``; ``log_replicas`` ("master", "all", a type such as "worker", one replica such
+    as "worker:0", or a comma-separated list); ``log_rate_per_replica`` (lines per second per replica
+    that reach the task log, default 1000) and ``log_total_cap`` (lines per job, default 1,000,000),
+    0 meaning no limit: a runaway job cannot flood the task log, and a line says how many were dropped.
+
+    TensorBoard: ``tensorboard=True`` with ``tensorboard_log_dir`` (or ``tensorboard`` as a log
+    directory, a dict of :class:`~airflow_tfjob.tensorboard.TensorBoardSpec` fields, or a spec)
+    starts a TensorBoard pod and Service owned by the TFJob once it is created, pushes its URL to
+    the XCom ``tensorboard_url`` (the task's "TensorBoard" link in the UI), and removes it when the
+    task ends unless ``tensorboard_keep=True`` (deleting the TFJob removes it anyway).
+
+    Every parameter is checked before any API call (at DAG parse time when it is not a template):
+    a bad value raises TFJobValidationError naming the parameter and the fix, and creates nothing.
+
     The result (XCom ``return_value``) holds name, namespace, uid, state, reason, message,
     replica_statuses, start_time, completion_time and metrics; ``metrics`` is also pushed on its own.
+    Subclasses may return something else through :meth:`result_from_outcome` (``@task.tfjob``).
     """
 
     template_fields: Sequence[str] = (
