@@ -27,6 +27,10 @@ class TensorBoardLink(BaseOperatorLink):
         return XCOM_KEY
 
     def get_link(self, operator: Any, *, ti_key: TaskInstanceKey) -> str:
+        # Airflow calls this when every task of the operator ends; without a board there is no XCom to
+        # read, and asking for it would log a 404 error in the task log.
+        if not getattr(operator, "tensorboard", None):
+            return ""
         from airflow.sdk.execution_time.xcom import XCom
 
         value = XCom.get_value(ti_key=ti_key, key=XCOM_KEY)

@@ -263,3 +263,14 @@ def test_dag_with_the_operator_serializes(tmp_path: Path) -> None:
     # The UI reads the TensorBoard link's URL from the XCom the operator pushes under this key.
     train = next(t for t in data["dag"]["tasks"] if t["__var"]["task_id"] == "train")["__var"]
     assert train["_operator_extra_links"] == {"TensorBoard": "tensorboard_url"}
+
+
+def test_tensorboard_link_without_a_board_reads_no_xcom() -> None:
+    """Airflow evaluates every extra link when a task ends: without a board the link must be empty
+    without asking for the XCom (a lookup would log a 404 error in every task's log; outside a task
+    runner, as here, it would raise)."""
+    from airflow_tfjob.links import TensorBoardLink
+    from airflow_tfjob.operators.tfjob import TFJobOperator
+
+    op = TFJobOperator(task_id="no_board", image="x", worker=2)
+    assert TensorBoardLink().get_link(op, ti_key=None) == ""  # type: ignore[arg-type]
