@@ -91,6 +91,12 @@ def _filter_events(events: list[dict], involved_name: str | None, involved_uid: 
     return out
 
 
+def _poll_delay(deadline: float) -> float | None:
+    """How long to sleep before looking again (at most 0.5 s, never past `deadline`); None once it has passed."""
+    remaining = deadline - time.monotonic()
+    return None if remaining <= 0 else min(0.5, remaining)
+
+
 def _event_sort_key(ev: dict) -> str:
     return str(
         ev.get("lastTimestamp")
@@ -211,12 +217,12 @@ class TFJobHook(KubernetesHook):
     def wait_for_tfjob_deletion(self, name: str, namespace: str | None, timeout: float) -> bool:
         """Poll until the TFJob is gone (foreground deletion waits for its pods); False on timeout."""
         deadline = time.monotonic() + timeout
-        while True:
-            if self.find_tfjob(name, namespace) is None:
-                return True
-            if time.monotonic() >= deadline:
+        while self.find_tfjob(name, namespace) is not None:
+            delay = _poll_delay(deadline)
+            if delay is None:
                 return False
-            time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+            time.sleep(delay)
+        return True
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -475,23 +481,27 @@ class AsyncTFJobHook(AsyncKubernetesHook):
     async def list_objects(
         self,
         kind: str,
-        namespace: str,
+        namespace: str | None,
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> tuple[list[dict], str]:
-        """LIST of "tfjobs", "pods" or "events": (items, the list's resourceVersion to watch from)."""
+        """LIST of "tfjobs", "pods" or "events": (items, the list's resourceVersion to watch from).
+
+        `namespace` None is the connection's namespace.
+        """
         query: list[tuple[str, Any]] = []
         if label_selector:
             query.append(("labelSelector", label_selector))
         if field_selector:
             query.append(("fieldSelector", field_selector))
-        data = await self._json("GET", _COLLECTIONS[kind].format(namespace=namespace), query=query)
+        ns = await self._ns(namespace)
+        data = await self._json("GET", _COLLECTIONS[kind].format(namespace=ns), query=query)
         return list(data.get("items") or []), str((data.get("metadata") or {}).get("resourceVersion") or "")
 
     async def list_tfjobs(
         self, namespace: str | None = None, label_selector: str | None = None
     ) -> list[dict]:
-        items, _ = await self.list_objects("tfjobs", await self._ns(namespace), label_selector=label_selector)
+        items, _ = await self.list_objects("tfjobs", namespace, label_selector=label_selector)
         return items
 
     async def list_job_pods(
@@ -502,9 +512,7 @@ class AsyncTFJobHook(AsyncKubernetesHook):
         replica_index: int | None = None,
     ) -> list[dict]:
         items, _ = await self.list_objects(
-            "pods",
-            await self._ns(namespace),
-            label_selector=job_pod_selector(name, replica_type, replica_index),
+            "pods", namespace, label_selector=job_pod_selector(name, replica_type, replica_index)
         )
         return items
 
@@ -512,20 +520,18 @@ class AsyncTFJobHook(AsyncKubernetesHook):
         self, namespace: str | None = None, involved_name: str | None = None, involved_uid: str | None = None
     ) -> list[dict]:
         items, _ = await self.list_objects(
-            "events",
-            await self._ns(namespace),
-            field_selector=_events_field_selector(involved_name, involved_uid),
+            "events", namespace, field_selector=_events_field_selector(involved_name, involved_uid)
         )
         return sorted(_filter_events(items, involved_name, involved_uid), key=_event_sort_key)
 
     async def wait_for_tfjob_deletion(self, name: str, namespace: str | None, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
-        while True:
-            if await self.find_tfjob(name, namespace) is None:
-                return True
-            if time.monotonic() >= deadline:
+        while await self.find_tfjob(name, namespace) is not None:
+            delay = _poll_delay(deadline)
+            if delay is None:
                 return False
-            await asyncio.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+            await asyncio.sleep(delay)
+        return True
 
     # -- logs ------------------------------------------------------------------------------------
 
@@ -593,7 +599,7 @@ class AsyncTFJobHook(AsyncKubernetesHook):
     async def watch_objects(
         self,
         kind: str,
-        namespace: str,
+        namespace: str | None,
         resource_version: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
@@ -605,6 +611,7 @@ class AsyncTFJobHook(AsyncKubernetesHook):
         BOOKMARK events are yielded too (their object carries only the resourceVersion to resume from).
         An ERROR event raises WatchExpired for 410 (relist) or WatchError otherwise.
         Events are split from raw chunks, so an object of any size passes.
+        `namespace` None is the connection's namespace.
         """
         query: list[tuple[str, Any]] = [("watch", "true"), ("timeoutSeconds", timeout_seconds)]
         if resource_version:
@@ -618,7 +625,7 @@ class AsyncTFJobHook(AsyncKubernetesHook):
         try:
             resp = await self._request(
                 "GET",
-                _COLLECTIONS[kind].format(namespace=namespace),
+                _COLLECTIONS[kind].format(namespace=await self._ns(namespace)),
                 query=query,
                 timeout=self.stream_timeout(timeout_seconds + 30),
             )
@@ -641,53 +648,49 @@ class AsyncTFJobHook(AsyncKubernetesHook):
         finally:
             resp.close()
 
-    async def watch_tfjob(
+    # The named watches only choose the collection and selector; watch_objects does the rest (they stay
+    # lazy: nothing is sent until the caller iterates).
+
+    def watch_tfjob(
         self,
         name: str,
         namespace: str | None = None,
         resource_version: str | None = None,
         timeout_seconds: int = 300,
     ) -> AsyncIterator[tuple[str, dict]]:
-        async for item in self.watch_objects(
+        return self.watch_objects(
             "tfjobs",
-            await self._ns(namespace),
+            namespace,
             resource_version,
             field_selector=f"metadata.name={name}",
             timeout_seconds=timeout_seconds,
-        ):
-            yield item
+        )
 
-    async def watch_tfjobs(
+    def watch_tfjobs(
         self,
         namespace: str | None = None,
         resource_version: str | None = None,
         label_selector: str | None = None,
         timeout_seconds: int = 300,
     ) -> AsyncIterator[tuple[str, dict]]:
-        async for item in self.watch_objects(
-            "tfjobs",
-            await self._ns(namespace),
-            resource_version,
-            label_selector,
-            timeout_seconds=timeout_seconds,
-        ):
-            yield item
+        return self.watch_objects(
+            "tfjobs", namespace, resource_version, label_selector, timeout_seconds=timeout_seconds
+        )
 
-    async def watch_job_pods(
+    def watch_job_pods(
         self,
         name: str,
         namespace: str | None = None,
         resource_version: str | None = None,
         timeout_seconds: int = 300,
     ) -> AsyncIterator[tuple[str, dict]]:
-        async for item in self.watch_objects(
+        return self.watch_objects(
             "pods",
-            await self._ns(namespace),
+            namespace,
             resource_version,
             label_selector=job_pod_selector(name),
             timeout_seconds=timeout_seconds,
-        ):
-            yield item
+        )
 
     async def watch_events(
         self,
@@ -698,7 +701,7 @@ class AsyncTFJobHook(AsyncKubernetesHook):
     ) -> AsyncIterator[tuple[str, dict]]:
         async for etype, ev in self.watch_objects(
             "events",
-            await self._ns(namespace),
+            namespace,
             resource_version,
             field_selector=_events_field_selector(involved_name, None),
             timeout_seconds=timeout_seconds,
