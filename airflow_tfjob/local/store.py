@@ -183,6 +183,30 @@ def _meta(obj: JsonDict) -> JsonDict:
     return meta
 
 
+def _decoded_body(info: ResourceType, obj: Any) -> tuple[JsonDict, JsonDict]:
+    """A create/replace body as the server decodes it: a copy of the object (400 if it is not one, or not
+    of the kind's shape) and its metadata."""
+    if not isinstance(obj, dict):
+        raise bad_request(f"the body of the request was in an unknown format: expected a {info.kind} object")
+    obj = clone(obj)
+    meta = _meta(obj)
+    check_shape(info, obj)
+    return obj, meta
+
+
+def _marked_for_deletion(
+    obj: JsonDict, timestamp: str, grace_seconds: int, finalizers: list[str] | None = None
+) -> JsonDict:
+    """A copy of a stored object that is being deleted: deletionTimestamp/GracePeriodSeconds set (and its
+    finalizers replaced, when given); the stored original is not touched."""
+    meta = dict(obj["metadata"])
+    meta["deletionTimestamp"] = timestamp
+    meta["deletionGracePeriodSeconds"] = grace_seconds
+    if finalizers is not None:
+        meta["finalizers"] = finalizers
+    return dict(obj, metadata=meta)
+
+
 def check_shape(info: ResourceType, obj: JsonDict) -> None:
     """Reject what the real server could not even decode into its Go types (HTTP 400): such objects would
     otherwise break selectors, GC or the controller later."""
@@ -863,12 +887,7 @@ class Store:
         field_selector: str | None = None,
         resource_version: str | None = None,
     ) -> tuple[list[Entry], int]:
-        info = resource_type(rtype)
-        labels = LabelSelector.parse(label_selector)
-        fields = FieldSelector.parse(field_selector, info)
-        rv = parse_resource_version(resource_version)
-        if rv is not None and rv != 0 and rv < self._oldest_kept[rtype]:
-            raise self._expired(rv)
+        info, labels, fields, _ = self._read_request(rtype, label_selector, field_selector, resource_version)
         ns_key = namespace if info.namespaced else None
         items = [
             e
@@ -877,6 +896,19 @@ class Store:
         ]
         items.sort(key=lambda e: (e.obj["metadata"].get("namespace", ""), e.obj["metadata"]["name"]))
         return items, self._rv
+
+    def _read_request(
+        self, rtype: str, label_selector: str | None, field_selector: str | None, resource_version: str | None
+    ) -> tuple[ResourceType, LabelSelector | None, FieldSelector | None, int | None]:
+        """What a list and a watch both check first: the kind, the selectors, and that `resource_version`
+        (0 or none: the current state) is still in the history (410 otherwise)."""
+        info = resource_type(rtype)
+        labels = LabelSelector.parse(label_selector)
+        fields = FieldSelector.parse(field_selector, info)
+        rv = parse_resource_version(resource_version)
+        if rv is not None and rv != 0 and rv < self._oldest_kept[rtype]:
+            raise self._expired(rv)
+        return info, labels, fields, rv
 
     def list(
         self,
@@ -892,11 +924,7 @@ class Store:
 
     def create(self, rtype: str, namespace: str | None, obj: JsonDict, *, dry_run: bool = False) -> JsonDict:
         info = resource_type(rtype)
-        if not isinstance(obj, dict):
-            raise bad_request(f"the body of the request was in an unknown format: expected a {info.kind} object")
-        obj = clone(obj)
-        meta = _meta(obj)
-        check_shape(info, obj)
+        obj, meta = _decoded_body(info, obj)
         ns_key = self._namespace_for_write(info, namespace, meta)
         name = meta.get("name")
         if not name and meta.get("generateName"):
@@ -938,11 +966,7 @@ class Store:
         self, rtype: str, namespace: str | None, name: str, obj: JsonDict, subresource: str | None = None
     ) -> JsonDict:
         info = resource_type(rtype)
-        if not isinstance(obj, dict):
-            raise bad_request(f"the body of the request was in an unknown format: expected a {info.kind} object")
-        obj = clone(obj)
-        meta = _meta(obj)
-        check_shape(info, obj)
+        obj, meta = _decoded_body(info, obj)
         if meta.get("name") not in (None, name):
             raise bad_request(
                 f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
@@ -1085,12 +1109,9 @@ class Store:
         if propagation == "Orphan":
             self._orphan_dependents(meta["uid"])
         elif propagation == "Foreground" and self._dependents(meta["uid"]):
-            new = dict(obj)
-            new_meta = dict(meta)
-            new_meta["deletionTimestamp"] = now_rfc3339()
-            new_meta["deletionGracePeriodSeconds"] = 0
-            new_meta["finalizers"] = [*meta.get("finalizers", []), "foregroundDeletion"]
-            new["metadata"] = new_meta
+            new = _marked_for_deletion(
+                obj, now_rfc3339(), 0, finalizers=[*meta.get("finalizers", []), "foregroundDeletion"]
+            )
             self._store_update(info, current, new)
             self._collect_dependents(meta["uid"])
             self._finish_foreground(meta["uid"])
@@ -1099,22 +1120,13 @@ class Store:
             grace = grace_period_seconds
             if grace is None:
                 grace = int(obj.get("spec", {}).get("terminationGracePeriodSeconds", 30))
-            new = dict(obj)
-            new_meta = dict(meta)
             deadline = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=grace)
-            new_meta["deletionTimestamp"] = deadline.strftime("%Y-%m-%dT%H:%M:%SZ")
-            new_meta["deletionGracePeriodSeconds"] = grace
-            new["metadata"] = new_meta
+            new = _marked_for_deletion(obj, deadline.strftime("%Y-%m-%dT%H:%M:%SZ"), grace)
             self._store_update(info, current, new)
             self._collect_dependents(meta["uid"])
             return clone(new)
         if meta.get("finalizers"):
-            new = dict(obj)
-            new_meta = dict(meta)
-            new_meta["deletionTimestamp"] = now_rfc3339()
-            new_meta["deletionGracePeriodSeconds"] = 0
-            new["metadata"] = new_meta
-            return self._store_update(info, current, new)
+            return self._store_update(info, current, _marked_for_deletion(obj, now_rfc3339(), 0))
         removed = self._remove(info, key)
         if propagation != "Orphan":
             self._collect_dependents(meta["uid"])
@@ -1269,12 +1281,7 @@ class Store:
     ) -> Watcher:
         """A watcher that first gets the history after `resource_version` (or, without one, the current
         objects as ADDED), then every change."""
-        info = resource_type(rtype)
-        labels = LabelSelector.parse(label_selector)
-        fields = FieldSelector.parse(field_selector, info)
-        rv = parse_resource_version(resource_version)
-        if rv is not None and rv != 0 and rv < self._oldest_kept[rtype]:
-            raise self._expired(rv)
+        info, labels, fields, rv = self._read_request(rtype, label_selector, field_selector, resource_version)
         ns = namespace if info.namespaced else None
         watcher = Watcher(self, info, ns, labels, fields)
         if rv is None or rv == 0:
