@@ -242,7 +242,17 @@ class TFJobTrigger(_ClusterTrigger):
         if restarted and self._had_started():
             options.startup_timeout = None  # held to it once already; pods restarting now are not a start-up
             return
+        if restarted and self._was_suspended():
+            # A queued (e.g. Kueue) job's start-up window opens when it is admitted, and the follow core
+            # restarts it while the job is suspended: the deferral's deadline says nothing about it, so
+            # keep the whole window rather than fail the moment the job is admitted.
+            return
         options.startup_timeout = max(self.startup_deadline - time.time(), 0.0)
+
+    def _was_suspended(self) -> bool:
+        """The job has been suspended at some point (a Suspended condition, True or False, stays)."""
+        conditions = ((self._job_at_start or {}).get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "Suspended" for c in conditions)
 
     def _had_started(self) -> bool:
         """The job reached Running (or further) at some point: its conditions keep the history."""

@@ -319,3 +319,35 @@ async def test_startup_deadline_is_absolute_across_restarts(k8s_conn: str, tmp_p
     from airflow_tfjob.hooks.tfjob import TFJobHook
 
     TFJobHook(conn_id=k8s_conn).delete_tfjob(kwargs["name"], kwargs["namespace"])
+
+
+async def test_queued_job_gets_its_whole_startup_window_after_a_restart(k8s_conn: str, tmp_path: Path) -> None:
+    """A job queued (suspended, e.g. by Kueue) past its deferral's start-up deadline, with a triggerer
+    restart while it waits, must get the whole startup_timeout once admitted, not fail on admission."""
+    from airflow_tfjob.hooks.tfjob import TFJobHook
+    from airflow_tfjob.triggers.tfjob import ANNOTATION_TRIGGER_STARTED
+
+    (tmp_path / "release").write_text("go")  # the replica finishes as soon as it runs
+    kwargs = _deferred_kwargs(tmp_path, suspend=True, startup_timeout=60)
+    name, ns = kwargs["name"], kwargs["namespace"]
+    hook = TFJobHook(conn_id=k8s_conn)
+    try:
+        await wait_until(
+            lambda: any(
+                c.get("type") == "Suspended" and c.get("status") == "True"
+                for c in (hook.get_tfjob(name, ns).get("status") or {}).get("conditions") or []
+            ),
+            timeout=30,
+        )
+        # An earlier run of this deferral's trigger stamped the job: this run is a restart.
+        stamp = repr(float(kwargs["deferred_at"]))
+        hook.patch_tfjob(name, ns, {"metadata": {"annotations": {ANNOTATION_TRIGGER_STARTED: stamp}}})
+        kwargs["startup_deadline"] = time.time() - 100  # it passed while the job was queued
+        trigger = TFJobTrigger(**kwargs)
+        run = asyncio.ensure_future(_collect(trigger))
+        await wait_until(lambda: trigger._job_at_start is not None or run.done(), timeout=30)
+        hook.patch_tfjob(name, ns, {"spec": {"runPolicy": {"suspend": False}}})  # admitted
+        (event,) = await asyncio.wait_for(run, 60)
+        assert event["event"] == "succeeded", event
+    finally:
+        hook.delete_tfjob(name, ns)
