@@ -126,7 +126,7 @@ class _TFJobDecoratedOperator(DecoratedOperator, TFJobOperator):
         if payload is None:
             raise AirflowException(
                 f"@task.tfjob {self.python_callable.__name__}: the job succeeded but its master replica "
-                f"printed no {RETURN_MARKER} line (was its log read? is get_logs=False?)"
+                f"printed no {RETURN_MARKER} line (did the function return, or did the replica exit first?)"
             )
         return decode_return(payload)
 
@@ -136,7 +136,7 @@ def tfjob_task(
     multiple_outputs: bool | None = None,
     **kwargs: Any,
 ) -> TaskDecorator:
-    """Run the decorated function as a TFJob: ``@task.tfjob(worker=2, image=..., resources=...)``.
+    """Run the decorated function as a TFJob: ``@task.tfjob(worker=2, image=..., container_resources=...)``.
 
     Takes every TFJobOperator argument (replica counts per type, image, resources, env, volumes,
     clean_pod_policy, deferrable...) except ``command``. Each replica calls the function; the value
