@@ -3,66 +3,41 @@ triggers) against the local cluster: the synchronous operator, and deferrable op
 
 from __future__ import annotations
 
-import json
-import os
-import sqlite3
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from airflow_cli import airflow_db, dags_test, migrated_airflow_env, xcom_value
 
 pytestmark = [pytest.mark.dags, pytest.mark.cluster, pytest.mark.timeout(420)]
 
 DAGS = Path(__file__).parent / "dags"
-AIRFLOW = str(Path(sys.executable).parent / "airflow")
 
 
 @pytest.fixture(scope="module")
 def airflow_env(local_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     home = tmp_path_factory.mktemp("airflow-home")
-    extra = {"kube_config_path": str(local_cluster.kubeconfig_path), "namespace": "default"}
-    env = {
-        **os.environ,
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
-        "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps({"conn_type": "kubernetes", "extra": extra}),
-        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-    }
-    subprocess.run([AIRFLOW, "db", "migrate"], env=env, check=True, capture_output=True, timeout=180)
-    yield env
-
-
-def dags_test(env: dict[str, str], dag_id: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [AIRFLOW, "dags", "test", dag_id], env=env, capture_output=True, text=True, timeout=360
-    )
+    yield migrated_airflow_env(home, DAGS, local_cluster.kubeconfig_path, migrate_timeout=180)
 
 
 def task_states(env: dict[str, str], dag_id: str) -> dict[str, str]:
-    with sqlite3.connect(Path(env["AIRFLOW_HOME"]) / "airflow.db") as db:
+    with airflow_db(env) as db:
         rows = db.execute("select task_id, state from task_instance where dag_id = ?", (dag_id,)).fetchall()
     return dict(rows)
 
 
 def xcom(env: dict[str, str], dag_id: str, task_id: str, key: str = "return_value") -> Any:
-    with sqlite3.connect(Path(env["AIRFLOW_HOME"]) / "airflow.db") as db:
+    with airflow_db(env) as db:
         row = db.execute(
             "select value from xcom where dag_id = ? and task_id = ? and key = ?", (dag_id, task_id, key)
         ).fetchone()
     assert row is not None, f"no XCom {key} for {dag_id}.{task_id}"
-    value = json.loads(row[0])
-    return json.loads(value) if isinstance(value, str) else value
+    return xcom_value(row[0])
 
 
 def test_sync_operator_dag(airflow_env: dict[str, str], local_cluster: Any) -> None:
-    run = dags_test(airflow_env, "tfjob_sync")
-    output = run.stdout + run.stderr
-    assert run.returncode == 0, output[-6000:]
+    output = dags_test(airflow_env, "tfjob_sync", timeout=360)
     assert task_states(airflow_env, "tfjob_sync") == {"train": "success"}
     result = xcom(airflow_env, "tfjob_sync", "train")
     assert result["state"] == "succeeded"
@@ -73,9 +48,7 @@ def test_sync_operator_dag(airflow_env: dict[str, str], local_cluster: Any) -> N
 
 
 def test_deferrable_operator_and_sensor_dag(airflow_env: dict[str, str]) -> None:
-    run = dags_test(airflow_env, "tfjob_deferrable")
-    output = run.stdout + run.stderr
-    assert run.returncode == 0, output[-6000:]
+    output = dags_test(airflow_env, "tfjob_deferrable", timeout=360)
     assert task_states(airflow_env, "tfjob_deferrable") == {
         "submit": "success",
         "wait": "success",
@@ -97,11 +70,9 @@ def test_retry_finds_the_job_through_task_state_store(
     lookup); try 2, a real retry by the task runner, finds that same job through the store."""
     import re
 
-    run = dags_test(airflow_env, "tfjob_retry")
-    output = run.stdout + run.stderr
-    assert run.returncode == 0, output[-6000:]
+    output = dags_test(airflow_env, "tfjob_retry", timeout=360)
     assert task_states(airflow_env, "tfjob_retry") == {"train": "success", "check": "success"}
-    with sqlite3.connect(Path(airflow_env["AIRFLOW_HOME"]) / "airflow.db") as db:
+    with airflow_db(airflow_env) as db:
         (try_number,) = db.execute(
             "select try_number from task_instance where dag_id = 'tfjob_retry' and task_id = 'train'"
         ).fetchone()

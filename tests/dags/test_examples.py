@@ -8,64 +8,45 @@ they ran.
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from airflow_cli import airflow_db, dags_test, migrated_airflow_env, xcom_value
 
 pytestmark = [pytest.mark.dags, pytest.mark.cluster, pytest.mark.tensorflow, pytest.mark.timeout(900)]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "example_dags"
-AIRFLOW = str(Path(sys.executable).parent / "airflow")
 
 
 @pytest.fixture(scope="module")
 def env(local_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     home = tmp_path_factory.mktemp("airflow-home")
-    extra = {"kube_config_path": str(local_cluster.kubeconfig_path), "namespace": "default"}
-    environment = {
-        **os.environ,
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(EXAMPLES),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
-        "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps({"conn_type": "kubernetes", "extra": extra}),
+    examples_env = {
         # The replicas run on this machine with this Python (the DAGs' default is `python`).
         "TFJOB_EXAMPLES_PYTHON": sys.executable,
         "TFJOB_EXAMPLES_DATA_DIR": str(tmp_path_factory.mktemp("examples-data")),
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
-    subprocess.run([AIRFLOW, "db", "migrate"], env=environment, check=True, capture_output=True, timeout=300)
-    yield environment
+    yield migrated_airflow_env(home, EXAMPLES, local_cluster.kubeconfig_path, examples_env, migrate_timeout=300)
 
 
-def dags_test(
+def run_example(
     env: dict[str, str], dag_id: str, conf: dict[str, Any], logical_date: str | None = None
 ) -> tuple[str, str]:
     """Runs the DAG; returns (run_id, output). Fails the test with the output's tail if the run failed."""
-    command = [AIRFLOW, "dags", "test", dag_id, *([logical_date] if logical_date else [])]
-    command += ["-c", json.dumps(conf), "-f", str(EXAMPLES / f"{dag_id}.py")]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=840)
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, output[-8000:]
-    with _db(env) as db:
+    args = [*([logical_date] if logical_date else []), "-c", json.dumps(conf)]
+    output = dags_test(env, dag_id, *args, "-f", str(EXAMPLES / f"{dag_id}.py"), timeout=840)
+    with airflow_db(env) as db:
         (run_id,) = db.execute(
             "select run_id from dag_run where dag_id = ? order by id desc limit 1", (dag_id,)
         ).fetchone()
     return run_id, output
 
 
-def _db(env: dict[str, str]) -> sqlite3.Connection:
-    return sqlite3.connect(Path(env["AIRFLOW_HOME"]) / "airflow.db")
-
-
 def states(env: dict[str, str], dag_id: str, run_id: str) -> dict[tuple[str, int], str]:
-    with _db(env) as db:
+    with airflow_db(env) as db:
         rows = db.execute(
             "select task_id, map_index, state from task_instance where dag_id = ? and run_id = ?",
             (dag_id, run_id),
@@ -77,21 +58,16 @@ def xcoms(
     env: dict[str, str], dag_id: str, run_id: str, task_id: str, key: str = "return_value"
 ) -> list[Any]:
     """The XCom values of every map index of a task (one item for an unmapped task), in index order."""
-    with _db(env) as db:
+    with airflow_db(env) as db:
         rows = db.execute(
             "select value from xcom where dag_id = ? and run_id = ? and task_id = ? and key = ? order by map_index",
             (dag_id, run_id, task_id, key),
         ).fetchall()
-    values = []
-    for (raw,) in rows:
-        # The column holds JSON text, but SQLite's type affinity hands plain numbers back as numbers.
-        value = json.loads(raw) if isinstance(raw, (str, bytes)) else raw
-        values.append(json.loads(value) if isinstance(value, str) and value[:1] in "{[" else value)
-    return values
+    return [xcom_value(raw) for (raw,) in rows]
 
 
 def test_digits_demo_trains_to_the_accuracy_gate(env: dict[str, str]) -> None:
-    run_id, output = dags_test(env, "example_tfjob_digits", {"epochs": 10})
+    run_id, output = run_example(env, "example_tfjob_digits", {"epochs": 10})
     assert states(env, "example_tfjob_digits", run_id) == {
         ("train", -1): "success",
         ("check_accuracy", -1): "success",
@@ -118,7 +94,7 @@ def test_retraining_promotes_only_a_better_model(env: dict[str, str]) -> None:
     dag_id = "example_tfjob_retraining"
     root = Path(env["TFJOB_EXAMPLES_DATA_DIR"]) / "retraining"
 
-    first, _ = dags_test(env, dag_id, {"epochs": 10}, logical_date="2025-06-01")
+    first, _ = run_example(env, dag_id, {"epochs": 10}, logical_date="2025-06-01")
     assert set(states(env, dag_id, first).values()) == {"success"}
     (metrics,) = xcoms(env, dag_id, first, "train", "metrics")
     current = root / "current"
@@ -128,7 +104,7 @@ def test_retraining_promotes_only_a_better_model(env: dict[str, str]) -> None:
     assert current.resolve().name == first.replace(":", "-").replace("+", "-")
 
     # One epoch at a tiny learning rate: a clearly worse candidate, which must not replace the model.
-    second, output = dags_test(env, dag_id, {"epochs": 1, "learning_rate": 0.0003}, logical_date="2025-06-02")
+    second, output = run_example(env, dag_id, {"epochs": 1, "learning_rate": 0.0003}, logical_date="2025-06-02")
     run_states = states(env, dag_id, second)
     assert run_states[("check_data", -1)] == run_states[("train", -1)] == "success"
     assert run_states[("validate", -1)] == "success"
@@ -144,7 +120,7 @@ def test_retraining_promotes_only_a_better_model(env: dict[str, str]) -> None:
 def test_sweep_maps_one_job_per_trial_and_picks_the_best(env: dict[str, str]) -> None:
     dag_id = "example_tfjob_sweep"
     conf = {"learning_rates": [0.0003, 0.003, 0.03], "batch_sizes": [32], "epochs": 3}
-    run_id, _ = dags_test(env, dag_id, conf)
+    run_id, _ = run_example(env, dag_id, conf)
     run_states = states(env, dag_id, run_id)
     assert [run_states[("train", i)] for i in range(3)] == ["success"] * 3
     assert run_states[("pick_best", -1)] == "success"
