@@ -5,11 +5,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import pytest
 from test_logs_follow_helpers import ListSink, job, replica
-from test_watch_helpers import TcpProxy, kubeconfig_via, unique
+from test_watch_helpers import TcpProxy, unique
 
 from airflow_tfjob.follow import FollowOptions, FollowOutcome, follow_job
 from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
@@ -21,16 +20,8 @@ NS = "default"
 
 @pytest.fixture
 def hook(k8s_conn: str) -> AsyncTFJobHook:
+    # Overrides the shared synchronous `hook`: these tests drive the async side.
     return AsyncTFJobHook(conn_id=k8s_conn)
-
-
-@pytest.fixture
-async def proxy(local_cluster: Any) -> Any:
-    url = urlparse(local_cluster.url)
-    p = TcpProxy(url.hostname or "127.0.0.1", url.port or 80)
-    await p.start()
-    yield p
-    await p.stop()
 
 
 async def _run(hook: AsyncTFJobHook, body: dict[str, Any], options: FollowOptions, sink: ListSink) -> Any:
@@ -43,12 +34,9 @@ async def _run(hook: AsyncTFJobHook, body: dict[str, Any], options: FollowOption
 
 
 async def test_four_replicas_ten_cuts_every_line_once_in_order(
-    k8s_conn: str, local_cluster: Any, proxy: TcpProxy, tmp_path: Path
+    proxy: TcpProxy, proxied_hook: AsyncTFJobHook
 ) -> None:
-    config = kubeconfig_via(
-        Path(local_cluster.kubeconfig_path), f"http://127.0.0.1:{proxy.port}", tmp_path / "kc"
-    )
-    hook = AsyncTFJobHook(conn_id=k8s_conn, config_file=str(config))
+    hook = proxied_hook
     lines = 6000
     script = f"""
         import os, time

@@ -48,13 +48,6 @@ def jobs_of(hook: Any, ti: TaskInstance, include_handled: bool = True) -> list[d
     return list(hook.list_tfjobs("default", selector))
 
 
-@pytest.fixture
-def hook(k8s_conn: str) -> Any:
-    from airflow_tfjob.hooks.tfjob import TFJobHook
-
-    return TFJobHook(conn_id=k8s_conn)
-
-
 def test_success_returns_result_applies_cleanup_and_marks_reported(
     hook: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:

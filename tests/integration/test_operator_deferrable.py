@@ -16,13 +16,6 @@ from airflow_tfjob.operators.tfjob import TRIGGER_TIMEOUT_MARGIN, TFJobOperator
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
 
-@pytest.fixture
-def hook(k8s_conn: str) -> Any:
-    from airflow_tfjob.hooks.tfjob import TFJobHook
-
-    return TFJobHook(conn_id=k8s_conn)
-
-
 def make_operator(**kwargs: Any) -> TFJobOperator:
     params: dict[str, Any] = {
         "task_id": "train",

@@ -32,13 +32,6 @@ FAIL_RIGHT_AFTER_LAST_LINE = "import sys; print('last line before the crash', fl
 SLEEPER = "import time; print('sleeping', flush=True); time.sleep(600)"
 
 
-@pytest.fixture
-def hook(k8s_conn: str) -> Any:
-    from airflow_tfjob.hooks.tfjob import TFJobHook
-
-    return TFJobHook(conn_id=k8s_conn)
-
-
 def jobs_of(hook: Any, ti: TaskInstance) -> list[dict[str, Any]]:
     selector = identity_selector(ti.dag_id, ti.task_id, ti.run_id, ti.map_index, include_handled=True)
     return list(hook.list_tfjobs("default", selector))

@@ -60,13 +60,6 @@ def make(**kwargs: Any) -> ReturningOperator:
     return ReturningOperator(**params)
 
 
-@pytest.fixture
-def hook(k8s_conn: str) -> Any:
-    from airflow_tfjob.hooks.tfjob import TFJobHook
-
-    return TFJobHook(conn_id=k8s_conn)
-
-
 EXPECTED = {"index": 0, "answer": 42, "text": "ééé"}
 
 

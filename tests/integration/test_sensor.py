@@ -23,13 +23,6 @@ from airflow_tfjob.triggers.tfjob import TFJobConditionTrigger
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 
 
-@pytest.fixture
-def hook(k8s_conn: str) -> Any:
-    from airflow_tfjob.hooks.tfjob import TFJobHook
-
-    return TFJobHook(conn_id=k8s_conn)
-
-
 def submit(hook: Any, name: str, **params: Any) -> None:
     """Create a TFJob as any other client would (the sensor does not care who made it)."""
     from airflow_tfjob.manifest import build_tfjob

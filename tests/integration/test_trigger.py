@@ -9,14 +9,12 @@ import logging
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import pytest
 from test_watch_helpers import (
     Api,
     TcpProxy,
     failed_status,
-    kubeconfig_via,
     running_status,
     succeeded_status,
     tfjob_manifest,
@@ -32,12 +30,6 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 # Jobs whose status the test writes have no pods: nothing to log, no start-up to time.
 QUIET = {"get_logs": False, "startup_timeout": None}
 SLEEPER = ["python", "-c", "import time; time.sleep(600)"]
-
-
-@pytest.fixture
-async def api(local_cluster: Any) -> Any:
-    async with Api(Path(local_cluster.kubeconfig_path)) as client:
-        yield client
 
 
 async def _collect(trigger: TFJobTrigger) -> list[dict[str, Any]]:
@@ -175,30 +167,21 @@ async def test_triggers_share_one_watch_and_leave_independently(api: Api, k8s_co
     assert stats["watches"] == 1 and stats["lists"] == 1
 
 
-async def test_stream_cut_mid_run(api: Api, local_cluster: Any, k8s_conn: str, tmp_path: Path) -> None:
-    url = urlparse(local_cluster.url)
-    proxy = TcpProxy(url.hostname or "127.0.0.1", url.port or 80)
+async def test_stream_cut_mid_run(
+    api: Api, k8s_conn: str, proxy: TcpProxy, proxied_kubeconfig: Path
+) -> None:
+    ns = await api.namespace(unique("t"))
+    name = unique("cut")
+    await api.create(ns, tfjob_manifest(name))
+    run = asyncio.ensure_future(_collect(_trigger(name, ns, k8s_conn, config_file=str(proxied_kubeconfig))))
+    await wait_until(lambda: any(w["namespace"] == ns and w["connected"] for w in watch.active_watchers()))
+    await proxy.refuse()
+    await api.set_status(ns, name, succeeded_status(name, ns))
+    await asyncio.sleep(1.0)
+    assert not run.done()
     await proxy.start()
-    try:
-        config = kubeconfig_via(
-            Path(local_cluster.kubeconfig_path), f"http://127.0.0.1:{proxy.port}", tmp_path / "kc"
-        )
-        ns = await api.namespace(unique("t"))
-        name = unique("cut")
-        await api.create(ns, tfjob_manifest(name))
-        run = asyncio.ensure_future(_collect(_trigger(name, ns, k8s_conn, config_file=str(config))))
-        await wait_until(
-            lambda: any(w["namespace"] == ns and w["connected"] for w in watch.active_watchers())
-        )
-        await proxy.refuse()
-        await api.set_status(ns, name, succeeded_status(name, ns))
-        await asyncio.sleep(1.0)
-        assert not run.done()
-        await proxy.start()
-        (event,) = await asyncio.wait_for(run, 30)
-        assert event["event"] == "succeeded"
-    finally:
-        await proxy.stop()
+    (event,) = await asyncio.wait_for(run, 30)
+    assert event["event"] == "succeeded"
 
 
 async def test_job_deleted_while_waiting_is_an_error(api: Api, k8s_conn: str) -> None:

@@ -6,13 +6,11 @@ import asyncio
 import json
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import pytest
 from test_watch_helpers import (
     Api,
     TcpProxy,
-    kubeconfig_via,
     running_status,
     succeeded_status,
     tfjob_manifest,
@@ -42,31 +40,9 @@ async def _next_matching(sub: watch.Subscription, predicate: Any, timeout: float
 
 
 @pytest.fixture
-async def api(local_cluster: Any) -> Any:
-    async with Api(Path(local_cluster.kubeconfig_path)) as client:
-        yield client
-
-
-@pytest.fixture
 def hook(k8s_conn: str) -> AsyncTFJobHook:
+    # Overrides the shared synchronous `hook`: these tests drive the async side.
     return AsyncTFJobHook(conn_id=k8s_conn)
-
-
-@pytest.fixture
-async def proxy(local_cluster: Any) -> Any:
-    url = urlparse(local_cluster.url)
-    p = TcpProxy(url.hostname or "127.0.0.1", url.port or 80)
-    await p.start()
-    yield p
-    await p.stop()
-
-
-@pytest.fixture
-def proxied_hook(local_cluster: Any, proxy: TcpProxy, tmp_path: Path, k8s_conn: str) -> AsyncTFJobHook:
-    config = kubeconfig_via(
-        Path(local_cluster.kubeconfig_path), f"http://127.0.0.1:{proxy.port}", tmp_path / "kubeconfig"
-    )
-    return AsyncTFJobHook(conn_id=k8s_conn, config_file=str(config))
 
 
 async def test_current_state_then_updates_then_deletion(api: Api, hook: AsyncTFJobHook) -> None:
