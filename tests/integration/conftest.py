@@ -3,6 +3,8 @@ cuttable TCP proxy in front of the API server (with a kubeconfig and a hook that
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,13 @@ from airflow_tfjob.hooks.tfjob import AsyncTFJobHook, TFJobHook
 def hook(k8s_conn: str) -> TFJobHook:
     """The synchronous hook (modules that test the async side override `hook` with an AsyncTFJobHook)."""
     return TFJobHook(conn_id=k8s_conn)
+
+
+@pytest.fixture
+def venv_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The local cluster runs host processes (`tensorboard`, a replica's `python`) through the host's PATH:
+    # they must be this virtualenv's.
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ removed with the job unless kept, in both the synchronous and the deferred mode.
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import urllib.error
@@ -27,11 +26,9 @@ HELD = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(
 
 
 @pytest.fixture
-def hook(k8s_conn: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+def hook(k8s_conn: str, venv_on_path: None) -> Any:
     from airflow_tfjob.hooks.tfjob import TFJobHook
 
-    # The local cluster runs `tensorboard` as a host process through the host's PATH.
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     return TFJobHook(conn_id=k8s_conn)
 
 

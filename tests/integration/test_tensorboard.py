@@ -8,9 +8,7 @@ LoadBalancer ingress.
 from __future__ import annotations
 
 import json
-import os
 import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -19,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from operator_support import wait_for
 
 from airflow_tfjob.tensorboard import TensorBoard, TensorBoardSpec, tensorboard_name
 
@@ -40,29 +39,12 @@ time.sleep(600)
 """
 
 
-def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.25) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
-
-
 def http_get(url: str) -> tuple[int, str] | None:
     try:
         with urllib.request.urlopen(url, timeout=5) as response:
             return response.status, response.read().decode("utf-8", "replace")
     except (urllib.error.URLError, ConnectionError, TimeoutError):
         return None
-
-
-@pytest.fixture
-def venv_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The local cluster runs `tensorboard` as a host process through the host's PATH.
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
 
 
 @pytest.fixture
