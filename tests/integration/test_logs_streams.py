@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from test_logs_follow_helpers import ListSink, job, replica
-from test_watch_helpers import TcpProxy, unique
+from test_watch_helpers import TcpProxy, unique, wait_until
 
 from airflow_tfjob.follow import FollowOptions, FollowOutcome, follow_job
 from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
@@ -115,19 +115,33 @@ async def test_restart_in_place_is_followed_with_a_marker(hook: AsyncTFJobHook, 
 
 
 async def test_recreated_pod_exit_code_policy(hook: AsyncTFJobHook, tmp_path: Path) -> None:
-    flag = tmp_path / "killed-once"
+    # The controller deletes a pod that failed with a retryable code at once, on a real cluster too: a
+    # run that dies before anyone has read it leaves no log to read. The first run therefore waits until
+    # its line has reached the task log before it is killed.
+    flag, seen = tmp_path / "killed-once", tmp_path / "line-seen"
     script = f"""
-        import os, signal, pathlib
-        flag = pathlib.Path({str(flag)!r})
+        import os, signal, pathlib, time
+        flag, seen = pathlib.Path({str(flag)!r}), pathlib.Path({str(seen)!r})
         if not flag.exists():
             flag.write_text("x")
             print("before the kill", flush=True)
+            while not seen.exists():
+                time.sleep(0.05)
             os.kill(os.getpid(), signal.SIGKILL)
         print("after recreation")
     """
     sink = ListSink()
+
+    async def release_when_seen() -> None:
+        await wait_until(lambda: "before the kill" in sink.of("worker-0"), timeout=60)
+        seen.write_text("x")
+
+    release = asyncio.ensure_future(release_when_seen())
     body = job(unique("recreate"), {"Worker": replica(script, restart_policy="ExitCode")})
-    outcome = await _run(hook, body, FollowOptions(), sink)
+    try:
+        outcome = await _run(hook, body, FollowOptions(), sink)
+    finally:
+        release.cancel()
     assert outcome.event == "succeeded", outcome.message
     assert sink.of("worker-0") == [
         "before the kill",
