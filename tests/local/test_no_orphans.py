@@ -133,3 +133,21 @@ def test_sigkill_of_the_server_takes_the_replicas_along(tmp_path: Path) -> None:
         _wait(lambda: not any(_alive(p) for p in pids), 10, "replicas to die with the server")
     finally:
         _cleanup(pids)
+
+
+def test_leaving_local_cluster_mid_job_stops_every_replica_and_its_children(tmp_path: Path) -> None:
+    from airflow_tfjob.local import LocalCluster
+
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    pids: list[int] = []
+    try:
+        with LocalCluster(workdir=tmp_path / "cluster") as cluster:
+            script = replica_script(pid_dir, grandchild=True)
+            create_job(str(cluster.kubeconfig_path), "in-process", script, workers=2, ps=1)
+            pids = _pids(pid_dir, 3)
+            assert len(pids) == 6 and all(_alive(p) for p in pids)
+        survivors = [p for p in pids if _alive(p)]
+        assert survivors == []  # checked right after the context exited: nothing waited for them to die
+    finally:
+        _cleanup(pids)
