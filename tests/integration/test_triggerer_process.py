@@ -32,6 +32,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(280)]
 SLEEPER = ["python", "-c", "import time; time.sleep(600)"]
 DAG_ID = "tfjob_triggerer_test"
 RESTART_DAG_ID = "tfjob_triggerer_restart_test"
+OPERATOR_DAG_ID = "tfjob_triggerer_operator_test"
 
 DAG_FILE = f'''
 from airflow.sdk import DAG
@@ -44,6 +45,9 @@ with DAG("{DAG_ID}", schedule=None, start_date=datetime.datetime(2025, 1, 1)):
 
 with DAG("{RESTART_DAG_ID}", schedule=None, start_date=datetime.datetime(2025, 1, 1)):
     EmptyOperator(task_id="restarted")
+
+with DAG("{OPERATOR_DAG_ID}", schedule=None, start_date=datetime.datetime(2025, 1, 1)):
+    EmptyOperator(task_id="train")
 '''
 
 # Runs in a subprocess with the test's Airflow environment: the ORM work a deferring task and a
@@ -298,3 +302,68 @@ async def test_triggerer_restart_resumes_the_trigger_without_losing_lines(
             assert f"counted line {i}" in shown_before
             assert f"counted line {i}" in after_restart, "re-read after the restart, nothing lost"
         assert "counted final" in after_restart
+
+
+async def test_operator_deferred_to_a_real_triggerer_resumes_and_succeeds(
+    airflow_env: dict[str, str], local_cluster: Any, k8s_conn: str, tmp_path: Path
+) -> None:
+    """The whole deferral: TFJobOperator.execute defers (its own trigger, as serialized into the Trigger
+    row), a real triggerer follows the job to success, and a fresh operator instance, as a worker would
+    run it, resumes with the event the triggerer stored and returns the job's result."""
+    from airflow.sdk.exceptions import TaskDeferred
+    from operator_support import TaskInstance, context_for, replica_command, wait_for
+
+    from airflow_tfjob.hooks.tfjob import TFJobHook
+    from airflow_tfjob.operators.tfjob import TFJobOperator
+
+    release = tmp_path / "release"
+    script = "import os, time\nwhile not os.path.exists(os.environ['RELEASE']): time.sleep(0.1)\n"
+    params: dict[str, Any] = {
+        "task_id": "train",
+        "image": "local/python",
+        "worker": 2,
+        "command": ["python", "-c", script + "exec(open(os.environ['PROGRAM']).read())"],
+        "env": {"RELEASE": str(release), "PROGRAM": str(tmp_path / "program.py")},
+        "metrics": ["accuracy"],
+        "clean_pod_policy": "All",
+        "deferrable": True,
+    }
+    (tmp_path / "program.py").write_text(replica_command()[2])
+    ti = TaskInstance(dag_id=OPERATOR_DAG_ID, task_id="train")
+    with pytest.raises(TaskDeferred) as deferred:
+        TFJobOperator(**params).execute(context_for(ti))
+    assert deferred.value.method_name == "execute_complete"
+    _, kwargs = deferred.value.trigger.serialize()
+    name = kwargs["name"]
+
+    env = dict(airflow_env)
+    env["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"]
+    specs = {"train": json.loads(json.dumps(kwargs))}
+    await asyncio.to_thread(_orm, env, "defer", OPERATOR_DAG_ID, json.dumps(specs))
+    triggerer = _start_triggerer(env, tmp_path / "triggerer.log")
+    try:
+
+        async def assigned() -> bool:
+            return bool((await asyncio.to_thread(_states, env, OPERATOR_DAG_ID))["train"]["triggerer_id"])
+
+        await wait_until(assigned, timeout=90, interval=1.0)
+        release.write_text("go")  # the job finishes while its task is deferred
+
+        async def resumed() -> bool:
+            state = (await asyncio.to_thread(_states, env, OPERATOR_DAG_ID))["train"]
+            return bool(state["state"] == "scheduled" and state["next_kwargs"])
+
+        await wait_until(resumed, timeout=120, interval=1.0)
+    finally:
+        _stop_triggerer(triggerer)
+    event = (await asyncio.to_thread(_states, env, OPERATOR_DAG_ID))["train"]["next_kwargs"]["event"]
+    assert event["event"] == "succeeded", event
+
+    result = await asyncio.to_thread(TFJobOperator(**params).execute_complete, context_for(ti), event)
+    assert result["state"] == "succeeded" and result["name"] == name
+    assert float(result["metrics"]["accuracy"]) == 0.875
+    assert ti.xcoms["metrics"] == result["metrics"]
+    hook = TFJobHook(conn_id=k8s_conn)
+    # cleanPodPolicy All, applied by the resumed task once the logs were drained.
+    wait_for(lambda: not hook.list_job_pods(name, "default"), 30, "pods deleted by the resumed task")
+    hook.delete_tfjob(name, "default")
