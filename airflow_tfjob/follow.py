@@ -237,7 +237,10 @@ class _JobFollow:
         uid = str((ev.get("metadata") or {}).get("uid") or id(ev))
         self.events[uid] = ev
         count = int(ev.get("count") or 1)
-        if self._shown_events.get(uid) == count:
+        shown = self._shown_events.get(uid)
+        # A repeat of a Normal event says nothing new (the operator re-emits ExitedWithCode on every
+        # reconcile); a repeated Warning (BackOff, FailedScheduling) is news: show it with its count.
+        if shown == count or (shown is not None and ev.get("type") != "Warning"):
             return
         self._shown_events[uid] = count
         if self.options.log_events and not self._suppress_events:

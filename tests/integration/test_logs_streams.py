@@ -333,3 +333,21 @@ async def test_never_exiting_ps_is_drained_up_to_completion_not_to_its_stream_en
         assert ps["status"]["phase"] == "Running"  # drained without waiting for it
     finally:
         await hook.delete_tfjob(name, NS)
+
+
+async def test_repeated_normal_events_are_shown_once(hook: AsyncTFJobHook) -> None:
+    """The operator re-emits ExitedWithCode on every reconcile (the event's count grows); the task log
+    shows each Normal event once, as news, not once per count."""
+    sink = ListSink()
+    # worker-1 exits after the job has succeeded (worker-0 decides), during the drain: its exit makes the
+    # controller reconcile again and re-emit worker-0's ExitedWithCode.
+    script = "import os, time\nif os.environ['HOSTNAME'].endswith('-1'): time.sleep(1)\nprint('done')"
+    body = job(unique("events"), {"Worker": replica(script, replicas=2)})
+    outcome = await _run(hook, body, FollowOptions(log_replicas="all"), sink)
+    assert outcome.event == "succeeded"
+    exited = [x for x in sink.lines if "ExitedWithCode" in x]
+    assert exited, sink.lines
+    for index in (0, 1):
+        assert len([x for x in exited if f"-worker-{index} exited" in x]) <= 1, exited
+    assert all("(x" not in x for x in exited), exited
+    assert sink.count(r"\[events\] Normal +TFJobSucceeded") == 1
