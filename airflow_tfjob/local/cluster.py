@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import importlib
 import logging
 import secrets
 import socket
@@ -25,7 +24,9 @@ import yaml
 
 from airflow_tfjob.local.admission import TFJobAdmission
 from airflow_tfjob.local.apiserver import ApiServer
+from airflow_tfjob.local.controller import Controller
 from airflow_tfjob.local.podlogs import PodLogs
+from airflow_tfjob.local.runner import Runner
 from airflow_tfjob.local.store import Store
 
 log = logging.getLogger(__name__)
@@ -71,17 +72,6 @@ def write_kubeconfig(path: Path, url: str, token: str) -> None:
     tmp.replace(path)
 
 
-def _optional_component(module: str, name: str) -> Any | None:
-    """The class `name` from `airflow_tfjob.local.<module>`, or None while that module does not exist."""
-    try:
-        mod = importlib.import_module(f"airflow_tfjob.local.{module}")
-    except ModuleNotFoundError as exc:
-        if exc.name == f"airflow_tfjob.local.{module}":
-            return None
-        raise
-    return getattr(mod, name, None)
-
-
 class ClusterRuntime:
     """The running parts of one local cluster, on the current event loop."""
 
@@ -109,22 +99,20 @@ class ClusterRuntime:
                                    bookmark_interval=bookmark_interval)
         self._want_controller = controller
         self._want_runner = runner
-        self.controller: Any | None = None
-        self.runner: Any | None = None
+        self.controller: Controller | None = None
+        self.runner: Runner | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self.url = ""
 
     async def start(self) -> str:
         self.url = await self.apiserver.start()
         write_kubeconfig(self.kubeconfig_path, self.url, self.token)
-        controller_cls = _optional_component("controller", "Controller") if self._want_controller else None
-        if controller_cls is not None:
-            self.controller = controller_cls(self.store, port_allocator=self.ports)
+        if self._want_controller:
+            self.controller = Controller(self.store, port_allocator=self.ports)
             self._tasks.append(asyncio.create_task(self._supervise("controller", self.controller.run())))
-        runner_cls = _optional_component("runner", "Runner") if self._want_runner else None
-        if runner_cls is not None:
-            self.runner = runner_cls(self.store, self.podlogs, node_name="local", gpus=self.gpus,
-                                     workdir=self.workdir)
+        if self._want_runner:
+            self.runner = Runner(self.store, self.podlogs, node_name="local", gpus=self.gpus,
+                                 workdir=self.workdir)
             self._tasks.append(asyncio.create_task(self._supervise("runner", self.runner.run())))
         return self.url
 
