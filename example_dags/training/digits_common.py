@@ -100,3 +100,32 @@ def write_result(model_dir: str, result: dict[str, Any]) -> None:
     os.makedirs(model_dir, exist_ok=True)
     with open(os.path.join(model_dir, "metrics.json"), "w", encoding="utf-8") as fh:
         json.dump(result, fh, indent=2, sort_keys=True)
+
+
+def report_epoch(writer: Any, epoch: int, loss: float, accuracy: float, result: dict[str, Any]) -> None:
+    """The epoch's metric line, its TensorBoard scalars (when summaries are written), the running result."""
+    emit(epoch=epoch, loss=loss, accuracy=accuracy)
+    if writer is not None:
+        import tensorflow as tf
+
+        with writer.as_default():
+            tf.summary.scalar("loss", loss, step=epoch)
+            tf.summary.scalar("accuracy", accuracy, step=epoch)
+        writer.flush()
+    result.update(epoch=epoch, loss=loss, accuracy=accuracy)
+
+
+def report_test_accuracy(model: Any, data: Digits, writer: Any, step: int, result: dict[str, Any]) -> None:
+    """Evaluate on the held-out split, print `test_accuracy=...`, and close the summary writer."""
+    import tensorflow as tf
+
+    logits = model(data.x_test, training=False)
+    test_accuracy = float(
+        tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, axis=1), data.y_test), tf.float32))
+    )
+    emit(test_accuracy=test_accuracy)
+    result["test_accuracy"] = test_accuracy
+    if writer is not None:
+        with writer.as_default():
+            tf.summary.scalar("test_accuracy", test_accuracy, step=step)
+        writer.close()

@@ -19,7 +19,14 @@ import tempfile
 import traceback
 from typing import Any
 
-from digits_common import Role, emit, load_digits_split, parse_args, write_result
+from digits_common import (
+    Role,
+    load_digits_split,
+    parse_args,
+    report_epoch,
+    report_test_accuracy,
+    write_result,
+)
 
 
 def train(argv: list[str] | None = None) -> dict[str, Any]:
@@ -89,25 +96,10 @@ def train(argv: list[str] | None = None) -> dict[str, Any]:
             steps += 1
         epoch_loss = total_loss / max(steps, 1)
         accuracy = total_correct / max(steps * global_batch, 1)
-        emit(epoch=epoch, loss=epoch_loss, accuracy=accuracy)
-        if writer is not None:
-            with writer.as_default():
-                tf.summary.scalar("loss", epoch_loss, step=epoch)
-                tf.summary.scalar("accuracy", accuracy, step=epoch)
-            writer.flush()
-        result.update(epoch=epoch, loss=epoch_loss, accuracy=accuracy)
+        report_epoch(writer, epoch, epoch_loss, accuracy, result)
 
     # Weights are mirrored, so every worker evaluates the same model locally: no collective needed.
-    logits = model(data.x_test, training=False)
-    test_accuracy = float(
-        tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, axis=1), data.y_test), tf.float32))
-    )
-    emit(test_accuracy=test_accuracy)
-    result["test_accuracy"] = test_accuracy
-    if writer is not None:
-        with writer.as_default():
-            tf.summary.scalar("test_accuracy", test_accuracy, step=args.epochs)
-        writer.close()
+    report_test_accuracy(model, data, writer, args.epochs, result)
 
     save(model, args.model_dir, role, result)
     return result

@@ -15,7 +15,15 @@ import sys
 import traceback
 from typing import Any
 
-from digits_common import SEED, Role, emit, load_digits_split, parse_args, write_result
+from digits_common import (
+    SEED,
+    Role,
+    load_digits_split,
+    parse_args,
+    report_epoch,
+    report_test_accuracy,
+    write_result,
+)
 
 
 def serve(role: Role) -> None:
@@ -104,23 +112,9 @@ def train(argv: list[str] | None = None) -> dict[str, Any]:
             coordinator.join()
         epoch_loss = float(loss_sum.numpy()) / steps_per_epoch
         accuracy = float(correct_sum.numpy()) / (steps_per_epoch * batch)
-        emit(epoch=epoch, loss=epoch_loss, accuracy=accuracy)
-        if writer is not None:
-            with writer.as_default():
-                tf.summary.scalar("loss", epoch_loss, step=epoch)
-                tf.summary.scalar("accuracy", accuracy, step=epoch)
-        result.update(epoch=epoch, loss=epoch_loss, accuracy=accuracy)
+        report_epoch(writer, epoch, epoch_loss, accuracy, result)
 
-    logits = model(data.x_test, training=False)
-    test_accuracy = float(
-        tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, axis=1), data.y_test), tf.float32))
-    )
-    emit(test_accuracy=test_accuracy)
-    result["test_accuracy"] = test_accuracy
-    if writer is not None:
-        with writer.as_default():
-            tf.summary.scalar("test_accuracy", test_accuracy, step=args.epochs)
-        writer.close()
+    report_test_accuracy(model, data, writer, args.epochs, result)
     if args.model_dir:
         # Under ParameterServerStrategy only the chief saves: variables live on the PS tasks.
         os.makedirs(args.model_dir, exist_ok=True)
