@@ -788,12 +788,17 @@ class _JobPass:
             metadata["finalizers"] = list(tmeta["finalizers"])
         metadata["ownerReferences"] = [self._owner_ref()]
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+        self._create_recorded("pods", "Pod", pod)
+
+    def _create_recorded(self, rtype: str, kind: str, obj: JsonDict) -> None:
+        """Create a pod or service as the operator's PodControl / ServiceControl do: with an event,
+        Successful or Failed; a failure ends this reconcile (it is retried with backoff)."""
         try:
-            self.store.create("pods", self.namespace, pod)
+            self.store.create(rtype, self.namespace, obj)
         except ApiError as exc:
-            self.event("Warning", "FailedCreatePod", f"Error creating: {exc.message}")
+            self.event("Warning", f"FailedCreate{kind}", f"Error creating: {exc.message}")
             raise _ReconcileError(exc.message) from exc
-        self.event("Normal", "SuccessfulCreatePod", f"Created pod: {name}")
+        self.event("Normal", f"SuccessfulCreate{kind}", f"Created {kind.lower()}: {obj['metadata']['name']}")
 
     def _set_cluster_spec(self, pod_spec: JsonDict, rt: str, index: int) -> None:
         counts = {t.lower(): max(int(s.get("replicas", 1)), 0) for t, s in self.replicas.items()}
@@ -865,12 +870,7 @@ class _JobPass:
             },
             "spec": {"clusterIP": "None", "selector": dict(labels), "ports": ports},
         }
-        try:
-            self.store.create("services", self.namespace, service)
-        except ApiError as exc:
-            self.event("Warning", "FailedCreateService", f"Error creating: {exc.message}")
-            raise _ReconcileError(exc.message) from exc
-        self.event("Normal", "SuccessfulCreateService", f"Created service: {name}")
+        self._create_recorded("services", "Service", service)
 
     # ---- UpdateJobStatus (tfjob_controller.go)
 
