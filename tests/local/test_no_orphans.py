@@ -14,16 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from process_support import alive
 
 SERVE = str(Path(sys.executable).with_name("tfjob-local"))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z"
 
 
 def _wait(predicate: object, timeout: float, what: str) -> None:
@@ -108,10 +101,10 @@ def test_sigterm_stops_every_replica_and_its_children(tmp_path: Path) -> None:
         with serve(tmp_path) as (proc, kubeconfig):
             create_job(kubeconfig, "orphans", replica_script(pid_dir, grandchild=True), workers=2, ps=1)
             pids = _pids(pid_dir, 3)
-            assert len(pids) == 6 and all(_alive(p) for p in pids)
+            assert len(pids) == 6 and all(alive(p) for p in pids)
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=60) == 0
-        survivors = [p for p in pids if _alive(p)]
+        survivors = [p for p in pids if alive(p)]
         assert survivors == []  # checked right after the server exited: nothing waited for them to die
     finally:
         _cleanup(pids)
@@ -130,7 +123,7 @@ def test_sigkill_of_the_server_takes_the_replicas_along(tmp_path: Path) -> None:
             pids = _pids(pid_dir, 3)
             proc.kill()
             proc.wait(timeout=30)
-        _wait(lambda: not any(_alive(p) for p in pids), 10, "replicas to die with the server")
+        _wait(lambda: not any(alive(p) for p in pids), 10, "replicas to die with the server")
     finally:
         _cleanup(pids)
 
@@ -146,8 +139,8 @@ def test_leaving_local_cluster_mid_job_stops_every_replica_and_its_children(tmp_
             script = replica_script(pid_dir, grandchild=True)
             create_job(str(cluster.kubeconfig_path), "in-process", script, workers=2, ps=1)
             pids = _pids(pid_dir, 3)
-            assert len(pids) == 6 and all(_alive(p) for p in pids)
-        survivors = [p for p in pids if _alive(p)]
+            assert len(pids) == 6 and all(alive(p) for p in pids)
+        survivors = [p for p in pids if alive(p)]
         assert survivors == []  # checked right after the context exited: nothing waited for them to die
     finally:
         _cleanup(pids)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from process_support import alive
 
 from airflow_tfjob.local.podlogs import PodLogs
 from airflow_tfjob.local.runner import Runner
@@ -354,22 +355,13 @@ async def test_shutdown_kills_every_process_group(tmp_path: Path) -> None:
     await node.runner.shutdown()
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
-    await node.until(lambda: not _alive(pid), timeout=5)
+    await node.until(lambda: not alive(pid), timeout=5)
 
 
 def _gone(pid: int) -> bool:
-    return not _alive(pid)
-
-
-def _alive(pid: int) -> bool:
-    """True while `pid` is a live (not zombie) process."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z"
+    return not alive(pid)
 
 
 def test_alive_helper_sees_this_process() -> None:
-    assert _alive(os.getpid())
+    assert alive(os.getpid())
     assert signal.SIGKILL  # the module's signal import is used by the scripts above
