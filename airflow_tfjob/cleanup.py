@@ -28,8 +28,7 @@ Log = Callable[[str], None]
 class CleanupAPI(Protocol):
     """The part of TFJobHook that cleanup needs (kept narrow so the contract is visible).
 
-    Pods and services are deleted through ``delete_pod`` / ``delete_service`` when the hook has them,
-    else through its ``core_v1_client`` (KubernetesHook's).
+    Every call goes through the hook, so under its retry policy; deletes treat 404 as done.
     """
 
     def list_job_pods(
@@ -47,6 +46,10 @@ class CleanupAPI(Protocol):
     def find_tfjob(self, name: str, namespace: str) -> dict[str, Any] | None: ...
 
     def patch_tfjob(self, name: str, namespace: str, patch: dict[str, Any]) -> dict[str, Any]: ...
+
+    def delete_pod(self, name: str, namespace: str, grace_period_seconds: int | None = None) -> None: ...
+
+    def delete_service(self, name: str, namespace: str) -> None: ...
 
 
 @dataclass
@@ -89,35 +92,10 @@ def delete_pods(
         if only_active and _phase(pod) not in ("Running", "Pending"):
             continue
         pod_name = _pod_name(pod)
-        _delete_pod(hook, pod_name, namespace, grace_period_seconds)
-        _delete_service(hook, pod_name, namespace)
+        hook.delete_pod(pod_name, namespace, grace_period_seconds=grace_period_seconds)
+        hook.delete_service(pod_name, namespace)
         deleted.append(pod_name)
     return deleted
-
-
-def _delete_pod(hook: Any, name: str, namespace: str, grace_period_seconds: int | None) -> None:
-    if hasattr(hook, "delete_pod"):
-        hook.delete_pod(name, namespace, grace_period_seconds=grace_period_seconds)
-        return
-    # TFJobHook without pod deletion: the core API client of its KubernetesHook base does it.
-    _ignore_not_found(
-        hook.core_v1_client.delete_namespaced_pod, name, namespace, grace_period_seconds=grace_period_seconds
-    )
-
-
-def _delete_service(hook: Any, name: str, namespace: str) -> None:
-    if hasattr(hook, "delete_service"):
-        hook.delete_service(name, namespace)
-        return
-    _ignore_not_found(hook.core_v1_client.delete_namespaced_service, name, namespace)
-
-
-def _ignore_not_found(call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-    try:
-        call(*args, **{k: v for k, v in kwargs.items() if v is not None})
-    except Exception as error:
-        if getattr(error, "status", None) != 404:
-            raise
 
 
 def apply_clean_pod_policy(hook: CleanupAPI, name: str, namespace: str, policy: str) -> list[str]:
@@ -171,6 +149,21 @@ def finish(
         apply_ttl(hook, name, namespace, intent.ttl_seconds_after_finished, report)
     log(f"Cleanup of TFJob {namespace}/{name}: {report.describe()}")
     return report
+
+
+def leftover_description(tfjob: Mapping[str, Any], on_finish_action: str, succeeded: bool) -> str:
+    """What a failed :func:`finish` may have left in the cluster, for the warning and XCom."""
+    metadata = tfjob.get("metadata") or {}
+    ref = f"TFJob {metadata.get('namespace')}/{metadata.get('name')}"
+    if on_finish_action == "delete" or (on_finish_action == "delete_succeeded" and succeeded):
+        return f"{ref} and its pods (on_finish_action={on_finish_action!r} not done)"
+    from airflow_tfjob.manifest import intended_cleanup
+
+    intent = intended_cleanup(tfjob)
+    return (
+        f"pods of {ref} (cleanPodPolicy {intent.clean_pod_policy} and TTL "
+        f"{intent.ttl_seconds_after_finished} possibly not applied)"
+    )
 
 
 def kill(

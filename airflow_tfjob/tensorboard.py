@@ -15,10 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from kubernetes.client import CoreV1Api
+from typing import Any, Protocol
 
 XCOM_KEY = "tensorboard_url"
 CONTAINER = "tensorboard"
@@ -158,10 +155,10 @@ def url_from_service(spec: TensorBoardSpec, job_name: str, service: Mapping[str,
 
 
 class TensorBoard:
-    """Start, locate and stop the board of one job through the core/v1 API."""
+    """Start, locate and stop the board of one job through the hook (so under its retry policy)."""
 
-    def __init__(self, core_v1: CoreV1Api, spec: TensorBoardSpec, job: Mapping[str, Any]) -> None:
-        self._api = core_v1
+    def __init__(self, hook: BoardAPI, spec: TensorBoardSpec, job: Mapping[str, Any]) -> None:
+        self._hook = hook
         self.spec = spec
         self.job_name: str = job["metadata"]["name"]
         self.namespace: str = job["metadata"].get("namespace") or "default"
@@ -170,27 +167,22 @@ class TensorBoard:
 
     def start(self) -> None:
         """Create both objects; existing ones (a retried try of the same job) are reused."""
-        from kubernetes.client.exceptions import ApiException
-
-        for create, body in (
-            (self._api.create_namespaced_pod, self._pod),
-            (self._api.create_namespaced_service, self._service),
-        ):
+        for body in (self._pod, self._service):
             try:
-                create(self.namespace, body)
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise TensorBoardError(f"cannot create {body['kind']} {self.name}: {exc.reason}") from exc
+                self._hook.create_core_object(body, self.namespace)
+            except Exception as exc:
+                if getattr(exc, "status", None) != 409:
+                    raise TensorBoardError(f"cannot create {body['kind']} {self.name}: {exc}") from exc
 
     def wait_url(self, timeout: float | None = None, poll: float = 0.5) -> str:
         """Polls the Service until it publishes an address; raises TensorBoardError after ``timeout``."""
         limit = time.monotonic() + (self.spec.ready_timeout if timeout is None else timeout)
-        client = self._api.api_client
         while True:
-            service = client.sanitize_for_serialization(
-                self._api.read_namespaced_service(self.name, self.namespace)
-            )
-            url = url_from_service(self.spec, self.job_name, service)
+            try:
+                service = self._hook.get_service(self.name, self.namespace)
+            except Exception as exc:
+                raise TensorBoardError(f"cannot read Service {self.name}: {exc}") from exc
+            url = url_from_service(self.spec, self.job_name, service) if service is not None else None
             if url:
                 return url
             if time.monotonic() >= limit:
@@ -205,12 +197,23 @@ class TensorBoard:
         """Deletes both objects unless the spec says keep; True if it deleted them. 404s are fine."""
         if self.spec.keep and not force:
             return False
-        from kubernetes.client.exceptions import ApiException
-
-        for delete in (self._api.delete_namespaced_service, self._api.delete_namespaced_pod):
-            try:
-                delete(self.name, self.namespace)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise TensorBoardError(f"cannot delete {self.name}: {exc.reason}") from exc
+        try:
+            self._hook.delete_service(self.name, self.namespace)
+            self._hook.delete_pod(self.name, self.namespace)
+        except Exception as exc:
+            raise TensorBoardError(f"cannot delete {self.name}: {exc}") from exc
         return True
+
+
+class BoardAPI(Protocol):
+    """The part of TFJobHook a board needs."""
+
+    def create_core_object(self, body: dict, namespace: str | None = None) -> dict: ...
+
+    def get_service(self, name: str, namespace: str | None = None) -> dict | None: ...
+
+    def delete_pod(
+        self, name: str, namespace: str | None = None, grace_period_seconds: int | None = None
+    ) -> None: ...
+
+    def delete_service(self, name: str, namespace: str | None = None) -> None: ...

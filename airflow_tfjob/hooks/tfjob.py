@@ -11,12 +11,11 @@ what `kubectl get -o json` would show whichever client fetched it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import time
-from collections.abc import AsyncIterator, Hashable
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Hashable
+from typing import Any, TypeVar
 
 import aiohttp
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook, KubernetesHook
@@ -34,8 +33,12 @@ from airflow_tfjob.constants import (
     PLURAL,
     VERSION,
 )
+from airflow_tfjob.hooks.clients import ExecTokenRefresher, retire_client, shared_client
+from airflow_tfjob.hooks.clients import close_shared_clients as close_shared_clients
+from airflow_tfjob.hooks.retry import Kind, RetryPolicy, api_status_code
 
 MERGE_PATCH = "application/merge-patch+json"
+T = TypeVar("T")
 
 # Paths of the collections the hooks read. Kept here so that list and watch build the same URL.
 _COLLECTIONS = {
@@ -111,10 +114,17 @@ class TFJobHook(KubernetesHook):
     """Synchronous TFJob API access over the `kubernetes_default`-style connection.
 
     Connection handling (kube_config_path, kube_config, in_cluster, cluster_context, namespace extras;
-    explicit arguments override them) is KubernetesHook's.
+    explicit arguments override them) is KubernetesHook's. Every call runs under the hook's
+    :class:`~airflow_tfjob.hooks.retry.RetryPolicy` (``api_retry_timeout`` seconds in all); a 401
+    rebuilds the clients from the configuration once (exec-plugin and token-file credentials are read
+    again) before the call is retried.
     """
 
     hook_name = "Kubeflow TFJob"
+
+    def __init__(self, *args: Any, api_retry_timeout: float | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.retry_policy = RetryPolicy.from_timeout(api_retry_timeout)
 
     def _ns(self, namespace: str | None) -> str:
         return namespace or self.get_namespace() or self.DEFAULT_NAMESPACE
@@ -122,16 +132,52 @@ class TFJobHook(KubernetesHook):
     def _raw_json(self, resp: Any) -> Any:
         return json.loads(resp.data)
 
+    def _call(self, call: str, kind: Kind, fn: Callable[[], T]) -> T:
+        """Run one API call under the retry policy; `fn` looks its client up anew on every attempt."""
+
+        def attempt() -> T:
+            try:
+                return fn()
+            except SyncApiException as exc:
+                if exc.status != 401:
+                    raise
+                self.log.warning("Kubernetes API %s: 401 Unauthorized; reloading credentials", call)
+                self.reset_clients()
+                return fn()
+
+        return self.retry_policy.call(call, kind, attempt, self.log)
+
+    def reset_clients(self) -> None:
+        """Forget the built clients: the next call builds them from the configuration again."""
+        for attr in (
+            "api_client",
+            "core_v1_client",
+            "custom_object_client",
+            "batch_v1_client",
+            "apps_v1_client",
+        ):
+            self.__dict__.pop(attr, None)
+
     def create_tfjob(self, body: dict, namespace: str | None = None) -> dict:
-        result: dict = self.custom_object_client.create_namespaced_custom_object(
-            GROUP, VERSION, self._ns(namespace), PLURAL, body
+        """Create a TFJob; an ambiguous failure raises retry.AmbiguousCreate (the caller reads back)."""
+        ns = self._ns(namespace)
+        name = (body.get("metadata") or {}).get("name")
+        result: dict = self._call(
+            f"create TFJob {ns}/{name}",
+            "create",
+            lambda: self.custom_object_client.create_namespaced_custom_object(
+                GROUP, VERSION, ns, PLURAL, body
+            ),
         )
         return result
 
     def get_tfjob(self, name: str, namespace: str | None = None) -> dict:
         """The TFJob; raises the client's ApiException (status 404) when it does not exist."""
-        result: dict = self.custom_object_client.get_namespaced_custom_object(
-            GROUP, VERSION, self._ns(namespace), PLURAL, name
+        ns = self._ns(namespace)
+        result: dict = self._call(
+            f"get TFJob {ns}/{name}",
+            "read",
+            lambda: self.custom_object_client.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name),
         )
         return result
 
@@ -144,9 +190,17 @@ class TFJobHook(KubernetesHook):
             raise
 
     def patch_tfjob(self, name: str, namespace: str | None, patch: dict) -> dict:
-        """JSON merge patch (RFC 7386): the one patch type a custom resource accepts for a dict body."""
-        result: dict = self.custom_object_client.patch_namespaced_custom_object(
-            GROUP, VERSION, self._ns(namespace), PLURAL, name, patch, _content_type=MERGE_PATCH
+        """JSON merge patch (RFC 7386): the one patch type a custom resource accepts for a dict body.
+
+        Retried like a read: a merge patch sets absolute values, so sending it twice changes nothing.
+        """
+        ns = self._ns(namespace)
+        result: dict = self._call(
+            f"patch TFJob {ns}/{name}",
+            "write",
+            lambda: self.custom_object_client.patch_namespaced_custom_object(
+                GROUP, VERSION, ns, PLURAL, name, patch, _content_type=MERGE_PATCH
+            ),
         )
         return result
 
@@ -157,20 +211,33 @@ class TFJobHook(KubernetesHook):
         propagation: str = "Foreground",
         grace_period_seconds: int | None = None,
     ) -> None:
+        ns = self._ns(namespace)
         body = sync_client.V1DeleteOptions(
             propagation_policy=propagation, grace_period_seconds=grace_period_seconds
         )
+        self._ignore_404(
+            f"delete TFJob {ns}/{name}",
+            lambda: self.custom_object_client.delete_namespaced_custom_object(
+                GROUP, VERSION, ns, PLURAL, name, body=body
+            ),
+        )
+
+    def _ignore_404(self, call: str, fn: Callable[[], Any]) -> None:
+        # A retried delete whose first attempt went through meets a 404: the object is gone either way.
         try:
-            self.custom_object_client.delete_namespaced_custom_object(
-                GROUP, VERSION, self._ns(namespace), PLURAL, name, body=body
-            )
+            self._call(call, "write", fn)
         except SyncApiException as exc:
             if exc.status != 404:
                 raise
 
     def list_tfjobs(self, namespace: str | None = None, label_selector: str | None = None) -> list[dict]:
-        result = self.custom_object_client.list_namespaced_custom_object(
-            GROUP, VERSION, self._ns(namespace), PLURAL, label_selector=label_selector or ""
+        ns = self._ns(namespace)
+        result = self._call(
+            f"list TFJobs in {ns}",
+            "read",
+            lambda: self.custom_object_client.list_namespaced_custom_object(
+                GROUP, VERSION, ns, PLURAL, label_selector=label_selector or ""
+            ),
         )
         return list(result.get("items") or [])
 
@@ -181,10 +248,13 @@ class TFJobHook(KubernetesHook):
         replica_type: str | None = None,
         replica_index: int | None = None,
     ) -> list[dict]:
-        resp = self.core_v1_client.list_namespaced_pod(
-            self._ns(namespace),
-            label_selector=job_pod_selector(name, replica_type, replica_index),
-            _preload_content=False,
+        ns = self._ns(namespace)
+        resp = self._call(
+            f"list pods of TFJob {ns}/{name}",
+            "read",
+            lambda: self.core_v1_client.list_namespaced_pod(
+                ns, label_selector=job_pod_selector(name, replica_type, replica_index), _preload_content=False
+            ),
         )
         return list(self._raw_json(resp).get("items") or [])
 
@@ -192,10 +262,13 @@ class TFJobHook(KubernetesHook):
         self, namespace: str | None = None, involved_name: str | None = None, involved_uid: str | None = None
     ) -> list[dict]:
         """Events of one object (by name and/or uid), oldest first."""
-        resp = self.core_v1_client.list_namespaced_event(
-            self._ns(namespace),
-            field_selector=_events_field_selector(involved_name, involved_uid),
-            _preload_content=False,
+        ns = self._ns(namespace)
+        resp = self._call(
+            f"list events of {ns}/{involved_name or involved_uid}",
+            "read",
+            lambda: self.core_v1_client.list_namespaced_event(
+                ns, field_selector=_events_field_selector(involved_name, involved_uid), _preload_content=False
+            ),
         )
         events = _filter_events(self._raw_json(resp).get("items") or [], involved_name, involved_uid)
         return sorted(events, key=_event_sort_key)
@@ -208,11 +281,64 @@ class TFJobHook(KubernetesHook):
         tail_lines: int | None = None,
         previous: bool = False,
     ) -> str:
+        ns = self._ns(namespace)
         kwargs: dict[str, Any] = {"container": container, "previous": previous, "_preload_content": False}
         if tail_lines is not None:
             kwargs["tail_lines"] = tail_lines
-        resp = self.core_v1_client.read_namespaced_pod_log(pod, self._ns(namespace), **kwargs)
+        resp = self._call(
+            f"read log of pod {ns}/{pod}",
+            "read",
+            lambda: self.core_v1_client.read_namespaced_pod_log(pod, ns, **kwargs),
+        )
         return bytes(resp.data).decode("utf-8", errors="replace")
+
+    # -- pods and services (cleanup, TensorBoard) --------------------------------------------------
+
+    def create_core_object(self, body: dict, namespace: str | None = None) -> dict:
+        """Create a Pod or a Service. Repeated on any transient failure: callers take 409 as "exists"."""
+        ns = self._ns(namespace)
+        kind = body["kind"]
+        create = {
+            "Pod": lambda: self.core_v1_client.create_namespaced_pod(ns, body, _preload_content=False),
+            "Service": lambda: self.core_v1_client.create_namespaced_service(
+                ns, body, _preload_content=False
+            ),
+        }[kind]
+        resp = self._call(f"create {kind} {ns}/{body['metadata']['name']}", "write", create)
+        result: dict = self._raw_json(resp)
+        return result
+
+    def get_service(self, name: str, namespace: str | None = None) -> dict | None:
+        ns = self._ns(namespace)
+        try:
+            resp = self._call(
+                f"get Service {ns}/{name}",
+                "read",
+                lambda: self.core_v1_client.read_namespaced_service(name, ns, _preload_content=False),
+            )
+        except SyncApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        result: dict = self._raw_json(resp)
+        return result
+
+    def delete_pod(
+        self, name: str, namespace: str | None = None, grace_period_seconds: int | None = None
+    ) -> None:
+        ns = self._ns(namespace)
+        kwargs: dict[str, Any] = {}
+        if grace_period_seconds is not None:
+            kwargs["grace_period_seconds"] = grace_period_seconds
+        self._ignore_404(
+            f"delete Pod {ns}/{name}", lambda: self.core_v1_client.delete_namespaced_pod(name, ns, **kwargs)
+        )
+
+    def delete_service(self, name: str, namespace: str | None = None) -> None:
+        ns = self._ns(namespace)
+        self._ignore_404(
+            f"delete Service {ns}/{name}", lambda: self.core_v1_client.delete_namespaced_service(name, ns)
+        )
 
     def wait_for_tfjob_deletion(self, name: str, namespace: str | None, timeout: float) -> bool:
         """Poll until the TFJob is gone (foreground deletion waits for its pods); False on timeout."""
@@ -226,52 +352,16 @@ class TFJobHook(KubernetesHook):
 
 
 # ---------------------------------------------------------------------------------------------------
-# Async side: one ApiClient per (cluster config, running loop), closed when the loop ends.
+# Async side: one ApiClient per (cluster config, running loop), see hooks/clients.py.
 
 
-class _LoopClients:
-    """The shared clients of one event loop, and the task that closes them when the loop shuts down.
-
-    `asyncio.run` (and pytest-asyncio, and the triggerer on exit) cancel the tasks left at the end: the
-    keeper task's `finally` then closes the aiohttp sessions inside the loop that owns them.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.clients: dict[Hashable, async_client.ApiClient] = {}
-        self.locks: dict[Hashable, asyncio.Lock] = {}
-        self.loop = loop
-        self.keeper = loop.create_task(self._keep(), name="tfjob-hook-client-keeper")
-
-    async def _keep(self) -> None:
-        try:
-            await asyncio.get_running_loop().create_future()
-        finally:
-            _SHARED.pop(self.loop, None)
-            for api in list(self.clients.values()):
-                with contextlib.suppress(Exception):
-                    await api.close()
-            self.clients.clear()
-
-
-_SHARED: dict[asyncio.AbstractEventLoop, _LoopClients] = {}
-
-
-async def close_shared_clients() -> None:
-    """Close the running loop's shared clients now (they are otherwise closed when the loop ends)."""
-    entry = _SHARED.pop(asyncio.get_running_loop(), None)
-    if entry is None:
-        return
-    entry.keeper.cancel()
-    for api in list(entry.clients.values()):
-        with contextlib.suppress(Exception):
-            await api.close()
-    entry.clients.clear()
-
-
-def _api_error(status: int, reason: str | None, body: bytes | str | None) -> AsyncApiException:
+def _api_error(
+    status: int, reason: str | None, body: bytes | str | None, headers: Any = None
+) -> AsyncApiException:
     exc = AsyncApiException(status=status, reason=reason or "")
     text: Any = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
     exc.body = text  # the client stores the decoded Status text there too
+    exc.headers = headers  # Retry-After is read from here by the retry policy
     return exc
 
 
@@ -318,9 +408,11 @@ class AsyncTFJobHook(AsyncKubernetesHook):
         pool_maxsize: int = 1000,
         request_timeout: float = 60.0,
         connect_timeout: float = 15.0,
+        api_retry_timeout: float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
+        self.retry_policy = RetryPolicy.from_timeout(api_retry_timeout)
         self.pool_maxsize = pool_maxsize
         self.request_timeout = request_timeout
         self.connect_timeout = connect_timeout
@@ -345,6 +437,7 @@ class AsyncTFJobHook(AsyncKubernetesHook):
                 "context": self.cluster_context,
                 "in_cluster": self.in_cluster,
                 "config_dict": self.config_dict,
+                "disable_verify_ssl": self.disable_verify_ssl,
             },
             sort_keys=True,
             default=str,
@@ -353,26 +446,44 @@ class AsyncTFJobHook(AsyncKubernetesHook):
 
     async def get_api_client(self) -> async_client.ApiClient:
         """The shared client for this cluster configuration and the running loop; callers never close it."""
-        loop = asyncio.get_running_loop()
-        entry = _SHARED.get(loop)
-        if entry is None:
-            entry = _SHARED[loop] = _LoopClients(loop)
-        key = await self.get_cluster_key()
-        api = entry.clients.get(key)
-        if api is not None:
-            return api
-        lock = entry.locks.setdefault(key, asyncio.Lock())
-        async with lock:
-            api = entry.clients.get(key)
-            if api is None:
-                self.client_configuration = async_client.Configuration()
-                self._config_loaded = False
-                await self._load_config()
-                assert self.client_configuration is not None
-                self.client_configuration.connection_pool_maxsize = self.pool_maxsize
-                api = async_client.ApiClient(configuration=self.client_configuration)
-                entry.clients[key] = api
-        return api
+        return await shared_client(await self.get_cluster_key(), self._build_client)
+
+    async def _build_client(self) -> async_client.ApiClient:
+        self.client_configuration = async_client.Configuration()
+        self._config_loaded = False
+        await self._load_config()
+        configuration = self.client_configuration
+        assert configuration is not None
+        if self._is_exec_auth:
+            # Loaded once more to keep the loader, which knows how to run the plugin again.
+            loader = await self._exec_loader(configuration)
+            if loader is not None:
+                configuration.refresh_api_key_hook = ExecTokenRefresher(loader)
+        if await self._disable_verify_ssl():
+            configuration.verify_ssl = False
+        configuration.connection_pool_maxsize = self.pool_maxsize
+        return async_client.ApiClient(configuration=configuration)
+
+    async def _exec_loader(self, configuration: async_client.Configuration) -> Any:
+        from kubernetes_asyncio import config as async_config
+
+        context = self.cluster_context or await self._get_field("cluster_context")
+        path = await self._get_field("kube_config_path")
+        if path:
+            return await async_config.load_kube_config(
+                config_file=path, context=context, client_configuration=configuration, persist_config=False
+            )
+        if self.config_dict:
+            return await async_config.load_kube_config_from_dict(
+                self.config_dict, context=context, client_configuration=configuration
+            )
+        return None
+
+    async def _disable_verify_ssl(self) -> bool:
+        if self.disable_verify_ssl is not None:
+            return bool(self.disable_verify_ssl)
+        value = await self._get_field("disable_verify_ssl")
+        return str(value).lower() in ("true", "1") if value is not None else False
 
     async def get_namespace_async(self) -> str:
         return str(await self._get_field("namespace") or self.DEFAULT_NAMESPACE)
@@ -399,36 +510,51 @@ class AsyncTFJobHook(AsyncKubernetesHook):
     ) -> aiohttp.ClientResponse:
         """Send one request through the shared client (auth, host, TLS) and return the raw response.
 
-        Raises the client's ApiException for a non-2xx answer, with the server's Status as body.
+        Raises the client's ApiException for a non-2xx answer, with the server's Status as body and the
+        answer's headers (Retry-After). A 401 retires the client and the request is sent once more on a
+        client built from the configuration again (fresh credentials).
         """
-        api = await self.get_api_client()
-        headers = {"Accept": "application/json, */*"}
-        if content_type:
-            headers["Content-Type"] = content_type
-        resp: aiohttp.ClientResponse = await api.call_api(
-            path,
-            method,
-            query_params=query or [],
-            header_params=headers,
-            body=body,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=timeout or self._plain_timeout(),
-        )
-        if not 200 <= resp.status <= 299:
+        for reauthenticated in (False, True):
+            api = await self.get_api_client()
+            headers = {"Accept": "application/json, */*"}
+            if content_type:
+                headers["Content-Type"] = content_type
+            resp: aiohttp.ClientResponse = await api.call_api(
+                path,
+                method,
+                query_params=query or [],
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=timeout or self._plain_timeout(),
+            )
+            if 200 <= resp.status <= 299:
+                return resp
             try:
                 data = await resp.read()
             finally:
                 resp.release()
-            raise _api_error(resp.status, resp.reason, data)
-        return resp
+            if resp.status == 401 and not reauthenticated:
+                self.log.warning(
+                    "Kubernetes API %s %s: 401 Unauthorized; reloading credentials", method, path
+                )
+                await retire_client(await self.get_cluster_key(), api)
+                continue
+            raise _api_error(resp.status, resp.reason, data, resp.headers)
+        raise AssertionError("unreachable")
 
-    async def _json(self, method: str, path: str, **kwargs: Any) -> Any:
-        resp = await self._request(method, path, **kwargs)
-        try:
-            return json.loads(await resp.read())
-        finally:
-            resp.release()
+    async def _json(self, method: str, path: str, *, call: str, kind: Kind = "read", **kwargs: Any) -> Any:
+        """One plain request under the retry policy, its JSON answer decoded."""
+
+        async def attempt() -> Any:
+            resp = await self._request(method, path, **kwargs)
+            try:
+                return json.loads(await resp.read())
+            finally:
+                resp.release()
+
+        return await self.retry_policy.acall(call, kind, attempt, self.log)
 
     def _tfjob_path(self, namespace: str, name: str | None = None) -> str:
         path = _COLLECTIONS["tfjobs"].format(namespace=namespace)
@@ -438,12 +564,14 @@ class AsyncTFJobHook(AsyncKubernetesHook):
 
     async def create_tfjob(self, body: dict, namespace: str | None = None) -> dict:
         ns = await self._ns(namespace)
-        result: dict = await self._json("POST", self._tfjob_path(ns), body=body)
+        result: dict = await self._json(
+            "POST", self._tfjob_path(ns), body=body, call=f"create TFJob {ns}/{_name_of(body)}", kind="create"
+        )
         return result
 
     async def get_tfjob(self, name: str, namespace: str | None = None) -> dict:
         ns = await self._ns(namespace)
-        result: dict = await self._json("GET", self._tfjob_path(ns, name))
+        result: dict = await self._json("GET", self._tfjob_path(ns, name), call=f"get TFJob {ns}/{name}")
         return result
 
     async def find_tfjob(self, name: str, namespace: str | None = None) -> dict | None:
@@ -457,7 +585,12 @@ class AsyncTFJobHook(AsyncKubernetesHook):
     async def patch_tfjob(self, name: str, namespace: str | None, patch: dict) -> dict:
         ns = await self._ns(namespace)
         result: dict = await self._json(
-            "PATCH", self._tfjob_path(ns, name), body=patch, content_type=MERGE_PATCH
+            "PATCH",
+            self._tfjob_path(ns, name),
+            body=patch,
+            content_type=MERGE_PATCH,
+            call=f"patch TFJob {ns}/{name}",
+            kind="write",
         )
         return result
 
@@ -473,7 +606,13 @@ class AsyncTFJobHook(AsyncKubernetesHook):
         if grace_period_seconds is not None:
             body["gracePeriodSeconds"] = grace_period_seconds
         try:
-            await self._json("DELETE", self._tfjob_path(ns, name), body=body)
+            await self._json(
+                "DELETE",
+                self._tfjob_path(ns, name),
+                body=body,
+                call=f"delete TFJob {ns}/{name}",
+                kind="write",
+            )
         except AsyncApiException as exc:
             if exc.status != 404:
                 raise
@@ -495,7 +634,9 @@ class AsyncTFJobHook(AsyncKubernetesHook):
         if field_selector:
             query.append(("fieldSelector", field_selector))
         ns = await self._ns(namespace)
-        data = await self._json("GET", _COLLECTIONS[kind].format(namespace=ns), query=query)
+        data = await self._json(
+            "GET", _COLLECTIONS[kind].format(namespace=ns), query=query, call=f"list {kind} in {ns}"
+        )
         return list(data.get("items") or []), str((data.get("metadata") or {}).get("resourceVersion") or "")
 
     async def list_tfjobs(
@@ -552,11 +693,15 @@ class AsyncTFJobHook(AsyncKubernetesHook):
             query.append(("tailLines", tail_lines))
         if previous:
             query.append(("previous", "true"))
-        resp = await self._request("GET", self._log_path(ns, pod), query=query)
-        try:
-            return (await resp.read()).decode("utf-8", errors="replace")
-        finally:
-            resp.release()
+
+        async def attempt() -> str:
+            resp = await self._request("GET", self._log_path(ns, pod), query=query)
+            try:
+                return (await resp.read()).decode("utf-8", errors="replace")
+            finally:
+                resp.release()
+
+        return await self.retry_policy.acall(f"read log of pod {ns}/{pod}", "read", attempt, self.log)
 
     async def stream_pod_log(
         self,
@@ -710,6 +855,10 @@ class AsyncTFJobHook(AsyncKubernetesHook):
                 yield etype, ev
 
 
+def _name_of(body: dict) -> str:
+    return str((body.get("metadata") or {}).get("name") or "")
+
+
 def _status_of(exc: AsyncApiException) -> dict:
     try:
         data = json.loads(exc.body or "")
@@ -719,7 +868,8 @@ def _status_of(exc: AsyncApiException) -> dict:
 
 
 def api_status(exc: BaseException) -> int | None:
-    """HTTP status of an exception raised by either hook, None if it is not an API error."""
-    if isinstance(exc, (AsyncApiException, SyncApiException)):
-        return int(exc.status) if exc.status is not None else None
-    return None
+    """HTTP status of an exception raised by either hook, None if it is not an API error.
+
+    Also the last status of a call that kept failing under the retry policy (retry.ApiCallFailed).
+    """
+    return api_status_code(exc)

@@ -29,6 +29,7 @@ from airflow_tfjob.constants import (
     LABEL_HANDLED,
     LABEL_MANAGED,
 )
+from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
 from airflow_tfjob.links import TensorBoardLink
 from airflow_tfjob.operators.checks import check_operator_parameters, tensorboard_spec
 from airflow_tfjob.status import JobState, JobStatus, interpret, summarise
@@ -201,6 +202,7 @@ class TFJobOperator(BaseOperator):
         cluster_context: str | None = None,
         config_file: str | None = None,
         in_cluster: bool | None = None,
+        api_retry_timeout: float | None = DEFAULT_RETRY_TIMEOUT,
         chief: int | None = None,
         master: int | None = None,
         ps: int | None = None,
@@ -271,6 +273,7 @@ class TFJobOperator(BaseOperator):
         self.cluster_context = cluster_context
         self.config_file = config_file
         self.in_cluster = in_cluster
+        self.api_retry_timeout = api_retry_timeout
         self.chief, self.master, self.ps, self.worker, self.evaluator = chief, master, ps, worker, evaluator
         self.replicas = replicas
         self.restart_policy = restart_policy
@@ -382,6 +385,7 @@ class TFJobOperator(BaseOperator):
             "cluster_context": self.cluster_context,
             "config_file": self.config_file,
             "in_cluster": self.in_cluster,
+            "api_retry_timeout": self.api_retry_timeout,
         }
 
     def get_hook(self) -> TFJobHook:
@@ -420,6 +424,7 @@ class TFJobOperator(BaseOperator):
             "on_finish_action", "on_kill_action", "startup_timeout", "log_replicas", "metrics",
             "log_rate_per_replica", "log_total_cap", "get_logs", "metrics_history", "deferrable",
             "render_only", "kubernetes_conn_id", "tensorboard", "tensorboard_log_dir", "tensorboard_keep",
+            "api_retry_timeout",
         )  # fmt: skip
         return {key: getattr(self, key) for key in names}
 
@@ -505,7 +510,7 @@ class TFJobOperator(BaseOperator):
         """
         from airflow_tfjob import identity
 
-        dag_id, task_id, run_id, map_index, try_number = _identity(context)
+        try_number = _identity(context)[4]
         namespace = tfjob["metadata"]["namespace"]
         found = self._earlier_jobs(hook, namespace, context)
         decision = identity.decide(found, try_number)
@@ -528,7 +533,7 @@ class TFJobOperator(BaseOperator):
             )
             self._remember(context, job)
             return job
-        job = self._create(hook, tfjob, dag_id, task_id, run_id, map_index)
+        job = self._create(hook, tfjob, context)
         self._remember(context, job)
         return job
 
@@ -537,8 +542,14 @@ class TFJobOperator(BaseOperator):
         jobs: dict[str, dict[str, Any]] = {}
         recorded = _state_get(context)
         if recorded:
+            from airflow_tfjob.operators.submit import submission_id
+
             job = hook.find_tfjob(recorded["name"], recorded["namespace"])
-            if job is not None and job["metadata"].get("uid") == recorded.get("uid"):
+            # A uid, or (the worker died before the create call answered) the submission id.
+            if job is not None and (
+                job["metadata"].get("uid") == recorded.get("uid")
+                or (recorded.get("submission") and submission_id(job) == recorded.get("submission"))
+            ):
                 if LABEL_HANDLED not in (job["metadata"].get("labels") or {}):
                     jobs[job["metadata"]["uid"]] = job
         selector = naming.identity_selector(dag_id, task_id, run_id, map_index)
@@ -547,11 +558,11 @@ class TFJobOperator(BaseOperator):
                 jobs.setdefault(job["metadata"]["uid"], job)
         return list(jobs.values())
 
-    def _create(
-        self, hook: TFJobHook, tfjob: dict[str, Any], dag_id: str, task_id: str, run_id: str, map_index: int
-    ) -> dict[str, Any]:
+    def _create(self, hook: TFJobHook, tfjob: dict[str, Any], context: Context) -> dict[str, Any]:
         from airflow_tfjob.manifest import redact, submission_manifest
+        from airflow_tfjob.operators import submit
 
+        dag_id, task_id, run_id, map_index, _ = _identity(context)
         name, namespace = tfjob["metadata"]["name"], tfjob["metadata"]["namespace"]
         existing = hook.find_tfjob(name, namespace)
         if existing is not None:
@@ -571,6 +582,12 @@ class TFJobOperator(BaseOperator):
             if not hook.wait_for_tfjob_deletion(name, namespace, timeout=120):
                 raise AirflowException(f"TFJob {namespace}/{name} was not deleted within 120 s")
         body, intent = submission_manifest(tfjob)
+        sid = submit.new_submission_id()
+        body = submit.with_submission_id(body, sid)
+        # Recorded before the call: a kill, or a crash, between the create and its answer still finds
+        # the job (by name for on_kill, by submission id for the next try).
+        self._job_ref = (name, namespace)
+        _state_set(context, {"name": name, "namespace": namespace, "uid": None, "submission": sid})
         self.log.info(
             "Creating TFJob %s/%s (cleanPodPolicy %s and TTL %s applied by this task once logs are read):\n%s",
             namespace,
@@ -579,7 +596,7 @@ class TFJobOperator(BaseOperator):
             intent.ttl_seconds_after_finished,
             json.dumps(redact(body), indent=2),
         )
-        return hook.create_tfjob(body, namespace)
+        return submit.create_or_adopt(hook, body, log=self.log.warning, timeout=hook.retry_policy.timeout)
 
     def _mark_handled(self, hook: TFJobHook, name: str, namespace: str) -> None:
         self.log.info("Marking the earlier TFJob %s/%s as handled", namespace, name)
@@ -587,9 +604,7 @@ class TFJobOperator(BaseOperator):
 
     def _remember(self, context: Context, job: Mapping[str, Any]) -> None:
         meta = job["metadata"]
-        store = context.get("task_state_store")
-        if store is not None:
-            store.set(STATE_KEY, {"name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"]})
+        _state_set(context, {"name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"]})
 
     # ------------------------------------------------------------------ TensorBoard
 
@@ -599,7 +614,7 @@ class TFJobOperator(BaseOperator):
         spec = tensorboard_spec(self.tensorboard, self.tensorboard_log_dir, self.tensorboard_keep)
         if spec is None:
             return None
-        return TensorBoard(hook.core_v1_client, spec, job)
+        return TensorBoard(hook, spec, job)
 
     def _start_tensorboard(self, hook: TFJobHook, job: Mapping[str, Any], context: Context) -> None:
         """Start the job's board (a retried try reuses it) and publish its URL for the UI's link.
@@ -692,6 +707,7 @@ class TFJobOperator(BaseOperator):
             cluster_context=self.cluster_context,
             config_file=self.config_file,
             in_cluster=self.in_cluster,
+            api_retry_timeout=self.api_retry_timeout,
             options=asdict(options),
             deadline=options.deadline,
             delete_on_kill=self.on_kill_action == "delete",
@@ -802,9 +818,7 @@ class TFJobOperator(BaseOperator):
             )
         status = outcome.status
         succeeded = status.state is JobState.SUCCEEDED
-        cleanup.finish(
-            hook, job, succeeded=succeeded, on_finish_action=self.on_finish_action, log=self.log.info
-        )
+        self._finish_cleanup(context, hook, job, succeeded)
         self._job = job
         if outcome.metrics:
             context["ti"].xcom_push(key="metrics", value=outcome.metrics)
@@ -821,6 +835,30 @@ class TFJobOperator(BaseOperator):
         result = self.result_from_outcome(outcome, context)
         self._mark_reported(hook, job)
         return result
+
+    def _finish_cleanup(
+        self, context: Context, hook: TFJobHook, job: Mapping[str, Any], succeeded: bool
+    ) -> None:
+        """Apply the on-finish action and the intended cleanup; its failure never decides the outcome.
+
+        The job's outcome is known and its logs are read: a cleanup the API refuses even after the
+        retry policy is reported (warning, XCom ``cleanup_error``) and the task keeps the job's outcome.
+        """
+        try:
+            cleanup.finish(
+                hook, job, succeeded=succeeded, on_finish_action=self.on_finish_action, log=self.log.info
+            )
+        except Exception as error:
+            meta = job["metadata"]
+            left = cleanup.leftover_description(job, self.on_finish_action, succeeded)
+            self.log.warning(
+                "Cleanup of TFJob %s/%s failed (%s); left behind: %s. The task keeps the job's outcome.",
+                meta["namespace"],
+                meta["name"],
+                error,
+                left,
+            )
+            context["ti"].xcom_push(key="cleanup_error", value={"error": str(error), "left_behind": left})
 
     def result_from_outcome(self, outcome: FollowOutcome, context: Context) -> Any:
         """The task's return value (XCom) for a succeeded job; subclasses may return something else.
@@ -867,6 +905,12 @@ def _identity(context: Context) -> tuple[str, str, str, int, int]:
         -1 if map_index is None else int(map_index),
         int(getattr(ti, "try_number", 1) or 1),
     )
+
+
+def _state_set(context: Context, value: dict[str, Any]) -> None:
+    store = context.get("task_state_store")
+    if store is not None:
+        store.set(STATE_KEY, value)
 
 
 def _state_get(context: Context) -> dict[str, Any] | None:

@@ -51,6 +51,7 @@ class TFJobSensor(BaseSensorOperator):
         cluster_context: str | None = None,
         config_file: str | None = None,
         in_cluster: bool | None = None,
+        api_retry_timeout: float | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
@@ -62,6 +63,7 @@ class TFJobSensor(BaseSensorOperator):
         self.cluster_context = cluster_context
         self.config_file = config_file
         self.in_cluster = in_cluster
+        self.api_retry_timeout = api_retry_timeout
         self.deferrable = deferrable
 
     def _check_target(self) -> None:
@@ -78,6 +80,7 @@ class TFJobSensor(BaseSensorOperator):
             cluster_context=self.cluster_context,
             config_file=self.config_file,
             in_cluster=self.in_cluster,
+            api_retry_timeout=self.api_retry_timeout,
         )
 
     def _namespace(self, hook: TFJobHook) -> str:
@@ -120,6 +123,7 @@ class TFJobSensor(BaseSensorOperator):
                 cluster_context=self.cluster_context,
                 config_file=self.config_file,
                 in_cluster=self.in_cluster,
+                api_retry_timeout=self.api_retry_timeout,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout),

@@ -6,6 +6,7 @@ Constructor (every argument is JSON and survives a triggerer restart)::
     TFJobTrigger(
         name, namespace,
         kubernetes_conn_id="kubernetes_default", cluster_context=None, config_file=None, in_cluster=None,
+        api_retry_timeout=None, # seconds every API call is retried in all (hooks.retry)
         options=None,          # follow.FollowOptions as a dict
         cursors=None,          # log cursors from an earlier follow: logs resume without loss
         deadline=None,         # epoch seconds (task start + execution_timeout)
@@ -83,12 +84,14 @@ class _ClusterTrigger(BaseTrigger):
         cluster_context: str | None,
         config_file: str | None,
         in_cluster: bool | None,
+        api_retry_timeout: float | None = None,
     ) -> None:
         super().__init__()
         self.kubernetes_conn_id = kubernetes_conn_id
         self.cluster_context = cluster_context
         self.config_file = config_file
         self.in_cluster = in_cluster
+        self.api_retry_timeout = api_retry_timeout
 
     def _connection(self) -> dict[str, Any]:
         return {
@@ -96,6 +99,7 @@ class _ClusterTrigger(BaseTrigger):
             "cluster_context": self.cluster_context,
             "config_file": self.config_file,
             "in_cluster": self.in_cluster,
+            "api_retry_timeout": self.api_retry_timeout,
         }
 
     def _hook(self) -> AsyncTFJobHook:
@@ -106,6 +110,7 @@ class _ClusterTrigger(BaseTrigger):
             cluster_context=self.cluster_context,
             config_file=self.config_file,
             in_cluster=self.in_cluster,
+            api_retry_timeout=self.api_retry_timeout,
         )
 
 
@@ -120,6 +125,7 @@ class TFJobTrigger(_ClusterTrigger):
         cluster_context: str | None = None,
         config_file: str | None = None,
         in_cluster: bool | None = None,
+        api_retry_timeout: float | None = None,
         options: dict[str, Any] | None = None,
         cursors: dict[str, Any] | None = None,
         deadline: float | None = None,
@@ -127,7 +133,7 @@ class TFJobTrigger(_ClusterTrigger):
         deferred_at: float | None = None,
         startup_deadline: float | None = None,
     ) -> None:
-        super().__init__(kubernetes_conn_id, cluster_context, config_file, in_cluster)
+        super().__init__(kubernetes_conn_id, cluster_context, config_file, in_cluster, api_retry_timeout)
         self.name = name
         self.namespace = namespace
         self.options = dict(options or {})
@@ -324,8 +330,9 @@ class TFJobConditionTrigger(_ClusterTrigger):
         cluster_context: str | None = None,
         config_file: str | None = None,
         in_cluster: bool | None = None,
+        api_retry_timeout: float | None = None,
     ) -> None:
-        super().__init__(kubernetes_conn_id, cluster_context, config_file, in_cluster)
+        super().__init__(kubernetes_conn_id, cluster_context, config_file, in_cluster, api_retry_timeout)
         self.name = name
         self.namespace = namespace
         self.target_condition = target_condition

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from test_watch_helpers import tfjob_manifest, unique
 
-from airflow_tfjob.hooks import tfjob as hookmod
+from airflow_tfjob.hooks import clients as clients_mod
 from airflow_tfjob.hooks.tfjob import AsyncTFJobHook, TFJobHook, WatchExpired, api_status, iter_lines
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
@@ -224,7 +224,7 @@ def test_client_closed_when_its_loop_ends(k8s_conn: str) -> None:
     first, second = clients
     assert first is not second  # a fresh loop gets its own client (aiohttp sessions are loop-bound)
     assert first.rest_client.pool_manager.closed and second.rest_client.pool_manager.closed
-    assert not hookmod._SHARED
+    assert not clients_mod._SHARED
 
 
 async def test_stream_outlives_a_short_total_timeout(k8s_conn: str, local_cluster: Any) -> None:

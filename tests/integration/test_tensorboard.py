@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from operator_support import wait_for
 
+from airflow_tfjob.hooks.tfjob import TFJobHook
 from airflow_tfjob.tensorboard import TensorBoard, TensorBoardSpec, tensorboard_name
 
 pytestmark = [pytest.mark.cluster, pytest.mark.tensorflow]
@@ -117,12 +118,12 @@ def _exists(read: Callable[..., Any], name: str) -> bool:
 
 
 def test_link_serves_tensorboard_while_the_job_runs(
-    apis: tuple[Any, Any], running_job: dict[str, Any], tmp_path: Path
+    apis: tuple[Any, Any], running_job: dict[str, Any], tmp_path: Path, hook: TFJobHook
 ) -> None:
     core, _ = apis
     job_name = running_job["metadata"]["name"]
     wait_for(lambda: _job_pod_phase(core, job_name) == "Running", 60, "the job's pod to run")
-    board = TensorBoard(core, TensorBoardSpec(log_dir=str(tmp_path / "logs"), ready_timeout=60), running_job)
+    board = TensorBoard(hook, TensorBoardSpec(log_dir=str(tmp_path / "logs"), ready_timeout=60), running_job)
     board.start()
     board.start()  # a retried try finds the objects already there: no error, nothing duplicated
     url = board.wait_url()
@@ -148,10 +149,12 @@ def test_link_serves_tensorboard_while_the_job_runs(
     wait_for(lambda: http_get(url) is None, 30, "the board to stop serving")
 
 
-def test_board_goes_with_its_job(apis: tuple[Any, Any], running_job: dict[str, Any], tmp_path: Path) -> None:
+def test_board_goes_with_its_job(
+    apis: tuple[Any, Any], running_job: dict[str, Any], tmp_path: Path, hook: TFJobHook
+) -> None:
     core, custom = apis
     job_name = running_job["metadata"]["name"]
-    board = TensorBoard(core, TensorBoardSpec(log_dir=str(tmp_path / "logs"), keep=True), running_job)
+    board = TensorBoard(hook, TensorBoardSpec(log_dir=str(tmp_path / "logs"), keep=True), running_job)
     board.start()
     assert board.stop() is False  # keep=True: the task leaves it running
     name = tensorboard_name(job_name)

@@ -1,0 +1,136 @@
+"""The async hooks' shared API clients: one per (cluster configuration, running loop), kept authenticated.
+
+A kubernetes_asyncio ApiClient owns an aiohttp session bound to the loop that created it and costs
+about 0.8 MB, so hooks with the same configuration share one per running loop. Because it lives long
+(a triggerer runs for days), its credentials must not go stale:
+
+- exec-plugin tokens (EKS, GKE, AKS kubeconfigs) are fetched again before they expire:
+  kubernetes_asyncio fetches one when the configuration is loaded and never again, so
+  :class:`ExecTokenRefresher` is installed as the configuration's refresh hook;
+- token files (in-cluster service accounts) are re-read by the client's own refresh hook;
+- a 401 anyway (a token revoked early, a clock skew) retires the client: the next request builds a
+  new one from the configuration, and requests already streaming on the old one finish undisturbed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any
+
+from kubernetes_asyncio import client as async_client
+
+#: Share of a token's lifetime after which it is fetched again (the rest is the margin for slow plugins).
+REFRESH_AT = 0.8
+
+
+class ExecTokenRefresher:
+    """Refresh hook of a client configuration whose token comes from an exec credential plugin."""
+
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+        self._lock = asyncio.Lock()
+        self._obtained = time.time()
+        self.refreshes = 0
+
+    def _due(self) -> bool:
+        expiry = getattr(self._loader, "exec_plugin_expiry", None)
+        if expiry is None:  # a token without expiry: only a 401 replaces it
+            return False
+        lifetime = max(0.0, expiry.timestamp() - self._obtained)
+        return time.time() >= self._obtained + REFRESH_AT * lifetime
+
+    async def __call__(self, configuration: async_client.Configuration) -> None:
+        if not self._due():
+            return
+        async with self._lock:
+            if not self._due():  # another request refreshed it while this one waited
+                return
+            # The loader reuses its token until 5 minutes before expiry; tokens that live shorter than
+            # that would be fetched on every request without this reset.
+            with contextlib.suppress(AttributeError):
+                del self._loader.exec_plugin_expiry
+            await self._loader.load_from_exec_plugin()
+            self._obtained = time.time()
+            self.refreshes += 1
+            configuration.api_key["BearerToken"] = self._loader.token
+
+
+class _LoopClients:
+    """The shared clients of one event loop, and the task that closes them when the loop shuts down.
+
+    `asyncio.run` (and pytest-asyncio, and the triggerer on exit) cancel the tasks left at the end: the
+    keeper task's `finally` then closes the aiohttp sessions inside the loop that owns them.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.clients: dict[Hashable, async_client.ApiClient] = {}
+        # Clients replaced after a 401: streams opened on them may still be reading; closed at the end.
+        self.retired: list[async_client.ApiClient] = []
+        self.locks: dict[Hashable, asyncio.Lock] = {}
+        self.loop = loop
+        self.keeper = loop.create_task(self._keep(), name="tfjob-hook-client-keeper")
+
+    async def _keep(self) -> None:
+        try:
+            await asyncio.get_running_loop().create_future()
+        finally:
+            _SHARED.pop(self.loop, None)
+            await self.close_all()
+
+    async def close_all(self) -> None:
+        for api in [*self.clients.values(), *self.retired]:
+            with contextlib.suppress(Exception):
+                await api.close()
+        self.clients.clear()
+        self.retired.clear()
+
+
+_SHARED: dict[asyncio.AbstractEventLoop, _LoopClients] = {}
+
+
+def _entry() -> _LoopClients:
+    loop = asyncio.get_running_loop()
+    entry = _SHARED.get(loop)
+    if entry is None:
+        entry = _SHARED[loop] = _LoopClients(loop)
+    return entry
+
+
+async def shared_client(
+    key: Hashable, build: Callable[[], Awaitable[async_client.ApiClient]]
+) -> async_client.ApiClient:
+    """The running loop's client for `key`, built once by `build`; callers never close it."""
+    entry = _entry()
+    api = entry.clients.get(key)
+    if api is not None:
+        return api
+    async with entry.locks.setdefault(key, asyncio.Lock()):
+        api = entry.clients.get(key)
+        if api is None:
+            api = entry.clients[key] = await build()
+    return api
+
+
+async def retire_client(key: Hashable, api: async_client.ApiClient) -> None:
+    """Stop handing out `api` for `key` (it met a 401); the next request builds a new client.
+
+    Only the client that failed is retired: when many requests meet the same 401 at once, the first
+    one replaces it and the others simply use the replacement.
+    """
+    entry = _entry()
+    async with entry.locks.setdefault(key, asyncio.Lock()):
+        if entry.clients.get(key) is api:
+            del entry.clients[key]
+            entry.retired.append(api)
+
+
+async def close_shared_clients() -> None:
+    """Close the running loop's shared clients now (they are otherwise closed when the loop ends)."""
+    entry = _SHARED.pop(asyncio.get_running_loop(), None)
+    if entry is None:
+        return
+    entry.keeper.cancel()
+    await entry.close_all()
