@@ -174,6 +174,17 @@ def check_operator_parameters(params: Mapping[str, Any]) -> None:
         _check_choice(problems, "on_kill_action", params["on_kill_action"], ON_KILL_ACTIONS)
     if "startup_timeout" in params:
         _check_seconds(problems, "startup_timeout", params["startup_timeout"], none_ok=True)
+    if "api_retry_timeout" in params:
+        value = params["api_retry_timeout"]
+        if value is not None and (not _is_number(value) or value < 0):
+            problems.append(
+                Problem(
+                    "api_retry_timeout",
+                    f"{value!r} is not a number of seconds",
+                    "use the seconds every API call may be retried in all (0: no retries), or None for the "
+                    "default of 240",
+                )
+            )
     if "log_replicas" in params:
         _check_log_replicas(problems, params["log_replicas"])
     if "metrics" in params:
