@@ -3,8 +3,9 @@
 It speaks the wire protocol that kubectl and the official Python clients rely on: discovery documents,
 the verbs on namespaced and cluster-scoped resources, the status subresource, newline-delimited JSON
 watch streams (with bookmarks and the 410 ERROR event), pods/log as text/plain, and every error as a
-`Status` object with the code and reason a real API server uses. It listens on 127.0.0.1 only and
-does no authentication (the kubeconfig's token is accepted and ignored).
+`Status` object with the code and reason a real API server uses. Authentication, authorisation and
+fault injection are optional aiohttp middlewares in front of the routes (auth.py, rbac.py, faults.py);
+without them the kubeconfig's token is accepted and ignored.
 
 Handlers stay lean for throughput: GET and LIST answer the store's cached JSON bytes without copying.
 """
@@ -18,7 +19,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -378,6 +379,8 @@ class ApiServer:
         host: str = "127.0.0.1",
         port: int = 0,
         bookmark_interval: float = 60.0,
+        middlewares: Sequence[Callable[..., Awaitable[web.StreamResponse]]] = (),
+        metrics_sources: Sequence[Callable[[], str]] = (),
     ) -> None:
         self.store = store
         self.podlogs = podlogs
@@ -387,10 +390,13 @@ class ApiServer:
         self._runner: web.AppRunner | None = None
         self._streams: set[asyncio.Task[Any]] = set()
         self.metrics = RequestMetrics()
+        # Counted first, so that requests refused or faulted by the middlewares are counted too.
+        self.middlewares = [self._observe, *middlewares]
+        self.metrics_sources = [self.metrics.render, *metrics_sources]
         self.url = ""
 
     async def start(self) -> str:
-        app = web.Application(client_max_size=MAX_BODY)
+        app = web.Application(client_max_size=MAX_BODY, middlewares=self.middlewares)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         # handler_cancellation: a client that hangs up ends its watch or log stream at once.
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
@@ -413,10 +419,18 @@ class ApiServer:
 
     # ---- dispatch
 
+    @web.middleware
+    async def _observe(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        if request.path != "/metrics":
+            self.metrics.observe(classify(request.method, request.path, request.query))
+        return await handler(request)
+
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         if request.path == "/metrics":
-            return web.Response(text=self.metrics.render(), content_type="text/plain", charset="utf-8")
-        self.metrics.observe(classify(request.method, request.path, request.query))
+            text = "".join(source() for source in self.metrics_sources)
+            return web.Response(text=text, content_type="text/plain", charset="utf-8")
         try:
             return await self._route(request)
         except ApiError as exc:

@@ -14,10 +14,18 @@ import sys
 from pathlib import Path
 
 from airflow_tfjob.local.cluster import ClusterRuntime
+from airflow_tfjob.local.faults import FaultPlan
 
 
 def _parse_gpus(value: str) -> list[str]:
     return [g.strip() for g in value.split(",") if g.strip()]
+
+
+def _parse_faults(value: str) -> FaultPlan:
+    try:
+        return FaultPlan.parse(value)
+    except ValueError as exc:  # argparse shows an ArgumentTypeError's own message
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,13 +37,20 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--kubeconfig", type=Path, default=None, help="where to write the kubeconfig")
     serve.add_argument("--gpus", type=_parse_gpus, default=[], help="comma-separated GPU device ids, e.g. 0,1")
     serve.add_argument("--workdir", type=Path, default=None, help="directory for the cluster's files")
+    serve.add_argument(
+        "--faults", type=_parse_faults, default=None, metavar="SPEC",
+        help="inject API faults, e.g. 'seed=7,rate=0.05,kinds=throttle+unavailable+server_error+lost_reply"
+             "+stream_cut,verbs=GET+LIST,latency=0.01,retry_after=1,stream_cut_after=0.5+2' "
+             "(see docs/local-cluster.md)",
+    )
     serve.add_argument("--log-level", default="WARNING", help="logging level for stderr (default WARNING)")
     return parser
 
 
 async def serve(args: argparse.Namespace) -> int:
     runtime = ClusterRuntime(
-        gpus=args.gpus, workdir=args.workdir, host=args.host, port=args.port, kubeconfig_path=args.kubeconfig
+        gpus=args.gpus, workdir=args.workdir, host=args.host, port=args.port, kubeconfig_path=args.kubeconfig,
+        faults=args.faults,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

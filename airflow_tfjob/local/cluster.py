@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import ipaddress
 import logging
 import secrets
 import socket
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -24,14 +25,20 @@ import yaml
 
 from airflow_tfjob.local.admission import TFJobAdmission
 from airflow_tfjob.local.apiserver import ApiServer
+from airflow_tfjob.local.auth import TokenAuthenticator
 from airflow_tfjob.local.controller import Controller
+from airflow_tfjob.local.credential import TokenAuthority, exec_command, write_private
+from airflow_tfjob.local.faults import FaultInjector, FaultPlan
 from airflow_tfjob.local.podlogs import PodLogs
+from airflow_tfjob.local.rbac import Authorizer, RoleSource
 from airflow_tfjob.local.runner import Runner
 from airflow_tfjob.local.store import Store
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 CONTEXT_NAME = "tfjob-local"
+ADMIN = "admin"
+CREDENTIALS = ("exec", "static")
 
 
 class PortAllocator:
@@ -55,21 +62,29 @@ class PortAllocator:
         return self.allocate()
 
 
-def write_kubeconfig(path: Path, url: str, token: str) -> None:
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def write_kubeconfig(path: Path, url: str, user: dict[str, Any]) -> None:
+    """Write a kubeconfig (mode 0600: it holds a credential) whose user entry is `user`, e.g.
+    ``{"token": ...}`` or ``{"exec": ...}``."""
     config = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": CONTEXT_NAME, "cluster": {"server": url}}],
-        "users": [{"name": CONTEXT_NAME, "user": {"token": token}}],
+        "users": [{"name": CONTEXT_NAME, "user": user}],
         "contexts": [{"name": CONTEXT_NAME, "context": {"cluster": CONTEXT_NAME, "user": CONTEXT_NAME,
                                                         "namespace": "default"}}],
         "current-context": CONTEXT_NAME,
         "preferences": {},
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(yaml.safe_dump(config, sort_keys=False))
-    tmp.replace(path)
+    write_private(path, yaml.safe_dump(config, sort_keys=False))
 
 
 class ClusterRuntime:
@@ -87,16 +102,50 @@ class ClusterRuntime:
         bookmark_interval: float = 60.0,
         controller: bool = True,
         runner: bool = True,
+        faults: FaultPlan | None = None,
+        auth: bool = False,
+        token_ttl: float = 900.0,
+        credential: str = "exec",
+        roles: Mapping[str, Sequence[RoleSource]] | None = None,
     ) -> None:
+        # Every option is checked before anything is created.
+        if not auth and not is_loopback(host):
+            raise ValueError(
+                f"host {host!r} is not a loopback address: without authentication anyone who can reach it "
+                "could run processes on this machine; turn token authentication on (tfjob-local serve "
+                "--auth token, LocalCluster(auth=True)) or listen on 127.0.0.1"
+            )
+        if credential not in CREDENTIALS:
+            raise ValueError(f"credential must be one of {', '.join(CREDENTIALS)}, got {credential!r}")
+        if isinstance(token_ttl, bool) or not isinstance(token_ttl, (int, float)) or token_ttl <= 0:
+            raise ValueError(f"token_ttl must be a positive number of seconds (e.g. 900), got {token_ttl!r}")
+        if roles and not auth:
+            raise ValueError("roles need token authentication to know who asks: pass auth=True (--auth token)")
+        authorizer = Authorizer(roles) if roles else None
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="tfjob-local-"))
         self.kubeconfig_path = Path(kubeconfig_path) if kubeconfig_path else self.workdir / "kubeconfig"
         self.gpus = list(gpus or [])
         self.token = secrets.token_hex(16)
+        self.token_ttl = float(token_ttl)
+        self.credential = credential
+        self.authority = TokenAuthority(self.workdir / "token-secret") if auth else None
+        self.authorizer = authorizer
         self.store = Store(history_limit=history_limit, admission=TFJobAdmission())
         self.podlogs = PodLogs()
         self.ports = PortAllocator()
+        self.faults = FaultInjector(faults)
+        # Authentication, then authorisation, then faults: a real server throttles authorised requests.
+        middlewares: list[Any] = []
+        sources = [self.faults.render]
+        if self.authority is not None:
+            middlewares.append(TokenAuthenticator(self.authority).middleware)
+        if authorizer is not None:
+            middlewares.append(authorizer.middleware)
+            sources.append(authorizer.render)
+        middlewares.append(self.faults.middleware)
         self.apiserver = ApiServer(self.store, self.podlogs, host=host, port=port,
-                                   bookmark_interval=bookmark_interval)
+                                   bookmark_interval=bookmark_interval, middlewares=middlewares,
+                                   metrics_sources=sources)
         self._want_controller = controller
         self._want_runner = runner
         self.controller: Controller | None = None
@@ -106,7 +155,7 @@ class ClusterRuntime:
 
     async def start(self) -> str:
         self.url = await self.apiserver.start()
-        write_kubeconfig(self.kubeconfig_path, self.url, self.token)
+        self.write_kubeconfig(self.kubeconfig_path, ADMIN, self.credential)
         if self._want_controller:
             self.controller = Controller(self.store, port_allocator=self.ports)
             self._tasks.append(asyncio.create_task(self._supervise("controller", self.controller.run())))
@@ -115,6 +164,23 @@ class ClusterRuntime:
                                  workdir=self.workdir)
             self._tasks.append(asyncio.create_task(self._supervise("runner", self.runner.run())))
         return self.url
+
+    def issue_token(self, user: str, ttl: float | None = None) -> str:
+        if self.authority is None:
+            raise RuntimeError("token authentication is off: start the cluster with auth=True")
+        return self.authority.issue(user, self.token_ttl if ttl is None else ttl)
+
+    def write_kubeconfig(self, path: Path, user: str, credential: str = "exec") -> Path:
+        """A kubeconfig for `user`: an exec plugin that mints fresh tokens, or a static token that
+        expires after the TTL (``credential="static"``). Without authentication: the ignored token."""
+        if credential not in CREDENTIALS:
+            raise ValueError(f"credential must be one of {', '.join(CREDENTIALS)}, got {credential!r}")
+        entry: dict[str, Any] = {"token": self.token}
+        if self.authority is not None:
+            entry = ({"exec": exec_command(self.authority.secret_file, user, self.token_ttl)}
+                     if credential == "exec" else {"token": self.issue_token(user)})
+        write_kubeconfig(Path(path), self.url, entry)
+        return Path(path)
 
     @staticmethod
     async def _supervise(name: str, coro: Any) -> None:
@@ -157,10 +223,16 @@ class LocalCluster:
         bookmark_interval: float = 60.0,
         controller: bool = True,
         runner: bool = True,
+        faults: FaultPlan | None = None,
+        auth: bool = False,
+        token_ttl: float = 900.0,
+        credential: str = "exec",
+        roles: Mapping[str, Sequence[RoleSource]] | None = None,
     ) -> None:
         self.runtime = ClusterRuntime(
             gpus=gpus, workdir=workdir, host=host, port=port, history_limit=history_limit,
-            bookmark_interval=bookmark_interval, controller=controller, runner=runner,
+            bookmark_interval=bookmark_interval, controller=controller, runner=runner, faults=faults,
+            auth=auth, token_ttl=token_ttl, credential=credential, roles=roles,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -199,6 +271,36 @@ class LocalCluster:
         """Watch streams open on the API server now."""
         metrics = self.runtime.apiserver.metrics
         return self.call(lambda: metrics.watch_count(resource))
+
+    def set_faults(self, plan: FaultPlan | None) -> None:
+        """Replace the fault plan (None: no more faults; a stream already doomed to be cut is spared).
+        The new plan's RNG starts from its seed. Safe from any thread."""
+        self.runtime.faults.set_plan(plan)
+
+    def fault_counts(self) -> dict[str, int]:
+        """Faults injected so far, by kind (also `tfjob_local_injected_faults_total` on /metrics)."""
+        return self.runtime.faults.counts()
+
+    def issue_token(self, user: str = ADMIN, ttl: float | None = None) -> str:
+        """A bearer token for `user` (valid for `ttl` seconds, default the cluster's token_ttl)."""
+        return self.runtime.issue_token(user, ttl)
+
+    def expire_tokens(self) -> None:
+        """Every token issued so far (kubeconfigs, exec plugin, issue_token) is invalid from now on; the
+        exec plugin hands out valid ones again. Safe from any thread."""
+        if self.runtime.authority is None:
+            raise RuntimeError("token authentication is off: start the cluster with auth=True")
+        self.runtime.authority.rotate()
+
+    def kubeconfig_for(self, user: str, path: Path | None = None, credential: str = "exec") -> Path:
+        """Write a kubeconfig that authenticates as `user` (see ClusterRuntime.write_kubeconfig)."""
+        target = Path(path) if path else self.runtime.workdir / f"kubeconfig-{user}-{credential}"
+        return self.runtime.write_kubeconfig(target, user, credential)
+
+    def denied_requests(self) -> dict[tuple[str, str, str, str], int]:
+        """RBAC 403s so far by (user, verb, resource incl. subresource, namespace)."""
+        authorizer = self.runtime.authorizer
+        return authorizer.denied() if authorizer is not None else {}
 
     def start(self) -> LocalCluster:
         started: concurrent.futures.Future[None] = concurrent.futures.Future()

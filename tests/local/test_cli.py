@@ -10,21 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 from kubernetes import client, config
-
-
-def start(*args: str) -> tuple[subprocess.Popen[str], str, Path]:
-    proc = subprocess.Popen([sys.executable, "-m", "airflow_tfjob.local.cli", "serve", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()  # blocks until the server is ready (or the process died)
-    assert line.startswith("ready "), (line, proc.stderr.read() if proc.stderr else "")
-    _, url, kubeconfig = line.split()
-    return proc, url, Path(kubeconfig)
+from process_support import start_serve, stop_serve
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_serve_prints_ready_line_and_stops_on_signal(tmp_path: Path, sig: signal.Signals) -> None:
-    proc, url, kubeconfig = start("--kubeconfig", str(tmp_path / "kc.yaml"), "--gpus", "0,1")
+    proc, url, kubeconfig = start_serve("--kubeconfig", str(tmp_path / "kc.yaml"), "--gpus", "0,1")
     try:
         assert kubeconfig == tmp_path / "kc.yaml" and url.startswith("http://127.0.0.1:")
         kc = yaml.safe_load(kubeconfig.read_text())
@@ -36,13 +27,7 @@ def test_serve_prints_ready_line_and_stops_on_signal(tmp_path: Path, sig: signal
         assert {"default", "kubeflow"} <= names
         api.close()
     finally:
-        proc.send_signal(sig)
-        code = proc.wait(timeout=30)
-        rest = proc.stdout.read() if proc.stdout else ""
-        if proc.stdout:
-            proc.stdout.close()
-        if proc.stderr:
-            proc.stderr.close()
+        code, rest = stop_serve(proc, sig)
     assert code == 0 and rest == ""  # exactly one line on stdout
 
 

@@ -1,0 +1,180 @@
+"""Role-based authorisation for the local API server (aiohttp middleware after authentication).
+
+Users are bound to Roles and ClusterRoles read from YAML files, e.g. the shipped
+``airflow_tfjob/rbac/role.yaml`` as-is: ``roles={"airflow": ["role.yaml"]}``. A Role applies in its
+``metadata.namespace``, or in ``default`` when it has none (as ``kubectl apply`` without ``-n``); give
+``(path, namespace)`` to apply it elsewhere (as ``kubectl apply -n``). A ClusterRole applies everywhere.
+Other documents in the files (RoleBindings, ServiceAccounts) are ignored: the mapping is the binding.
+A user with no entry in the mapping is an administrator, so clusters without roles behave as before.
+
+Rules are evaluated as kube-apiserver does for resource requests: apiGroups, resources (``pods/log``,
+``tfjobs/status``, ``*``, ``*/status``), verbs (``list`` and ``watch`` are distinct; ``*``) and
+resourceNames. Non-resource requests (discovery, /version, /metrics) are allowed to every
+authenticated user (a real server checks nonResourceURLs; discovery is open to all users there too).
+A denied request gets the server's 403 Forbidden Status; denials are counted for /metrics.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from airflow_tfjob.local.apiserver import parse_resource_path
+from airflow_tfjob.local.auth import USER_KEY
+from airflow_tfjob.local.requestmetrics import classify
+from airflow_tfjob.local.store import ApiError
+
+METRIC = "tfjob_local_forbidden_total"
+RoleSource = str | Path | tuple[str | Path, str]
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_VERB = {"GET": "get", "LIST": "list", "WATCH": "watch", "POST": "create", "PUT": "update", "PATCH": "patch",
+         "DELETE": "delete", "DELETECOLLECTION": "deletecollection"}
+
+
+@dataclass(frozen=True)
+class Rule:
+    api_groups: frozenset[str]
+    resources: frozenset[str]
+    verbs: frozenset[str]
+    resource_names: frozenset[str]
+
+    def allows(self, group: str, resource: str, verb: str, name: str | None) -> bool:
+        sub = resource.partition("/")[2]
+        return (
+            bool({"*", group} & self.api_groups)
+            and (bool({"*", resource} & self.resources) or (sub != "" and f"*/{sub}" in self.resources))
+            and bool({"*", verb} & self.verbs)
+            and (not self.resource_names or (name is not None and name in self.resource_names))
+        )
+
+
+@dataclass(frozen=True)
+class Grant:
+    """The rules of one Role (in `namespace`) or ClusterRole (`namespace` None: everywhere)."""
+
+    name: str
+    namespace: str | None
+    rules: tuple[Rule, ...]
+
+
+def _strings(rule: Mapping[str, Any], key: str, where: str) -> frozenset[str]:
+    value = rule.get(key) or []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{where}: rules[].{key} must be a list of strings, got {value!r}")
+    return frozenset(value)
+
+
+def load_grants(source: RoleSource) -> list[Grant]:
+    """The Roles and ClusterRoles in one YAML file (a clear error naming the file when it has none)."""
+    path, namespace = (Path(source[0]), source[1]) if isinstance(source, tuple) else (Path(source), None)
+    try:
+        documents = [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"roles: cannot read {path}: {exc}") from None
+    grants = []
+    for doc in documents:
+        kind = doc.get("kind")
+        if kind not in ("Role", "ClusterRole"):
+            continue
+        meta = doc.get("metadata") or {}
+        where = f"roles: {path} {kind} {meta.get('name', '?')}"
+        rules = []
+        for rule in doc.get("rules") or []:
+            if not isinstance(rule, dict):
+                raise ValueError(f"{where}: each rule must be a mapping")
+            rules.append(Rule(_strings(rule, "apiGroups", where), _strings(rule, "resources", where),
+                              _strings(rule, "verbs", where), _strings(rule, "resourceNames", where)))
+        scope = None if kind == "ClusterRole" else (namespace or meta.get("namespace") or "default")
+        grants.append(Grant(str(meta.get("name", "")), scope, tuple(rules)))
+    if not grants:
+        raise ValueError(f"roles: {path} holds no Role or ClusterRole; give a file like airflow_tfjob/rbac/role.yaml")
+    return grants
+
+
+@dataclass(frozen=True)
+class Attributes:
+    """What a resource request asks to do, in RBAC's terms."""
+
+    verb: str
+    group: str
+    resource: str  # with its subresource: "pods/log"
+    namespace: str | None
+    name: str | None
+
+    def forbidden(self, user: str) -> ApiError:
+        plural = self.resource.split("/", 1)[0]
+        qualified = f"{plural}.{self.group}" if self.group else plural
+        target = f'{qualified} "{self.name}"' if self.name else qualified
+        scope = f'in the namespace "{self.namespace}"' if self.namespace else "at the cluster scope"
+        message = (f'{target} is forbidden: User "{user}" cannot {self.verb} resource "{self.resource}" '
+                   f'in API group "{self.group}" {scope}')
+        details: dict[str, Any] = {"group": self.group, "kind": plural}
+        if self.name:
+            details["name"] = self.name
+        return ApiError(403, "Forbidden", message, details)
+
+
+def request_attributes(request: web.Request) -> Attributes | None:
+    """The request's RBAC attributes, or None for a non-resource request (or a URL that will 404)."""
+    verb = _VERB.get(classify(request.method, request.path, request.query)[0])
+    parts = [p for p in request.path.split("/") if p]
+    if verb is None or len(parts) < 3:
+        return None
+    group, version, rest = ("", parts[1], parts[2:]) if parts[0] == "api" else (parts[1], parts[2], parts[3:])
+    try:
+        p = parse_resource_path(group, version, rest)
+    except ApiError:
+        return None
+    resource = f"{p.info.plural}/{p.subresource}" if p.subresource else p.info.plural
+    name = p.name if verb != "create" else None
+    return Attributes(verb, group, resource, p.namespace if p.info.namespaced else None, name)
+
+
+class Authorizer:
+    """Users' grants, the middleware, and the denial counters (read from any thread)."""
+
+    def __init__(self, roles: Mapping[str, Sequence[RoleSource]]) -> None:
+        self.grants: dict[str, list[Grant]] = {
+            user: [g for source in sources for g in load_grants(source)] for user, sources in roles.items()
+        }
+        self._lock = threading.Lock()
+        self._denied: Counter[tuple[str, str, str, str]] = Counter()
+
+    def allowed(self, user: str, attrs: Attributes) -> bool:
+        grants = self.grants.get(user)
+        if grants is None:
+            return True  # no roles configured for this user: an administrator
+        return any(
+            rule.allows(attrs.group, attrs.resource, attrs.verb, attrs.name)
+            for grant in grants if grant.namespace is None or grant.namespace == attrs.namespace
+            for rule in grant.rules
+        )
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        attrs = request_attributes(request)
+        user = request.get(USER_KEY)
+        if attrs is not None and user is not None and not self.allowed(user, attrs):
+            with self._lock:
+                self._denied[(user, attrs.verb, attrs.resource, attrs.namespace or "")] += 1
+            error = attrs.forbidden(user)
+            return web.json_response(error.status(), status=403)
+        return await handler(request)
+
+    def denied(self) -> dict[tuple[str, str, str, str], int]:
+        """403s so far by (user, verb, resource incl. subresource, namespace)."""
+        with self._lock:
+            return dict(self._denied)
+
+    def render(self) -> str:
+        lines = [f"# HELP {METRIC} Requests denied by RBAC.", f"# TYPE {METRIC} counter"]
+        lines += [f'{METRIC}{{user="{u}",verb="{v}",resource="{r}",namespace="{n}"}} {c}'
+                  for (u, v, r, n), c in sorted(self.denied().items())]
+        return "\n".join(lines) + "\n"
