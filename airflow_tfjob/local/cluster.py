@@ -137,8 +137,9 @@ class ClusterRuntime:
         # Authentication, then authorisation, then faults: a real server throttles authorised requests.
         middlewares: list[Any] = []
         sources = [self.faults.render]
-        if self.authority is not None:
-            middlewares.append(TokenAuthenticator(self.authority).middleware)
+        self.authenticator = TokenAuthenticator(self.authority) if self.authority is not None else None
+        if self.authenticator is not None:
+            middlewares.append(self.authenticator.middleware)
         if authorizer is not None:
             middlewares.append(authorizer.middleware)
             sources.append(authorizer.render)
@@ -296,6 +297,11 @@ class LocalCluster:
         """Write a kubeconfig that authenticates as `user` (see ClusterRuntime.write_kubeconfig)."""
         target = Path(path) if path else self.runtime.workdir / f"kubeconfig-{user}-{credential}"
         return self.runtime.write_kubeconfig(target, user, credential)
+
+    def rejected_requests(self) -> int:
+        """Requests answered 401 Unauthorized so far (0 without authentication)."""
+        authenticator = self.runtime.authenticator
+        return authenticator.rejected if authenticator is not None else 0
 
     def denied_requests(self) -> dict[tuple[str, str, str, str], int]:
         """RBAC 403s so far by (user, verb, resource incl. subresource, namespace)."""

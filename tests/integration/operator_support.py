@@ -6,12 +6,16 @@ resume_execution / on_kill with a context holding ``ti``); the task instance her
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import TaskDeferred
 
 # A replica program: fails (exit 1) when its TF_CONFIG task type is FAIL_TYPE, else sleeps SLEEP
 # seconds and exits 0. Without TF_CONFIG (single replica) it behaves as the type in TASK_TYPE.
@@ -76,3 +80,41 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(interval)
+
+
+@dataclass
+class StateStore:
+    """What the operator uses of Airflow 3.3's task_state_store: durable values across tries."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, key: str) -> Any:
+        return self.values.get(key)
+
+    def set(self, key: str, value: Any) -> None:
+        self.values[key] = value
+
+
+def defer(op: Any, ti: TaskInstance, context: Any = None) -> TaskDeferred:
+    """Run execute until the operator defers; return the deferral."""
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(context or context_for(ti))
+    return deferred.value
+
+
+def rebuild_trigger(deferred: TaskDeferred) -> Any:
+    """The trigger as the triggerer rebuilds it: from its serialized classpath and kwargs."""
+    classpath, kwargs = deferred.trigger.serialize()
+    module, _, cls = classpath.rpartition(".")
+    return getattr(__import__(module, fromlist=[cls]), cls)(**kwargs)
+
+
+async def first_event(trigger: Any) -> dict[str, Any]:
+    async for event in trigger.run():
+        return dict(event.payload)
+    raise AssertionError("trigger ended without an event")
+
+
+def fire(deferred: TaskDeferred) -> dict[str, Any]:
+    """Run the trigger as the triggerer would, and take its one event (as `airflow dags test` does)."""
+    return asyncio.run(first_event(rebuild_trigger(deferred)))

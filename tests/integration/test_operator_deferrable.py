@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout, TaskDeferralTimeout, TaskDeferred
-from operator_support import TaskInstance, context_for, replica_command, wait_for
+from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout, TaskDeferralTimeout
+from operator_support import TaskInstance, context_for, defer, fire, replica_command, wait_for
 
 from airflow_tfjob.naming import identity_selector
 from airflow_tfjob.operators.tfjob import TRIGGER_TIMEOUT_MARGIN, TFJobOperator
@@ -27,28 +26,6 @@ def make_operator(**kwargs: Any) -> TFJobOperator:
     }
     params.update(kwargs)
     return TFJobOperator(**params)
-
-
-def defer(op: TFJobOperator, ti: TaskInstance) -> TaskDeferred:
-    with pytest.raises(TaskDeferred) as deferred:
-        op.execute(context_for(ti))
-    return deferred.value
-
-
-def fire(deferred: TaskDeferred) -> dict[str, Any]:
-    """Run the trigger as the triggerer would, and take its one event (as `airflow dags test` does)."""
-    trigger = deferred.trigger
-    # The trigger must survive serialization: the triggerer rebuilds it from these kwargs.
-    classpath, kwargs = trigger.serialize()
-    module, _, cls = classpath.rpartition(".")
-    rebuilt = getattr(__import__(module, fromlist=[cls]), cls)(**kwargs)
-
-    async def first_event() -> dict[str, Any]:
-        async for event in rebuilt.run():
-            return dict(event.payload)
-        raise AssertionError("trigger ended without an event")
-
-    return asyncio.run(first_event())
 
 
 def test_deferred_success_resumes_and_returns_the_result(hook: Any) -> None:

@@ -1,0 +1,315 @@
+"""Chaos: the operator (both modes) and the sensor against a local cluster that throttles, fails, loses
+replies and cuts streams. Each test asserts the task's outcome, exactly one TFJob for the task
+instance, every replica line in the task log exactly once, and nothing left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+import zlib
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from operator_support import (
+    StateStore,
+    TaskInstance,
+    defer,
+    fire,
+    first_event,
+    rebuild_trigger,
+    wait_for,
+)
+
+from airflow_tfjob.hooks.tfjob import TFJobHook
+from airflow_tfjob.local import LocalCluster
+from airflow_tfjob.local.faults import KINDS, FaultPlan
+from airflow_tfjob.naming import identity_selector
+from airflow_tfjob.operators.tfjob import TFJobOperator
+from airflow_tfjob.sensors.tfjob import TFJobSensor
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+
+LINES = 40
+# Each replica prints LINES numbered lines over about two seconds (long enough for cut streams to
+# resume mid-way), then its metric.
+PROGRAM = r"""
+import json, os, time
+task = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task", {})
+me = f"{task.get('type', 'worker')}-{task.get('index', 0)}"
+for i in range(int(os.environ["LINES"])):
+    print(f"chaos {os.environ.get('TAG', '')}{me} line {i}", flush=True)
+    time.sleep(float(os.environ.get("PAUSE", "0.05")))
+print("accuracy=0.9", flush=True)
+"""
+# A record of several lines is printed as one: only the first carries the logger's suffix.
+LINE = re.compile(r"\[(worker-\d)\] chaos ([a-z]*)(worker-\d) line (\d+)(?!\d)")
+FAULT_SETS: dict[str, tuple[str, ...]] = {kind: (kind,) for kind in KINDS} | {"all": KINDS}
+
+
+def plan(name: str, rate: float = 0.3, **kwargs: Any) -> FaultPlan:
+    return FaultPlan(
+        seed=zlib.crc32(name.encode()),
+        rate=rate,
+        kinds=FAULT_SETS[name],
+        stream_cut_after=(0.3, 1.2),
+        **kwargs,
+    )
+
+
+@pytest.fixture(scope="module")
+def chaos_cluster() -> Iterator[LocalCluster]:
+    with LocalCluster() as cluster:
+        yield cluster
+
+
+def use_cluster(cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch, conn_id: str) -> None:
+    extra = {"kube_config_path": str(cluster.kubeconfig_path), "namespace": "default"}
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({"conn_type": "kubernetes", "extra": extra})
+    )
+
+
+@pytest.fixture
+def chaos(chaos_cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalCluster]:
+    use_cluster(chaos_cluster, monkeypatch, "chaos")
+    yield chaos_cluster
+    chaos_cluster.set_faults(None)
+
+
+def make_operator(conn_id: str = "chaos", **kwargs: Any) -> TFJobOperator:
+    params: dict[str, Any] = {
+        "task_id": "train",
+        "kubernetes_conn_id": conn_id,
+        "namespace": "default",
+        "image": "local/python",
+        "command": [sys.executable, "-c", PROGRAM],
+        "env": {"LINES": str(LINES)},
+        "worker": 2,
+        "log_replicas": "all",
+        "metrics": ["accuracy"],
+        "clean_pod_policy": "All",
+        "startup_timeout": 120,
+        "api_retry_timeout": 60,
+    }
+    params.update(kwargs)
+    return TFJobOperator(**params)
+
+
+def context_with_store(ti: TaskInstance, store: StateStore | None = None) -> dict[str, Any]:
+    return {"ti": ti, "task_instance": ti, "run_id": ti.run_id, "task_state_store": store or StateStore()}
+
+
+def run_task(op: TFJobOperator, context: dict[str, Any]) -> Any:
+    if not op.deferrable:
+        return op.execute(context)
+    event = fire(defer(op, context["ti"], context))
+    return op.execute_complete(context, event)
+
+
+def assert_every_line_once(
+    logged: str, tag: str = "", replicas: tuple[str, ...] = ("worker-0", "worker-1")
+) -> None:
+    """Each replica's numbered lines (of the job whose program got TAG=tag) are in the log exactly once."""
+    seen: Counter[tuple[str, int]] = Counter()
+    for line in logged.splitlines():
+        match = LINE.search(line)
+        if match and match.group(2) == tag and match.group(1) == match.group(3):
+            seen[(match.group(1), int(match.group(4)))] += 1
+    expected = {(replica, i) for replica in replicas for i in range(LINES)}
+    missing = sorted(expected - set(seen))
+    repeated = sorted(key for key, count in seen.items() if count > 1)
+    assert not missing, f"lines lost: {missing[:10]} ({len(missing)} in all)"
+    assert not repeated, f"lines repeated: {repeated[:10]} ({len(repeated)} in all)"
+
+
+def the_jobs(hook: TFJobHook, ti: TaskInstance) -> list[dict[str, Any]]:
+    selector = identity_selector(ti.dag_id, ti.task_id, ti.run_id, ti.map_index, include_handled=True)
+    return hook.list_tfjobs("default", selector)
+
+
+def assert_one_job_and_nothing_left(hook: TFJobHook, ti: TaskInstance) -> None:
+    jobs = the_jobs(hook, ti)
+    assert len(jobs) == 1, [j["metadata"]["name"] for j in jobs]
+    name = jobs[0]["metadata"]["name"]
+    # cleanPodPolicy All, applied by the task after the logs: no pod, no Service, no process.
+    wait_for(lambda: not hook.list_job_pods(name, "default"), 60, f"the pods of {name} to go")
+    services = hook.core_v1_client.list_namespaced_service("default").items
+    assert not [s.metadata.name for s in services if s.metadata.name.startswith(f"{name}-")]
+    hook.delete_tfjob(name, "default")
+
+
+@pytest.mark.parametrize("mode", ["sync", "deferred"])
+@pytest.mark.parametrize("faults", list(FAULT_SETS))
+def test_the_task_keeps_its_jobs_outcome_under_faults(
+    chaos: LocalCluster, mode: str, faults: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    ti = TaskInstance()
+    op = make_operator(deferrable=mode == "deferred")
+    before = chaos.fault_counts()
+    chaos.set_faults(plan(faults))
+    result = run_task(op, context_with_store(ti))
+    chaos.set_faults(None)
+    injected = {k: v - before.get(k, 0) for k, v in chaos.fault_counts().items()}
+    assert sum(injected.values()) > 0, "no fault was injected: the test would prove nothing"
+    assert result["state"] == "succeeded"
+    assert result["metrics"]["accuracy"] == 0.9 and not result["metrics"].get("missing")
+    logged = "".join(capfd.readouterr())
+    assert_every_line_once(logged)
+    assert_one_job_and_nothing_left(TFJobHook(conn_id="chaos"), ti)
+
+
+@pytest.mark.parametrize("retries", [0, 1])
+@pytest.mark.parametrize("mode", ["sync", "deferred"])
+def test_a_lost_create_reply_is_adopted_not_repeated(chaos: LocalCluster, mode: str, retries: int) -> None:
+    """Every create is applied and its reply lost: the try reads the job back and follows it, whether or
+    not the task has retries left (before, the try failed and, without retries, the job ran on alone)."""
+    ti = TaskInstance()
+    op = make_operator(deferrable=mode == "deferred", retries=retries, worker=1)
+    chaos.set_faults(FaultPlan(seed=1, rate=1.0, kinds=("lost_reply",), verbs=("POST",)))
+    result = run_task(op, context_with_store(ti))
+    chaos.set_faults(None)
+    assert result["state"] == "succeeded"
+    assert_one_job_and_nothing_left(TFJobHook(conn_id="chaos"), ti)
+
+
+def test_the_next_try_finds_a_job_whose_create_never_answered(chaos: LocalCluster) -> None:
+    """The submission is recorded in the task_state_store before the create is sent, so a try that dies
+    while its create is unanswered leaves the next try a way to find the job (by its submission id)."""
+    from airflow_tfjob.manifest import submission_manifest
+    from airflow_tfjob.operators.submit import with_submission_id
+
+    ti, store = TaskInstance(), StateStore()
+    first = make_operator(worker=1, api_retry_timeout=1)
+    chaos.set_faults(FaultPlan(seed=3, rate=1.0, kinds=("unavailable",), verbs=("POST",)))
+    with pytest.raises(Exception, match="api_retry_timeout"):
+        first.execute(context_with_store(ti, store))
+    chaos.set_faults(None)
+    recorded = store.get("tfjob")
+    assert recorded["submission"] and recorded["uid"] is None
+    # What a create that reached the server and never answered leaves behind: that submission's job.
+    body, _ = submission_manifest(first.build_manifest(context_with_store(ti, store)))
+    hook = TFJobHook(conn_id="chaos")
+    hook.create_tfjob(with_submission_id(body, recorded["submission"]), "default")
+    retry = make_operator(worker=1)
+    result = retry.execute(context_with_store(ti.next_try(), store))
+    assert result["state"] == "succeeded" and result["name"] == recorded["name"]
+    assert_one_job_and_nothing_left(hook, ti)
+
+
+@pytest.mark.parametrize("deferrable", [False, True])
+def test_the_sensor_waits_through_faults(chaos: LocalCluster, deferrable: bool) -> None:
+    ti = TaskInstance()
+    # Deferred but never resumed: the job runs while the sensor waits for it.
+    name = defer(make_operator(worker=1, deferrable=True), ti, context_with_store(ti)).trigger.name
+    chaos.set_faults(plan("all", rate=0.5))
+    sensor = TFJobSensor(
+        task_id="wait",
+        name=name,
+        namespace="default",
+        kubernetes_conn_id="chaos",
+        poke_interval=0.1,
+        deferrable=deferrable,
+        api_retry_timeout=60,
+    )
+    if deferrable:
+        event = fire(defer(sensor, ti, context_with_store(ti)))
+        sensor.execute_complete(context_with_store(ti), event)
+        assert event["event"] == "reached"
+    else:
+        sensor.execute(context_with_store(ti))
+    chaos.set_faults(None)
+    TFJobHook(conn_id="chaos").delete_tfjob(name, "default")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Credentials that expire, as exec-plugin kubeconfigs hand them out (EKS, GKE, AKS).
+
+
+@pytest.fixture(scope="module")
+def auth_cluster() -> Iterator[LocalCluster]:
+    with LocalCluster(auth=True, token_ttl=900) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def authed(auth_cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalCluster]:
+    use_cluster(auth_cluster, monkeypatch, "authed")
+    yield auth_cluster
+    auth_cluster.set_faults(None)
+
+
+def test_expired_credentials_do_not_fail_two_deferred_tasks_sharing_the_watch(
+    authed: LocalCluster, capfd: pytest.CaptureFixture[str]
+) -> None:
+    tis = [TaskInstance(task_id="a"), TaskInstance(task_id="b")]
+    # About 8 s each: time to expire the tokens mid-job. TAG tells the two jobs' lines apart.
+    ops = [
+        make_operator(
+            "authed",
+            task_id=ti.task_id,
+            deferrable=True,
+            env={"LINES": str(LINES), "PAUSE": "0.2", "TAG": ti.task_id},
+        )
+        for ti in tis
+    ]
+    contexts = [context_with_store(ti) for ti in tis]
+    deferrals = [defer(op, ti, ctx) for op, ti, ctx in zip(ops, tis, contexts, strict=True)]
+    hook = TFJobHook(conn_id="authed")
+    names = [d.trigger.name for d in deferrals]
+
+    def both_running() -> bool:
+        return all(
+            any((p.get("status") or {}).get("phase") == "Running" for p in hook.list_job_pods(n, "default"))
+            for n in names
+        )
+
+    async def run_both() -> list[dict[str, Any]]:
+        # Streams are cut all along, so both triggers keep opening requests after the tokens expire.
+        authed.set_faults(plan("stream_cut", rate=0.5))
+        tasks = [asyncio.create_task(first_event(rebuild_trigger(d))) for d in deferrals]
+        await asyncio.to_thread(
+            wait_for, lambda: authed.watch_count("tfjobs") >= 1 and both_running(), 90, "both jobs running"
+        )
+        rejected_before = authed.rejected_requests()
+        # Every token so far stops working; cut streams make both triggers ask again at once.
+        authed.expire_tokens()
+        events = await asyncio.gather(*tasks)
+        assert authed.rejected_requests() > rejected_before, "no request met the expired token"
+        return events
+
+    events = asyncio.run(run_both())
+    authed.set_faults(None)
+    results = [op.execute_complete(ctx, ev) for op, ctx, ev in zip(ops, contexts, events, strict=True)]
+    assert [r["state"] for r in results] == ["succeeded", "succeeded"]
+    logged = "".join(capfd.readouterr())
+    for ti in tis:
+        assert_every_line_once(logged, tag=ti.task_id)
+    for ti in tis:
+        assert_one_job_and_nothing_left(TFJobHook(conn_id="authed"), ti)
+
+
+@pytest.mark.parametrize("which", ["sync", "async"])
+def test_a_hook_built_before_the_tokens_expired_keeps_working(authed: LocalCluster, which: str) -> None:
+    if which == "sync":
+        hook = TFJobHook(conn_id="authed")
+        hook.list_tfjobs("default")
+        rejected = authed.rejected_requests()
+        authed.expire_tokens()
+        assert isinstance(hook.list_tfjobs("default"), list)
+    else:
+        from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+
+        async def scenario() -> None:
+            hook = AsyncTFJobHook(conn_id="authed")
+            await hook.list_tfjobs("default")
+            authed.expire_tokens()
+            assert isinstance(await hook.list_tfjobs("default"), list)
+
+        rejected = authed.rejected_requests()
+        asyncio.run(scenario())
+    assert authed.rejected_requests() == rejected + 1  # one 401, then fresh credentials
