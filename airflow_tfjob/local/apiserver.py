@@ -18,6 +18,7 @@ import datetime as dt
 import json
 import logging
 import re
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -381,6 +382,7 @@ class ApiServer:
         bookmark_interval: float = 60.0,
         middlewares: Sequence[Callable[..., Awaitable[web.StreamResponse]]] = (),
         metrics_sources: Sequence[Callable[[], str]] = (),
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.store = store
         self.podlogs = podlogs
@@ -393,6 +395,7 @@ class ApiServer:
         # Counted first, so that requests refused or faulted by the middlewares are counted too.
         self.middlewares = [self._observe, *middlewares]
         self.metrics_sources = [self.metrics.render, *metrics_sources]
+        self.ssl_context = ssl_context
         self.url = ""
 
     async def start(self) -> str:
@@ -401,13 +404,15 @@ class ApiServer:
         # handler_cancellation: a client that hangs up ends its watch or log stream at once.
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
+        site = web.TCPSite(self._runner, self.host, self.port, backlog=1024, ssl_context=self.ssl_context)
         await site.start()
         server = site._server
         assert server is not None
         sockets = getattr(server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1]
-        self.url = f"http://{self.host}:{self.port}"
+        scheme = "https" if self.ssl_context is not None else "http"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        self.url = f"{scheme}://{host}:{self.port}"
         return self.url
 
     async def stop(self) -> None:

@@ -17,7 +17,7 @@ from aiohttp import web
 from airflow_tfjob.local.credential import TokenAuthority
 from airflow_tfjob.local.store import ApiError
 
-USER_KEY = "tfjob_local_user"
+USER_KEY = web.RequestKey("tfjob_local_user", str)
 PUBLIC_PATHS = frozenset(("/healthz", "/readyz", "/livez", "/version"))  # system:public-info-viewer
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -1,7 +1,11 @@
 """`tfjob-local serve`: run the local cluster in the foreground until SIGINT or SIGTERM.
 
 Prints exactly one line, `ready <url> <kubeconfig-path>`, once the API server accepts requests, so that
-scripts and tests can wait for it; everything else goes to the log (stderr).
+scripts and tests can wait for it; everything else goes to the log (stderr). Options are checked before
+anything starts, and a bad one exits with status 2 and a message naming it.
+
+`tfjob-local credential` is the exec credential plugin that the kubeconfig of a cluster with token
+authentication runs (see credential.py).
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ import signal
 import sys
 from pathlib import Path
 
-from airflow_tfjob.local.cluster import ClusterRuntime
+from airflow_tfjob.local import credential
+from airflow_tfjob.local.cluster import CREDENTIALS, ClusterRuntime
 from airflow_tfjob.local.faults import FaultPlan
 
 
@@ -28,9 +33,20 @@ def _parse_faults(value: str) -> FaultPlan:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _parse_role(value: str) -> tuple[str, tuple[str, str] | str]:
+    user, sep, source = value.partition("=")
+    if not sep or not user or not source:
+        raise argparse.ArgumentTypeError(f"--role {value!r}: expected USER=PATH[:NAMESPACE], "
+                                         "e.g. airflow=airflow_tfjob/rbac/role.yaml:default")
+    path, sep, namespace = source.rpartition(":")
+    return user, ((path, namespace) if sep and path else source)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tfjob-local", description="Embedded local cluster for TFJobs.")
     sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("credential", add_help=False,
+                   help="print an ExecCredential with a fresh token (run by kubeconfigs; see --help)")
     serve = sub.add_parser("serve", help="run the API server, TFJob controller and process runner")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=0, help="port to listen on (default: any free port)")
@@ -43,15 +59,34 @@ def build_parser() -> argparse.ArgumentParser:
              "+stream_cut,verbs=GET+LIST,latency=0.01,retry_after=1,stream_cut_after=0.5+2' "
              "(see docs/local-cluster.md)",
     )
+    serve.add_argument("--auth", choices=("none", "token"), default="none",
+                       help="'token': every request needs a bearer token (401 otherwise); required to "
+                            "listen on a non-loopback --host")
+    serve.add_argument("--token-ttl", type=float, default=900.0,
+                       help="lifetime of the tokens handed out, in seconds (default 900)")
+    serve.add_argument("--credential", choices=CREDENTIALS, default="exec",
+                       help="how the kubeconfig authenticates with --auth token: 'exec' (a credential "
+                            "plugin that hands out fresh tokens, as cloud kubeconfigs do) or 'static' (one "
+                            "token that expires after --token-ttl)")
+    serve.add_argument("--role", type=_parse_role, action="append", default=[], metavar="USER=PATH[:NS]",
+                       help="bind USER to the Roles/ClusterRoles in a YAML file (in namespace NS, default "
+                            "the Role's own or 'default'); repeatable; users without --role are admins")
     serve.add_argument("--log-level", default="WARNING", help="logging level for stderr (default WARNING)")
     return parser
 
 
-async def serve(args: argparse.Namespace) -> int:
-    runtime = ClusterRuntime(
+def build_runtime(args: argparse.Namespace) -> ClusterRuntime:
+    roles: dict[str, list[tuple[str, str] | str]] = {}
+    for user, source in args.role:
+        roles.setdefault(user, []).append(source)
+    return ClusterRuntime(
         gpus=args.gpus, workdir=args.workdir, host=args.host, port=args.port, kubeconfig_path=args.kubeconfig,
-        faults=args.faults,
+        faults=args.faults, auth=args.auth == "token", token_ttl=args.token_ttl, credential=args.credential,
+        roles=roles or None,
     )
+
+
+async def serve(runtime: ClusterRuntime) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -67,11 +102,19 @@ async def serve(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["credential"]:
+        return credential.main(argv[1:])
+    parser = build_parser()
+    args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "serve":
-        return asyncio.run(serve(args))
+        try:
+            runtime = build_runtime(args)
+        except ValueError as exc:
+            parser.error(str(exc))
+        return asyncio.run(serve(runtime))
     return 2
 
 

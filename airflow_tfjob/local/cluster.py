@@ -9,6 +9,7 @@ API-level tests do not depend on those modules.
 from __future__ import annotations
 
 import asyncio
+import base64
 import concurrent.futures
 import ipaddress
 import logging
@@ -33,6 +34,7 @@ from airflow_tfjob.local.podlogs import PodLogs
 from airflow_tfjob.local.rbac import Authorizer, RoleSource
 from airflow_tfjob.local.runner import Runner
 from airflow_tfjob.local.store import Store
+from airflow_tfjob.local.tls import ServerTls, make_server_tls
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -71,13 +73,16 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def write_kubeconfig(path: Path, url: str, user: dict[str, Any]) -> None:
+def write_kubeconfig(path: Path, url: str, user: dict[str, Any], ca_pem: bytes | None = None) -> None:
     """Write a kubeconfig (mode 0600: it holds a credential) whose user entry is `user`, e.g.
-    ``{"token": ...}`` or ``{"exec": ...}``."""
+    ``{"token": ...}`` or ``{"exec": ...}``, trusting `ca_pem` for an HTTPS server."""
+    cluster: dict[str, Any] = {"server": url}
+    if ca_pem is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": CONTEXT_NAME, "cluster": {"server": url}}],
+        "clusters": [{"name": CONTEXT_NAME, "cluster": cluster}],
         "users": [{"name": CONTEXT_NAME, "user": user}],
         "contexts": [{"name": CONTEXT_NAME, "context": {"cluster": CONTEXT_NAME, "user": CONTEXT_NAME,
                                                         "namespace": "default"}}],
@@ -129,6 +134,7 @@ class ClusterRuntime:
         self.token_ttl = float(token_ttl)
         self.credential = credential
         self.authority = TokenAuthority(self.workdir / "token-secret") if auth else None
+        self.tls: ServerTls | None = make_server_tls(self.workdir / "tls", host) if auth else None
         self.authorizer = authorizer
         self.store = Store(history_limit=history_limit, admission=TFJobAdmission())
         self.podlogs = PodLogs()
@@ -146,7 +152,8 @@ class ClusterRuntime:
         middlewares.append(self.faults.middleware)
         self.apiserver = ApiServer(self.store, self.podlogs, host=host, port=port,
                                    bookmark_interval=bookmark_interval, middlewares=middlewares,
-                                   metrics_sources=sources)
+                                   metrics_sources=sources,
+                                   ssl_context=self.tls.server_context() if self.tls else None)
         self._want_controller = controller
         self._want_runner = runner
         self.controller: Controller | None = None
@@ -180,7 +187,7 @@ class ClusterRuntime:
         if self.authority is not None:
             entry = ({"exec": exec_command(self.authority.secret_file, user, self.token_ttl)}
                      if credential == "exec" else {"token": self.issue_token(user)})
-        write_kubeconfig(Path(path), self.url, entry)
+        write_kubeconfig(Path(path), self.url, entry, self.tls.ca_pem if self.tls else None)
         return Path(path)
 
     @staticmethod
@@ -246,6 +253,11 @@ class LocalCluster:
     @property
     def kubeconfig_path(self) -> Path:
         return self.runtime.kubeconfig_path
+
+    @property
+    def ca_path(self) -> Path | None:
+        """The CA of the HTTPS server (token authentication on), e.g. for `requests`' verify=; else None."""
+        return self.runtime.tls.ca_path if self.runtime.tls else None
 
     @property
     def store(self) -> Store:

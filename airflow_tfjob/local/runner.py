@@ -40,8 +40,9 @@ What it does, as a node would:
 * LoadBalancer Services: once a Running pod with an IP matches a Service's selector,
   `status.loadBalancer.ingress = [{"ip": <pod IP>}]` (a one-endpoint load balancer), cleared when none does.
 * No orphans. `shutdown()` sends SIGTERM to every process group it started, then SIGKILL, and waits.
-  Where util-linux `setpriv` exists, each container process is started with a parent-death signal
-  (SIGKILL), so even a SIGKILLed cluster takes its direct child processes with it.
+  A watchdog process (watchdog.py) kills every group still running when the cluster process dies by
+  any signal, SIGKILL included, so the processes a replica started die with it too. Where util-linux
+  `setpriv` exists, each container process also gets a parent-death signal (SIGKILL).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ from typing import Any
 from airflow_tfjob.constants import GPU_RESOURCE
 from airflow_tfjob.local.podlogs import ContainerLog, PodLogs
 from airflow_tfjob.local.store import ApiError, Store, record_event
+from airflow_tfjob.local.watchdog import ProcessGroups
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +158,7 @@ class Runner:
         self._ips = _IpPool()
         self._tasks: list[asyncio.Task[None]] = []
         # Process groups we started whose members may still be alive.
-        self.groups: set[int] = set()
+        self.groups = ProcessGroups()
         self.setpriv = shutil.which("setpriv")
 
     # ---- loop
@@ -203,11 +205,11 @@ class Runner:
                 for run in runs:
                     run.stop_all(signal.SIGKILL)
                 await asyncio.wait(pending, timeout=_SHUTDOWN_GRACE)
-        for pgid in list(self.groups):
+        for pgid in self.groups:
             _killpg(pgid, signal.SIGKILL)
         for run in runs:
             run.cancel()
-        self.groups.clear()
+        self.groups.close()
 
     # ---- pods
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import subprocess
@@ -17,7 +18,7 @@ from process_support import start_serve, stop_serve
 from urllib3.exceptions import ProtocolError
 
 from airflow_tfjob.local import LocalCluster
-from airflow_tfjob.local.faults import METRIC, FaultPlan
+from airflow_tfjob.local.faults import METRIC, FaultInjector, FaultPlan
 from airflow_tfjob.local.requestmetrics import parse_text
 
 PODS = "/api/v1/namespaces/default/pods"
@@ -196,3 +197,13 @@ def test_serve_with_faults_injects_them() -> None:
     finally:
         code, _ = stop_serve(proc, signal.SIGTERM)
     assert code == 0
+
+
+def test_latency_is_jitter_that_leaves_the_fault_sequence_unchanged() -> None:
+    base = FaultPlan(seed=5, rate=0.3, kinds=("throttle", "unavailable"))
+    plain, slow = FaultInjector(base), FaultInjector(dataclasses.replace(base, latency=0.5))
+    draws = [(plain._draw("GET", False), slow._draw("GET", False)) for _ in range(50)]
+    assert [p[2] for p, _ in draws] == [s[2] for _, s in draws]  # the same faults, in the same order
+    delays = [s[1] for _, s in draws]
+    assert all(0.0 <= d <= 0.5 for d in delays) and len(set(delays)) == len(delays)
+    assert {p[1] for p, _ in draws} == {0.0}

@@ -1,11 +1,11 @@
-"""No replica process outlives `tfjob-local serve`, whether it is stopped (SIGTERM) or killed (SIGKILL)."""
+"""No replica process, nor any process a replica started, outlives `tfjob-local serve`, whether it is
+stopped (SIGTERM, SIGINT) or killed (SIGKILL: the runner's watchdog kills the process groups)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -93,7 +93,8 @@ def _cleanup(pids: list[int]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def test_sigterm_stops_every_replica_and_its_children(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_sigterm_or_sigint_stops_every_replica_and_its_children(tmp_path: Path, sig: signal.Signals) -> None:
     pid_dir = tmp_path / "pids"
     pid_dir.mkdir()
     pids: list[int] = []
@@ -102,7 +103,7 @@ def test_sigterm_stops_every_replica_and_its_children(tmp_path: Path) -> None:
             create_job(kubeconfig, "orphans", replica_script(pid_dir, grandchild=True), workers=2, ps=1)
             pids = _pids(pid_dir, 3)
             assert len(pids) == 6 and all(alive(p) for p in pids)
-            proc.send_signal(signal.SIGTERM)
+            proc.send_signal(sig)
             assert proc.wait(timeout=60) == 0
         survivors = [p for p in pids if alive(p)]
         assert survivors == []  # checked right after the server exited: nothing waited for them to die
@@ -110,17 +111,15 @@ def test_sigterm_stops_every_replica_and_its_children(tmp_path: Path) -> None:
         _cleanup(pids)
 
 
-@pytest.mark.skipif(
-    shutil.which("setpriv") is None, reason="util-linux setpriv is needed for the parent-death signal"
-)
-def test_sigkill_of_the_server_takes_the_replicas_along(tmp_path: Path) -> None:
+def test_sigkill_of_the_server_takes_the_replicas_and_their_children_along(tmp_path: Path) -> None:
     pid_dir = tmp_path / "pids"
     pid_dir.mkdir()
     pids: list[int] = []
     try:
         with serve(tmp_path) as (proc, kubeconfig):
-            create_job(kubeconfig, "killed", replica_script(pid_dir, grandchild=False), workers=2, ps=1)
+            create_job(kubeconfig, "killed", replica_script(pid_dir, grandchild=True), workers=2, ps=1)
             pids = _pids(pid_dir, 3)
+            assert len(pids) == 6 and all(alive(p) for p in pids)
             proc.kill()
             proc.wait(timeout=30)
         _wait(lambda: not any(alive(p) for p in pids), 10, "replicas to die with the server")

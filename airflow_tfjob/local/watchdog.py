@@ -1,0 +1,95 @@
+"""Kill every replica process group when the cluster process dies, whatever signal killed it.
+
+The parent-death signal (`setpriv --pdeathsig`) reaches only a replica's own process, not the processes
+it started, and a cluster killed with SIGKILL runs no cleanup. So the runner starts one small watchdog
+process, in its own session (a Ctrl-C or a signal to the cluster's process group does not reach it),
+and tells it over a pipe which process groups it started and ended (``+<pgid>`` / ``-<pgid>`` lines).
+The kernel closes the pipe when the cluster process dies, however it dies; the watchdog then sees
+end-of-file, sends SIGKILL to each group still listed, and exits. A process that leaves its group on
+purpose (``setsid``) escapes, as it would escape a real node's container only with a runtime bug.
+
+Run as ``python -m airflow_tfjob.local.watchdog``; `ProcessGroups` is the runner's side.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import IO
+
+
+class ProcessGroups:
+    """The process groups the runner started and that may still have members, mirrored to the watchdog
+    (started on first use, so clusters that run nothing start no watchdog)."""
+
+    def __init__(self) -> None:
+        self._groups: set[int] = set()
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def _pipe(self) -> IO[bytes] | None:
+        if self._proc is None:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "airflow_tfjob.local.watchdog"],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True,
+            )
+        return self._proc.stdin
+
+    def _send(self, line: str) -> None:
+        pipe = self._pipe()
+        if pipe is not None:
+            with contextlib.suppress(BrokenPipeError):  # a dead watchdog must not stop the runner
+                pipe.write(line.encode())
+                pipe.flush()
+
+    def add(self, pgid: int) -> None:
+        self._groups.add(pgid)
+        self._send(f"+{pgid}\n")
+
+    def discard(self, pgid: int) -> None:
+        if pgid in self._groups:
+            self._groups.discard(pgid)
+            self._send(f"-{pgid}\n")
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(list(self._groups))
+
+    def __len__(self) -> int:
+        return len(self._groups)
+
+    def close(self) -> None:
+        """Forget every group and let the watchdog exit (it kills any group still listed)."""
+        self._groups.clear()
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.stdin is not None:
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+
+
+def main() -> int:
+    # Signals meant for the cluster's terminal or process group are not for the watchdog: it ends when
+    # the cluster does.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    groups: set[int] = set()
+    for line in sys.stdin.buffer:
+        op, value = line[:1], line[1:].strip()
+        if not value.isdigit():
+            continue
+        if op == b"+":
+            groups.add(int(value))
+        elif op == b"-":
+            groups.discard(int(value))
+    for pgid in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
