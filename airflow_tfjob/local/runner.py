@@ -424,6 +424,8 @@ class _PodRun:
         self.terminating = asyncio.Event()
         self.main_task: asyncio.Task[None] | None = None
         self._terminate_task: asyncio.Task[None] | None = None
+        self._kill_at: float | None = None  # loop time of the SIGKILL; a repeated delete may bring it closer
+        self._kill_at_changed = asyncio.Event()
         self._base_status = dict(pod.get("status") or {})
 
     # ---- lifecycle
@@ -587,10 +589,14 @@ class _PodRun:
     # ---- termination
 
     def terminate(self, grace: float) -> None:
+        kill_at = asyncio.get_running_loop().time() + max(grace, 0.0)
+        if self._kill_at is None or kill_at < self._kill_at:
+            self._kill_at = kill_at
+            self._kill_at_changed.set()
         if self._terminate_task is None:
-            self._terminate_task = asyncio.create_task(self._terminate(grace))
+            self._terminate_task = asyncio.create_task(self._terminate())
 
-    async def _terminate(self, grace: float) -> None:
+    async def _terminate(self) -> None:
         self.terminating.set()
         for c in [*self.init, *self.containers]:
             if c.proc is not None:
@@ -598,14 +604,26 @@ class _PodRun:
         self.stop_all(signal.SIGTERM)
         if self.main_task is not None:
             try:
-                await asyncio.wait_for(asyncio.shield(self.main_task), max(grace, 0.0))
-            except asyncio.TimeoutError:
-                self.stop_all(signal.SIGKILL)
-                with contextlib.suppress(Exception):
-                    await self.main_task
+                await self._wait_exit_or_kill(self.main_task)
             except Exception:
                 log.exception("pod %s/%s", self.namespace, self.name)
         self.store.finalize_pod_deletion(self.namespace, self.name)
+
+    async def _wait_exit_or_kill(self, main: asyncio.Task[None]) -> None:
+        """Wait for the processes to exit after SIGTERM; SIGKILL them at the (possibly shortened) deadline."""
+        loop = asyncio.get_running_loop()
+        while not main.done():
+            assert self._kill_at is not None
+            remaining = self._kill_at - loop.time()
+            if remaining <= 0:
+                self.stop_all(signal.SIGKILL)
+                break
+            self._kill_at_changed.clear()
+            changed = asyncio.ensure_future(self._kill_at_changed.wait())
+            await asyncio.wait({main, changed}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            changed.cancel()
+        with contextlib.suppress(Exception):
+            await main
 
     def stop_all(self, sig: int) -> None:
         self.terminating.set()
