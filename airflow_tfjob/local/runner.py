@@ -35,8 +35,9 @@ What it does, as a node would:
   back-off of 0.5 s doubling to 8 s (a real kubelet waits 10 s doubling to 5 min); from the second
   restart on the container waits in CrashLoopBackOff meanwhile, and the pod stays Running.
 * Deletion. When the store marks a pod with a deletionTimestamp, the whole process group gets SIGTERM,
-  then SIGKILL after the grace period (`deletionGracePeriodSeconds`), the pod gets its final status and
-  `store.finalize_pod_deletion` removes it; its logs are forgotten once the object is gone.
+  then SIGKILL after the grace period (`deletionGracePeriodSeconds`; a repeated delete that shortens it
+  brings the SIGKILL forward), the pod gets its final status and `store.finalize_pod_deletion` removes
+  it; its logs are forgotten once the object is gone.
 * LoadBalancer Services: once a Running pod with an IP matches a Service's selector,
   `status.loadBalancer.ingress = [{"ip": <pod IP>}]` (a one-endpoint load balancer), cleared when none does.
 * No orphans. `shutdown()` sends SIGTERM to every process group it started, then SIGKILL, and waits.

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import TaskDeferred
+from airflow.sdk.exceptions import AirflowException, TaskDeferred
 from operator_support import TaskInstance, context_for, replica_command
 
 from airflow_tfjob.operators.tfjob import TFJobOperator
@@ -84,21 +84,21 @@ class TaskLog(logging.Handler):
 
 
 def _operator(log: TaskLog, **kwargs: Any) -> TFJobOperator:
-    op = TFJobOperator(task_id="parity", **JOB, **kwargs)
+    op = TFJobOperator(task_id="parity", **{**JOB, **kwargs})
     log.attach(op)
     return op
 
 
-def run_sync(ti: TaskInstance, log: TaskLog) -> Any:
-    return _operator(log).execute(context_for(ti))
+def run_sync(ti: TaskInstance, log: TaskLog, **kwargs: Any) -> Any:
+    return _operator(log, **kwargs).execute(context_for(ti))
 
 
-def run_deferred(ti: TaskInstance, log: TaskLog) -> Any:
+def run_deferred(ti: TaskInstance, log: TaskLog, **kwargs: Any) -> Any:
     with pytest.raises(TaskDeferred) as deferred:
-        _operator(log, deferrable=True).execute(context_for(ti))
-    classpath, kwargs = deferred.value.trigger.serialize()
+        _operator(log, deferrable=True, **kwargs).execute(context_for(ti))
+    classpath, serialized = deferred.value.trigger.serialize()
     assert classpath.endswith(".TFJobTrigger")
-    trigger = TFJobTrigger(**kwargs)  # what the triggerer runs: rebuilt from the database's kwargs
+    trigger = TFJobTrigger(**serialized)  # what the triggerer runs: rebuilt from the database's kwargs
     log.attach(trigger)
 
     async def first_event() -> dict[str, Any]:
@@ -108,7 +108,7 @@ def run_deferred(ti: TaskInstance, log: TaskLog) -> Any:
 
     event = asyncio.run(first_event())
     # The worker that resumes the task has a fresh operator, without the deferring one's state.
-    return _operator(log, deferrable=True).execute_complete(context_for(ti), event)
+    return _operator(log, deferrable=True, **kwargs).execute_complete(context_for(ti), event)
 
 
 def _comparable(result: dict[str, Any]) -> dict[str, Any]:
@@ -140,10 +140,37 @@ def test_deferred_result_and_task_log_are_the_synchronous_ones(k8s_conn: str) ->
     # (no resumption marker: an ordinary resumption repeats nothing).
     assert deferred_log.replica_lines() == sync_log.replica_lines()
     assert set(sync_log.replica_lines()) == {"chief-0", "worker-0"}
-    # The operator's own lines: the same, but for the deferral's.
-    deferred_lines = deferred_log.operator_lines(deferred["name"])
-    assert deferred_lines[1].startswith("Deferring while TFJob default/<job> runs")
-    assert deferred_lines[:1] + deferred_lines[2:] == sync_log.operator_lines(sync["name"])
+    _assert_same_operator_lines(sync_log, sync["name"], deferred_log, deferred["name"])
     for log in (sync_log, deferred_log):
         assert not [line for line in log.lines if "never reported" in line or "may appear again" in line]
         assert not [line for line in log.lines if "triggerer restarted" in line]
+
+
+def _assert_same_operator_lines(sync_log: TaskLog, sync_name: str, deferred_log: TaskLog, deferred_name: str) -> None:
+    """The operator's own lines (and the diagnosis): the same, but for the one saying the task deferred."""
+    deferred_lines = deferred_log.operator_lines(deferred_name)
+    assert deferred_lines[1].startswith("Deferring while TFJob default/<job> runs")
+    assert deferred_lines[:1] + deferred_lines[2:] == sync_log.operator_lines(sync_name)
+
+
+def test_a_failed_job_fails_the_task_alike_in_both_modes(k8s_conn: str) -> None:
+    """The same failure message and diagnosis, the metrics pushed, and the warning that the metrics
+    were never reported written once (the trigger leaves it to the drain, which has the final view)."""
+    failing: dict[str, Any] = {"env": {"FAIL_TYPE": "worker", "SLEEP_CHIEF": "60"}, "on_finish_action": "delete"}
+    sync_ti, sync_log = TaskInstance(dag_id="parity_sync"), TaskLog()
+    deferred_ti, deferred_log = TaskInstance(dag_id="parity_deferred"), TaskLog()
+    with pytest.raises(AirflowException) as sync_error:
+        run_sync(sync_ti, sync_log, **failing)
+    with pytest.raises(AirflowException) as deferred_error:
+        run_deferred(deferred_ti, deferred_log, **failing)
+
+    names = [re.search(r"TFJob default/(\S+) failed", str(e.value)) for e in (sync_error, deferred_error)]
+    assert names[0] and names[1], (sync_error.value, deferred_error.value)
+    sync_name, deferred_name = names[0].group(1), names[1].group(1)
+    assert "failing replicas: Worker" in str(sync_error.value)
+    assert str(deferred_error.value).replace(deferred_name, "<job>") == str(sync_error.value).replace(sync_name, "<job>")
+    assert deferred_ti.xcoms["metrics"] == sync_ti.xcoms["metrics"] == {"missing": ["accuracy", "loss"]}
+    assert deferred_log.replica_lines() == sync_log.replica_lines()
+    _assert_same_operator_lines(sync_log, sync_name, deferred_log, deferred_name)
+    for log in (sync_log, deferred_log):
+        assert log.lines.count("metrics never reported by the master replica: accuracy, loss") == 1
