@@ -14,10 +14,16 @@ patch: the training-operator (or the local cluster's controller) then deletes th
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
 
 ON_FINISH_ACTIONS = ("keep", "delete", "delete_succeeded")
 ON_KILL_ACTIONS = ("delete", "keep")
@@ -166,34 +172,127 @@ def leftover_description(tfjob: Mapping[str, Any], on_finish_action: str, succee
     )
 
 
+#: The grace period (seconds) of a kill's deletions unless the operator's ``kill_grace_period`` says
+#: otherwise: SIGTERM, then SIGKILL one second later. A killed task's job must stop within seconds, not
+#: after the pods' own terminationGracePeriodSeconds (30 s by default); 1 rather than 0 because 0 is a
+#: forced deletion, which removes the pod objects before the kubelet has stopped their processes.
+KILL_GRACE_PERIOD = 1
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One API call a kill makes: a method of the hook (or pod/service deletion), its arguments."""
+
+    method: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+# A kill as a sequence of steps, the same for the synchronous and the asynchronous hook: each _Call is
+# made by the driver (kill, kill_async) and its result sent back; a float is a pause in seconds.
+_KillSteps = Generator["_Call | float", Any, bool]
+
+
+class KillOptions(TypedDict, total=False):
+    """How a kill deletes (the keyword arguments of :func:`kill` and :func:`kill_async`)."""
+
+    grace_period_seconds: int | None  # of the pod deletions; None: each pod's terminationGracePeriodSeconds
+    why: str  # for the log line: "Deleting TFJob ns/name because <why>"
+    wait_timeout: float  # how long to wait until nothing of the job is left
+    poll_interval: float
+
+
+def _kill_steps(name: str, namespace: str, log: Log, options: KillOptions) -> _KillSteps:
+    """Delete the TFJob, then each of its pods with the kill's grace period; True once nothing is left.
+
+    The job goes first so that the training-operator stops recreating pods; its foreground deletion has
+    garbage collection delete the pods with their own grace period, which the explicit deletions then
+    shorten, so that their processes stop at once even where garbage collection is slow.
+    """
+    grace = options.get("grace_period_seconds", KILL_GRACE_PERIOD)
+    wait_timeout = options.get("wait_timeout", 60.0)
+    shown = "the pods' own" if grace is None else f"{grace} s"
+    why = options.get("why", "the task was killed")
+    log(f"Deleting TFJob {namespace}/{name} because {why}, and its pods (grace period {shown})")
+    yield _Call("delete_tfjob", (name, namespace), {"propagation": "Foreground", "grace_period_seconds": grace})
+    pods = yield _Call("list_job_pods", (name, namespace))
+    for pod in pods:
+        yield _Call("delete_pod", (_pod_name(pod), namespace), {"grace_period_seconds": grace})
+        yield _Call("delete_service", (_pod_name(pod), namespace))
+    deadline = time.monotonic() + wait_timeout
+    while time.monotonic() < deadline:
+        if (yield _Call("find_tfjob", (name, namespace))) is None and not (
+            yield _Call("list_job_pods", (name, namespace))
+        ):
+            return True
+        yield float(options.get("poll_interval", 0.5))
+    log(f"TFJob {namespace}/{name} or some of its pods still exist {wait_timeout:.0f} s after deletion")
+    return False
+
+
+def _start(name: str, namespace: str, on_kill_action: str, log: Log, options: KillOptions) -> _KillSteps:
+    if on_kill_action not in ON_KILL_ACTIONS:
+        raise ValueError(f"on_kill_action must be one of {ON_KILL_ACTIONS}, not {on_kill_action!r}")
+    if on_kill_action == "keep":
+        log(f"Task killed: keeping TFJob {namespace}/{name} (on_kill_action='keep')")
+        return _nothing()
+    return _kill_steps(name, namespace, log, options)
+
+
+def _nothing() -> _KillSteps:
+    return False
+    yield 0.0  # a generator that makes no call
+
+
+def _advance(steps: _KillSteps, result: Any) -> tuple[bool, Any]:
+    """(False, the next step) or (True, the kill's outcome)."""
+    try:
+        return False, steps.send(result)
+    except StopIteration as done:
+        return True, bool(done.value)
+
+
 def kill(
-    hook: CleanupAPI,
+    hook: CleanupAPI, name: str, namespace: str, *, on_kill_action: str, log: Log, **options: Unpack[KillOptions]
+) -> bool:
+    """Delete a killed task's TFJob and its pods; True once nothing of it is left.
+
+    The wait makes a kill observable: when this returns True, no TFJob, pod or service of the job
+    remains.
+    """
+    steps = _start(name, namespace, on_kill_action, log, options)
+    finished, step = _advance(steps, None)
+    while not finished:
+        finished, step = _advance(steps, _call(hook, step))
+    return bool(step)
+
+
+def _call(hook: Any, step: _Call | float) -> Any:
+    if isinstance(step, float):
+        time.sleep(step)
+        return None
+    return getattr(hook, step.method)(*step.args, **step.kwargs)
+
+
+async def kill_async(
+    hook: AsyncTFJobHook,
     name: str,
     namespace: str,
     *,
     on_kill_action: str,
     log: Log,
-    wait_timeout: float = 60.0,
-    poll_interval: float = 0.5,
+    **options: Unpack[KillOptions],
 ) -> bool:
-    """Delete a killed task's TFJob and its pods; True once nothing of it is left.
+    """:func:`kill` through the asynchronous hook (the trigger's): the same calls, in the same order."""
+    steps = _start(name, namespace, on_kill_action, log, options)
+    finished, step = _advance(steps, None)
+    while not finished:
+        finished, step = _advance(steps, await _call_async(hook, step))
+    return bool(step)
 
-    The pods are deleted explicitly, not only through the owner's foreground propagation, so that
-    their processes stop at once even where garbage collection is slow; the wait makes a kill
-    observable: when this returns True, no TFJob, pod or service of the job remains.
-    """
-    if on_kill_action not in ON_KILL_ACTIONS:
-        raise ValueError(f"on_kill_action must be one of {ON_KILL_ACTIONS}, not {on_kill_action!r}")
-    if on_kill_action == "keep":
-        log(f"Task killed: keeping TFJob {namespace}/{name} (on_kill_action='keep')")
-        return False
-    log(f"Task killed: deleting TFJob {namespace}/{name} and its pods")
-    hook.delete_tfjob(name, namespace, propagation="Foreground")
-    delete_pods(hook, name, namespace, only_active=False)
-    deadline = time.monotonic() + wait_timeout
-    while time.monotonic() < deadline:
-        if hook.find_tfjob(name, namespace) is None and not hook.list_job_pods(name, namespace):
-            return True
-        time.sleep(poll_interval)
-    log(f"TFJob {namespace}/{name} or some of its pods still exist {wait_timeout:.0f} s after deletion")
-    return False
+
+async def _call_async(hook: AsyncTFJobHook, step: _Call | float) -> Any:
+    if isinstance(step, float):
+        await asyncio.sleep(step)
+        return None
+    return await getattr(hook, step.method)(*step.args, **step.kwargs)

@@ -57,6 +57,14 @@ class FollowOptions:
     drain_grace: float = 5.0  # seconds after completionTime that still-running containers are read
     diagnostics_tail: int = 20
     return_marker: str | None = None  # master-replica lines starting with it carry a value (@task.tfjob)
+    # Off in a trigger whose follow a worker continues (drain_job): the warning would be premature there,
+    # as a metric may come in the lines after the trigger's last cursor; the drain reports it once.
+    report_missing_metrics: bool = True
+
+    @property
+    def reads_logs(self) -> bool:
+        """Whether following reads replica logs at all (to show them, for metrics, or for a return value)."""
+        return self.get_logs or bool(self.metrics) or bool(self.return_marker)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -173,6 +181,7 @@ class _JobFollow:
         options: FollowOptions,
         sink: Sink,
         cursors: Mapping[str, Any] | None,
+        earlier: FollowOutcome | None = None,
     ) -> None:
         self.hook = hook
         self.name = name
@@ -181,19 +190,23 @@ class _JobFollow:
         # Every line of this follow (replicas, events, diagnostics) goes through one batcher: in order,
         # and as few task-log records as possible.
         self.sink = LogBatcher(sink)
-        self.resumed = bool(cursors)
+        self.resumed = bool(cursors) or earlier is not None
         self.pods: dict[str, dict] = {}  # by pod uid, last known state, deleted pods kept
         self.events: dict[str, dict] = {}  # by event uid
         self.job: dict[str, Any] | None = None
         self.metrics = MetricsCollector(options.metrics, history=options.metrics_history)
+        # A drain continues the earlier follow: its metrics, its captured value, its diagnosis.
+        self.earlier = earlier
+        if earlier is not None:
+            self.metrics.restore(earlier.metrics)
         self.tasks: list[asyncio.Task[None]] = []
         self.logs: JobLogFollower | None = None
         self.startup_base = time.time()
         self.started = False
         self._shown_events: dict[str, int] = {}
         self.pods_synced = asyncio.Event()  # set once the pod watch has listed: drain knows every replica
-        self.return_payload: str | None = None
-        if options.get_logs or options.metrics or options.return_marker:
+        self.return_payload: str | None = earlier.return_payload if earlier is not None else None
+        if options.reads_logs:
             selection = LogSelection.parse(options.log_replicas) if options.get_logs else LogSelection()
             self.logs = JobLogFollower(
                 hook,
@@ -364,7 +377,9 @@ class _JobFollow:
         try:
             async with shared_watch(self.hook, self.namespace).subscribe(self.name) as sub:
                 outcome = await self._wait(sub)
-            return await self._finish(outcome)
+                outcome = await self._finish(outcome)
+                outcome.status = _as_ended(outcome.status, sub.latest)
+                return outcome
         finally:
             for t in self.tasks:
                 t.cancel()
@@ -426,7 +441,9 @@ class _JobFollow:
                 )
             else:
                 await self.logs.drain(None, grace=0.5, cap=5.0)
-        if outcome.event == "failed" or outcome.event == "startup_timeout":
+        if self.earlier is not None:
+            outcome.diagnostics, outcome.message = self.earlier.diagnostics, self.earlier.message
+        elif outcome.event == "failed" or outcome.event == "startup_timeout":
             diags = await self._diagnose(status)
             if diags:
                 block = diagnostics.format_block(diags)
@@ -437,7 +454,7 @@ class _JobFollow:
                     outcome.message = diagnostics.summary_line(diags, outcome.message)
         if self.options.metrics:
             outcome.metrics = self.metrics.result()
-            if outcome.metrics.get("missing"):
+            if outcome.metrics.get("missing") and self.options.report_missing_metrics:
                 self.sink(
                     "metrics never reported by the master replica: " + ", ".join(outcome.metrics["missing"])
                 )
@@ -475,6 +492,19 @@ class _JobFollow:
         )
 
 
+def _as_ended(status: JobStatus | None, latest: Mapping[str, Any] | None) -> JobStatus | None:
+    """The job's status as it ended, read after the drain.
+
+    The training-operator writes the terminal condition first and settles the replica counts in a later
+    reconcile (a succeeded job's still-active replicas are counted succeeded): the status seen when the
+    job first showed as finished may still list a worker as active.
+    """
+    if status is None or latest is None:
+        return status
+    final = interpret(latest)
+    return final if final.state is status.state else status
+
+
 async def follow_job(
     hook: AsyncTFJobHook,
     name: str,
@@ -488,4 +518,27 @@ async def follow_job(
     return await follow.run()
 
 
-__all__ = ["FollowOptions", "FollowOutcome", "follow_job", "parse_timestamp", "reflect"]
+async def drain_job(
+    hook: AsyncTFJobHook,
+    name: str,
+    namespace: str,
+    options: FollowOptions,
+    sink: Sink,
+    earlier: FollowOutcome,
+) -> FollowOutcome:
+    """Finish what an earlier follow of a finished job (the trigger's) started, as if it had been one.
+
+    Reads the replica lines after the earlier cursors, with the earlier metrics and captured value as
+    the starting point; the earlier outcome's event, message and diagnosis stand (the job is final), and
+    only its status is refreshed to the job's as it ended. Nothing the earlier follow showed is shown
+    again: no resumption marker, no event already listed, no second diagnosis.
+    """
+    follow = _JobFollow(hook, name, namespace, options, sink, earlier.cursors, earlier=earlier)
+    drained = await follow.run()
+    drained.event = earlier.event
+    if drained.status is None or earlier.status is None or drained.status.state is not earlier.status.state:
+        drained.status = earlier.status  # deleted or changed meanwhile: the earlier view is the outcome
+    return drained
+
+
+__all__ = ["FollowOptions", "FollowOutcome", "drain_job", "follow_job", "parse_timestamp", "reflect"]

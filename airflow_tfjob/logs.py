@@ -489,7 +489,6 @@ class ReplicaFollower:
         self.selected = selected
         self.prefix = f"[{name}] "
         self.cursor = cursor or Cursor()
-        self.resumed = cursor is not None and cursor.ts >= 0
         self.state = ReplicaState()
         self.ring: deque[str] = deque(maxlen=owner.limits.ring_lines)
         self.rate = RateLimiter(owner.limits.rate_per_replica)
@@ -659,18 +658,11 @@ class ReplicaFollower:
                     "pod recreated" + (f" (previous pod exited with code {code})" if code is not None else "")
                 )
                 self.cursor = Cursor(uid=uid, instance=instance)
-                self.resumed = False
             elif not self.cursor.uid:
                 self.cursor.uid = uid
                 self.cursor.instance = instance
             elif instance > self.cursor.instance:
                 await self._catch_up_previous(cs, instance)
-            if self.resumed:
-                self.resumed = False
-                self.marker(
-                    f"log resumed after {format_timestamp(self.cursor.ts)}: "
-                    "lines an earlier follower already showed may appear again"
-                )
             clean, got = await self._read()
             self.reconnects += 1
             latest = self.state.pod

@@ -12,7 +12,7 @@ written for a Katib sweep reports the same numbers through Airflow:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,6 +103,29 @@ class MetricsCollector:
                     self._history_dropped[name] += 1
                 series.append(MetricPoint(value, stamp))
         return points
+
+    def restore(self, earlier: Mapping[str, Any]) -> None:
+        """Continue from an earlier collector's ``result()`` (the trigger's, when a deferred task resumes).
+
+        The lines the earlier collector read are not read again, so its values and history are the
+        starting point; what is still missing is decided from the combined view.
+        """
+        for name in self.names:
+            value = earlier.get(name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                self._last[name] = float(value)
+        history = earlier.get("history")
+        if self.history_enabled and isinstance(history, Mapping):
+            for name in self.names:
+                points = history.get(name)
+                if isinstance(points, list):
+                    self._history[name] = [
+                        MetricPoint(float(p["value"]), p.get("timestamp")) for p in points if isinstance(p, Mapping)
+                    ]
+        dropped = earlier.get("history_dropped")
+        if isinstance(dropped, Mapping):
+            for name in self.names:
+                self._history_dropped[name] = int(dropped.get(name) or 0)
 
     def feed_many(self, lines: Iterable[str | bytes]) -> None:
         for line in lines:

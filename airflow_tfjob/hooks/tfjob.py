@@ -665,6 +665,31 @@ class AsyncTFJobHook(AsyncKubernetesHook):
         )
         return sorted(_filter_events(items, involved_name, involved_uid), key=_event_sort_key)
 
+    async def delete_pod(
+        self, name: str, namespace: str | None = None, grace_period_seconds: int | None = None
+    ) -> None:
+        await self._delete_core("pods", name, namespace, grace_period_seconds)
+
+    async def delete_service(self, name: str, namespace: str | None = None) -> None:
+        await self._delete_core("services", name, namespace, None)
+
+    async def _delete_core(self, plural: str, name: str, namespace: str | None, grace: int | None) -> None:
+        ns = await self._ns(namespace)
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if grace is not None:
+            body["gracePeriodSeconds"] = grace
+        try:
+            await self._json(
+                "DELETE",
+                f"/api/v1/namespaces/{ns}/{plural}/{name}",
+                body=body,
+                call=f"delete {plural[:-1]} {ns}/{name}",
+                kind="write",
+            )
+        except AsyncApiException as exc:
+            if exc.status != 404:
+                raise
+
     async def wait_for_tfjob_deletion(self, name: str, namespace: str | None, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while await self.find_tfjob(name, namespace) is not None:

@@ -35,8 +35,9 @@ What it does, as a node would:
   back-off of 0.5 s doubling to 8 s (a real kubelet waits 10 s doubling to 5 min); from the second
   restart on the container waits in CrashLoopBackOff meanwhile, and the pod stays Running.
 * Deletion. When the store marks a pod with a deletionTimestamp, the whole process group gets SIGTERM,
-  then SIGKILL after the grace period (`deletionGracePeriodSeconds`), the pod gets its final status and
-  `store.finalize_pod_deletion` removes it; its logs are forgotten once the object is gone.
+  then SIGKILL after the grace period (`deletionGracePeriodSeconds`; a repeated delete that shortens it
+  brings the SIGKILL forward), the pod gets its final status and `store.finalize_pod_deletion` removes
+  it; its logs are forgotten once the object is gone.
 * LoadBalancer Services: once a Running pod with an IP matches a Service's selector,
   `status.loadBalancer.ingress = [{"ip": <pod IP>}]` (a one-endpoint load balancer), cleared when none does.
 * No orphans. `shutdown()` sends SIGTERM to every process group it started, then SIGKILL, and waits.
@@ -426,6 +427,8 @@ class _PodRun:
         self.terminating = asyncio.Event()
         self.main_task: asyncio.Task[None] | None = None
         self._terminate_task: asyncio.Task[None] | None = None
+        self._kill_at: float | None = None  # loop time of the SIGKILL; a repeated delete may bring it closer
+        self._kill_at_changed = asyncio.Event()
         self._base_status = dict(pod.get("status") or {})
 
     # ---- lifecycle
@@ -589,10 +592,14 @@ class _PodRun:
     # ---- termination
 
     def terminate(self, grace: float) -> None:
+        kill_at = asyncio.get_running_loop().time() + max(grace, 0.0)
+        if self._kill_at is None or kill_at < self._kill_at:
+            self._kill_at = kill_at
+            self._kill_at_changed.set()
         if self._terminate_task is None:
-            self._terminate_task = asyncio.create_task(self._terminate(grace))
+            self._terminate_task = asyncio.create_task(self._terminate())
 
-    async def _terminate(self, grace: float) -> None:
+    async def _terminate(self) -> None:
         self.terminating.set()
         for c in [*self.init, *self.containers]:
             if c.proc is not None:
@@ -600,14 +607,26 @@ class _PodRun:
         self.stop_all(signal.SIGTERM)
         if self.main_task is not None:
             try:
-                await asyncio.wait_for(asyncio.shield(self.main_task), max(grace, 0.0))
-            except asyncio.TimeoutError:
-                self.stop_all(signal.SIGKILL)
-                with contextlib.suppress(Exception):
-                    await self.main_task
+                await self._wait_exit_or_kill(self.main_task)
             except Exception:
                 log.exception("pod %s/%s", self.namespace, self.name)
         self.store.finalize_pod_deletion(self.namespace, self.name)
+
+    async def _wait_exit_or_kill(self, main: asyncio.Task[None]) -> None:
+        """Wait for the processes to exit after SIGTERM; SIGKILL them at the (possibly shortened) deadline."""
+        loop = asyncio.get_running_loop()
+        while not main.done():
+            assert self._kill_at is not None
+            remaining = self._kill_at - loop.time()
+            if remaining <= 0:
+                self.stop_all(signal.SIGKILL)
+                break
+            self._kill_at_changed.clear()
+            changed = asyncio.ensure_future(self._kill_at_changed.wait())
+            await asyncio.wait({main, changed}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            changed.cancel()
+        with contextlib.suppress(Exception):
+            await main
 
     def stop_all(self, sig: int) -> None:
         self.terminating.set()

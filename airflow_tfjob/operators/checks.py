@@ -60,6 +60,19 @@ def _check_count(problems: list[Problem], name: str, value: Any, unit: str) -> N
         )
 
 
+def _check_grace_period(problems: list[Problem], value: Any) -> None:
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return
+    problems.append(
+        Problem(
+            "kill_grace_period",
+            f"{value!r} is not a non-negative whole number of seconds",
+            "use e.g. 1 (SIGTERM, then SIGKILL a second later), 0 to remove the pods at once, or None "
+            "for the pods' own terminationGracePeriodSeconds",
+        )
+    )
+
+
 def _check_log_replicas(problems: list[Problem], value: Any) -> None:
     if is_template(value):
         return
@@ -172,6 +185,8 @@ def check_operator_parameters(params: Mapping[str, Any]) -> None:
         _check_choice(problems, "on_finish_action", params["on_finish_action"], ON_FINISH_ACTIONS)
     if "on_kill_action" in params:
         _check_choice(problems, "on_kill_action", params["on_kill_action"], ON_KILL_ACTIONS)
+    if "kill_grace_period" in params:
+        _check_grace_period(problems, params["kill_grace_period"])
     if "startup_timeout" in params:
         _check_seconds(problems, "startup_timeout", params["startup_timeout"], none_ok=True)
     if "api_retry_timeout" in params:

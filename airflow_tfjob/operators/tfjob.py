@@ -262,6 +262,7 @@ class TFJobOperator(BaseOperator):
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         on_finish_action: str = "keep",
         on_kill_action: str = "delete",
+        kill_grace_period: int | None = cleanup.KILL_GRACE_PERIOD,
         render_only: bool = False,
         **kwargs: Any,
     ) -> None:
@@ -309,6 +310,7 @@ class TFJobOperator(BaseOperator):
         self.deferrable = deferrable
         self.on_finish_action = on_finish_action
         self.on_kill_action = on_kill_action
+        self.kill_grace_period = kill_grace_period
         self.render_only = render_only
         # The job this task is following, for on_kill and __fail__ (name, namespace).
         self._job_ref: tuple[str, str] | None = None
@@ -421,7 +423,7 @@ class TFJobOperator(BaseOperator):
     def _own_parameters(self) -> dict[str, Any]:
         """The operator's own (non-manifest) parameters, as checks.check_operator_parameters takes them."""
         names = (
-            "on_finish_action", "on_kill_action", "startup_timeout", "log_replicas", "metrics",
+            "on_finish_action", "on_kill_action", "kill_grace_period", "startup_timeout", "log_replicas", "metrics",
             "log_rate_per_replica", "log_total_cap", "get_logs", "metrics_history", "deferrable",
             "render_only", "kubernetes_conn_id", "tensorboard", "tensorboard_log_dir", "tensorboard_keep",
             "api_retry_timeout",
@@ -708,9 +710,11 @@ class TFJobOperator(BaseOperator):
             config_file=self.config_file,
             in_cluster=self.in_cluster,
             api_retry_timeout=self.api_retry_timeout,
-            options=asdict(options),
+            # The worker's drain continues this follow and reports unseen metrics from the final view.
+            options={**asdict(options), "report_missing_metrics": False},
             deadline=options.deadline,
             delete_on_kill=self.on_kill_action == "delete",
+            kill_grace_period=self.kill_grace_period,
             deferred_at=now,
             startup_deadline=startup_deadline,
         )
@@ -725,27 +729,32 @@ class TFJobOperator(BaseOperator):
         self._job_ref = (name, namespace)
         outcome = FollowOutcome.from_dict(event)
         hook = self.get_hook()
-        if outcome.event in ("succeeded", "failed") and (self.get_logs or self.return_marker):
+        if outcome.event in ("succeeded", "failed"):
             outcome = self._drain(name, namespace, outcome)
         if outcome.event == "timeout" and not event.get("deleted"):
-            cleanup.kill(hook, name, namespace, on_kill_action="delete", log=self.log.info)
+            self._kill(hook, name, namespace, "delete", "its deadline passed")
         return self._complete(context, hook, name, namespace, outcome)
 
     def _drain(self, name: str, namespace: str, outcome: FollowOutcome) -> FollowOutcome:
-        """Read the log lines written after the trigger's last cursor (the job is already final)."""
+        """Continue the trigger's follow to the job's end, so that the result is the synchronous one.
+
+        The lines written after the trigger's last cursor, the metrics and return value completed from
+        what the trigger collected, and the job's status as it ended (the trigger fired on the first
+        terminal status, before the replica counts settled).
+        """
+        from airflow_tfjob.follow import drain_job
+
         options = self.follow_options(deadline=None)
         options.startup_timeout = None
+
+        async def run() -> FollowOutcome:
+            return await drain_job(self.get_async_hook(), name, namespace, options, self.log.info, outcome)
+
         try:
-            drained = self._follow(name, namespace, options, cursors=outcome.cursors)
+            return asyncio.run(run())
         except Exception as error:  # the outcome stands even if the last lines cannot be read
             self.log.warning("Could not drain the last log lines of %s/%s: %s", namespace, name, error)
             return outcome
-        outcome.metrics = _merge_metrics(outcome.metrics, drained.metrics)
-        outcome.cursors = drained.cursors
-        # The marker is the master's last line: it may arrive after the trigger's last cursor.
-        if drained.return_payload is not None:
-            outcome.return_payload = drained.return_payload
-        return outcome
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
         # "__fail__": the trigger crashed or Airflow's trigger timeout fired; the job would run on with
@@ -763,7 +772,7 @@ class TFJobOperator(BaseOperator):
             )
             return
         self.log.error("Trigger failed (%s): deleting TFJob %s/%s", next_kwargs.get("error"), ref[1], ref[0])
-        cleanup.kill(hook, ref[0], ref[1], on_kill_action="delete", log=self.log.info)
+        self._kill(hook, ref[0], ref[1], "delete", "its trigger failed")
         self._stop_tensorboard(hook, ref[0], ref[1], force=True)
 
     def _job_of_this_try(self, hook: TFJobHook, context: Context) -> tuple[str, str] | None:
@@ -800,14 +809,14 @@ class TFJobOperator(BaseOperator):
         job = hook.find_tfjob(name, namespace)
         if outcome.event == "timeout":
             if job is not None:
-                cleanup.kill(hook, name, namespace, on_kill_action="delete", log=self.log.info)
+                self._kill(hook, name, namespace, "delete", "it did not finish within execution_timeout")
             raise AirflowTaskTimeout(
                 f"TFJob {namespace}/{name} did not finish within execution_timeout and was deleted: "
                 f"{outcome.message}"
             )
         if outcome.event == "startup_timeout":
             # Its pods never started: keeping it would let it grab resources long after the task failed.
-            cleanup.kill(hook, name, namespace, on_kill_action="delete", log=self.log.info)
+            self._kill(hook, name, namespace, "delete", "its pods did not start within startup_timeout")
             raise AirflowException(
                 f"TFJob {namespace}/{name} did not start within startup_timeout={self.startup_timeout} s "
                 f"and was deleted: {outcome.message}"
@@ -891,8 +900,22 @@ class TFJobOperator(BaseOperator):
             return
         name, namespace = self._job_ref
         hook = self.get_hook()
-        if cleanup.kill(hook, name, namespace, on_kill_action=self.on_kill_action, log=self.log.info):
+        if self._kill(hook, name, namespace, self.on_kill_action):
             self._stop_tensorboard(hook, name, namespace, force=True)
+
+    def _kill(
+        self, hook: TFJobHook, name: str, namespace: str, action: str, why: str = "the task was killed"
+    ) -> bool:
+        """Every kill path of the task (a user's kill, a timeout, a failed trigger) stops the job alike."""
+        return cleanup.kill(
+            hook,
+            name,
+            namespace,
+            on_kill_action=action,
+            log=self.log.info,
+            grace_period_seconds=self.kill_grace_period,
+            why=why,
+        )
 
 
 def _identity(context: Context) -> tuple[str, str, str, int, int]:
@@ -919,16 +942,6 @@ def _state_get(context: Context) -> dict[str, Any] | None:
         return None
     value = store.get(STATE_KEY)
     return value if isinstance(value, dict) and value.get("name") and value.get("namespace") else None
-
-
-def _merge_metrics(first: Mapping[str, Any], later: Mapping[str, Any]) -> dict[str, Any]:
-    merged = dict(first)
-    for key, value in later.items():
-        if isinstance(value, list) and isinstance(merged.get(key), list):
-            merged[key] = [*merged[key], *value]
-        else:
-            merged[key] = value
-    return merged
 
 
 def _result(job: Mapping[str, Any], status: JobStatus, metrics: Mapping[str, Any]) -> dict[str, Any]:

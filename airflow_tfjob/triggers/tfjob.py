@@ -10,7 +10,8 @@ Constructor (every argument is JSON and survives a triggerer restart)::
         options=None,          # follow.FollowOptions as a dict
         cursors=None,          # log cursors from an earlier follow: logs resume without loss
         deadline=None,         # epoch seconds (task start + execution_timeout)
-        delete_on_kill=True,   # a user's kill deletes the TFJob (Foreground)
+        delete_on_kill=True,   # a user's kill deletes the TFJob (Foreground) and its pods
+        kill_grace_period=1,   # grace (s) of those pod deletions; None: the pods' own
         deferred_at=None,      # epoch seconds when the task deferred (identifies this deferral)
         startup_deadline=None, # epoch seconds: deferred_at + startup_timeout, absolute
     )
@@ -36,7 +37,10 @@ through the shared per-namespace watch) and yields exactly ONE event whose paylo
 Kill and timeout semantics (Airflow 3.3.2):
 
 - ``on_kill()`` runs only when a user acts on the deferred task (mark failed/success, clear): it deletes
-  the TFJob with Foreground propagation, so its pods go too (regression apache/airflow#36090, #62398).
+  the TFJob with Foreground propagation and its pods with ``kill_grace_period`` (regression
+  apache/airflow#36090, #62398), through :func:`airflow_tfjob.cleanup.kill_async`, the same steps as the
+  worker's kill. The triggerer cancels ``on_kill`` again about a second later, so the deletion runs in
+  a task of its own that the cancellation does not reach: it finishes its requests regardless.
 - ``cleanup()`` runs on every exit, triggerer restarts included, so it deletes nothing.
 - Airflow does not apply ``execution_timeout`` to a deferred task (apache/airflow#67227): when
   ``deadline`` passes the trigger deletes the job itself, then yields ``timeout``. The operator should
@@ -53,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_tfjob.cleanup import KILL_GRACE_PERIOD, kill_async
 from airflow_tfjob.status import JobState, JobStatus, interpret, summarise
 
 if TYPE_CHECKING:
@@ -73,6 +78,8 @@ DEADLINE_GRACE = 15.0
 #: How long deletion (timeout, kill) waits for the TFJob to disappear; on_kill is bounded by
 #: ``[triggerer] on_kill_timeout`` (30 s by default).
 DELETE_WAIT = 20.0
+#: Kills in progress: a task must be referenced until it is done, or the loop may collect it half-way.
+_KILLS: set[asyncio.Task[bool]] = set()
 
 
 class _ClusterTrigger(BaseTrigger):
@@ -132,6 +139,7 @@ class TFJobTrigger(_ClusterTrigger):
         delete_on_kill: bool = True,
         deferred_at: float | None = None,
         startup_deadline: float | None = None,
+        kill_grace_period: int | None = KILL_GRACE_PERIOD,
     ) -> None:
         super().__init__(kubernetes_conn_id, cluster_context, config_file, in_cluster, api_retry_timeout)
         self.name = name
@@ -142,6 +150,7 @@ class TFJobTrigger(_ClusterTrigger):
         self.delete_on_kill = delete_on_kill
         self.deferred_at = deferred_at
         self.startup_deadline = startup_deadline
+        self.kill_grace_period = kill_grace_period
         self._job_at_start: dict[str, Any] | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -157,6 +166,7 @@ class TFJobTrigger(_ClusterTrigger):
                 "delete_on_kill": self.delete_on_kill,
                 "deferred_at": self.deferred_at,
                 "startup_deadline": self.startup_deadline,
+                "kill_grace_period": self.kill_grace_period,
             },
         )
 
@@ -266,27 +276,43 @@ class TFJobTrigger(_ClusterTrigger):
         return any(c.get("type") in ("Running", "Succeeded", "Failed") for c in conditions)
 
     async def _delete(self, hook: AsyncTFJobHook, why: str) -> bool:
-        """Delete the TFJob and its pods (Foreground) and wait a little for them to go."""
-        ref = f"{self.namespace}/{self.name}"
-        self.log.info("Deleting TFJob %s because %s", ref, why)
+        """Delete the TFJob and its pods (:func:`cleanup.kill_async`); False if that could not be done."""
         try:
-            await hook.delete_tfjob(self.name, self.namespace, propagation="Foreground")
-            gone = await hook.wait_for_tfjob_deletion(self.name, self.namespace, timeout=DELETE_WAIT)
+            gone = await kill_async(
+                hook,
+                self.name,
+                self.namespace,
+                on_kill_action="delete",
+                log=self.log.info,
+                grace_period_seconds=self.kill_grace_period,
+                why=why,
+                wait_timeout=DELETE_WAIT,
+            )
         except Exception:
-            self.log.exception("Could not delete TFJob %s", ref)
+            self.log.exception("Could not delete TFJob %s/%s", self.namespace, self.name)
             return False
         if not gone:
-            self.log.warning("TFJob %s still exists %.0fs after its deletion was requested", ref, DELETE_WAIT)
+            self.log.warning("TFJob %s/%s: deletion requested, not finished yet", self.namespace, self.name)
         return True
 
     async def on_kill(self) -> None:
-        """A user killed the deferred task: delete the TFJob unless told to keep it."""
+        """A user killed the deferred task: delete the TFJob unless told to keep it.
+
+        Airflow 3.3's triggerer cancels on_kill about a second after calling it; the deletion requests
+        and the wait run in a task of their own (kept referenced), which that cancellation does not
+        reach, so they finish anyway.
+        """
         if not self.delete_on_kill:
             self.log.info(
                 "Task killed; keeping TFJob %s/%s (delete_on_kill=False)", self.namespace, self.name
             )
             return
-        await self._delete(self._hook(), "the task was killed")
+        task = asyncio.get_running_loop().create_task(
+            self._delete(self._hook(), "the task was killed"), name=f"tfjob-kill-{self.name}"
+        )
+        _KILLS.add(task)
+        task.add_done_callback(_KILLS.discard)
+        await asyncio.shield(task)
 
     async def cleanup(self) -> None:
         """Nothing to delete: this runs on triggerer restarts too, and the job must survive those."""

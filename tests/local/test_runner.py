@@ -279,6 +279,28 @@ async def test_graceful_deletion_sigterm_then_sigkill_of_the_whole_group(node: N
         await node.until(functools.partial(_gone, pid), timeout=5)
 
 
+async def test_a_repeated_delete_shortens_the_grace_period(node: Node) -> None:
+    """As the API server: a kill's explicit deletion with a short grace period overrides the 30 s that
+    garbage collection gave the pod a moment earlier; it never lengthens it."""
+    script = (
+        "import os, signal, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "print(os.getpid(), flush=True)\n"
+        "time.sleep(3600)\n"
+    )
+    for name, shorter in (("shortened", 1), ("forced", 0)):
+        node.create_pod(name, script, grace=30)
+        await node.until(lambda n=name: bool(node.lines(n)))
+        pid = int(node.lines(name)[0])
+        node.store.delete("pods", NS, name)  # 30 s: SIGTERM, which the process ignores
+        node.store.delete("pods", NS, name, grace_period_seconds=60)  # longer: changes nothing
+        pod = node.pod(name)
+        assert pod is not None and pod["metadata"]["deletionGracePeriodSeconds"] == 30
+        node.store.delete("pods", NS, name, grace_period_seconds=shorter)
+        await node.until(lambda n=name: node.pod(n) is None, timeout=10)
+        await node.until(functools.partial(_gone, pid), timeout=10)
+
+
 async def test_sigterm_ends_a_cooperative_process_at_once(node: Node) -> None:
     node.create_pod(
         "polite", "import time\nprint('up', flush=True)\ntime.sleep(3600)", terminationGracePeriodSeconds=30

@@ -91,3 +91,23 @@ def test_history_is_bounded() -> None:
 def test_rejects_unusable_names(names: list[str]) -> None:
     with pytest.raises(ValueError, match="metric names"):
         MetricsCollector(names)
+
+
+def test_restore_continues_from_an_earlier_result() -> None:
+    """A deferred task's drain continues from the trigger's collector: a metric the trigger saw is not
+    missing, new values extend the history, and a metric still unseen stays missing."""
+    earlier = MetricsCollector(["accuracy", "loss", "f1"], history=True)
+    earlier.feed("2025-01-01T00:00:00Z accuracy=0.5 loss=1.0")
+    later = MetricsCollector(["accuracy", "loss", "f1"], history=True)
+    later.restore(json.loads(json.dumps(earlier.result())))  # as it travels in the trigger's event
+    later.feed("2025-01-01T00:00:01Z accuracy=0.9")
+    result = later.result()
+    assert (result["accuracy"], result["loss"], result["missing"]) == (0.9, 1.0, ["f1"])
+    assert [p["value"] for p in result["history"]["accuracy"]] == [0.5, 0.9]
+    assert [p["value"] for p in result["history"]["loss"]] == [1.0]
+
+
+def test_restore_without_history_keeps_the_values_only() -> None:
+    later = MetricsCollector(["accuracy"])
+    later.restore({"accuracy": 0.9, "missing": ["accuracy"]})  # a stale "missing" is recomputed
+    assert later.result() == {"accuracy": 0.9, "missing": []}

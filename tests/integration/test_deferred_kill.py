@@ -1,0 +1,108 @@
+"""A user's kill of a deferred task, as Airflow 3.3's triggerer delivers it, stops the job within seconds.
+
+The triggerer cancels the trigger's run, calls its on_kill, and about a second later cancels on_kill
+too (apache/airflow#36090 was about kills that did nothing). Here on_kill is cancelled right after it
+starts, and the replicas ignore SIGTERM, so that neither a deletion cut short nor one that waits out
+the pods' 30 s grace period can pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from airflow.sdk.exceptions import TaskDeferred
+from operator_support import TaskInstance, context_for
+from test_watch_helpers import wait_until
+
+from airflow_tfjob.cleanup import KILL_GRACE_PERIOD
+from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+from airflow_tfjob.operators.tfjob import TFJobOperator
+from airflow_tfjob.triggers.tfjob import TFJobTrigger
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
+
+STUBBORN = r"""
+import os, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+open(os.path.join(sys.argv[1], os.environ["HOSTNAME"] + ".pid"), "w").write(str(os.getpid()))
+print("training", flush=True)
+time.sleep(600)
+"""
+
+
+def _defer(tmp_path: Path) -> dict[str, Any]:
+    """Defer a real TFJobOperator (default kill_grace_period) and return its trigger's kwargs."""
+    op = TFJobOperator(
+        task_id="killed",
+        namespace="default",
+        image="local/python",
+        worker=2,
+        command=[sys.executable, "-c", STUBBORN, str(tmp_path)],
+        deferrable=True,
+        startup_timeout=60,
+    )
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(context_for(TaskInstance()))
+    return dict(deferred.value.trigger.serialize()[1])
+
+
+async def _grace_periods(hook: AsyncTFJobHook, name: str, seen: list[int]) -> None:
+    """Every deletionGracePeriodSeconds the job's pods show, in order (from a watch)."""
+    _, rv = await hook.list_objects("pods", "default", label_selector=f"training.kubeflow.org/job-name={name}")
+    async for _etype, pod in hook.watch_job_pods(name, "default", rv):
+        grace = (pod.get("metadata") or {}).get("deletionGracePeriodSeconds")
+        if grace is not None:
+            seen.append(int(grace))
+
+
+async def test_kill_while_deferred_finishes_though_the_triggerer_cancels_on_kill(
+    k8s_conn: str, tmp_path: Path
+) -> None:
+    kwargs = _defer(tmp_path)
+    assert kwargs["kill_grace_period"] == KILL_GRACE_PERIOD == 1
+    name = kwargs["name"]
+    hook = AsyncTFJobHook(conn_id=k8s_conn)
+    await wait_until(lambda: len(_pids(tmp_path)) == 2, timeout=60)
+    pids = _pids(tmp_path)
+    graces: list[int] = []
+    watching = asyncio.ensure_future(_grace_periods(hook, name, graces))
+
+    trigger = TFJobTrigger(**kwargs)
+    run = asyncio.ensure_future(trigger.run().__anext__())
+    await wait_until(lambda: trigger._job_at_start is not None, timeout=30)  # it is following the job
+    # The triggerer: cancel the run on the user's action, then on_kill, itself cancelled soon after.
+    run.cancel()
+    await asyncio.gather(run, return_exceptions=True)
+    killing = asyncio.ensure_future(trigger.on_kill())
+    await asyncio.sleep(0)
+    killing.cancel()
+    await asyncio.gather(killing, return_exceptions=True)
+    assert killing.cancelled()
+
+    await wait_until(lambda: _gone(hook, name), timeout=10)
+    await wait_until(lambda: not any(_running(pid) for pid in pids), timeout=10)
+    watching.cancel()
+    await asyncio.gather(watching, return_exceptions=True)
+    # Garbage collection of the foreground deletion gave the pods their own 30 s; the kill's own
+    # deletions shortened it to kill_grace_period.
+    assert graces and graces[-1] == KILL_GRACE_PERIOD, graces
+
+
+async def _gone(hook: AsyncTFJobHook, name: str) -> bool:
+    return await hook.find_tfjob(name, "default") is None and not await hook.list_job_pods(name, "default")
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _pids(directory: Path) -> list[int]:
+    return [int(p.read_text()) for p in directory.glob("*.pid") if p.read_text()]
