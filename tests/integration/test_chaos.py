@@ -12,6 +12,7 @@ import sys
 import zlib
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,7 +42,11 @@ PROGRAM = r"""
 import json, os, time
 task = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task", {})
 me = f"{task.get('type', 'worker')}-{task.get('index', 0)}"
-for i in range(int(os.environ["LINES"])):
+lines, gate = int(os.environ["LINES"]), os.environ.get("GATE")
+for i in range(lines):
+    if gate and i == lines // 2:
+        while not os.path.exists(gate):  # the test opens the gate when it has done its part
+            time.sleep(0.05)
     print(f"chaos {os.environ.get('TAG', '')}{me} line {i}", flush=True)
     time.sleep(float(os.environ.get("PAUSE", "0.05")))
 print("accuracy=0.9", flush=True)
@@ -244,16 +249,17 @@ def authed(auth_cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch) -> Itera
 
 
 def test_expired_credentials_do_not_fail_two_deferred_tasks_sharing_the_watch(
-    authed: LocalCluster, capfd: pytest.CaptureFixture[str]
+    authed: LocalCluster, capfd: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     tis = [TaskInstance(task_id="a"), TaskInstance(task_id="b")]
-    # About 8 s each: time to expire the tokens mid-job. TAG tells the two jobs' lines apart.
+    gate = tmp_path / "gate"
+    # The replicas stop half-way until the gate opens: the tokens expire while both jobs run.
     ops = [
         make_operator(
             "authed",
             task_id=ti.task_id,
             deferrable=True,
-            env={"LINES": str(LINES), "PAUSE": "0.2", "TAG": ti.task_id},
+            env={"LINES": str(LINES), "TAG": ti.task_id, "GATE": str(gate)},
         )
         for ti in tis
     ]
@@ -264,7 +270,14 @@ def test_expired_credentials_do_not_fail_two_deferred_tasks_sharing_the_watch(
 
     def both_running() -> bool:
         return all(
-            any((p.get("status") or {}).get("phase") == "Running" for p in hook.list_job_pods(n, "default"))
+            len(
+                [
+                    p
+                    for p in hook.list_job_pods(n, "default")
+                    if (p.get("status") or {}).get("phase") == "Running"
+                ]
+            )
+            == 2
             for n in names
         )
 
@@ -276,8 +289,8 @@ def test_expired_credentials_do_not_fail_two_deferred_tasks_sharing_the_watch(
             wait_for, lambda: authed.watch_count("tfjobs") >= 1 and both_running(), 90, "both jobs running"
         )
         rejected_before = authed.rejected_requests()
-        # Every token so far stops working; cut streams make both triggers ask again at once.
         authed.expire_tokens()
+        gate.touch()
         events = await asyncio.gather(*tasks)
         assert authed.rejected_requests() > rejected_before, "no request met the expired token"
         return events
