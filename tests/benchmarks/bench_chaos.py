@@ -1,0 +1,288 @@
+"""Chaos run: TFJob tasks against a local cluster that throttles, fails, loses replies and cuts streams.
+
+    python tests/benchmarks/bench_chaos.py [--tasks 20] [--rates 0.05,0.15] [--seed 7] [--parallel 4]
+
+For each fault rate, the same seeded run is made twice in one process: with the provider's retry
+policy (``api_retry_timeout`` at its default) and, as the baseline, with ``api_retry_timeout=0`` (no
+retries by the provider; what the kubernetes client does by itself is left as it is). Half the tasks
+run synchronously, half deferred (the trigger run in-process as the triggerer would). Each task trains
+nothing: two Worker replicas print numbered lines and a metric, so that what is checked is the
+provider. Printed per run:
+
+- tasks, and outcomes right (succeeded with its metric: every job here succeeds, so any failed task
+  is an outcome the API's faults decided);
+- duplicate jobs (more than one TFJob for a task instance);
+- lost and duplicated lines (each replica's numbered lines in the task's log, counted once each);
+- leftovers (pods or Services of finished jobs still there after the task: cleanPodPolicy All);
+- faults met per task (the server's count of injected faults over the tasks: each one is a retry, a
+  reconnect or an adoption the provider had to make).
+
+Targets (issue 9): every outcome right, 0 duplicates, 0 lost or duplicated lines, 0 leftovers, at 5% and
+at 15%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="bench-chaos-airflow-"))
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
+# A replica's bare `python` must be this interpreter (the local cluster runs host processes).
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+
+LINES = 30
+PROGRAM = r"""
+import json, os, time
+task = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task", {})
+me = f"{task.get('type', 'worker')}-{task.get('index', 0)}"
+for i in range(int(os.environ["LINES"])):
+    print(f"chaos {os.environ['TAG']} {me} line {i}", flush=True)
+    time.sleep(0.05)
+print("accuracy=0.9", flush=True)
+"""
+LINE = re.compile(r"\[(worker-\d)\] chaos (t\d+) (worker-\d) line (\d+)(?!\d)")
+CONN = "bench_chaos"
+
+
+class Capture:
+    """Stands in for a task's logger: keeps every record, as the task log file would."""
+
+    def __init__(self) -> None:
+        self.records: list[str] = []
+
+    def _record(self, msg: Any, *args: Any, **_: Any) -> None:
+        text = str(msg)
+        if args:
+            try:
+                text = text % args
+            except (TypeError, ValueError):
+                text = f"{text} {args}"
+        self.records.append(text)
+
+    info = warning = error = debug = exception = critical = _record
+
+    def text(self) -> str:
+        return "\n".join(self.records)
+
+
+@dataclass
+class Ti:
+    run_id: str
+    dag_id: str = "bench_chaos"
+    task_id: str = "train"
+    map_index: int = -1
+    try_number: int = 1
+    xcoms: dict[str, Any] = field(default_factory=dict)
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcoms[key] = value
+
+
+class Store:
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+
+    def get(self, key: str) -> Any:
+        return self.values.get(key)
+
+    def set(self, key: str, value: Any) -> None:
+        self.values[key] = value
+
+
+@dataclass
+class TaskRun:
+    tag: str
+    ti: Ti
+    deferrable: bool
+    log: Capture
+    outcome: str = ""
+
+
+def run_task(tag: str, run: str, deferrable: bool, retry_timeout: float | None) -> TaskRun:
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from airflow_tfjob.operators.tfjob import TFJobOperator
+
+    ti = Ti(run_id=f"{run}-{tag}")
+    task = TaskRun(tag, ti, deferrable, Capture())
+    kwargs: dict[str, Any] = {} if retry_timeout is None else {"api_retry_timeout": retry_timeout}
+    op = TFJobOperator(
+        task_id="train",
+        kubernetes_conn_id=CONN,
+        namespace="default",
+        image="local/python",
+        command=[sys.executable, "-c", PROGRAM],
+        env={"LINES": str(LINES), "TAG": tag},
+        worker=2,
+        log_replicas="all",
+        metrics=["accuracy"],
+        clean_pod_policy="All",
+        startup_timeout=180,
+        deferrable=deferrable,
+        **kwargs,
+    )
+    op._cached_logger = task.log  # type: ignore[assignment]
+    context: dict[str, Any] = {
+        "ti": ti,
+        "task_instance": ti,
+        "run_id": ti.run_id,
+        "task_state_store": Store(),
+    }
+    try:
+        if deferrable:
+            try:
+                op.execute(context)
+                raise AssertionError("did not defer")
+            except TaskDeferred as deferred:
+                event = asyncio.run(_fire(deferred, task.log))
+            result = op.execute_complete(context, event)
+        else:
+            result = op.execute(context)
+        ok = result["state"] == "succeeded" and result["metrics"].get("accuracy") == 0.9
+        task.outcome = "right" if ok and not result["metrics"].get("missing") else f"wrong: {result}"
+    except Exception as error:
+        task.outcome = f"wrong: {type(error).__name__}: {str(error)[:200]}"
+    return task
+
+
+async def _fire(deferred: Any, log: Capture) -> dict[str, Any]:
+    classpath, kwargs = deferred.trigger.serialize()
+    module, _, cls = classpath.rpartition(".")
+    trigger = getattr(__import__(module, fromlist=[cls]), cls)(**kwargs)
+    trigger._log = log  # the triggerer writes the trigger's lines into the task's log
+    async for event in trigger.run():
+        return dict(event.payload)
+    raise AssertionError("trigger ended without an event")
+
+
+def line_errors(task: TaskRun) -> tuple[int, int]:
+    seen: Counter[tuple[str, int]] = Counter()
+    for line in task.log.text().splitlines():
+        match = LINE.search(line)
+        if match and match.group(2) == task.tag and match.group(1) == match.group(3):
+            seen[(match.group(1), int(match.group(4)))] += 1
+    expected = {(replica, i) for replica in ("worker-0", "worker-1") for i in range(LINES)}
+    lost = len(expected - set(seen))
+    duplicated = sum(count - 1 for count in seen.values() if count > 1)
+    return lost, duplicated
+
+
+def inspect(hook: Any, task: TaskRun) -> tuple[int, int]:
+    """(jobs of the task instance, leftover pods and Services), read with faults off."""
+    from airflow_tfjob.naming import identity_selector
+
+    ti = task.ti
+    selector = identity_selector(ti.dag_id, ti.task_id, ti.run_id, ti.map_index, include_handled=True)
+    jobs = hook.list_tfjobs("default", selector)
+    leftovers = 0
+    deadline = time.monotonic() + 60
+    for job in jobs:
+        name = job["metadata"]["name"]
+        # Pod deletion is graceful: give the kubelet its time before calling a pod left behind.
+        while hook.list_job_pods(name, "default") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        leftovers += len(hook.list_job_pods(name, "default"))
+        services = hook.core_v1_client.list_namespaced_service("default").items
+        leftovers += len([s for s in services if s.metadata.name.startswith(f"{name}-")])
+        hook.delete_tfjob(name, "default")
+    return len(jobs), leftovers
+
+
+def one_run(
+    cluster: Any, label: str, rate: float, seed: int, tasks: int, parallel: int, retry: float | None
+) -> dict[str, Any]:
+    from airflow_tfjob.hooks.tfjob import TFJobHook
+    from airflow_tfjob.local.faults import KINDS, FaultPlan
+
+    run = f"{label}-{int(time.time() * 1000)}"
+    before = sum(cluster.fault_counts().values())
+    cluster.set_faults(FaultPlan(seed=seed, rate=rate, kinds=KINDS, stream_cut_after=(0.3, 1.5)))
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        futures = [pool.submit(run_task, f"t{i}", run, i % 2 == 1, retry) for i in range(tasks)]
+        done = [f.result() for f in futures]
+    wall = time.monotonic() - started
+    cluster.set_faults(None)
+    faults = sum(cluster.fault_counts().values()) - before
+    hook = TFJobHook(conn_id=CONN)
+    lost = duplicated = duplicates = leftovers = 0
+    wrong = []
+    for task in done:
+        task_lost, task_dup = line_errors(task)
+        jobs, left = inspect(hook, task)
+        lost, duplicated = lost + task_lost, duplicated + task_dup
+        duplicates += max(0, jobs - 1)
+        leftovers += left
+        if task.outcome != "right":
+            wrong.append(f"{task.tag} ({'deferred' if task.deferrable else 'sync'}): {task.outcome}")
+    return {
+        "label": label,
+        "tasks": tasks,
+        "right": tasks - len(wrong),
+        "duplicates": duplicates,
+        "lost": lost,
+        "duplicated": duplicated,
+        "leftovers": leftovers,
+        "faults_per_task": faults / tasks,
+        "wall_s": wall,
+        "wrong": wrong,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", type=int, default=20)
+    parser.add_argument("--rates", default="0.05,0.15")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--parallel", type=int, default=4)
+    options = parser.parse_args()
+
+    from airflow_tfjob.local import LocalCluster
+
+    with LocalCluster() as cluster:
+        extra = {"kube_config_path": str(cluster.kubeconfig_path), "namespace": "default"}
+        os.environ[f"AIRFLOW_CONN_{CONN.upper()}"] = json.dumps({"conn_type": "kubernetes", "extra": extra})
+        rows = []
+        for rate in (float(r) for r in options.rates.split(",")):
+            for label, retry in (("retry policy", None), ("baseline: no retries", 0.0)):
+                rows.append(
+                    {"rate": rate}
+                    | one_run(cluster, label, rate, options.seed, options.tasks, options.parallel, retry)
+                )
+    print(
+        f"chaos run: {options.tasks} tasks per row (half sync, half deferred), 2 replicas x {LINES} lines each,"
+    )
+    print(
+        f"mixed faults (429, 503, 5xx, lost replies, cut streams), seed {options.seed}, {options.parallel} at a time"
+    )
+    header = (
+        f"{'fault rate':>10}  {'provider':22} {'outcomes right':>15} {'dup jobs':>9} {'lost lines':>11} "
+        f"{'dup lines':>10} {'leftovers':>10} {'faults/task':>12} {'wall s':>7}"
+    )
+    print(header)
+    for row in rows:
+        print(
+            f"{row['rate']:>10.0%}  {row['label']:22} {row['right']:>8}/{row['tasks']:<6} {row['duplicates']:>9} "
+            f"{row['lost']:>11} {row['duplicated']:>10} {row['leftovers']:>10} {row['faults_per_task']:>12.1f} "
+            f"{row['wall_s']:>7.0f}"
+        )
+    for row in rows:
+        for wrong in row["wrong"][:5]:
+            print(f"  {row['rate']:.0%} {row['label']}: {wrong}")
+
+
+if __name__ == "__main__":
+    main()
