@@ -125,6 +125,18 @@ def _never_sent(exc: BaseException) -> bool:
     return isinstance(exc, ConnectionRefusedError)
 
 
+def _certificate_error(exc: BaseException) -> bool:
+    import ssl
+
+    import aiohttp
+    import urllib3.exceptions
+
+    if isinstance(exc, (aiohttp.ClientConnectorCertificateError, ssl.SSLCertVerificationError)):
+        return True
+    reason = getattr(exc, "reason", None)  # urllib3's MaxRetryError wraps its SSLError
+    return isinstance(exc, urllib3.exceptions.SSLError) or isinstance(reason, urllib3.exceptions.SSLError)
+
+
 def is_transient(exc: BaseException) -> bool:
     """A failure that may pass: a retryable status, or a connection-level fault or timeout."""
     import aiohttp
@@ -133,6 +145,8 @@ def is_transient(exc: BaseException) -> bool:
     status = api_status_code(exc)
     if status is not None and not isinstance(exc, (ApiCallFailed, AmbiguousCreate)):
         return status in RETRYABLE_STATUS
+    if _certificate_error(exc):  # a server we cannot trust stays so: fail at once
+        return False
     return isinstance(
         exc,
         (

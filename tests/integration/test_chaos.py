@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from airflow.sdk.exceptions import AirflowException
 from operator_support import (
     StateStore,
     TaskInstance,
@@ -326,3 +327,74 @@ def test_a_hook_built_before_the_tokens_expired_keeps_working(authed: LocalClust
         rejected = authed.rejected_requests()
         asyncio.run(scenario())
     assert authed.rejected_requests() == rejected + 1  # one 401, then fresh credentials
+
+
+def test_exec_tokens_are_fetched_again_before_they_expire(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shared async client lives as long as the triggerer: its exec-plugin token is fetched again
+    after 80% of its lifetime, before any request can meet a 401."""
+    from airflow_tfjob.hooks.clients import ExecTokenRefresher
+    from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+
+    with LocalCluster(auth=True, token_ttl=5, controller=False, runner=False) as cluster:
+        use_cluster(cluster, monkeypatch, "short")
+
+        async def scenario() -> int:
+            hook = AsyncTFJobHook(conn_id="short")
+            await hook.list_tfjobs("default")
+            refresher = (await hook.get_api_client()).configuration.refresh_api_key_hook
+            assert isinstance(refresher, ExecTokenRefresher)
+            await asyncio.to_thread(wait_for, refresher._due, 10, "80% of the token's lifetime", 0.1)
+            await hook.list_tfjobs("default")
+            return refresher.refreshes
+
+        assert asyncio.run(scenario()) == 1
+        assert cluster.rejected_requests() == 0
+
+
+def test_disable_verify_ssl_applies_to_the_async_client(authed: LocalCluster, tmp_path: Path) -> None:
+    import aiohttp
+    import yaml
+
+    from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+
+    config = yaml.safe_load(authed.kubeconfig_path.read_text())
+    for cluster in config["clusters"]:
+        cluster["cluster"].pop("certificate-authority-data", None)  # a server this machine cannot verify
+    unverifiable = tmp_path / "kubeconfig"
+    unverifiable.write_text(yaml.safe_dump(config))
+
+    async def list_with(**kwargs: Any) -> list[dict[str, Any]]:
+        return await AsyncTFJobHook(conn_id="authed", config_file=str(unverifiable), **kwargs).list_tfjobs(
+            "default"
+        )
+
+    # A certificate the client cannot verify is not a passing fault: it fails at once, unretried.
+    with pytest.raises(aiohttp.ClientConnectorCertificateError):
+        asyncio.run(list_with())
+    assert isinstance(asyncio.run(list_with(disable_verify_ssl=True)), list)
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_a_cleanup_that_keeps_failing_never_changes_the_jobs_outcome(chaos: LocalCluster, fail: bool) -> None:
+    ti = TaskInstance()
+    env = {"LINES": "3"} | ({"FAIL": "1"} if fail else {})
+    program = PROGRAM + "\nimport sys\nsys.exit(1 if os.environ.get('FAIL') else 0)\n"
+    op = make_operator(worker=1, env=env, command=[sys.executable, "-c", program], api_retry_timeout=1)
+    # Only deletions fail: the job runs and is followed normally, its cleanup (cleanPodPolicy All) cannot.
+    chaos.set_faults(FaultPlan(seed=4, rate=1.0, kinds=("unavailable",), verbs=("DELETE",)))
+    context = context_with_store(ti)
+    try:
+        if fail:
+            with pytest.raises(AirflowException, match=r"failed \(TFJobFailed\)"):
+                op.execute(context)
+        else:
+            assert op.execute(context)["state"] == "succeeded"
+    finally:
+        chaos.set_faults(None)
+    assert "503" in ti.xcoms["cleanup_error"]["error"]
+    assert "pods of TFJob" in ti.xcoms["cleanup_error"]["left_behind"]
+    hook = TFJobHook(conn_id="chaos")
+    name = the_jobs(hook, ti)[0]["metadata"]["name"]
+    assert hook.list_job_pods(name, "default"), "the pods the failed cleanup left are still there"
+    hook.delete_tfjob(name, "default")
+    wait_for(lambda: not hook.list_job_pods(name, "default"), 60, "the pods to go with their job")

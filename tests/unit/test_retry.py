@@ -182,3 +182,13 @@ async def test_the_async_policy_is_the_same() -> None:
 
     with pytest.raises(AmbiguousCreate):
         await RetryPolicy(timeout=30, initial=0.01).acall("create TFJob ns/a", "create", create, log)
+
+
+def test_a_certificate_that_cannot_be_verified_is_not_retried() -> None:
+    import ssl
+
+    verify = ssl.SSLCertVerificationError(1, "certificate verify failed")
+    assert classify(verify, "read") == "raise"
+    assert classify(urllib3.exceptions.SSLError("certificate verify failed"), "read") == "raise"
+    wrapped = urllib3.exceptions.MaxRetryError(None, "/x", urllib3.exceptions.SSLError("bad cert"))  # type: ignore[arg-type]
+    assert classify(wrapped, "read") == "raise"
