@@ -423,10 +423,11 @@ class TFJobOperator(BaseOperator):
     def _own_parameters(self) -> dict[str, Any]:
         """The operator's own (non-manifest) parameters, as checks.check_operator_parameters takes them."""
         names = (
-            "on_finish_action", "on_kill_action", "kill_grace_period", "startup_timeout", "log_replicas", "metrics",
+            "on_finish_action", "on_kill_action", "startup_timeout", "log_replicas", "metrics",
             "log_rate_per_replica", "log_total_cap", "get_logs", "metrics_history", "deferrable",
             "render_only", "kubernetes_conn_id", "tensorboard", "tensorboard_log_dir", "tensorboard_keep",
             "api_retry_timeout",
+            "kill_grace_period",
         )  # fmt: skip
         return {key: getattr(self, key) for key in names}
 

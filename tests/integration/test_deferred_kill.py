@@ -1,26 +1,28 @@
-"""A user's kill of a deferred task, as Airflow 3.3's triggerer delivers it, stops the job within seconds.
+"""A user's kill stops the job within seconds, as Airflow 3.3 delivers it, in either mode.
 
 The triggerer cancels the trigger's run, calls its on_kill, and about a second later cancels on_kill
 too (apache/airflow#36090 was about kills that did nothing). Here on_kill is cancelled right after it
 starts, and the replicas ignore SIGTERM, so that neither a deletion cut short nor one that waits out
-the pods' 30 s grace period can pass.
+the pods' 30 s grace period can pass. The synchronous task's on_kill is held to the same.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
-from operator_support import TaskInstance, context_for
+from operator_support import TaskInstance, context_for, wait_for
 from test_watch_helpers import wait_until
 
 from airflow_tfjob.cleanup import KILL_GRACE_PERIOD
-from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+from airflow_tfjob.hooks.tfjob import AsyncTFJobHook, TFJobHook
 from airflow_tfjob.operators.tfjob import TFJobOperator
 from airflow_tfjob.triggers.tfjob import TFJobTrigger
 
@@ -35,19 +37,23 @@ time.sleep(600)
 """
 
 
-def _defer(tmp_path: Path) -> dict[str, Any]:
-    """Defer a real TFJobOperator (default kill_grace_period) and return its trigger's kwargs."""
-    op = TFJobOperator(
+def _operator(tmp_path: Path, deferrable: bool) -> TFJobOperator:
+    """Two stubborn replicas; kill_grace_period left at its default."""
+    return TFJobOperator(
         task_id="killed",
         namespace="default",
         image="local/python",
         worker=2,
         command=[sys.executable, "-c", STUBBORN, str(tmp_path)],
-        deferrable=True,
+        deferrable=deferrable,
         startup_timeout=60,
     )
+
+
+def _defer(tmp_path: Path) -> dict[str, Any]:
+    """Defer a real TFJobOperator and return its trigger's kwargs."""
     with pytest.raises(TaskDeferred) as deferred:
-        op.execute(context_for(TaskInstance()))
+        _operator(tmp_path, deferrable=True).execute(context_for(TaskInstance()))
     return dict(deferred.value.trigger.serialize()[1])
 
 
@@ -106,3 +112,34 @@ def _running(pid: int) -> bool:
 
 def _pids(directory: Path) -> list[int]:
     return [int(p.read_text()) for p in directory.glob("*.pid") if p.read_text()]
+
+
+def test_synchronous_kill_stops_replicas_that_ignore_sigterm_within_seconds(k8s_conn: str, tmp_path: Path) -> None:
+    op = _operator(tmp_path, deferrable=False)
+    ti = TaskInstance()
+
+    def execute() -> None:
+        with contextlib.suppress(Exception):  # it fails once its job is deleted
+            op.execute(context_for(ti))
+
+    task = threading.Thread(target=execute, daemon=True)
+    task.start()
+    wait_for(lambda: len(_pids(tmp_path)) == 2, 60, "both replicas running")
+    pids = _pids(tmp_path)
+    assert op._job_ref is not None
+    name = op._job_ref[0]
+    hook = TFJobHook(conn_id=k8s_conn)
+    killer = threading.Thread(target=op.on_kill, daemon=True)  # the task runner's SIGTERM handler
+    killer.start()
+
+    def gone() -> bool:
+        return (
+            hook.find_tfjob(name, "default") is None
+            and not hook.list_job_pods(name, "default")
+            and not any(_running(pid) for pid in pids)
+        )
+
+    wait_for(gone, 10, "the job, its pods and their processes gone")
+    killer.join(30)
+    task.join(60)
+    assert not task.is_alive()

@@ -41,10 +41,10 @@ PER_RUN_FIELDS = ("name", "uid", "start_time", "completion_time")
 
 
 class TaskLog(logging.Handler):
-    """The task log as a reader sees it: one entry per line, in the order written."""
+    """The task log as a reader sees it (INFO and above, Airflow's default): one entry per line, in order."""
 
     def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
+        super().__init__(logging.INFO)
         self.lines: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -52,7 +52,7 @@ class TaskLog(logging.Handler):
 
     def attach(self, obj: TFJobOperator | TFJobTrigger) -> None:
         logger = logging.getLogger(f"test.parity.{id(self)}")
-        logger.setLevel(logging.DEBUG)
+        logger.setLevel(logging.INFO)
         logger.propagate = False
         if self not in logger.handlers:
             logger.addHandler(self)

@@ -106,6 +106,9 @@ def test_only_tfjob_has_file_rendering_and_template_ext_is_declared(tmp_path: Pa
     [
         ({"on_finish_action": "delete_pod"}, "on_finish_action", "'keep', 'delete', 'delete_succeeded'"),
         ({"on_kill_action": "stop"}, "on_kill_action", "'delete', 'keep'"),
+        ({"kill_grace_period": -1}, "kill_grace_period", "None for the pods' own terminationGracePeriodSeconds"),
+        ({"kill_grace_period": 2.5}, "kill_grace_period", "0 to remove the pods at once"),
+        ({"kill_grace_period": True}, "kill_grace_period", "e.g. 1"),
         ({"startup_timeout": 0}, "startup_timeout", "positive number of seconds, or None"),
         ({"startup_timeout": -5}, "startup_timeout", "positive number of seconds"),
         ({"startup_timeout": "10m"}, "startup_timeout", "positive number of seconds"),
@@ -197,6 +200,7 @@ def test_defaults(tmp_path: Path) -> None:
         True,
     )
     assert op.startup_timeout == 600.0
+    assert op.kill_grace_period == 1  # a kill stops the job within seconds, not after 30 s of grace
     assert op.deferrable is False
     assert op.kubernetes_conn_id == "kubernetes_default"
 
