@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -138,6 +139,7 @@ _RUN_POLICY_KEYS = (
     "suspend",
     "managedBy",
 )
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 _SCHEDULING_KEYS = ("minAvailable", "queue", "minResources", "priorityClass", "scheduleTimeoutSeconds")
 _NEVER_FINISHING_TYPES = ("Chief", "Master", "Worker")
 
@@ -289,6 +291,13 @@ class _Checker:
                 "move large values elsewhere (a ConfigMap)",
             )
 
+    def choice(self, value: Any, path: str, allowed: Sequence[str], problem: str) -> bool:
+        """Whether ``value`` is None or one of ``allowed`` (case-sensitive, as Kubernetes compares)."""
+        if value is None or value in allowed:
+            return True
+        self.error(path, f"{value!r} {problem}", _choice_fix(value, allowed))
+        return False
+
     def unique_name(self, value: Any, path: str, what: str, seen: set[str], *, port: bool = False) -> None:
         """A volume, container or port name: valid syntax, and not used before in ``seen``."""
         if port:
@@ -380,14 +389,31 @@ def _validate(check: _Checker, manifest: Any, require_name: bool) -> None:
     _validate_job_semantics(check, spec, counts, metadata, name_len)
 
 
+NAME_FIX = "use at most 63 lower-case letters, digits and '-', starting with a letter and ending with a letter or digit"
+NAMESPACE_FIX = (
+    "use at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit"
+)
+
+
+def job_name_problem(name: Any) -> str | None:
+    """What is wrong with a TFJob name (the operator's and the sensor's wording), or None."""
+    return None if isinstance(name, str) and is_dns1035_label(name) else f"{name!r} is not a DNS-1035 label"
+
+
+def namespace_problem(namespace: Any) -> str | None:
+    valid = isinstance(namespace, str) and len(namespace) <= MAX_NAME and DNS1123_LABEL_RE.match(namespace)
+    return None if valid else f"{namespace!r} is not a valid namespace name"
+
+
 def _validate_metadata(check: _Checker, metadata: Mapping[str, Any], require_name: bool) -> int | None:
     """Returns the length the job's name will have (None if unknown)."""
     name = metadata.get("name")
     generate = metadata.get("generateName")
-    name_fix = "use at most 63 lower-case letters, digits and '-', starting with a letter and ending with a letter or digit"
+    name_fix = NAME_FIX
     if name is not None:
-        if not isinstance(name, str) or not is_dns1035_label(name):
-            check.error("metadata.name", f"{name!r} is not a DNS-1035 label", name_fix)
+        problem = job_name_problem(name)
+        if problem:
+            check.error("metadata.name", problem, name_fix)
             return None
         return len(name)
     if generate is not None:
@@ -407,12 +433,9 @@ def _validate_metadata(check: _Checker, metadata: Mapping[str, Any], require_nam
 
 def _validate_namespace_and_meta(check: _Checker, metadata: Mapping[str, Any]) -> None:
     ns = metadata.get("namespace")
-    if ns is not None and (not isinstance(ns, str) or len(ns) > MAX_NAME or not DNS1123_LABEL_RE.match(ns)):
-        check.error(
-            "metadata.namespace",
-            f"{ns!r} is not a valid namespace name",
-            "use lower-case letters, digits and '-'",
-        )
+    problem = None if ns is None else namespace_problem(ns)
+    if problem:
+        check.error("metadata.namespace", problem, NAMESPACE_FIX)
     check.labels(metadata.get("labels"), "metadata.labels")
     check.labels(metadata.get("annotations"), "metadata.annotations", values_are_labels=False)
 
@@ -461,13 +484,11 @@ def _validate_replica_specs(check: _Checker, specs: Mapping[str, Any]) -> dict[s
         if canon is not None:
             counts[canon] = count
         policy = rspec.get("restartPolicy")
-        if policy is not None and policy not in RESTART_POLICIES:
-            check.error(
-                f"{path}.restartPolicy",
-                f"{policy!r} is not a restart policy (pod creation would fail with FailedCreatePod)",
-                _choice_fix(policy, RESTART_POLICIES),
-            )
-        elif policy == "Always" and canon in _NEVER_FINISHING_TYPES:
+        known = check.choice(
+            policy, f"{path}.restartPolicy", RESTART_POLICIES,
+            "is not a restart policy (pod creation would fail with FailedCreatePod)",
+        )  # fmt: skip
+        if known and policy == "Always" and canon in _NEVER_FINISHING_TYPES:
             check.error(
                 f"{path}.restartPolicy",
                 f"Always restarts {canon} pods even after they exit 0, so the job never completes",
@@ -584,6 +605,12 @@ def _validate_container(
             "is missing or empty (the webhook refuses it)",
             "set image: to the training image, or pass image= to the operator",
         )
+    else:
+        _validate_image(check, image, f"{cpath}.image")
+    check.choice(
+        container.get("imagePullPolicy"), f"{cpath}.imagePullPolicy", PULL_POLICIES,
+        "is not an image pull policy (Kubernetes compares it case-sensitively)",
+    )  # fmt: skip
     for key in ("command", "args"):
         for j, item in enumerate(check.seq(container.get(key), f"{cpath}.{key}")):
             if not isinstance(item, str):
@@ -592,7 +619,7 @@ def _validate_container(
                     f"{item!r} is a {type(item).__name__}, not a string",
                     f'quote it: "{item}"',
                 )
-    env_names: set[str] = set()
+    env_names: dict[str, int] = {}
     for j, entry in enumerate(check.seq(container.get("env"), f"{cpath}.env")):
         epath = f"{cpath}.env[{j}]"
         if not isinstance(entry, Mapping):
@@ -602,8 +629,11 @@ def _validate_container(
         ename = entry.get("name")
         if isinstance(ename, str):
             if ename in env_names:
-                check.warn(f"{epath}.name", f"{ename} is set more than once; the last value wins")
-            env_names.add(ename)
+                check.warn(
+                    f"{epath}.name",
+                    f"{ename} is set more than once (also at {cpath}.env[{env_names[ename]}]); the last value wins",
+                )
+            env_names.setdefault(ename, j)
     for j, source in enumerate(check.seq(container.get("envFrom"), f"{cpath}.envFrom")):
         spath = f"{cpath}.envFrom[{j}]"
         refs = [k for k in ("secretRef", "configMapRef") if isinstance(source, Mapping) and k in source]
@@ -664,6 +694,18 @@ def _validate_container(
             f"{cpath}.workingDir", f"{working_dir!r} is not a path", "write workingDir as a string path"
         )
     del is_init
+
+
+def _validate_image(check: _Checker, image: str, path: str) -> None:
+    """Whitespace and invisible characters: pasted from a document, they make the pull fail at run time."""
+    for i, char in enumerate(image):
+        if char.isspace() or unicodedata.category(char) in ("Cc", "Cf", "Zs", "Zl", "Zp"):
+            check.error(
+                path,
+                f"contains whitespace or an invisible character (U+{ord(char):04X} at position {i})",
+                "retype the image reference: registry/name:tag without spaces or pasted formatting characters",
+            )
+            return
 
 
 def _validate_env_entry(check: _Checker, entry: Mapping[str, Any], epath: str) -> None:
