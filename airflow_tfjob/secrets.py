@@ -135,8 +135,22 @@ def mask_values(values: Iterable[Any]) -> None:
             mask_secret(text)
 
 
+async def amask_job_secrets(job: Mapping[str, Any] | None) -> None:
+    """Register a live job's secret env values with the masker, from async code (the triggerer).
+
+    The trigger's kwargs are stored in the metadata database, so they never carry the values: the
+    job object in the cluster does, and the triggerer reads it.
+    """
+    from airflow.sdk.log import amask_secret
+
+    for value in secret_values(job or {}):
+        if len(value) >= MIN_MASKED_LENGTH:
+            await amask_secret(value)
+
+
 __all__ = [
     "REDACTED",
+    "amask_job_secrets",
     "decode_names",
     "encode_names",
     "mask_values",
