@@ -135,6 +135,19 @@ def mask_values(values: Iterable[Any]) -> None:
             mask_secret(text)
 
 
+def masked(text: str) -> str:
+    """``text`` with every value registered with the masker replaced by ``***``.
+
+    Replica lines are masked here, before they are logged: Airflow's log pipeline masks too when a
+    supervisor configured it, but not every process that runs a task does (``airflow dags test``).
+    """
+    try:
+        from airflow.sdk.log import redact
+    except ImportError:  # pragma: no cover - a task SDK without it masks in its own pipeline
+        return text
+    return str(redact(text))
+
+
 async def amask_job_secrets(job: Mapping[str, Any] | None) -> None:
     """Register a live job's secret env values with the masker, from async code (the triggerer).
 
@@ -154,6 +167,7 @@ __all__ = [
     "decode_names",
     "encode_names",
     "mask_values",
+    "masked",
     "redact",
     "secret_env_names",
     "secret_values",

@@ -48,13 +48,8 @@ def test_a_replica_printing_its_secret_is_masked_in_the_task_log(
     result = op.execute(context_for(ti))
     logged = "".join(capfd.readouterr())
     assert result["state"] == "succeeded"
-    assert f"token={secret}" in logged  # the replica's line reached the task log...
-    # ...where Airflow's log pipeline passes it through the masker the task registered the value
-    # with (this pytest process has no such pipeline: tests/dags/test_secrets_dag.py shows the
-    # real task log); the manifest the task printed holds no value by itself.
-    masked = _masked(logged)
-    assert "token=***" in masked and secret not in masked
-    assert logged.count(secret) == 1
+    assert "token=***" in logged  # the replica's line reached the task log, masked
+    assert secret not in logged
     assert secret not in json.dumps(result) + json.dumps(ti.xcoms)
 
 
