@@ -358,7 +358,7 @@ def _pvc_items(value: MountSpec | Sequence[MountSpec]) -> list[tuple[dict[str, A
         elif isinstance(item, Mapping):
             claim = _get(item, "claim", "claim_name", "claimName")
             mount = _get(item, "mount_path", "mountPath")
-            if not claim or not mount:
+            if not isinstance(claim, str) or not isinstance(mount, str) or not claim or not mount:
                 raise _bad(
                     where, "needs a claim and a mount path", '{"claim": "data", "mount_path": "/data"}'
                 )

@@ -121,6 +121,19 @@ def _no_none(checker: Checker) -> Checker:
 
 
 MAPPING = _mapping()
+
+
+def _flags(value: Any) -> tuple[str, str] | None:
+    """Hyperparameters: a mapping of plain JSON values whose keys can be command-line flags."""
+    found = MAPPING(value)
+    if found:
+        return found
+    for key in value:
+        if not key.strip("-") or any(c.isspace() for c in key):
+            return f".{key}", f"key {key!r} cannot be a command-line flag (empty, or with whitespace)"
+    return None
+
+
 STR_MAP = _mapping(STR)
 MAPPINGS = _list(MAPPING)
 STR_OR_LIST = _either(STR, _list(SCALAR), what="a string or a list of strings")
@@ -151,7 +164,7 @@ PARAMETER_TYPES: dict[str, tuple[Checker, str]] = {
     "image_pull_policy": (STR, "image_pull_policy='IfNotPresent'"),
     "command": (STR_OR_LIST, "command=['python', '-m', 'trainer']"),
     "args": (STR_OR_LIST, "args=['--steps=100']"),
-    "hyperparameters": (MAPPING, "hyperparameters={'epochs': 10, 'lr': 0.001}"),
+    "hyperparameters": (_flags, "hyperparameters={'epochs': 10, 'lr': 0.001}"),
     "env": (
         _either(
             _mapping(_either(SCALAR, MAPPING, what="a string, a number or an EnvVar dict")),

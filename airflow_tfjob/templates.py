@@ -131,19 +131,19 @@ def plain_environment(folders: Sequence[str | Path]) -> jinja2.Environment:
     return jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
 
 
-def jinja_error(error: Exception, path: Path | None) -> TFJobValidationError:
-    """A Jinja error as a TFJobValidationError: ``tfjob``, the file, the line, no content quoted."""
+def jinja_error(error: Exception, path: Path | None, field: str = "tfjob") -> TFJobValidationError:
+    """A Jinja error as a TFJobValidationError naming ``field``, the file and line, no content quoted."""
     line = getattr(error, "lineno", None)
     if line is None and path is not None:
         frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == str(path)]
         line = frames[-1].lineno if frames else None
-    where = str(path) if path is not None else "the tfjob template"
-    at = f" line {line}" if line else ""
+    where = str(path) if path is not None else f"the {field} template"
+    at = f" line {line}" if line and path is not None else ""
     message = getattr(error, "message", None) or type(error).__name__
     return TFJobValidationError(
-        "tfjob",
+        field,
         f"Jinja error in {where}{at}: {message}",
-        "fix the template at that line (a name used there must be defined, e.g. in params)",
+        "fix the template (a name used there must be defined, e.g. in params, and be spelt as there)",
     )
 
 

@@ -357,7 +357,11 @@ class TFJobOperator(BaseOperator):
             if not is_template(self.tfjob):  # decided on the value as the DAG author wrote it
                 self.tfjob = self._render_template_file(str(self.tfjob), context, jinja_env)
                 template_fields = [f for f in template_fields if f != "tfjob"]
-        super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
+        if parent is not self:
+            super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
+            return
+        for field in template_fields:  # one by one, so that a Jinja error names its field
+            self._render_field(field, context, jinja_env, seen_oids)
         if parent is self:
             self._mask_secrets()
             if "tfjob" in template_fields and templates.looks_like_path(self.tfjob):
@@ -383,14 +387,19 @@ class TFJobOperator(BaseOperator):
         seen_oids: set[int] | None = None,
     ) -> Any:
         if isinstance(content, str):
-            import jinja2
-
             env = jinja_env or self.get_template_env()
-            try:
-                return self._render(env.from_string(content), context)
-            except jinja2.TemplateError as error:
-                raise templates.jinja_error(error, None) from None
+            return self._render(env.from_string(content), context)
         return super().render_template(content, context, jinja_env, seen_oids)
+
+    def _render_field(
+        self, field: str, context: Context, jinja_env: jinja2.Environment, seen_oids: set[int]
+    ) -> None:
+        import jinja2
+
+        try:
+            super()._do_render_template_fields(self, [field], context, jinja_env, seen_oids)
+        except jinja2.TemplateError as error:
+            raise templates.jinja_error(error, None, field) from None
 
     def _template_path(self, value: str) -> Path:
         folders = templates.template_folders(self.dag if self.has_dag() else None)

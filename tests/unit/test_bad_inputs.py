@@ -54,6 +54,9 @@ BUILDER_TYPES = [
         "hyperparameters={",
     ),
     ({"hyperparameters": {1: "x"}}, "hyperparameters", "hyperparameters={"),
+    ({"hyperparameters": {"": 1}}, "hyperparameters.", "hyperparameters={"),
+    ({"hyperparameters": {"learning rate": 1}}, "hyperparameters.learning rate", "hyperparameters={"),
+    ({"pvc": {"claim": ["data"], "mount_path": "/d"}}, "pvc", "mount_path"),
     ({"env": "A=1"}, "env", "env={"),
     ({"env": {"A": _Obj()}}, "env.A", "env={"),
     ({"env": {"A": {1, 2}}}, "env.A", "env={"),
@@ -387,7 +390,7 @@ def _operator(tmp_path: Path, **kwargs: Any) -> Any:
     from airflow_tfjob.operators.tfjob import TFJobOperator
 
     with DAG("bad_inputs", schedule=None, template_searchpath=[str(tmp_path)]):
-        return TFJobOperator(task_id="train", image="img:1", render_only=True, **kwargs)
+        return TFJobOperator(task_id="train", **{"image": "img:1", "render_only": True, **kwargs})
 
 
 def _run(op: Any, params: dict[str, Any] | None = None) -> Any:
@@ -441,8 +444,10 @@ OPERATOR_AT_RUN = [
         "Always",
     ),
     ({"worker": 1, "env": {"A": "{{ params.a }}"}, "secret_env": {"A": "x"}}, "secret_env.A", "one place"),
-    ({"worker": 1, "hyperparameters": "{{ params.hp }}"}, "tfjob", "must be defined"),
-    ({"worker": 1, "args": ["--day={{ macros.nothing.here }}"]}, "tfjob", "must be defined"),
+    ({"worker": 1, "hyperparameters": "{{ params.hp }}"}, "hyperparameters", "must be defined"),
+    ({"worker": 1, "args": ["--day={{ macros.nothing.here }}"]}, "args", "must be defined"),
+    ({"worker": 1, "image": "img:{{ params.tag | nofilter }}"}, "image", "must be defined"),
+    ({"worker": 1, "env": {"A": "{% if %}"}}, "env", "fix the template"),
 ]
 
 
