@@ -144,16 +144,23 @@ class _TFJobDecoratedOperator(DecoratedOperator, TFJobOperator):
             raise ValueError("@task.tfjob: `command` is the decorated function; do not pass one")
         super().__init__(image=image, command=["python", "-c", BOOTSTRAP], **kwargs)
 
+    def _mask_secrets(self) -> None:
+        # Also when the task renders: the rendered op_args/op_kwargs are stored and shown in the UI.
+        super()._mask_secrets()
+        if self.secret_args:
+            mask_values(
+                secret_arguments(
+                    self.python_callable, self.secret_args, list(self.op_args), dict(self.op_kwargs)
+                )
+            )
+
     def execute(self, context: Context) -> Any:
         name = self.python_callable.__name__
         source = self.get_python_source()
         call = encode_call(name, list(self.op_args), dict(self.op_kwargs))
         ours = {SOURCE_ENV: base64.b64encode(source.encode("utf-8")).decode("ascii"), CALL_ENV: call}
         if self.secret_args:
-            secrets = secret_arguments(
-                self.python_callable, self.secret_args, list(self.op_args), dict(self.op_kwargs)
-            )
-            mask_values(secrets)
+            self._mask_secrets()
             # The encoded call holds them: it travels as a secret env value, hidden like secret_env.
             self.secret_env = {**(self.secret_env or {}), CALL_ENV: ours.pop(CALL_ENV)}
         self.env = _with_env(self.env, ours)

@@ -107,3 +107,11 @@ def test_secrets_printed_by_replicas_are_masked_in_the_task_log(airflow_env: dic
             db.execute("select value from xcom where dag_id = 'tfjob_secret'").fetchall(), default=str
         )
     assert token not in stored and call_token not in stored
+    with airflow_db(airflow_env) as db:
+        rendered = json.dumps(
+            db.execute(
+                "select rendered_fields from rendered_task_instance_fields where dag_id = 'tfjob_secret'"
+            ).fetchall()
+        )
+    assert "secret_env" in rendered and "op_args" in rendered  # the fields were stored...
+    assert token not in rendered and call_token not in rendered  # ...masked
