@@ -46,11 +46,7 @@ def validate_container(
                     f'quote it: "{item}"',
                 )
     env_names: dict[str, int] = {}
-    for j, entry in enumerate(check.seq(container.get("env"), f"{cpath}.env")):
-        epath = f"{cpath}.env[{j}]"
-        if not isinstance(entry, Mapping):
-            check.error(epath, "is not a mapping", "write {name: ..., value: ...}")
-            continue
+    for j, epath, entry in check.entries(container.get("env"), f"{cpath}.env", "{name: ..., value: ...}"):
         _validate_env_entry(check, entry, epath)
         ename = entry.get("name")
         if isinstance(ename, str):
@@ -73,11 +69,10 @@ def validate_container(
             check.error(f"{spath}.{refs[0]}.name", "is missing", "name the Secret or ConfigMap")
     _validate_resources(check, container.get("resources"), f"{cpath}.resources")
     mount_paths: set[str] = set()
-    for j, mount in enumerate(check.seq(container.get("volumeMounts"), f"{cpath}.volumeMounts")):
-        mpath = f"{cpath}.volumeMounts[{j}]"
-        if not isinstance(mount, Mapping):
-            check.error(mpath, "is not a mapping", "write {name: ..., mountPath: ...}")
-            continue
+    mounts = check.entries(
+        container.get("volumeMounts"), f"{cpath}.volumeMounts", "{name: ..., mountPath: ...}"
+    )
+    for _, mpath, mount in mounts:
         mname = mount.get("name")
         if mname not in volumes:
             check.error(
@@ -99,11 +94,8 @@ def validate_container(
         else:
             mount_paths.add(mount_path)
     port_names: set[str] = set()
-    for j, port in enumerate(check.seq(container.get("ports"), f"{cpath}.ports")):
-        ppath = f"{cpath}.ports[{j}]"
-        if not isinstance(port, Mapping):
-            check.error(ppath, "is not a mapping", "write {name: tfjob-port, containerPort: 2222}")
-            continue
+    ports = check.entries(container.get("ports"), f"{cpath}.ports", "{name: tfjob-port, containerPort: 2222}")
+    for _, ppath, port in ports:
         for key in ("containerPort", "hostPort"):
             number = port.get(key)
             if number is None and key == "hostPort":

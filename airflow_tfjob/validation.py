@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, TypeGuard
@@ -234,6 +234,14 @@ class _Checker:
             self.error(path, f"must be a list, got {type(value).__name__}", "write it as a YAML/JSON list")
             return []
         return list(value)
+
+    def entries(self, value: Any, path: str, form: str) -> Iterator[tuple[int, str, Mapping[str, Any]]]:
+        """(index, path, entry) of each mapping in the list at ``path``; anything else is an error."""
+        for j, entry in enumerate(self.seq(value, path)):
+            if isinstance(entry, Mapping):
+                yield j, f"{path}[{j}]", entry
+            else:
+                self.error(f"{path}[{j}]", "is not a mapping", f"write {form}")
 
     def unknown_keys(self, value: Mapping[str, Any], allowed: Sequence[str], path: str) -> None:
         for key in value:
