@@ -35,9 +35,7 @@ def migrated_airflow_env(
         # The task processes `airflow dags test` starts must find this virtualenv's executables.
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
-    subprocess.run(
-        [AIRFLOW, "db", "migrate"], env=env, check=True, capture_output=True, timeout=migrate_timeout
-    )
+    subprocess.run([AIRFLOW, "db", "migrate"], env=env, check=True, capture_output=True, timeout=migrate_timeout)
     return env
 
 

@@ -29,9 +29,7 @@ def env(local_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         "TFJOB_EXAMPLES_PYTHON": sys.executable,
         "TFJOB_EXAMPLES_DATA_DIR": str(tmp_path_factory.mktemp("examples-data")),
     }
-    yield migrated_airflow_env(
-        home, EXAMPLES, local_cluster.kubeconfig_path, examples_env, migrate_timeout=300
-    )
+    yield migrated_airflow_env(home, EXAMPLES, local_cluster.kubeconfig_path, examples_env, migrate_timeout=300)
 
 
 def run_example(
@@ -106,9 +104,7 @@ def test_retraining_promotes_only_a_better_model(env: dict[str, str]) -> None:
     assert current.resolve().name == first.replace(":", "-").replace("+", "-")
 
     # One epoch at a tiny learning rate: a clearly worse candidate, which must not replace the model.
-    second, output = run_example(
-        env, dag_id, {"epochs": 1, "learning_rate": 0.0003}, logical_date="2025-06-02"
-    )
+    second, output = run_example(env, dag_id, {"epochs": 1, "learning_rate": 0.0003}, logical_date="2025-06-02")
     run_states = states(env, dag_id, second)
     assert run_states[("check_data", -1)] == run_states[("train", -1)] == "success"
     assert run_states[("validate", -1)] == "success"
