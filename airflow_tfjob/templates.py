@@ -34,6 +34,10 @@ MAX_YAML_NODES = 100_000
 OPT_IN = "allow_template_outside_dag_folder=True"
 
 
+class TemplateNotFoundError(TFJobValidationError):
+    """The template file is not (yet) there: at DAG parse time that is not an error yet."""
+
+
 def looks_like_path(value: Any) -> bool:
     """A one-line string naming a .yaml/.yml/.json file (YAML or JSON text never looks like this)."""
     if not isinstance(value, str):
@@ -79,7 +83,7 @@ def resolve_template_path(value: str, folders: Iterable[str | Path], *, allow_ou
             "put the file in the DAG's folder or its template_searchpath and give its relative path, "
             f"or, if the DAG author means it, pass {OPT_IN} to the operator",
         )
-    raise TFJobValidationError(
+    raise TemplateNotFoundError(
         "tfjob",
         f"template file {text!r} not found (looked in: {allowed})",
         "give the file's path relative to the DAG's folder or one of its template_searchpath folders",

@@ -340,9 +340,8 @@ class TFJobOperator(BaseOperator):
         if templates.looks_like_path(self.tfjob) and not is_template(self.tfjob) and self.has_dag():
             try:
                 self._template_path(str(self.tfjob))
-            except TFJobValidationError as error:
-                if "not found" not in error.problems[0].problem:
-                    raise
+            except templates.TemplateNotFoundError:
+                pass  # it may be written before the task runs; rendering reports it then
         self.prepare_template()
 
     def _do_render_template_fields(
