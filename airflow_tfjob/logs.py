@@ -36,6 +36,7 @@ from airflow_tfjob.constants import (
     LABEL_REPLICA_TYPE,
     REPLICA_TYPES,
 )
+from airflow_tfjob.secrets import masked
 
 if TYPE_CHECKING:
     from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
@@ -425,7 +426,7 @@ class LogBatcher:
             return
         lines, self._lines, self._size = self._lines, [], 0
         self.records += 1
-        self.sink(lines[0] if len(lines) == 1 else "\n".join(lines))
+        self.sink(masked(lines[0] if len(lines) == 1 else "\n".join(lines)))
 
 
 @dataclass

@@ -31,10 +31,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from airflow_tfjob import templates
 from airflow_tfjob.constants import (
     ANNOTATION_INTENDED_CLEAN_POD_POLICY,
     ANNOTATION_INTENDED_TTL,
-    ANNOTATION_SECRET_ENV,
     API_VERSION,
     CONTAINER_NAME,
     GPU_RESOURCE,
@@ -43,10 +43,12 @@ from airflow_tfjob.constants import (
     REPLICA_TYPES,
 )
 from airflow_tfjob.naming import canonical_replica_type
+from airflow_tfjob.paramtypes import check_types
+from airflow_tfjob.secrets import REDACTED, redact, secret_env_names, with_secret_names
+from airflow_tfjob.shape import shape_problems
+from airflow_tfjob.templates import TEMPLATE_EXTENSIONS  # noqa: F401 (re-exported)
 from airflow_tfjob.validation import TFJobValidationError
 
-REDACTED = "***"
-TEMPLATE_EXTENSIONS = (".yaml", ".yml", ".json")
 # Replica types that get the job-wide `gpus`: a parameter server only holds variables.
 GPU_EXCLUDED_TYPES = ("PS",)
 _PROTOTYPE_ORDER = ("Worker", "Chief", "Master")
@@ -247,7 +249,8 @@ def _ref(value: Any, field_path: str, kind: str) -> dict[str, Any]:
 
 
 def _env_entries(params: TFJobParameters) -> list[dict[str, Any]]:
-    entries: list[dict[str, Any]] = []
+    """Every env var the parameters set, each name once (two parameters setting one name is refused)."""
+    entries: list[tuple[str, dict[str, Any]]] = []
     if params.env is not None:
         if isinstance(params.env, Mapping):
             for name, value in params.env.items():
@@ -257,21 +260,43 @@ def _env_entries(params: TFJobParameters) -> list[dict[str, Any]]:
                     raise _bad(f"env.{name}", "has no value", "give a value, or remove the variable")
                 else:
                     entry = {"name": str(name), "value": _env_value(value)}
-                entries.append(entry)
+                entries.append((f"env.{name}", entry))
         else:
             for i, item in enumerate(params.env):
                 if not isinstance(item, Mapping) or "name" not in item:
                     raise _bad(f"env[{i}]", "is not an EnvVar with a name", 'use {"name": ..., "value": ...}')
-                entries.append(dict(item))
+                entries.append((f"env[{i}]", dict(item)))
     for name, value in (params.secret_env or {}).items():
-        entries.append({"name": str(name), "value": _env_value(value)})
+        entries.append((f"secret_env.{name}", {"name": str(name), "value": _env_value(value)}))
     for name, value in (params.env_from_secrets or {}).items():
         ref = _ref(value, f"env_from_secrets.{name}", "secret")
-        entries.append({"name": str(name), "valueFrom": {"secretKeyRef": ref}})
+        entries.append((f"env_from_secrets.{name}", {"name": str(name), "valueFrom": {"secretKeyRef": ref}}))
     for name, value in (params.env_from_config_maps or {}).items():
         ref = _ref(value, f"env_from_config_maps.{name}", "configmap")
-        entries.append({"name": str(name), "valueFrom": {"configMapKeyRef": ref}})
-    return entries
+        entries.append(
+            (f"env_from_config_maps.{name}", {"name": str(name), "valueFrom": {"configMapKeyRef": ref}})
+        )
+    return _unique(entries, "env var", key="name")
+
+
+def _unique(entries: Iterable[tuple[str, dict[str, Any]]], what: str, key: str) -> list[dict[str, Any]]:
+    """The entries, refusing two different ones with the same ``key`` (one would silently replace the other)."""
+    origin: dict[Any, str] = {}
+    out: list[dict[str, Any]] = []
+    for where, entry in entries:
+        value = entry.get(key)
+        if entry in out:
+            continue  # the same thing twice (one claim mounted at two paths): nothing is lost
+        if value is not None and value in origin:
+            raise _bad(
+                where,
+                f"sets {what} {value!r}, which {origin[value]} already sets (one would silently replace the other)",
+                f"give the {what} in one place only, or rename one of them",
+            )
+        if value is not None:
+            origin[value] = where
+        out.append(entry)
+    return out
 
 
 def _env_from_entries(values: Sequence[str | Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -333,7 +358,7 @@ def _pvc_items(value: MountSpec | Sequence[MountSpec]) -> list[tuple[dict[str, A
         elif isinstance(item, Mapping):
             claim = _get(item, "claim", "claim_name", "claimName")
             mount = _get(item, "mount_path", "mountPath")
-            if not claim or not mount:
+            if not isinstance(claim, str) or not isinstance(mount, str) or not claim or not mount:
                 raise _bad(
                     where, "needs a claim and a mount path", '{"claim": "data", "mount_path": "/data"}'
                 )
@@ -401,10 +426,11 @@ def _object_volume_items(
 def _ports(value: Mapping[str, int] | Sequence[Mapping[str, Any] | int]) -> list[dict[str, Any]]:
     if isinstance(value, Mapping):
         return [{"name": str(name), "containerPort": port} for name, port in value.items()]
-    out: list[dict[str, Any]] = []
-    for item in value:
-        out.append(dict(item) if isinstance(item, Mapping) else {"containerPort": item})
-    return out
+    entries = [
+        (f"ports[{i}]", dict(item) if isinstance(item, Mapping) else {"containerPort": item})
+        for i, item in enumerate(value)
+    ]
+    return _unique(entries, "port name", key="name")
 
 
 def _resource_patch(value: Mapping[str, Any], field_path: str) -> dict[str, dict[str, Any]]:
@@ -439,6 +465,24 @@ def _resource_patch(value: Mapping[str, Any], field_path: str) -> dict[str, dict
     if limits:
         out["limits"] = limits
     return out
+
+
+def _volumes_and_mounts(p: TFJobParameters) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Volumes and mounts from ``volumes``/``volume_mounts`` and the shortcuts; a name used twice is refused."""
+    volumes = [(f"volumes[{i}]", dict(v)) for i, v in enumerate(p.volumes or [])]
+    mounts = [(f"volume_mounts[{i}]", dict(m)) for i, m in enumerate(p.volume_mounts or [])]
+    shortcuts = []
+    if p.pvc is not None:
+        shortcuts += [("pvc", item) for item in _pvc_items(p.pvc)]
+    if p.secret_volumes is not None:
+        shortcuts += [("secret_volumes", item) for item in _object_volume_items(p.secret_volumes, "secret")]
+    if p.config_map_volumes is not None:
+        items = _object_volume_items(p.config_map_volumes, "config_map")
+        shortcuts += [("config_map_volumes", item) for item in items]
+    for where, (volume, mount) in shortcuts:
+        volumes.append((f"{where} (volume {volume['name']!r})", volume))
+        mounts.append((f"{where} (mount {mount['mountPath']!r})", mount))
+    return _unique(volumes, "volume name", key="name"), _unique(mounts, "mount path", key="mountPath")
 
 
 # --------------------------------------------------------------------------- merge helpers
@@ -546,7 +590,13 @@ def build_tfjob(
     if params is not None and kwargs:
         raise TypeError("pass either params= or keyword parameters, not both")
     p = params if params is not None else TFJobParameters(**kwargs)
+    check_types({f: getattr(p, f) for f in PARAMETER_NAMES})
+    if base is not None and not isinstance(base, Mapping):
+        raise _bad("tfjob", f"is a {type(base).__name__}, not a TFJob mapping", "pass a dict or YAML text")
     manifest: dict[str, Any] = copy.deepcopy(dict(base)) if base else {}
+    problems = shape_problems(manifest)
+    if problems:
+        raise TFJobValidationError(problems)
     manifest.setdefault("apiVersion", API_VERSION)
     manifest.setdefault("kind", KIND)
     metadata = manifest.get("metadata")
@@ -598,18 +648,7 @@ def build_tfjob(
     type_resources = {t: _resource_patch(v, f"replica_resources.{t}") for t, v in extra_resources.items()}
     if p.gpus is not None and (isinstance(p.gpus, bool) or not isinstance(p.gpus, int) or p.gpus < 0):
         raise _bad("gpus", f"{p.gpus!r} is not a whole number of GPUs", "pass an integer such as gpus=1")
-    volumes: list[dict[str, Any]] = [dict(v) for v in (p.volumes or [])]
-    mounts: list[dict[str, Any]] = [dict(m) for m in (p.volume_mounts or [])]
-    shortcut_items = []
-    if p.pvc is not None:
-        shortcut_items += _pvc_items(p.pvc)
-    if p.secret_volumes is not None:
-        shortcut_items += _object_volume_items(p.secret_volumes, "secret")
-    if p.config_map_volumes is not None:
-        shortcut_items += _object_volume_items(p.config_map_volumes, "config_map")
-    for volume, mount in shortcut_items:
-        volumes.append(volume)
-        mounts.append(mount)
+    volumes, mounts = _volumes_and_mounts(p)
     command = split_command(p.command, "command") if p.command is not None else None
     args = split_command(p.args, "args") if p.args is not None else None
     hyper = format_hyperparameters(p.hyperparameters) if p.hyperparameters else []
@@ -730,9 +769,7 @@ def _apply_job_metadata(metadata: dict[str, Any], p: TFJobParameters) -> None:
     annotations = dict(metadata.get("annotations") or {})
     annotations.update(p.annotations or {})
     if p.secret_env:
-        names = [n for n in annotations.get(ANNOTATION_SECRET_ENV, "").split(",") if n]
-        names += [str(n) for n in p.secret_env if str(n) not in names]
-        annotations[ANNOTATION_SECRET_ENV] = ",".join(names)
+        annotations = with_secret_names(annotations, p.secret_env)
     if annotations:
         metadata["annotations"] = annotations
 
@@ -772,72 +809,22 @@ def _apply_run_policy(spec: dict[str, Any], p: TFJobParameters) -> None:
 # --------------------------------------------------------------------------- templates
 
 
-def _looks_like_path(text: str) -> bool:
-    stripped = text.strip()
-    return (
-        "\n" not in stripped
-        and stripped.lower().endswith(TEMPLATE_EXTENSIONS)
-        and ": " not in stripped
-        and not stripped.startswith(("{", "["))
-    )
-
-
-def _find_template(path_text: str, searchpath: Sequence[str | Path]) -> Path:
-    path = Path(path_text).expanduser()
-    candidates = [path] if path.is_absolute() else [Path(d) / path for d in searchpath] + [path]
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    where = ", ".join(str(d) for d in searchpath) or "the current directory"
-    raise _bad(
-        "tfjob",
-        f"template file {path_text!r} not found (looked in {where})",
-        "give an absolute path, or put the file in the DAG folder or the DAG's template_searchpath",
-    )
-
-
-def _jinja_render(path: Path, text: str, searchpath: Sequence[str | Path], context: Mapping[str, Any]) -> str:
-    import jinja2
-
-    loader = jinja2.FileSystemLoader([str(path.parent), *(str(d) for d in searchpath)])
-    env = jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    return env.from_string(text).render(**context)
-
-
-def _parse(text: str, source: str, as_json: bool) -> dict[str, Any]:
-    import yaml
-
-    try:
-        data = json.loads(text) if as_json else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise _bad(
-            "tfjob",
-            f"{source} is not valid {'JSON' if as_json else 'YAML'}: {exc}",
-            "fix the syntax at the position shown",
-        ) from exc
-    if not isinstance(data, Mapping):
-        raise _bad(
-            "tfjob",
-            f"{source} holds a {type(data).__name__}, not a TFJob object",
-            "give one TFJob mapping (apiVersion, kind, metadata, spec)",
-        )
-    return dict(data)
-
-
 def load_manifest(
     value: Mapping[str, Any] | str,
     *,
     render: Callable[[str], str] | None = None,
     searchpath: Sequence[str | Path] = (),
     context: Mapping[str, Any] | None = None,
+    allow_outside: bool = False,
 ) -> dict[str, Any]:
     """A full TFJob manifest from a dict, a YAML/JSON string, or a template file.
 
-    A single-line string ending in .yaml/.yml/.json is a file path (absolute, or relative to one of
-    ``searchpath``, e.g. the DAG folder): it is read and rendered as a Jinja template, with
-    ``render`` (pass Airflow's, so macros and params work) or, without it, plain Jinja with
-    ``context`` as variables and undefined names as errors. Only this argument loads files: other
-    strings elsewhere (``args=["--config=conf.yaml"]``) stay strings.
+    A single-line string ending in .yaml/.yml/.json is a file path, relative to one of
+    ``searchpath`` (the DAG's folder and template_searchpath) and resolving inside them unless
+    ``allow_outside`` (:mod:`airflow_tfjob.templates` has the rules). It is rendered as a Jinja
+    template, with ``render`` (pass Airflow's, so macros and params work) or, without it, plain
+    Jinja with ``context`` as variables and undefined names as errors. Only this argument loads
+    files: other strings elsewhere (``args=["--config=conf.yaml"]``) stay strings.
     """
     if isinstance(value, Mapping):
         return copy.deepcopy(dict(value))
@@ -847,14 +834,15 @@ def load_manifest(
             f"expected a mapping, a YAML string or a file path, got {type(value).__name__}",
             "pass a dict, YAML text, or a .yaml path",
         )
-    if _looks_like_path(value):
-        path = _find_template(value.strip(), searchpath)
-        text = path.read_text(encoding="utf-8")
-        rendered = (
-            render(text) if render is not None else _jinja_render(path, text, searchpath, context or {})
-        )
-        return _parse(rendered, str(path), as_json=path.suffix.lower() == ".json")
-    return _parse(value, "the tfjob string", as_json=False)
+    if not templates.looks_like_path(value):
+        return templates.parse_manifest_text(value, "the tfjob string")
+    path = templates.resolve_template_path(value, searchpath, allow_outside=allow_outside)
+    env = templates.plain_environment([path.parent, *searchpath])
+    if render is not None:
+        text = templates.render_file(env, path, lambda t: render(path.read_text(encoding="utf-8")))
+        as_json = path.suffix.lower() == ".json"
+        return templates.parse_manifest_text(str(text), str(path), as_json=as_json)
+    return templates.load_template_file(path, env, lambda t: t.render(**(context or {})))
 
 
 # --------------------------------------------------------------------------- cleanup intent and redaction
@@ -919,34 +907,6 @@ def submission_manifest(manifest: Mapping[str, Any]) -> tuple[dict[str, Any], In
     run_policy["cleanPodPolicy"] = "None"
     run_policy.pop("ttlSecondsAfterFinished", None)
     return out, intent
-
-
-def secret_env_names(manifest: Mapping[str, Any]) -> list[str]:
-    annotations = (manifest.get("metadata") or {}).get("annotations") or {}
-    return [n for n in str(annotations.get(ANNOTATION_SECRET_ENV, "")).split(",") if n]
-
-
-def redact(manifest: Mapping[str, Any], extra_names: Iterable[str] = ()) -> dict[str, Any]:
-    """A copy safe to render, log or push to XCom: literal values of secret env vars replaced.
-
-    Secret env vars are those ``secret_env`` set (listed in an annotation) plus ``extra_names``.
-    References (secretKeyRef, envFrom) are only names and stay visible.
-    """
-    names = set(secret_env_names(manifest)) | set(extra_names)
-    out = copy.deepcopy(dict(manifest))
-    if not names:
-        return out
-    specs = (out.get("spec") or {}).get("tfReplicaSpecs") or {}
-    for replica in specs.values():
-        if not isinstance(replica, Mapping):
-            continue
-        pod = (replica.get("template") or {}).get("spec") or {}
-        for key in ("containers", "initContainers"):
-            for container in pod.get(key) or []:
-                for entry in (container.get("env") or []) if isinstance(container, Mapping) else []:
-                    if isinstance(entry, dict) and entry.get("name") in names and "value" in entry:
-                        entry["value"] = REDACTED
-    return out
 
 
 __all__ = [

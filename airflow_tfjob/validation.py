@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, TypeGuard
@@ -28,7 +28,6 @@ from airflow_tfjob.constants import (
     API_VERSION,
     CLEAN_POD_POLICIES,
     CONTAINER_NAME,
-    GPU_RESOURCE,
     KIND,
     MANAGED_BY_VALUES,
     REPLICA_TYPES,
@@ -138,6 +137,7 @@ _RUN_POLICY_KEYS = (
     "suspend",
     "managedBy",
 )
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 _SCHEDULING_KEYS = ("minAvailable", "queue", "minResources", "priorityClass", "scheduleTimeoutSeconds")
 _NEVER_FINISHING_TYPES = ("Chief", "Master", "Worker")
 
@@ -235,6 +235,14 @@ class _Checker:
             return []
         return list(value)
 
+    def entries(self, value: Any, path: str, form: str) -> Iterator[tuple[int, str, Mapping[str, Any]]]:
+        """(index, path, entry) of each mapping in the list at ``path``; anything else is an error."""
+        for j, entry in enumerate(self.seq(value, path)):
+            if isinstance(entry, Mapping):
+                yield j, f"{path}[{j}]", entry
+            else:
+                self.error(f"{path}[{j}]", "is not a mapping", f"write {form}")
+
     def unknown_keys(self, value: Mapping[str, Any], allowed: Sequence[str], path: str) -> None:
         for key in value:
             if key not in allowed:
@@ -288,6 +296,13 @@ class _Checker:
                 f"annotations total {total} bytes, over the 256 KiB limit",
                 "move large values elsewhere (a ConfigMap)",
             )
+
+    def choice(self, value: Any, path: str, allowed: Sequence[str], problem: str) -> bool:
+        """Whether ``value`` is None or one of ``allowed`` (case-sensitive, as Kubernetes compares)."""
+        if value is None or value in allowed:
+            return True
+        self.error(path, f"{value!r} {problem}", _choice_fix(value, allowed))
+        return False
 
     def unique_name(self, value: Any, path: str, what: str, seen: set[str], *, port: bool = False) -> None:
         """A volume, container or port name: valid syntax, and not used before in ``seen``."""
@@ -380,14 +395,31 @@ def _validate(check: _Checker, manifest: Any, require_name: bool) -> None:
     _validate_job_semantics(check, spec, counts, metadata, name_len)
 
 
+NAME_FIX = "use at most 63 lower-case letters, digits and '-', starting with a letter and ending with a letter or digit"
+NAMESPACE_FIX = (
+    "use at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit"
+)
+
+
+def job_name_problem(name: Any) -> str | None:
+    """What is wrong with a TFJob name (the operator's and the sensor's wording), or None."""
+    return None if isinstance(name, str) and is_dns1035_label(name) else f"{name!r} is not a DNS-1035 label"
+
+
+def namespace_problem(namespace: Any) -> str | None:
+    valid = isinstance(namespace, str) and len(namespace) <= MAX_NAME and DNS1123_LABEL_RE.match(namespace)
+    return None if valid else f"{namespace!r} is not a valid namespace name"
+
+
 def _validate_metadata(check: _Checker, metadata: Mapping[str, Any], require_name: bool) -> int | None:
     """Returns the length the job's name will have (None if unknown)."""
     name = metadata.get("name")
     generate = metadata.get("generateName")
-    name_fix = "use at most 63 lower-case letters, digits and '-', starting with a letter and ending with a letter or digit"
+    name_fix = NAME_FIX
     if name is not None:
-        if not isinstance(name, str) or not is_dns1035_label(name):
-            check.error("metadata.name", f"{name!r} is not a DNS-1035 label", name_fix)
+        problem = job_name_problem(name)
+        if problem:
+            check.error("metadata.name", problem, name_fix)
             return None
         return len(name)
     if generate is not None:
@@ -407,12 +439,9 @@ def _validate_metadata(check: _Checker, metadata: Mapping[str, Any], require_nam
 
 def _validate_namespace_and_meta(check: _Checker, metadata: Mapping[str, Any]) -> None:
     ns = metadata.get("namespace")
-    if ns is not None and (not isinstance(ns, str) or len(ns) > MAX_NAME or not DNS1123_LABEL_RE.match(ns)):
-        check.error(
-            "metadata.namespace",
-            f"{ns!r} is not a valid namespace name",
-            "use lower-case letters, digits and '-'",
-        )
+    problem = None if ns is None else namespace_problem(ns)
+    if problem:
+        check.error("metadata.namespace", problem, NAMESPACE_FIX)
     check.labels(metadata.get("labels"), "metadata.labels")
     check.labels(metadata.get("annotations"), "metadata.annotations", values_are_labels=False)
 
@@ -461,13 +490,11 @@ def _validate_replica_specs(check: _Checker, specs: Mapping[str, Any]) -> dict[s
         if canon is not None:
             counts[canon] = count
         policy = rspec.get("restartPolicy")
-        if policy is not None and policy not in RESTART_POLICIES:
-            check.error(
-                f"{path}.restartPolicy",
-                f"{policy!r} is not a restart policy (pod creation would fail with FailedCreatePod)",
-                _choice_fix(policy, RESTART_POLICIES),
-            )
-        elif policy == "Always" and canon in _NEVER_FINISHING_TYPES:
+        known = check.choice(
+            policy, f"{path}.restartPolicy", RESTART_POLICIES,
+            "is not a restart policy (pod creation would fail with FailedCreatePod)",
+        )  # fmt: skip
+        if known and policy == "Always" and canon in _NEVER_FINISHING_TYPES:
             check.error(
                 f"{path}.restartPolicy",
                 f"Always restarts {canon} pods even after they exit 0, so the job never completes",
@@ -478,6 +505,9 @@ def _validate_replica_specs(check: _Checker, specs: Mapping[str, Any]) -> dict[s
 
 
 def _validate_template(check: _Checker, template: Any, path: str) -> None:
+    # Imported here: container_validation builds on this module's checker.
+    from airflow_tfjob.container_validation import validate_container
+
     tmpl = check.mapping(template, path)
     if tmpl is None:
         if template is None:
@@ -529,7 +559,7 @@ def _validate_template(check: _Checker, template: Any, path: str) -> None:
         if group == "containers" and cname == CONTAINER_NAME:
             has_tf = True
         check.unique_name(cname, f"{cpath}.name", "container", names)
-        _validate_container(check, container, cpath, declared, is_init=group == "initContainers")
+        validate_container(check, container, cpath, declared, is_init=group == "initContainers")
     if not has_tf:
         shown = sorted(n for n in names)
         check.error(
@@ -571,180 +601,6 @@ def _validate_template(check: _Checker, template: Any, path: str) -> None:
             f"{ppath}.serviceAccountName",
             f"{sa!r} is not a valid service account name",
             "use lower-case letters, digits, '-' and '.'",
-        )
-
-
-def _validate_container(
-    check: _Checker, container: Mapping[str, Any], cpath: str, volumes: set[str], *, is_init: bool
-) -> None:
-    image = container.get("image")
-    if not isinstance(image, str) or not image.strip():
-        check.error(
-            f"{cpath}.image",
-            "is missing or empty (the webhook refuses it)",
-            "set image: to the training image, or pass image= to the operator",
-        )
-    for key in ("command", "args"):
-        for j, item in enumerate(check.seq(container.get(key), f"{cpath}.{key}")):
-            if not isinstance(item, str):
-                check.error(
-                    f"{cpath}.{key}[{j}]",
-                    f"{item!r} is a {type(item).__name__}, not a string",
-                    f'quote it: "{item}"',
-                )
-    env_names: set[str] = set()
-    for j, entry in enumerate(check.seq(container.get("env"), f"{cpath}.env")):
-        epath = f"{cpath}.env[{j}]"
-        if not isinstance(entry, Mapping):
-            check.error(epath, "is not a mapping", "write {name: ..., value: ...}")
-            continue
-        _validate_env_entry(check, entry, epath)
-        ename = entry.get("name")
-        if isinstance(ename, str):
-            if ename in env_names:
-                check.warn(f"{epath}.name", f"{ename} is set more than once; the last value wins")
-            env_names.add(ename)
-    for j, source in enumerate(check.seq(container.get("envFrom"), f"{cpath}.envFrom")):
-        spath = f"{cpath}.envFrom[{j}]"
-        refs = [k for k in ("secretRef", "configMapRef") if isinstance(source, Mapping) and k in source]
-        if len(refs) != 1:
-            check.error(
-                spath,
-                "must have exactly one of secretRef or configMapRef",
-                "write {secretRef: {name: ...}} or {configMapRef: {name: ...}}",
-            )
-        elif not isinstance(source[refs[0]], Mapping) or not source[refs[0]].get("name"):
-            check.error(f"{spath}.{refs[0]}.name", "is missing", "name the Secret or ConfigMap")
-    _validate_resources(check, container.get("resources"), f"{cpath}.resources")
-    mount_paths: set[str] = set()
-    for j, mount in enumerate(check.seq(container.get("volumeMounts"), f"{cpath}.volumeMounts")):
-        mpath = f"{cpath}.volumeMounts[{j}]"
-        if not isinstance(mount, Mapping):
-            check.error(mpath, "is not a mapping", "write {name: ..., mountPath: ...}")
-            continue
-        mname = mount.get("name")
-        if mname not in volumes:
-            check.error(
-                f"{mpath}.name",
-                f"mounts volume {mname!r}, which the pod does not declare (declared: {sorted(volumes)})",
-                "add it to the pod's volumes (or use the pvc=/secret_volumes= shortcuts), or fix the name",
-            )
-        mount_path = mount.get("mountPath")
-        if not isinstance(mount_path, str) or not mount_path:
-            check.error(
-                f"{mpath}.mountPath", "is missing or empty", "set mountPath to an absolute path such as /data"
-            )
-        elif mount_path in mount_paths:
-            check.error(
-                f"{mpath}.mountPath",
-                f"{mount_path!r} is mounted twice in this container",
-                "mount each path once",
-            )
-        else:
-            mount_paths.add(mount_path)
-    port_names: set[str] = set()
-    for j, port in enumerate(check.seq(container.get("ports"), f"{cpath}.ports")):
-        ppath = f"{cpath}.ports[{j}]"
-        if not isinstance(port, Mapping):
-            check.error(ppath, "is not a mapping", "write {name: tfjob-port, containerPort: 2222}")
-            continue
-        for key in ("containerPort", "hostPort"):
-            number = port.get(key)
-            if number is None and key == "hostPort":
-                continue
-            if not _is_int(number) or not 1 <= number <= 65535:
-                check.error(
-                    f"{ppath}.{key}", f"{number!r} is not a port number", "use an integer between 1 and 65535"
-                )
-        if port.get("name") is not None:
-            check.unique_name(port["name"], f"{ppath}.name", "port", port_names, port=True)
-    working_dir = container.get("workingDir")
-    if working_dir is not None and not isinstance(working_dir, str):
-        check.error(
-            f"{cpath}.workingDir", f"{working_dir!r} is not a path", "write workingDir as a string path"
-        )
-    del is_init
-
-
-def _validate_env_entry(check: _Checker, entry: Mapping[str, Any], epath: str) -> None:
-    ename = entry.get("name")
-    if not isinstance(ename, str) or not ename or not _PRINTABLE_ENV_RE.match(ename):
-        check.error(
-            f"{epath}.name",
-            f"{ename!r} is not a valid environment variable name",
-            "use letters, digits, '_', '-' and '.', starting with a letter or '_' (no spaces or '=')",
-        )
-    elif not _CLASSIC_ENV_RE.match(ename):
-        check.warn(
-            f"{epath}.name",
-            f"{ename!r} is only accepted by Kubernetes 1.32 or later; start it with a letter or '_'",
-        )
-    has_value = "value" in entry and entry.get("value") is not None
-    value_from = entry.get("valueFrom")
-    if has_value and not isinstance(entry["value"], str):
-        val = entry["value"]
-        check.error(
-            f"{epath}.value",
-            f"{val!r} is a {type(val).__name__}; environment values must be strings",
-            f'quote it: "{str(val).lower() if isinstance(val, bool) else val}"',
-        )
-    if has_value and value_from is not None:
-        check.error(epath, "has both value and valueFrom", "keep one of them")
-    if value_from is not None:
-        sources = ("secretKeyRef", "configMapKeyRef", "fieldRef", "resourceFieldRef")
-        present = [s for s in sources if isinstance(value_from, Mapping) and s in value_from]
-        if len(present) != 1:
-            check.error(
-                f"{epath}.valueFrom", "must have exactly one source", f"use one of {', '.join(sources)}"
-            )
-        elif present[0] in ("secretKeyRef", "configMapKeyRef"):
-            ref = value_from[present[0]]
-            if not isinstance(ref, Mapping) or not ref.get("name") or not ref.get("key"):
-                check.error(
-                    f"{epath}.valueFrom.{present[0]}",
-                    "needs both name and key",
-                    "write {name: <object>, key: <key>}",
-                )
-
-
-def _validate_resources(check: _Checker, resources: Any, rpath: str) -> None:
-    res = check.mapping(resources, rpath)
-    if not res:
-        return
-    check.unknown_keys(res, ("requests", "limits", "claims"), rpath)
-    parsed: dict[str, dict[str, Decimal]] = {"requests": {}, "limits": {}}
-    for section in ("requests", "limits"):
-        values = check.mapping(res.get(section), f"{rpath}.{section}")
-        for name, qty in (values or {}).items():
-            qpath = f"{rpath}.{section}.{name}"
-            if name == "gpus" or name == "gpu":
-                check.error(
-                    qpath,
-                    f"{name!r} is not a Kubernetes resource name",
-                    f"use {GPU_RESOURCE!r} (or the operator's gpus= parameter)",
-                )
-                continue
-            number = check.quantity(qty, qpath)
-            if number is None:
-                continue
-            if name == GPU_RESOURCE and number != number.to_integral_value():
-                check.error(qpath, f"{qty!r} is not a whole number of GPUs", "request whole GPUs, e.g. 1")
-                continue
-            parsed[section][name] = number
-    for name, request in parsed["requests"].items():
-        limit = parsed["limits"].get(name)
-        if limit is not None and request > limit:
-            check.error(
-                f"{rpath}.requests.{name}",
-                f"request {res['requests'][name]!r} is above the limit {res['limits'][name]!r}",
-                "lower the request or raise the limit",
-            )
-    gpu_request = parsed["requests"].get(GPU_RESOURCE)
-    if gpu_request is not None and gpu_request != parsed["limits"].get(GPU_RESOURCE):
-        check.error(
-            f"{rpath}.limits.{GPU_RESOURCE}",
-            "GPUs cannot be overcommitted: the limit must be set and equal the request",
-            f"set limits.{GPU_RESOURCE} (requests may be left out)",
         )
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import inspect
 import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,9 @@ from airflow.sdk.bases.decorator import DecoratedOperator, TaskDecorator, task_d
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_tfjob.operators.tfjob import TFJobOperator
+from airflow_tfjob.paramtypes import json_value
+from airflow_tfjob.secrets import mask_values
+from airflow_tfjob.validation import Problem, TFJobValidationError
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -58,14 +62,40 @@ if kind in ("chief", "master") or (kind == "worker" and index == 0 and not has_c
 
 
 def encode_call(name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> str:
-    """The call as base64 JSON; a clear error for arguments that cannot cross into a pod."""
-    try:
-        text = json.dumps({"name": name, "args": list(args), "kwargs": kwargs})
-    except TypeError as error:
-        raise AirflowException(
-            f"@task.tfjob {name}: arguments must be JSON-serialisable to reach the replicas ({error})"
-        ) from error
+    """The call as base64 JSON; an error naming the argument that cannot cross into a pod."""
+    problems = [
+        Problem(f"{where}{found[0]}", found[1], "pass JSON values (strings, numbers, booleans, lists, dicts)")
+        for where, value in [*((f"op_args[{i}]", v) for i, v in enumerate(args)),
+                             *((f"op_kwargs.{k}", v) for k, v in kwargs.items())]
+        if (found := json_value(value))
+    ]  # fmt: skip
+    if problems:
+        raise TFJobValidationError(problems)
+    text = json.dumps({"name": name, "args": list(args), "kwargs": kwargs})
     return base64.b64encode(text.encode("utf-8")).decode("ascii")
+
+
+def secret_arguments(
+    func: Callable[..., Any], secret_args: Sequence[str], args: Sequence[Any], kwargs: dict[str, Any]
+) -> list[Any]:
+    """The values of the call's arguments named in ``secret_args`` (names of the function's parameters)."""
+    signature = inspect.signature(func)
+    unknown = [n for n in secret_args if n not in signature.parameters]
+    if unknown:
+        raise TFJobValidationError(
+            "secret_args",
+            f"{unknown} are not parameters of {func.__name__} (it has {list(signature.parameters)})",
+            "name the function's parameters whose values are secret",
+        )
+    try:
+        bound = signature.bind_partial(*args, **kwargs)
+    except TypeError as error:
+        raise TFJobValidationError(
+            "op_args",
+            f"do not fit {func.__name__}{signature} ({error})",
+            "call the function with its parameters",
+        ) from None
+    return [bound.arguments[n] for n in secret_args if n in bound.arguments]
 
 
 def decode_return(payload: str) -> Any:
@@ -96,7 +126,14 @@ class _TFJobDecoratedOperator(DecoratedOperator, TFJobOperator):
     )
     shallow_copy_attrs: Sequence[str] = ("python_callable",)
 
-    def __init__(self, *, image: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, image: str | None = None, secret_args: Sequence[str] = (), **kwargs: Any) -> None:
+        if isinstance(secret_args, str) or not all(isinstance(n, str) for n in secret_args):
+            raise TFJobValidationError(
+                "secret_args",
+                f"{secret_args!r} is not a list of parameter names",
+                "pass e.g. secret_args=['token']",
+            )
+        self.secret_args = tuple(secret_args)
         if kwargs.get("tfjob") is None:
             # Without a manifest the decorator must still describe a complete job.
             if kwargs.get("images") is None and image is None:
@@ -107,16 +144,26 @@ class _TFJobDecoratedOperator(DecoratedOperator, TFJobOperator):
             raise ValueError("@task.tfjob: `command` is the decorated function; do not pass one")
         super().__init__(image=image, command=["python", "-c", BOOTSTRAP], **kwargs)
 
+    def _mask_secrets(self) -> None:
+        # Also when the task renders: the rendered op_args/op_kwargs are stored and shown in the UI.
+        super()._mask_secrets()
+        if self.secret_args:
+            mask_values(
+                secret_arguments(
+                    self.python_callable, self.secret_args, list(self.op_args), dict(self.op_kwargs)
+                )
+            )
+
     def execute(self, context: Context) -> Any:
         name = self.python_callable.__name__
         source = self.get_python_source()
-        self.env = _with_env(
-            self.env,
-            {
-                SOURCE_ENV: base64.b64encode(source.encode("utf-8")).decode("ascii"),
-                CALL_ENV: encode_call(name, list(self.op_args), dict(self.op_kwargs)),
-            },
-        )
+        call = encode_call(name, list(self.op_args), dict(self.op_kwargs))
+        ours = {SOURCE_ENV: base64.b64encode(source.encode("utf-8")).decode("ascii"), CALL_ENV: call}
+        if self.secret_args:
+            self._mask_secrets()
+            # The encoded call holds them: it travels as a secret env value, hidden like secret_env.
+            self.secret_env = {**(self.secret_env or {}), CALL_ENV: ours.pop(CALL_ENV)}
+        self.env = _with_env(self.env, ours)
         self.command = ["python", "-c", BOOTSTRAP]
         # Skip DecoratedOperator.execute (it would call the function here); run the TFJob instead.
         return TFJobOperator.execute(self, context)
@@ -139,7 +186,8 @@ def tfjob_task(
     """Run the decorated function as a TFJob: ``@task.tfjob(worker=2, image=..., container_resources=...)``.
 
     Takes every TFJobOperator argument (replica counts per type, image, resources, env, volumes,
-    clean_pod_policy, deferrable...) except ``command``. Each replica calls the function; the value
+    clean_pod_policy, deferrable...) except ``command``, and ``secret_args``: names of the function's
+    parameters whose values are secret (masked in the task log, the call hidden in shown manifests). Each replica calls the function; the value
     returned by the Chief (or Worker-0 when there is none) becomes the task's XCom.
     """
     return task_decorator_factory(

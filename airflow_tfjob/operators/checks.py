@@ -230,3 +230,80 @@ def check_operator_parameters(params: Mapping[str, Any]) -> None:
         )
     if problems:
         raise TFJobValidationError(problems)
+
+
+def check_log_replicas_against_job(value: Any, manifest: Mapping[str, Any]) -> None:
+    """Refuse a ``log_replicas`` naming a replica type or index the job does not have.
+
+    Such a selection would show nothing, and the task log would stay silent for the whole run.
+    """
+    from airflow_tfjob.logs import LogSelection
+    from airflow_tfjob.naming import canonical_replica_type
+
+    if not isinstance(value, str):
+        return
+    selection = LogSelection.parse(value)
+    specs = (manifest.get("spec") or {}).get("tfReplicaSpecs") or {}
+    counts: dict[str, int] = {}
+    for key, replica in specs.items():
+        count = replica.get("replicas", 1) if isinstance(replica, Mapping) else 1
+        counts[(canonical_replica_type(key) or key).lower()] = count if isinstance(count, int) else 1
+    problems = []
+    shape = ", ".join(f"{t}: {n}" for t, n in counts.items())
+    for rtype in sorted(selection.types):
+        if rtype not in counts:
+            problems.append(f"{rtype!r} is not a replica type of this job")
+    for rtype, index in sorted(selection.replicas):
+        if index >= counts.get(rtype, 0):
+            problems.append(f"'{rtype}:{index}' is not a replica of this job")
+    if problems:
+        raise TFJobValidationError(
+            [
+                Problem(
+                    "log_replicas",
+                    f"{p} (it has {shape})",
+                    "name replicas the job has, or use 'master' or 'all'",
+                )
+                for p in problems
+            ]
+        )
+
+
+def replica_counts(replicas: Any, shortcuts: Mapping[str, Any]) -> Any:
+    """``replicas`` with the shortcut arguments (``worker=2``) added; a type given in both is refused."""
+    from airflow_tfjob.naming import canonical_replica_type
+
+    if not shortcuts:
+        return replicas
+    if replicas is None:
+        return dict(shortcuts)
+    if not isinstance(replicas, Mapping):
+        return replicas  # the type check names it
+    given = {canonical_replica_type(k) or k: k for k in replicas}
+    problems = [
+        Problem(
+            f"replicas.{given[canonical_replica_type(key)]}",
+            f"is also given as {key}={shortcuts[key]!r}; one would silently override the other",
+            f"give the {key} count once: in replicas= or as {key}=",
+        )
+        for key in shortcuts
+        if canonical_replica_type(key) in given
+    ]
+    if problems:
+        raise TFJobValidationError(problems)
+    return {**replicas, **shortcuts}
+
+
+def check_parameter_types(values: Mapping[str, Any], *, at_parse: bool = False) -> None:
+    """Raise TFJobValidationError for every parameter of the wrong type (airflow_tfjob.paramtypes).
+
+    ``at_parse``: when the operator is created, values still to be rendered (Jinja strings, XCom
+    references) are left for the check after rendering.
+    """
+    from airflow_tfjob.paramtypes import type_problems
+
+    if at_parse:
+        values = {k: v for k, v in values.items() if not is_template(v) and not hasattr(v, "resolve")}
+    problems = type_problems(values)
+    if problems:
+        raise TFJobValidationError(problems)

@@ -12,8 +12,6 @@ that use them.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
@@ -23,18 +21,29 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator, conf
 from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
 
-from airflow_tfjob import cleanup, naming
+from airflow_tfjob import cleanup, naming, templates
 from airflow_tfjob.constants import (
     ANNOTATION_RESULT_REPORTED,
     LABEL_HANDLED,
     LABEL_MANAGED,
 )
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
+from airflow_tfjob.limits import check_request_size
 from airflow_tfjob.links import TensorBoardLink
-from airflow_tfjob.operators.checks import check_operator_parameters, tensorboard_spec
+from airflow_tfjob.operators.checks import (
+    check_log_replicas_against_job,
+    check_operator_parameters,
+    check_parameter_types,
+    is_template,
+    replica_counts,
+    tensorboard_spec,
+)
 from airflow_tfjob.status import JobState, JobStatus, interpret, summarise
+from airflow_tfjob.validation import TFJobValidationError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import jinja2
     from airflow.sdk import Context
 
@@ -264,6 +273,8 @@ class TFJobOperator(BaseOperator):
         on_kill_action: str = "delete",
         kill_grace_period: int | None = cleanup.KILL_GRACE_PERIOD,
         render_only: bool = False,
+        allow_template_outside_dag_folder: bool = False,
+        allow_template_path_from_params: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -312,27 +323,30 @@ class TFJobOperator(BaseOperator):
         self.on_kill_action = on_kill_action
         self.kill_grace_period = kill_grace_period
         self.render_only = render_only
+        self.allow_template_outside_dag_folder = allow_template_outside_dag_folder
+        self.allow_template_path_from_params = allow_template_path_from_params
         # The job this task is following, for on_kill and __fail__ (name, namespace).
         self._job_ref: tuple[str, str] | None = None
         # The finished job, for result_from_outcome.
         self._job: dict[str, Any] | None = None
         # A mistake in a parameter that is not a template fails the DAG's parse, not a run.
         check_operator_parameters(self._own_parameters())
+        check_parameter_types(self._typed_parameters(), at_parse=True)
 
     # ------------------------------------------------------------------ templating
     # Airflow treats every templated string ending in a template_ext suffix as a file name, list items
     # included, so `args=["--config=conf.yaml"]` would be looked up as a template file. Only `tfjob`
-    # may name a file here: every other field is rendered as an inline template.
+    # may name a file here, and only as the DAG author wrote it (airflow_tfjob.templates has the
+    # rules): a path that templating produced (e.g. from params) is refused unless opted in.
 
     def resolve_template_files(self) -> None:
-        content = self.tfjob
-        if isinstance(content, str) and content.endswith(tuple(self.template_ext)):
-            env = self.get_template_env()
+        # The file is read when the task renders, with the same rules; a path outside the allowed
+        # folders fails the DAG's parse here already.
+        if templates.looks_like_path(self.tfjob) and not is_template(self.tfjob) and self.has_dag():
             try:
-                self.tfjob = env.loader.get_source(env, content)[0]  # type: ignore[union-attr]
-            except Exception:
-                # Left as a path: rendering tries again and reports a missing file clearly.
-                self.log.debug("tfjob template %s not resolved at parse time", content)
+                self._template_path(str(self.tfjob))
+            except templates.TemplateNotFoundError:
+                pass  # it may be written before the task runs; rendering reports it then
         self.prepare_template()
 
     def _do_render_template_fields(
@@ -343,10 +357,31 @@ class TFJobOperator(BaseOperator):
         jinja_env: jinja2.Environment,
         seen_oids: set[int],
     ) -> None:
-        if parent is self and "tfjob" in template_fields and self._names_template_file(self.tfjob):
-            self.tfjob = self._render_template_file(str(self.tfjob), context, jinja_env)
-            template_fields = [f for f in template_fields if f != "tfjob"]
-        super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
+        if parent is self and "tfjob" in template_fields and templates.looks_like_path(self.tfjob):
+            if not is_template(self.tfjob):  # decided on the value as the DAG author wrote it
+                self.tfjob = self._render_template_file(str(self.tfjob), context, jinja_env)
+                template_fields = [f for f in template_fields if f != "tfjob"]
+        if parent is not self:
+            super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
+            return
+        for field in template_fields:  # one by one, so that a Jinja error names its field
+            self._render_field(field, context, jinja_env, seen_oids)
+        if parent is self:
+            self._mask_secrets()
+            if "tfjob" in template_fields and templates.looks_like_path(self.tfjob):
+                self.tfjob = self._rendered_template_path(str(self.tfjob), context, jinja_env)
+
+    def _rendered_template_path(self, path: str, context: Context, jinja_env: jinja2.Environment) -> Any:
+        """A `tfjob` that names a file only once rendered: its path comes from run-time values."""
+        if not self.allow_template_path_from_params:
+            raise TFJobValidationError(
+                "tfjob",
+                f"rendered to {path[:200]!r}, which looks like a file path; a path that comes from "
+                "templating (e.g. params) is not read",
+                "write the file's path literally in the DAG, or pass the manifest itself; if run-time "
+                "values may choose the file, pass allow_template_path_from_params=True",
+            )
+        return self._render_template_file(path, context, jinja_env)
 
     def render_template(
         self,
@@ -360,24 +395,26 @@ class TFJobOperator(BaseOperator):
             return self._render(env.from_string(content), context)
         return super().render_template(content, context, jinja_env, seen_oids)
 
-    def _names_template_file(self, value: Any) -> bool:
-        return isinstance(value, str) and "\n" not in value and value.endswith(tuple(self.template_ext))
-
-    def _render_template_file(self, path: str, context: Context, jinja_env: jinja2.Environment) -> Any:
+    def _render_field(
+        self, field: str, context: Context, jinja_env: jinja2.Environment, seen_oids: set[int]
+    ) -> None:
         import jinja2
 
         try:
-            template = jinja_env.get_template(path)
-        except jinja2.TemplateNotFound:
-            # An absolute path, or a file outside the DAG's template search path.
-            if not os.path.isfile(path):
-                raise AirflowException(
-                    f"tfjob: template file {path!r} not found (looked in the DAG's template_searchpath "
-                    "and as a path on this machine)"
-                ) from None
-            with open(path, encoding="utf-8") as handle:
-                template = jinja_env.from_string(handle.read())
-        return self._render(template, context)
+            super()._do_render_template_fields(self, [field], context, jinja_env, seen_oids)
+        except jinja2.TemplateError as error:
+            raise templates.jinja_error(error, None, field) from None
+
+    def _template_path(self, value: str) -> Path:
+        folders = templates.template_folders(self.dag if self.has_dag() else None)
+        return templates.resolve_template_path(
+            value, folders, allow_outside=self.allow_template_outside_dag_folder
+        )
+
+    def _render_template_file(self, path: str, context: Context, jinja_env: jinja2.Environment) -> Any:
+        return templates.load_template_file(
+            self._template_path(path), jinja_env, lambda template: self._render(template, context)
+        )
 
     # ------------------------------------------------------------------ hooks
 
@@ -404,6 +441,7 @@ class TFJobOperator(BaseOperator):
 
     def execute(self, context: Context) -> Any:
         started = time.time()
+        self._mask_secrets()
         # Everything is checked before the first API call: a bad value creates nothing.
         check_operator_parameters(self._own_parameters())
         manifest = self.build_manifest(context)
@@ -431,6 +469,19 @@ class TFJobOperator(BaseOperator):
         )  # fmt: skip
         return {key: getattr(self, key) for key in names}
 
+    def _typed_parameters(self) -> dict[str, Any]:
+        """The parameters that shape the manifest, by the operator's names (paramtypes checks them)."""
+        names = ("tfjob", "name", "namespace", "cluster_context", "config_file", "in_cluster",
+                 *REPLICA_SHORTCUTS, *MANIFEST_PARAMS, "container_resources", "kueue_queue")  # fmt: skip
+        return {key: getattr(self, key) for key in names}
+
+    def _mask_secrets(self) -> None:
+        """Register the secret_env values with Airflow's masker: a replica printing one shows ***."""
+        from airflow_tfjob.secrets import mask_values
+
+        if isinstance(self.secret_env, Mapping):
+            mask_values(self.secret_env.values())
+
     def build_manifest(self, context: Context) -> dict[str, Any]:
         """The TFJob the task wants (with its identity and intended policy), validated."""
         from airflow_tfjob import manifest as manifest_mod
@@ -438,7 +489,12 @@ class TFJobOperator(BaseOperator):
 
         base = None
         if self.tfjob is not None:
-            base = manifest_mod.load_manifest(self.tfjob, searchpath=self._template_searchpath())
+            base = manifest_mod.load_manifest(
+                self.tfjob,
+                searchpath=templates.template_folders(self.dag if self.has_dag() else None),
+                allow_outside=self.allow_template_outside_dag_folder,
+            )
+        check_parameter_types(self._typed_parameters())
         tfjob = manifest_mod.build_tfjob(base=base, **self._manifest_params())
         dag_id, task_id, run_id, map_index, try_number = _identity(context)
         metadata = tfjob.setdefault("metadata", {})
@@ -462,29 +518,20 @@ class TFJobOperator(BaseOperator):
         )
         for warning in validate_tfjob(tfjob):
             self.log.warning("TFJob %s: %s", metadata["name"], warning)
+        check_log_replicas_against_job(self.log_replicas, tfjob)
+        check_request_size(tfjob)
         return tfjob
 
     def _manifest_params(self) -> dict[str, Any]:
         params = {key: getattr(self, key) for key in MANIFEST_PARAMS if getattr(self, key) is not None}
         shortcuts = {key: getattr(self, key) for key in REPLICA_SHORTCUTS if getattr(self, key) is not None}
         if shortcuts:
-            params["replicas"] = {**(params.get("replicas") or {}), **shortcuts}
+            params["replicas"] = replica_counts(params.get("replicas"), shortcuts)
         if self.kueue_queue is not None:
             params["queue"] = self.kueue_queue
         if self.container_resources is not None:
             params["resources"] = self.container_resources
         return params
-
-    def _template_searchpath(self) -> list[str]:
-        """Where a `tfjob` file path not rendered by Airflow (no DAG parse) is looked up."""
-        if not self.has_dag():
-            return []
-        dag = self.dag
-        searchpath = dag.template_searchpath or []
-        paths = [searchpath] if isinstance(searchpath, str) else [str(p) for p in searchpath]
-        if dag.fileloc:
-            paths.append(os.path.dirname(dag.fileloc))
-        return paths
 
     def _default_namespace(self) -> str:
         """The connection's namespace when the operator names none (the hook knows it), else default."""
@@ -496,12 +543,12 @@ class TFJobOperator(BaseOperator):
             return "default"
 
     def _render_only(self, tfjob: dict[str, Any]) -> dict[str, Any]:
-        from airflow_tfjob.manifest import redact
+        from airflow_tfjob.limits import bounded, shown_json
+        from airflow_tfjob.secrets import redact
 
         shown = redact(tfjob)
-        text = json.dumps(shown, indent=2, sort_keys=False)
-        self.log.info("render_only=True: TFJob not submitted. Manifest:\n%s", text)
-        return {"rendered_only": True, "manifest": shown}
+        self.log.info("render_only=True: TFJob not submitted. Manifest:\n%s", shown_json(shown))
+        return {"rendered_only": True, "manifest": bounded(shown)}
 
     # ------------------------------------------------------------------ identity: find or create
 
@@ -562,6 +609,7 @@ class TFJobOperator(BaseOperator):
         return list(jobs.values())
 
     def _create(self, hook: TFJobHook, tfjob: dict[str, Any], context: Context) -> dict[str, Any]:
+        from airflow_tfjob.limits import shown_json
         from airflow_tfjob.manifest import redact, submission_manifest
         from airflow_tfjob.operators import submit
 
@@ -597,7 +645,7 @@ class TFJobOperator(BaseOperator):
             name,
             intent.clean_pod_policy,
             intent.ttl_seconds_after_finished,
-            json.dumps(redact(body), indent=2),
+            shown_json(redact(body)),
         )
         return submit.create_or_adopt(hook, body, log=self.log.warning, timeout=hook.retry_policy.timeout)
 

@@ -19,7 +19,6 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_tfjob.status import JobState, interpret, summarise
 from airflow_tfjob.triggers.tfjob import (
-    TARGET_CONDITIONS,
     TFJobConditionTrigger,
     condition_reached,
     failure_message,
@@ -65,12 +64,28 @@ class TFJobSensor(BaseSensorOperator):
         self.in_cluster = in_cluster
         self.api_retry_timeout = api_retry_timeout
         self.deferrable = deferrable
+        # Values that are not templates are checked when the DAG is parsed, all again before the first call.
+        self._check_parameters(at_parse=True)
+
+    def _check_parameters(self, *, at_parse: bool = False) -> None:
+        from airflow_tfjob.sensors.checks import check_sensor_parameters
+
+        check_sensor_parameters(
+            {
+                "name": self.name,
+                "namespace": self.namespace,
+                "target_condition": self.target_condition,
+                "kubernetes_conn_id": self.kubernetes_conn_id,
+                "cluster_context": self.cluster_context,
+                "config_file": self.config_file,
+                "in_cluster": self.in_cluster,
+                "deferrable": self.deferrable,
+            },
+            at_parse=at_parse,
+        )
 
     def _check_target(self) -> None:
-        if self.target_condition not in TARGET_CONDITIONS:
-            raise AirflowFailException(
-                f"target_condition must be one of {TARGET_CONDITIONS}, not {self.target_condition!r}"
-            )
+        self._check_parameters()
 
     def get_hook(self) -> TFJobHook:
         from airflow_tfjob.hooks.tfjob import TFJobHook
@@ -84,7 +99,12 @@ class TFJobSensor(BaseSensorOperator):
         )
 
     def _namespace(self, hook: TFJobHook) -> str:
-        return self.namespace or hook.get_namespace() or "default"
+        namespace = self.namespace or hook.get_namespace() or "default"
+        if not self.namespace:
+            from airflow_tfjob.sensors.checks import check_sensor_parameters
+
+            check_sensor_parameters({"namespace": namespace})  # the connection's, checked like ours
+        return namespace
 
     def poke(self, context: Context) -> bool:
         self._check_target()

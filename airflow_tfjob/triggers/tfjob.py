@@ -194,6 +194,7 @@ class TFJobTrigger(_ClusterTrigger):
         options = FollowOptions.from_dict(self.options)
         if self.deadline is not None:
             options.deadline = self.deadline
+        await self._mask_secrets(hook)
         restarted = await self._is_restart(hook)
         if restarted:
             self.log.info("%s", RESUME_MARKER)
@@ -225,6 +226,17 @@ class TFJobTrigger(_ClusterTrigger):
         if payload["event"] == "timeout":
             payload["deleted"] = await self._delete(hook, "its deadline passed")
         yield TriggerEvent(payload)
+
+    async def _mask_secrets(self, hook: AsyncTFJobHook) -> None:
+        """The job's secret_env values masked in the trigger's log (a replica may print them)."""
+        from airflow_tfjob.secrets import amask_job_secrets
+
+        try:
+            await amask_job_secrets(await hook.find_tfjob(self.name, self.namespace))
+        except Exception as error:  # the follow reports real API trouble
+            self.log.warning(
+                "Could not read TFJob %s/%s to mask its secrets: %s", self.namespace, self.name, error
+            )
 
     async def _is_restart(self, hook: AsyncTFJobHook) -> bool:
         """Whether a trigger of this same deferral already ran (then the triggerer restarted).

@@ -3,6 +3,7 @@ triggers) against the local cluster: the synchronous operator, and deferrable op
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -86,3 +87,31 @@ def test_retry_finds_the_job_through_task_state_store(
     assert (result["name"], result["uid"]) == (name, uid), "try 2 used try 1's job, not a new one"
     assert result["state"] == "succeeded" and float(result["metrics"]["accuracy"]) == 0.75
     assert f"RETRY_CHECKED {name} {uid}" in output
+
+
+def test_secrets_printed_by_replicas_are_masked_in_the_task_log(airflow_env: dict[str, str]) -> None:
+    token, call_token = "dags-test-secret-token-0451", "dags-test-call-token-9137"  # tfjob_secret_dag.py
+    output = dags_test(airflow_env, "tfjob_secret", timeout=360)
+    assert task_states(airflow_env, "tfjob_secret") == {
+        "sync": "success",
+        "deferred": "success",
+        "decorated": "success",
+    }
+    # Each replica printed its secret; the task log shows the line, masked.
+    assert output.count("replica token=***") == 2
+    assert "function token=***" in output
+    assert token not in output and call_token not in output
+    assert xcom(airflow_env, "tfjob_secret", "decorated") == len(call_token)
+    with airflow_db(airflow_env) as db:
+        stored = json.dumps(
+            db.execute("select value from xcom where dag_id = 'tfjob_secret'").fetchall(), default=str
+        )
+    assert token not in stored and call_token not in stored
+    with airflow_db(airflow_env) as db:
+        rendered = json.dumps(
+            db.execute(
+                "select rendered_fields from rendered_task_instance_fields where dag_id = 'tfjob_secret'"
+            ).fetchall()
+        )
+    assert "secret_env" in rendered and "op_args" in rendered  # the fields were stored...
+    assert token not in rendered and call_token not in rendered  # ...masked

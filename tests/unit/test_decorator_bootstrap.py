@@ -86,9 +86,9 @@ def test_an_exception_fails_the_replica() -> None:
 
 
 def test_arguments_must_be_json() -> None:
-    from airflow.sdk.exceptions import AirflowException
+    from airflow_tfjob.validation import TFJobValidationError
 
-    with pytest.raises(AirflowException, match="JSON-serialisable"):
+    with pytest.raises(TFJobValidationError, match=r"op_args\[0\]: a object is not a plain JSON value"):
         encode_call("train", [object()], {})
 
 

@@ -54,7 +54,7 @@ def test_three_documentation_examples_exist() -> None:
 @pytest.mark.parametrize("path", DOC_FILES, ids=[p.stem for p in DOC_FILES])
 def test_documentation_examples_load_build_and_validate_unchanged(path: Path) -> None:
     original = yaml.safe_load(path.read_text())
-    loaded = load_manifest(str(path))
+    loaded = load_manifest(str(path), searchpath=[FIXTURES])
     assert loaded == original
     built = build_tfjob(base=loaded)
     assert built == original
@@ -228,13 +228,13 @@ def test_env_list_form() -> None:
     [
         ({"env_from_secrets": {"T": "creds"}}, "env_from_secrets.T", "secret-name:key"),
         ({"env_from": ["creds"]}, "env_from[0]", "secret:<name>"),
-        ({"env": {"A": None}}, "env.A", "give a value"),
+        ({"env": {"A": None}}, "env.A", "env={"),
         ({"env": [{"value": "x"}]}, "env[0]", "name"),
         ({"pvc": "data"}, "pvc", "data:/data"),
         ({"pvc": [{"claim": "data"}]}, "pvc[0]", "mount_path"),
         ({"secret_volumes": [{"secret": "s"}]}, "secret_volumes[0]", "mount_path"),
         ({"resources": {"cpus": "1"}}, "resources.cpus", "did you mean 'cpu'"),
-        ({"gpus": 1.5}, "gpus", "integer"),
+        ({"gpus": 1.5}, "gpus", "gpus=1"),
         ({"gpus": -1}, "gpus", "integer"),
         ({"replicas": {"workers": 2}}, "replicas.workers", "did you mean 'Worker'"),
         ({"replicas": {"worker": 1, "Worker": 2}}, "replicas.Worker", "once"),
@@ -243,7 +243,7 @@ def test_env_list_form() -> None:
         ({"restart_policy": {"evaluator": "Never"}}, "restart_policy.evaluator", "replicas="),
         ({"scheduling": {"min_availabe": 2}}, "scheduling.min_availabe", "min_available"),
         ({"command": "python 'unclosed"}, "command", "list"),
-        ({"args": 5}, "args", "list"),
+        ({"args": 5}, "args", "args=["),
     ],
 )
 def test_bad_parameters_name_field_and_fix(kwargs: dict[str, Any], field: str, fix: str) -> None:
@@ -507,22 +507,21 @@ def test_load_manifest_uses_callers_renderer(tmp_path: Path) -> None:
         seen.append(text)
         return text.replace("{{ name }}", "from-airflow").replace("{{ workers }}", "2")
 
-    loaded = load_manifest(str(path), render=render)
+    loaded = load_manifest(str(path), render=render, searchpath=[tmp_path])
     assert seen == [TEMPLATE]
     assert loaded["metadata"]["name"] == "from-airflow"
 
 
 def test_load_manifest_json_file(tmp_path: Path) -> None:
     (tmp_path / "job.json").write_text(json.dumps({"kind": "TFJob", "metadata": {"name": "{{ n }}"}}))
-    assert load_manifest(str(tmp_path / "job.json"), context={"n": "x"})["metadata"]["name"] == "x"
+    loaded = load_manifest(str(tmp_path / "job.json"), context={"n": "x"}, searchpath=[tmp_path])
+    assert loaded["metadata"]["name"] == "x"
 
 
 def test_load_manifest_undefined_variable_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "job.yaml").write_text(TEMPLATE)
-    import jinja2
-
-    with pytest.raises(jinja2.UndefinedError):
-        load_manifest(str(tmp_path / "job.yaml"))
+    with pytest.raises(TFJobValidationError, match=r"job.yaml line \d+: 'name' is undefined"):
+        load_manifest("job.yaml", searchpath=[tmp_path])
 
 
 @pytest.mark.parametrize(
@@ -579,7 +578,7 @@ def test_redact_hides_secret_literals_only() -> None:
         secret_env={"API_TOKEN": "s3cr3t", "DB_PASSWORD": "hunter2"},
         env_from_secrets={"REF": "creds:key"},
     )
-    assert built["metadata"]["annotations"][c.ANNOTATION_SECRET_ENV] == "API_TOKEN,DB_PASSWORD"
+    assert built["metadata"]["annotations"][c.ANNOTATION_SECRET_ENV] == '["API_TOKEN","DB_PASSWORD"]'
     safe = redact(built)
     text = json.dumps(safe)
     assert "s3cr3t" not in text and "hunter2" not in text

@@ -67,7 +67,7 @@ def test_tfjob_file_is_rendered_as_jinja_template(tmp_path: Path) -> None:
     op = _operator_in_dag(tmp_path, tfjob="job.yaml", args=["--config=conf.yaml"])
     op.resolve_template_files()
     _render(op)
-    assert "name: job-3" in op.tfjob
+    assert op.tfjob["metadata"]["name"] == "job-3"
     assert op.args == ["--config=conf.yaml"]
 
 
@@ -76,14 +76,14 @@ def test_tfjob_file_rendered_without_parse_time_resolution(tmp_path: Path) -> No
     (tmp_path / "job.yml").write_text("metadata:\n  name: day-{{ ds }}\n")
     op = _operator_in_dag(tmp_path, tfjob=str(tmp_path / "job.yml"))
     _render(op)
-    assert op.tfjob.strip() == "metadata:\n  name: day-2025-01-02"
+    assert op.tfjob == {"metadata": {"name": "day-2025-01-02"}}
 
 
 def test_missing_tfjob_file_is_reported(tmp_path: Path) -> None:
-    from airflow.sdk.exceptions import AirflowException
+    from airflow_tfjob.validation import TFJobValidationError
 
     op = _operator_in_dag(tmp_path, tfjob="missing.yaml")
-    with pytest.raises(AirflowException, match=r"template file 'missing.yaml' not found"):
+    with pytest.raises(TFJobValidationError, match=r"template file 'missing.yaml' not found"):
         _render(op)
 
 
