@@ -187,9 +187,7 @@ def test_apache_airflow_10544_two_unhandled_jobs_of_one_task_instance_are_resolv
         # Submitted directly, bypassing the retry decision: the state two crashed tries can leave.
         op = make(**sleeper)
         manifest = op.build_manifest(context_for(current))
-        names.append(
-            op._create(hook, manifest, ti.dag_id, ti.task_id, ti.run_id, ti.map_index)["metadata"]["name"]
-        )
+        names.append(op._create(hook, manifest, context_for(current))["metadata"]["name"])
     older, newer = names
     assert len(jobs_of(hook, ti)) == 2
     third = ti.next_try().next_try()
