@@ -8,6 +8,10 @@ fault injection are optional aiohttp middlewares in front of the routes (auth.py
 without them the kubeconfig's token is accepted and ignored.
 
 Handlers stay lean for throughput: GET and LIST answer the store's cached JSON bytes without copying.
+
+This module holds the routes and verbs; request parsing (apirequest.py), discovery documents
+(discovery.py), kubectl tables (tables.py) and the two streaming endpoints (watchendpoint.py,
+logendpoint.py) are apart.
 """
 
 from __future__ import annotations

@@ -44,6 +44,9 @@ What it does, as a node would:
   A watchdog process (watchdog.py) kills every group still running when the cluster process dies by
   any signal, SIGKILL included, so the processes a replica started die with it too. Where util-linux
   `setpriv` exists, each container process also gets a parent-death signal (SIGKILL).
+
+This module schedules pods, keeps one `PodRun` per pod and the LoadBalancer statuses; the environment a
+container gets is built in podenv.py, its processes are supervised in podrun.py.
 """
 
 from __future__ import annotations

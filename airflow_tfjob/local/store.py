@@ -9,6 +9,10 @@ Stored object dicts are never mutated in place: each change builds a new dict. T
 serve the cached JSON encoding of an object (`Entry.json`) to every reader and watcher without copying;
 the public methods still hand out copies so that in-process callers (controller, runner) cannot corrupt
 stored state by editing what they got.
+
+This module is the core (reads, writes, watch registration and history); DELETE and garbage collection
+are the `Deletion` mixin (deletion.py, ownerrefs.py), and selectors, patches, defaults, body checks and
+Events have modules of their own.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
 class Store(Deletion):
-    """Objects, resourceVersions, selectors, watch fan-out and garbage collection."""
+    """Objects, resourceVersions, reads and writes, watch fan-out; deletes and GC come from `Deletion`."""
 
     def __init__(self, *, history_limit: int = 1000, admission: Admission | None = None) -> None:
         self._objects: dict[str, dict[tuple[str, str], Entry]] = {r: {} for r in RESOURCES}
