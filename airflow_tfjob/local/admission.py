@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from airflow_tfjob.local.store import RESOURCES, ApiError, JsonDict, invalid
+from airflow_tfjob.local.resources import RESOURCES, ApiError, JsonDict, invalid
 
 WEBHOOK_NAME = "validator.tfjob.training-operator.kubeflow.org"
 DEFAULT_CONTAINER = "tensorflow"

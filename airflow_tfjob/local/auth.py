@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from airflow_tfjob.local.credential import TokenAuthority
-from airflow_tfjob.local.store import ApiError
+from airflow_tfjob.local.resources import ApiError
 
 USER_KEY = web.RequestKey("tfjob_local_user", str)
 PUBLIC_PATHS = frozenset(("/healthz", "/readyz", "/livez", "/version"))  # system:public-info-viewer

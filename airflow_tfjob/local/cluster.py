@@ -2,8 +2,8 @@
 
 `ClusterRuntime` is the async assembly (used by `tfjob-local serve`); `LocalCluster` runs it on a thread
 with its own event loop so that synchronous code (tests, scripts, `airflow dags test`) can use it as a
-context manager. The controller and runner are imported lazily: the API server works without them, so
-API-level tests do not depend on those modules.
+context manager. The controller and the runner are optional (`controller=False`, `runner=False`): API-level
+tests run the store and the API server alone.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ import yaml
 from airflow_tfjob.local.admission import TFJobAdmission
 from airflow_tfjob.local.apiserver import ApiServer
 from airflow_tfjob.local.auth import TokenAuthenticator
-from airflow_tfjob.local.controller import Controller
 from airflow_tfjob.local.credential import TokenAuthority, exec_command, write_private
 from airflow_tfjob.local.faults import FaultInjector, FaultPlan
 from airflow_tfjob.local.podlogs import PodLogs
 from airflow_tfjob.local.rbac import Authorizer, RoleSource
 from airflow_tfjob.local.runner import Runner
 from airflow_tfjob.local.store import Store
+from airflow_tfjob.local.tfjobcontroller import Controller
 from airflow_tfjob.local.tls import ServerTls, make_server_tls
 
 log = logging.getLogger(__name__)

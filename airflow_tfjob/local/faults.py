@@ -30,7 +30,7 @@ from typing import Any
 from aiohttp import web
 
 from airflow_tfjob.local.requestmetrics import classify
-from airflow_tfjob.local.store import ApiError, JsonDict
+from airflow_tfjob.local.resources import ApiError, JsonDict
 
 KINDS = ("throttle", "unavailable", "server_error", "lost_reply", "stream_cut")
 VERBS = ("GET", "LIST", "WATCH", "POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION")

@@ -26,10 +26,10 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from airflow_tfjob.local.apiserver import parse_resource_path
+from airflow_tfjob.local.apirequest import parse_resource_path
 from airflow_tfjob.local.auth import USER_KEY
 from airflow_tfjob.local.requestmetrics import classify
-from airflow_tfjob.local.store import ApiError
+from airflow_tfjob.local.resources import ApiError
 
 METRIC = "tfjob_local_forbidden_total"
 RoleSource = str | Path | tuple[str | Path, str]

@@ -20,7 +20,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 
-from airflow_tfjob.local.store import RESOURCES
+from airflow_tfjob.local.resources import RESOURCES
 
 REQUESTS = "apiserver_request_total"
 LONGRUNNING = "apiserver_longrunning_requests"

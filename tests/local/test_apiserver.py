@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -244,7 +243,7 @@ def test_strategic_merge_patch_rejected_on_custom_resources(cluster: LocalCluste
 
 
 def test_events_field_selectors(cluster: LocalCluster, core: client.CoreV1Api, crd: client.CustomObjectsApi) -> None:
-    from airflow_tfjob.local.store import record_event
+    from airflow_tfjob.local.events import record_event
 
     name = unique("ev")
     job = crd.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, tfjob(name))
@@ -314,13 +313,13 @@ def test_watch_from_resource_version_with_timeout(core: client.CoreV1Api) -> Non
     writer.start()
     seen = []
     w = watch.Watch()
-    started = time.monotonic()
+    # The loop ends only when the server closes the stream: without timeoutSeconds that would be after
+    # the server's default of 30 minutes, far past the test's timeout.
     for event in w.stream(core.list_namespaced_config_map, "default", resource_version=rv,
                           label_selector=f"run={run}", timeout_seconds=2):
         seen.append((event["type"], event["object"].metadata.name))
     writer.join()
     assert seen == [("ADDED", run), ("MODIFIED", run), ("DELETED", run)]
-    assert time.monotonic() - started < 10  # timeoutSeconds ends the stream
 
 
 def test_watch_too_old_resource_version(cluster: LocalCluster, core: client.CoreV1Api) -> None:
@@ -487,7 +486,7 @@ def test_namespaces_can_be_created(core: client.CoreV1Api) -> None:
      (30 * 3600, "30h"), (50 * 3600, "2d2h"), (10 * 86400, "10d"), (3 * 365 * 86400, "3y")],
 )
 def test_age_column_formatting(seconds: int, text: str) -> None:
-    from airflow_tfjob.local.apiserver import human_duration
+    from airflow_tfjob.local.tables import human_duration
 
     assert human_duration(seconds) == text
 

@@ -5,30 +5,23 @@ from __future__ import annotations
 import asyncio
 import socket
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client, config
+from waiting import until, until_async
 
 from airflow_tfjob.local import LocalCluster
 from airflow_tfjob.local.admission import TFJobAdmission
 from airflow_tfjob.local.cluster import PortAllocator
-from airflow_tfjob.local.controller import ANNOTATION_HOST_PORT, Controller
+from airflow_tfjob.local.ports import ANNOTATION_HOST_PORT
 from airflow_tfjob.local.store import Store
+from airflow_tfjob.local.tfjobcontroller import Controller
 
 TIMEOUT = 30.0
 SLEEP = "import time; time.sleep(3600)"
-
-
-def until(predicate: Callable[[], object], what: str, timeout: float = TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 @pytest.fixture(scope="module")
@@ -102,10 +95,7 @@ async def test_ports_of_jobs_deleted_while_not_watching_are_released() -> None:
         "spec": {"tfReplicaSpecs": {"Worker": {"template": {"spec": {"containers": [container]}}}}}})
     task = asyncio.create_task(controller.run())
     try:
-        deadline = time.monotonic() + TIMEOUT
-        while controller.ports.known_jobs() != {job["metadata"]["uid"]}:
-            assert time.monotonic() < deadline, controller.ports.known_jobs()
-            await asyncio.sleep(0.01)
+        await until_async(lambda: controller.ports.known_jobs() == {job["metadata"]["uid"]}, "the job's ports")
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

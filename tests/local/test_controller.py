@@ -8,19 +8,21 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import until_async
 
 from airflow_tfjob.local.admission import TFJobAdmission
-from airflow_tfjob.local.controller import ANNOTATION_HOST_PORT, Controller
 from airflow_tfjob.local.podlogs import PodLogs
+from airflow_tfjob.local.ports import ANNOTATION_HOST_PORT
+from airflow_tfjob.local.resources import ApiError
 from airflow_tfjob.local.runner import Runner
-from airflow_tfjob.local.store import ApiError, Store
+from airflow_tfjob.local.store import Store
+from airflow_tfjob.local.tfjobcontroller import Controller
 
 NS = "default"
 TIMEOUT = 30.0
@@ -106,11 +108,7 @@ class Harness:
         return any(t == ctype and s == status for t, s, _ in self.conditions(name))
 
     async def until(self, predicate: Callable[[], object], timeout: float = TIMEOUT, what: str = "") -> None:
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what or predicate}")
-            await asyncio.sleep(0.02)
+        await until_async(predicate, what, timeout)
 
     def touch(self, name: str) -> None:
         (self.tmp / name).write_text("")
@@ -635,7 +633,7 @@ async def test_unschedulable_pod_warning_on_job(tmp_path: Path) -> None:
 
 def test_status_json_round_trip_is_plain_json() -> None:
     # Guard for the status shape we write: JSON types only (the API server encodes it as is).
-    from airflow_tfjob.local.controller import set_condition
+    from airflow_tfjob.local.jobstatus import set_condition
 
     status: dict[str, Any] = {}
     set_condition(status, "Created", "True", "TFJobCreated", "m")

@@ -9,22 +9,14 @@ import select
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from process_support import alive
+from waiting import until
 
 SERVE = str(Path(sys.executable).with_name("tfjob-local"))
-
-
-def _wait(predicate: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 @contextlib.contextmanager
@@ -83,7 +75,7 @@ def replica_script(pid_dir: Path, grandchild: bool) -> str:
 
 
 def _pids(pid_dir: Path, expected_files: int) -> list[int]:
-    _wait(lambda: len([p for p in pid_dir.iterdir() if p.read_text()]) == expected_files, 60, "replicas")
+    until(lambda: len([p for p in pid_dir.iterdir() if p.read_text()]) == expected_files, "replicas", 60)
     return [int(x) for f in pid_dir.iterdir() for x in f.read_text().split()]
 
 
@@ -122,7 +114,7 @@ def test_sigkill_of_the_server_takes_the_replicas_and_their_children_along(tmp_p
             assert len(pids) == 6 and all(alive(p) for p in pids)
             proc.kill()
             proc.wait(timeout=30)
-        _wait(lambda: not any(alive(p) for p in pids), 10, "replicas to die with the server")
+        until(lambda: not any(alive(p) for p in pids), "replicas to die with the server", 10)
     finally:
         _cleanup(pids)
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 import requests
 from kubernetes import client, config, watch
 from urllib3.exceptions import ProtocolError
+from waiting import until
 
 from airflow_tfjob.local import LocalCluster
 from airflow_tfjob.local.requestmetrics import LONGRUNNING, REQUESTS, classify, parse_text
@@ -42,14 +42,6 @@ TFJOBS = "/apis/kubeflow.org/v1/namespaces/default/tfjobs"
 )
 def test_classify(method: str, path: str, query: dict[str, str], key: tuple[str, str, str]) -> None:
     assert classify(method, path, query) == key
-
-
-def until(predicate: Callable[[], object], what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,59 @@
+"""Discovery documents (/version, APIGroupList, APIGroup, APIResourceList): what kubectl and the clients
+read to learn which kinds, verbs and short names the local cluster serves."""
+
+from __future__ import annotations
+
+from airflow_tfjob.local.resources import RESOURCES, JsonDict
+
+KUBERNETES_VERSION = {
+    "major": "1",
+    "minor": "32",
+    "gitVersion": "v1.32.0+tfjob-local",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2026-01-01T00:00:00Z",
+    "goVersion": "go1.23.0",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+
+
+def api_resource_list(group: str, version: str) -> JsonDict:
+    resources: list[JsonDict] = []
+    for info in RESOURCES.values():
+        if info.group != group or info.version != version:
+            continue
+        entry: JsonDict = {
+            "name": info.plural,
+            "singularName": info.singular,
+            "namespaced": info.namespaced,
+            "kind": info.kind,
+            "verbs": list(_VERBS),
+        }
+        if info.short_names:
+            entry["shortNames"] = list(info.short_names)
+        if info.plural in ("pods", "services", "deployments"):
+            entry["categories"] = ["all"]
+        resources.append(entry)
+        if info.status_subresource:
+            resources.append({"name": f"{info.plural}/status", "singularName": "", "namespaced": info.namespaced,
+                              "kind": info.kind, "verbs": ["get", "patch", "update"]})
+        if info.plural == "pods":
+            resources.append({"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod",
+                              "verbs": ["get"]})
+    group_version = f"{group}/{version}" if group else version
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}
+
+
+def api_groups() -> list[str]:
+    seen: list[str] = []
+    for info in RESOURCES.values():
+        if info.group and info.group not in seen:
+            seen.append(info.group)
+    return seen
+
+
+def api_group(group: str) -> JsonDict:
+    gv = {"groupVersion": f"{group}/v1", "version": "v1"}
+    return {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": [gv], "preferredVersion": gv}

@@ -1,0 +1,186 @@
+"""The local cluster's resource vocabulary: the kinds it serves, the API error shape, and small JSON helpers
+shared by the store, the API server, admission and the controller."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from typing import Any
+
+JsonDict = dict[str, Any]
+
+
+# --------------------------------------------------------------------------------------------------
+# Errors
+
+
+class ApiError(Exception):
+    """An error the API server reports as a Kubernetes Status object."""
+
+    def __init__(self, code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+
+    def status(self) -> JsonDict:
+        status: JsonDict = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details is not None:
+            status["details"] = self.details
+        return status
+
+
+def bad_request(message: str) -> ApiError:
+    return ApiError(400, "BadRequest", message)
+
+
+# --------------------------------------------------------------------------------------------------
+# Resource types
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    plural: str
+    singular: str
+    kind: str
+    group: str
+    version: str
+    namespaced: bool
+    status_subresource: bool
+    short_names: tuple[str, ...] = ()
+    # Field selector keys the real API server accepts for this type (besides metadata.name/namespace).
+    extra_fields: tuple[str, ...] = ()
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def qualified(self) -> str:
+        """The name used in error messages: `pods`, `tfjobs.kubeflow.org`."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def is_core(self) -> bool:
+        """Built-in kinds accept strategic merge patch; custom resources do not."""
+        return self.group in ("", "apps")
+
+
+_POD_FIELDS = (
+    "spec.nodeName",
+    "spec.restartPolicy",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "status.phase",
+    "status.podIP",
+    "status.nominatedNodeName",
+)
+_EVENT_FIELDS = (
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reason",
+    "reportingComponent",
+    "source",
+    "type",
+)
+
+RESOURCES: dict[str, ResourceType] = {
+    r.plural: r
+    for r in (
+        ResourceType("namespaces", "namespace", "Namespace", "", "v1", False, True, ("ns",), ("status.phase",)),
+        ResourceType("pods", "pod", "Pod", "", "v1", True, True, ("po",), _POD_FIELDS),
+        ResourceType("services", "service", "Service", "", "v1", True, True, ("svc",)),
+        ResourceType("events", "event", "Event", "", "v1", True, False, ("ev",), _EVENT_FIELDS),
+        ResourceType("secrets", "secret", "Secret", "", "v1", True, False, (), ("type",)),
+        ResourceType("configmaps", "configmap", "ConfigMap", "", "v1", True, False, ("cm",)),
+        ResourceType("deployments", "deployment", "Deployment", "apps", "v1", True, True, ("deploy",)),
+        ResourceType("tfjobs", "tfjob", "TFJob", "kubeflow.org", "v1", True, True),
+    )
+}
+
+INITIAL_NAMESPACES = ("default", "kubeflow", "kube-system", "kube-public")
+
+
+def resource_type(rtype: str) -> ResourceType:
+    info = RESOURCES.get(rtype)
+    if info is None:
+        raise ApiError(404, "NotFound", "the server could not find the requested resource")
+    return info
+
+
+# --------------------------------------------------------------------------------------------------
+# Small helpers
+
+
+def clone(value: Any) -> Any:
+    """Deep copy of JSON data; much cheaper than copy.deepcopy for plain dicts and lists."""
+    if isinstance(value, dict):
+        return {k: clone(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clone(v) for v in value]
+    return value
+
+
+def now_rfc3339() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def encode(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def not_found(info: ResourceType, name: str) -> ApiError:
+    return ApiError(
+        404,
+        "NotFound",
+        f'{info.qualified} "{name}" not found',
+        {"name": name, "group": info.group, "kind": info.plural},
+    )
+
+
+def parse_resource_version(value: str | None) -> int | None:
+    """None for "" / absent; raises 400 for a value that is not an unsigned integer."""
+    if value is None or value == "":
+        return None
+    try:
+        rv = int(value)
+    except ValueError:
+        rv = -1
+    if rv < 0 or not value.isdigit():
+        raise bad_request(f'Invalid value: "{value}": resourceVersion must be an unsigned integer')
+    return rv
+
+
+def invalid(info: ResourceType, name: str, causes: list[tuple[str, str, str]]) -> ApiError:
+    """422 Invalid with the API server's message layout: `Kind.group "name" is invalid: field: detail`."""
+    errors = [f"{field}: {detail}" for field, _, detail in causes]
+    text = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+    kind = f"{info.kind}.{info.group}" if info.group else info.kind
+    return ApiError(
+        422,
+        "Invalid",
+        f'{kind} "{name}" is invalid: {text}',
+        {
+            "name": name,
+            "group": info.group,
+            "kind": info.kind,
+            "causes": [
+                {"reason": reason, "message": detail, "field": field} for field, reason, detail in causes
+            ],
+        },
+    )

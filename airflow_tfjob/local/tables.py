@@ -1,0 +1,158 @@
+"""Server-side tables for kubectl (`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`): the columns
+`kubectl get` prints for each kind, and the ages it shows."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from aiohttp import web
+
+from airflow_tfjob.local.resources import JsonDict, ResourceType
+
+
+def wants_table(request: web.Request) -> bool:
+    accept = request.headers.get("Accept", "")
+    return "as=Table" in accept.split(",", 1)[0]
+
+
+def human_duration(seconds: float) -> str:
+    """Go's duration.HumanDuration, which kubectl's AGE column shows."""
+    s = int(seconds)
+    if s < -1:
+        return "<invalid>"
+    if s < 0:
+        return "0s"
+    if s < 120:
+        return f"{s}s"
+    minutes = s // 60
+    if minutes < 10:
+        return f"{minutes}m" if s % 60 == 0 else f"{minutes}m{s % 60}s"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = s // 3600
+    if hours < 8:
+        return f"{hours}h" if minutes % 60 == 0 else f"{hours}h{minutes % 60}m"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        return f"{hours // 24}d" if hours % 24 == 0 else f"{hours // 24}d{hours % 24}h"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    if hours < 24 * 365 * 8:
+        days = (hours // 24) % 365
+        return f"{hours // 8760}y" if days == 0 else f"{hours // 8760}y{days}d"
+    return f"{hours // 8760}y"
+
+
+def _age(timestamp: Any) -> str:
+    if not isinstance(timestamp, str) or not timestamp:
+        return "<unknown>"
+    try:
+        when = dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return "<unknown>"
+    return human_duration((dt.datetime.now(dt.timezone.utc) - when).total_seconds())
+
+
+def _pod_cells(pod: JsonDict) -> list[Any]:
+    """READY, STATUS, RESTARTS as kubectl's pod printer computes them (simplified: no init containers)."""
+    status = pod.get("status") or {}
+    statuses = [c for c in status.get("containerStatuses") or [] if isinstance(c, dict)]
+    total = len((pod.get("spec") or {}).get("containers") or [])
+    ready = sum(1 for c in statuses if c.get("ready"))
+    restarts = sum(int(c.get("restartCount") or 0) for c in statuses)
+    reason = status.get("reason") or status.get("phase") or "Unknown"
+    for c in reversed(statuses):
+        state = c.get("state") or {}
+        if (state.get("waiting") or {}).get("reason"):
+            reason = state["waiting"]["reason"]
+        elif "terminated" in state:
+            term = state["terminated"] or {}
+            reason = term.get("reason") or (
+                f"Signal:{term['signal']}" if term.get("signal") else f"ExitCode:{term.get('exitCode', 0)}")
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        reason = "Terminating"
+    return [f"{ready}/{total}", reason, restarts]
+
+
+def _service_cells(svc: JsonDict) -> list[Any]:
+    spec = svc.get("spec") or {}
+    ingress = ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+    external = ",".join(str(i.get("ip") or i.get("hostname")) for i in ingress if isinstance(i, dict))
+    if not external:
+        external = "<pending>" if spec.get("type") == "LoadBalancer" else "<none>"
+    ports = ",".join(
+        f"{p.get('port')}{':' + str(p['nodePort']) if p.get('nodePort') else ''}/{p.get('protocol', 'TCP')}"
+        for p in spec.get("ports") or [] if isinstance(p, dict)
+    ) or "<none>"
+    return [spec.get("type", "ClusterIP"), spec.get("clusterIP", "<none>"), external, ports]
+
+
+def _tfjob_state(job: JsonDict) -> str:
+    conditions = (job.get("status") or {}).get("conditions") or []
+    last = conditions[-1] if conditions and isinstance(conditions[-1], dict) else {}
+    return str(last.get("type", ""))
+
+
+_COLUMNS: dict[str, list[tuple[str, str]]] = {
+    "pods": [("Ready", "string"), ("Status", "string"), ("Restarts", "integer")],
+    "tfjobs": [("State", "string")],
+    "services": [("Type", "string"), ("Cluster-IP", "string"), ("External-IP", "string"), ("Port(s)", "string")],
+    "namespaces": [("Status", "string")],
+    "configmaps": [("Data", "integer")],
+    "secrets": [("Type", "string"), ("Data", "integer")],
+}
+
+
+def _cells(info: ResourceType, obj: JsonDict) -> list[Any]:
+    meta = obj.get("metadata") or {}
+    if info.plural == "events":
+        involved = obj.get("involvedObject") or {}
+        return [_age(obj.get("lastTimestamp") or meta.get("creationTimestamp")), obj.get("type", ""),
+                obj.get("reason", ""), f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}",
+                obj.get("message", "")]
+    extra: list[Any] = []
+    if info.plural == "pods":
+        extra = _pod_cells(obj)
+    elif info.plural == "tfjobs":
+        extra = [_tfjob_state(obj)]
+    elif info.plural == "services":
+        extra = _service_cells(obj)
+    elif info.plural == "namespaces":
+        extra = [(obj.get("status") or {}).get("phase", "")]
+    elif info.plural == "configmaps":
+        extra = [len(obj.get("data") or {}) + len(obj.get("binaryData") or {})]
+    elif info.plural == "secrets":
+        extra = [obj.get("type", ""), len(obj.get("data") or {})]
+    cells = [meta.get("name", ""), *extra, _age(meta.get("creationTimestamp"))]
+    if info.plural == "pods":  # the -o wide columns
+        status, spec = obj.get("status") or {}, obj.get("spec") or {}
+        cells += [status.get("podIP") or "<none>", spec.get("nodeName") or "<none>", "<none>", "<none>"]
+    return cells
+
+
+def to_table(info: ResourceType, objects: list[JsonDict], rv: str, include_object: str | None) -> JsonDict:
+    if info.plural == "events":
+        columns = [("Last Seen", "string"), ("Type", "string"), ("Reason", "string"), ("Object", "string"),
+                   ("Message", "string")]
+    else:
+        columns = [("Name", "string"), *_COLUMNS.get(info.plural, []), ("Age", "string")]
+    definitions = [
+        {"name": name, "type": type_, "format": "name" if name == "Name" else "", "description": "", "priority": 0}
+        for name, type_ in columns
+    ]
+    if info.plural == "pods":
+        definitions += [{"name": name, "type": "string", "format": "", "description": "", "priority": 1}
+                        for name in ("IP", "Node", "Nominated Node", "Readiness Gates")]
+    rows = []
+    for obj in objects:
+        row: JsonDict = {"cells": _cells(info, obj)}
+        if include_object == "Object":
+            row["object"] = obj
+        elif include_object != "None":
+            row["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                             "metadata": obj.get("metadata", {})}
+        rows.append(row)
+    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": rv},
+            "columnDefinitions": definitions, "rows": rows}

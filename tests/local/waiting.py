@@ -1,0 +1,26 @@
+"""Waits on a condition, shared by the local cluster's tests: poll until the predicate holds, fail with
+what was awaited once the timeout (a bound for a hung cluster, not a measured expectation) has passed."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+POLL = 0.02
+
+
+def until(predicate: Callable[[], object], what: str = "", timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or predicate}")
+        time.sleep(POLL)
+
+
+async def until_async(predicate: Callable[[], object], what: str = "", timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or predicate}")
+        await asyncio.sleep(POLL)
