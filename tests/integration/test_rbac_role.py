@@ -213,7 +213,8 @@ def trigger_kill(env: Env) -> None:
         await wait_until(lambda: trigger._job_at_start is not None, timeout=30)  # following the job
         run.cancel()  # the triggerer, on the user's kill: cancel the run, then on_kill
         await trigger.on_kill()
-        # Awaited after on_kill: a follow that missed its cancellation still ends once the job is gone.
+        # Awaited last, so that this scenario tests the Role, not how fast a cancelled follow unwinds
+        # (test_deferred_kill and tests/unit/test_aio.py do).
         await asyncio.gather(run, return_exceptions=True)
 
     asyncio.run(kill_while_deferred())
