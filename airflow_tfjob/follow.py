@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_tfjob import diagnostics
+from airflow_tfjob.aio import wait_event
 from airflow_tfjob.logs import (
     JobLogFollower,
     LogBatcher,
@@ -433,8 +434,7 @@ class _JobFollow:
         status = outcome.status
         if self.logs is not None:
             # A job that finished before the pod list came back must still have its replicas drained.
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.pods_synced.wait(), 30)
+            await wait_event(self.pods_synced, 30)
             if outcome.event in ("succeeded", "failed"):
                 await self.logs.drain(
                     status.completion_time if status else None, grace=self.options.drain_grace

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from airflow_tfjob.aio import wait_event
 from airflow_tfjob.constants import (
     CONTAINER_NAME,
     LABEL_JOB_ROLE,
@@ -611,11 +612,7 @@ class ReplicaFollower:
     async def _wait_change(self, timeout: float) -> bool:
         """Wait for a new pod state from the watch (or a drain); False if none came in time."""
         self.state.changed.clear()
-        try:
-            await asyncio.wait_for(self.state.changed.wait(), timeout)
-        except asyncio.TimeoutError:
-            return False
-        return True
+        return await wait_event(self.state.changed, timeout)
 
     async def run(self) -> None:
         backoff = 0.2

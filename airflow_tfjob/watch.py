@@ -37,6 +37,8 @@ from collections.abc import AsyncIterator, Hashable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from airflow_tfjob.aio import wait_event
+
 log = logging.getLogger(__name__)
 
 #: Seconds the stream stays open after its last subscriber left (a following trigger often comes soon).
@@ -129,8 +131,8 @@ class Subscription:
             self._changed.clear()
             if timeout is None:
                 await self._changed.wait()
-            else:
-                await asyncio.wait_for(self._changed.wait(), timeout)
+            elif not await wait_event(self._changed, timeout):
+                raise asyncio.TimeoutError(f"no change of TFJob {self.name} within {timeout} s")
         self._pending = False
         return self._latest
 

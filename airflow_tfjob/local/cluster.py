@@ -320,6 +320,12 @@ class LocalCluster:
         authorizer = self.runtime.authorizer
         return authorizer.denied() if authorizer is not None else {}
 
+    def allowed_requests(self) -> dict[tuple[str, str, str, str, str], int]:
+        """Requests RBAC let through so far by (user, verb, API group, resource incl. subresource,
+        namespace): the permissions each user actually used ({} without roles)."""
+        authorizer = self.runtime.authorizer
+        return authorizer.allowed_requests() if authorizer is not None else {}
+
     def start(self) -> LocalCluster:
         started: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._thread = threading.Thread(target=self._main, args=(started,), name="tfjob-local", daemon=True)

@@ -11,7 +11,9 @@ Rules are evaluated as kube-apiserver does for resource requests: apiGroups, res
 ``tfjobs/status``, ``*``, ``*/status``), verbs (``list`` and ``watch`` are distinct; ``*``) and
 resourceNames. Non-resource requests (discovery, /version, /metrics) are allowed to every
 authenticated user (a real server checks nonResourceURLs; discovery is open to all users there too).
-A denied request gets the server's 403 Forbidden Status; denials are counted for /metrics.
+A denied request gets the server's 403 Forbidden Status; denials are counted for /metrics. Allowed
+resource requests are counted too, by user, verb, API group and resource: what a user actually used,
+so that a test can hold a Role to what its features need (tests/integration/test_rbac_role.py).
 """
 
 from __future__ import annotations
@@ -146,6 +148,7 @@ class Authorizer:
         }
         self._lock = threading.Lock()
         self._denied: Counter[tuple[str, str, str, str]] = Counter()
+        self._allowed: Counter[tuple[str, str, str, str, str]] = Counter()
 
     def allowed(self, user: str, attrs: Attributes) -> bool:
         grants = self.grants.get(user)
@@ -161,17 +164,27 @@ class Authorizer:
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         attrs = request_attributes(request)
         user = request.get(USER_KEY)
-        if attrs is not None and user is not None and not self.allowed(user, attrs):
+        if attrs is not None and user is not None:
+            if not self.allowed(user, attrs):
+                with self._lock:
+                    self._denied[(user, attrs.verb, attrs.resource, attrs.namespace or "")] += 1
+                error = attrs.forbidden(user)
+                return web.json_response(error.status(), status=403)
             with self._lock:
-                self._denied[(user, attrs.verb, attrs.resource, attrs.namespace or "")] += 1
-            error = attrs.forbidden(user)
-            return web.json_response(error.status(), status=403)
+                self._allowed[(user, attrs.verb, attrs.group, attrs.resource, attrs.namespace or "")] += 1
         return await handler(request)
 
     def denied(self) -> dict[tuple[str, str, str, str], int]:
         """403s so far by (user, verb, resource incl. subresource, namespace)."""
         with self._lock:
             return dict(self._denied)
+
+    def allowed_requests(self) -> dict[tuple[str, str, str, str, str], int]:
+        """Authorised resource requests so far by (user, verb, API group, resource incl. subresource,
+        namespace), administrators' included; counted before the handler runs, so a 404 counts too
+        (the permission was used)."""
+        with self._lock:
+            return dict(self._allowed)
 
     def render(self) -> str:
         lines = [f"# HELP {METRIC} Requests denied by RBAC.", f"# TYPE {METRIC} counter"]

@@ -44,12 +44,15 @@ rules:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     extra = tmp_path_factory.mktemp("roles") / "extra.yaml"
     extra.write_text(EXTRA_ROLES)
-    roles: dict[str, list[Any]] = {"airflow": [ROLE], "team": [(ROLE, "kubeflow")], "auditor": [extra]}
+    roles: dict[str, list[Any]] = {"airflow": [ROLE], "team": [(ROLE, "kubeflow")], "auditor": [extra],
+                                   "counted": [ROLE]}
     with LocalCluster(controller=False, runner=False, auth=True, roles=roles) as c:
         admin = c.issue_token()
         for ns, name in (("default", "job"), ("kubeflow", "job")):
             call(c, admin, "POST", TFJOBS.format(ns=ns), tfjob(name))
         call(c, admin, "POST", CORE.format(ns="default", plural="pods"), pod("worker-0"))
+        call(c, admin, "POST", CORE.format(ns="default", plural="services"),
+             {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "worker-0"}, "spec": {"ports": [{"port": 80}]}})
         for name in ("allowed", "other"):
             call(c, admin, "POST", CORE.format(ns="default", plural="configmaps"),
                  {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
@@ -91,12 +94,14 @@ POD = CORE.format(ns="default", plural="pods") + "/worker-0"
         ("PATCH", JOB, {"metadata": {"labels": {"a": "b"}}}, True),
         ("PUT", JOB, tfjob("job"), False),  # update is not in the Role
         ("DELETE", TFJOBS.format(ns="default"), None, False),  # deletecollection is not either
-        ("GET", JOB + "/status", None, True),
+        ("GET", JOB + "/status", None, False),  # the status comes with the object
         ("PATCH", JOB + "/status", {"status": {}}, False),
         ("GET", POD + "/log", None, True),
+        ("GET", POD, None, False),  # pods are listed and watched, never read one by one
         ("GET", POD + "/status", None, False),
         ("GET", CORE.format(ns="default", plural="services") + "?watch=true&timeoutSeconds=1", None, False),
-        ("GET", CORE.format(ns="default", plural="services"), None, True),  # list, but not watch
+        ("GET", CORE.format(ns="default", plural="services") + "/worker-0", None, True),  # get, not list
+        ("GET", CORE.format(ns="default", plural="services"), None, False),
         ("GET", CORE.format(ns="default", plural="events") + "?watch=true&timeoutSeconds=1", None, True),
         ("POST", CORE.format(ns="default", plural="events"), {"metadata": {"name": "e"}}, False),
         ("GET", CORE.format(ns="default", plural="secrets"), None, False),
@@ -168,6 +173,25 @@ def test_denials_are_counted_on_metrics(cluster: LocalCluster) -> None:
     on_metrics = {(labels["user"], labels["verb"], labels["resource"], labels["namespace"]): value
                   for name, labels, value in samples if name == METRIC}
     assert on_metrics == {key: float(n) for key, n in cluster.denied_requests().items()}
+
+
+def test_allowed_requests_are_counted_by_user_verb_group_and_resource(cluster: LocalCluster) -> None:
+    token = cluster.issue_token("counted")
+    for name in ("missing", "absent", "absent"):  # a 404 used the permission all the same
+        assert call(cluster, token, "GET", TFJOBS.format(ns="default") + f"/{name}").status_code == 404
+    assert call(cluster, token, "GET", CORE.format(ns="default", plural="pods")).status_code == 200
+    assert call(cluster, token, "GET", POD + "/log").status_code == 200
+    events = CORE.format(ns="default", plural="events") + "?watch=true&timeoutSeconds=1"
+    assert call(cluster, token, "GET", events).status_code == 200
+    assert call(cluster, token, "PUT", JOB, tfjob("job")).status_code == 403  # denied: not counted here
+    assert call(cluster, token, "GET", "/apis/kubeflow.org/v1").status_code == 200  # not a resource
+    assert {key: n for key, n in cluster.allowed_requests().items() if key[0] == "counted"} == {
+        ("counted", "get", "kubeflow.org", "tfjobs", "default"): 3,
+        ("counted", "list", "", "pods", "default"): 1,
+        ("counted", "get", "", "pods/log", "default"): 1,
+        ("counted", "watch", "", "events", "default"): 1,
+    }
+    assert cluster.denied_requests()[("counted", "update", "tfjobs", "default")] == 1
 
 
 def test_bad_role_configuration_is_refused_before_start(tmp_path: Path) -> None:

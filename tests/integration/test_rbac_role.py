@@ -1,0 +1,301 @@
+"""The shipped Role (airflow_tfjob/rbac/role.yaml) is sufficient for every feature, and no wider.
+
+Every feature runs against a cluster that authenticates the provider as user "airflow", bound to the
+shipped Role as-is: a sync run (logs of all replicas, events, metrics, cleanPodPolicy Running), a
+deferred run (cleanPodPolicy All, TTL), a failed job (diagnostics, restarted container, deleted on
+finish), a retried task (an earlier failure marked handled, a running job reattached by its labels),
+the operator's and the trigger's kill paths, the sensor in both modes, and TensorBoard. Each must give
+the right task outcome with no request denied. The cluster counts the requests it let through by
+user: the (verb, API group, resource) the features used together must be exactly what the Role grants.
+Test-side checks go through an administrator's connection, which is not counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowException
+from operator_support import (
+    TaskInstance,
+    context_for,
+    defer,
+    fire,
+    rebuild_trigger,
+    replica_command,
+    wait_for,
+)
+from test_operator_tensorboard import HELD, board_objects
+from test_watch_helpers import wait_until
+
+import airflow_tfjob
+from airflow_tfjob.hooks.tfjob import TFJobHook
+from airflow_tfjob.local import LocalCluster
+from airflow_tfjob.local.rbac import load_grants
+from airflow_tfjob.manifest import build_tfjob
+from airflow_tfjob.operators.tfjob import TFJobOperator
+from airflow_tfjob.sensors.tfjob import TFJobSensor
+from airflow_tfjob.tensorboard import XCOM_KEY
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+
+ROLE = Path(airflow_tfjob.__file__).parent / "rbac" / "role.yaml"
+USER = "airflow"
+CONN, ADMIN_CONN = "rbac_airflow", "rbac_admin"
+# (verb, API group, resource with its subresource), as RBAC rules name them.
+Permission = tuple[str, str, str]
+
+
+def granted_permissions() -> frozenset[Permission]:
+    """Each rule of the shipped Role expanded to verbs x groups x resources (it names them all)."""
+    granted = set()
+    for grant in load_grants(ROLE):
+        for rule in grant.rules:
+            assert not rule.resource_names, "a rule limited to resourceNames cannot serve generated jobs"
+            for group in rule.api_groups:
+                for resource in rule.resources:
+                    granted.update((verb, group, resource) for verb in rule.verbs)
+    assert not any("*" in part for permission in granted for part in permission), "no wildcards"
+    return frozenset(granted)
+
+
+@dataclass
+class Env:
+    """The cluster, an administrator's hook for the checks, and what each feature used (per module)."""
+
+    cluster: LocalCluster
+    admin: TFJobHook
+    tmp: Path
+    capfd: pytest.CaptureFixture[str]
+    used: dict[str, frozenset[Permission]] = field(default_factory=dict)
+
+    def operator(self, **kwargs: Any) -> TFJobOperator:
+        params: dict[str, Any] = {
+            "task_id": "train",
+            "kubernetes_conn_id": CONN,
+            "namespace": "default",
+            "image": "local/python",
+            "command": replica_command(),
+            "worker": 1,
+            "startup_timeout": 60,
+        }
+        params.update(kwargs)
+        return TFJobOperator(**params)
+
+    def logged(self) -> str:
+        return "".join(self.capfd.readouterr())
+
+    def gone(self, name: str) -> bool:
+        return self.admin.find_tfjob(name, "default") is None and not self.admin.list_job_pods(name, "default")
+
+    def counts(self) -> dict[Permission, int]:
+        return {(verb, group, resource): n for (user, verb, group, resource, _ns), n
+                in self.cluster.allowed_requests().items() if user == USER}
+
+    def run(self, feature: str) -> frozenset[Permission]:
+        """Run a feature once per module (its own assertions check the outcome); what it used."""
+        if feature not in self.used:
+            before = self.counts()
+            FEATURES[feature](self)
+            self.used[feature] = frozenset(p for p, n in self.counts().items() if n > before.get(p, 0))
+        denied = {key: n for key, n in self.cluster.denied_requests().items() if key[0] == USER}
+        assert not denied, f"requests denied to the shipped Role: {denied}"
+        return self.used[feature]
+
+
+def held(gate: Path) -> list[str]:
+    """A replica that runs until the test creates the gate file, then exits 0."""
+    return [sys.executable, "-c", HELD, str(gate)]
+
+
+def in_thread(task: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
+    """Run a task's execute as the worker does, beside the test; its outcome: a result or an error."""
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(task())
+        except BaseException as error:
+            outcome.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+def running_pods(env: Env, name: str) -> int:
+    return sum(1 for p in env.admin.list_job_pods(name, "default") if (p.get("status") or {}).get("phase") == "Running")
+
+
+# ---------------------------------------------------------------------------------------------------
+# The features: each runs as Airflow would run it, and checks the task's outcome.
+
+
+def sync_run(env: Env) -> None:
+    ti = TaskInstance()
+    # No Chief: the job succeeds with worker 0 while the PS still runs, for cleanPodPolicy Running.
+    op = env.operator(ps=1, worker=2, env={"SLEEP_PS": "300"}, log_replicas="all", metrics=["accuracy"],
+                      clean_pod_policy="Running")
+    result = op.execute(context_for(ti))
+    logged = env.logged()
+    assert result["state"] == "succeeded" and result["metrics"] == {"accuracy": 0.875, "missing": []}
+    for replica in ("worker-0", "worker-1", "ps-0"):
+        assert f"replica {replica} starting" in logged
+    assert "[events]" in logged
+    pods = env.admin.list_job_pods(result["name"], "default")
+    assert sorted(p["metadata"]["name"].rsplit("-", 2)[-2] for p in pods) == ["worker", "worker"], "PS deleted"
+
+
+def deferred_run(env: Env) -> None:
+    ti = TaskInstance()
+    op = env.operator(deferrable=True, metrics=["accuracy"], clean_pod_policy="All", ttl_seconds_after_finished=600)
+    context = context_for(ti)
+    result = op.execute_complete(context, fire(defer(op, ti, context)))
+    assert result["state"] == "succeeded" and result["metrics"] == {"accuracy": 0.875, "missing": []}
+    assert env.admin.list_job_pods(result["name"], "default") == []
+    assert env.admin.get_tfjob(result["name"], "default")["spec"]["runPolicy"]["ttlSecondsAfterFinished"] == 600
+
+
+def failed_job(env: Env) -> None:
+    ti = TaskInstance()
+    # The worker fails, is restarted once (its previous run's log is read), then the job fails.
+    op = env.operator(restart_policy="OnFailure", backoff_limit=1, env={"FAIL_TYPE": "worker"},
+                      on_finish_action="delete")
+    with pytest.raises(AirflowException, match=r"TFJobFailed.*reached the specified backoff limit"):
+        op.execute(context_for(ti))
+    assert "worker is failing on purpose" in env.logged()
+    assert op._job_ref is not None and env.gone(op._job_ref[0]), "on_finish_action='delete'"
+
+
+def retried_task(env: Env) -> None:
+    first = TaskInstance()
+    with pytest.raises(AirflowException):
+        env.operator(env={"FAIL_TYPE": "worker"}).execute(context_for(first))
+    # Try 2 marks the failed job handled and defers on a new one; its trigger is lost (no task state
+    # store either): try 3 finds the running job by its labels alone and reattaches to it.
+    gate = env.tmp / "retry-gate"
+    second = first.next_try()
+    new_job = defer(env.operator(command=held(gate), deferrable=True), second).trigger.name
+    third = env.operator(command=held(gate))
+    thread, outcome = in_thread(lambda: third.execute(context_for(second.next_try())))
+    try:
+        wait_for(lambda: third._job_ref == (new_job, "default"), 60, "try 3 reattached to try 2's job")
+    finally:
+        gate.touch()
+        thread.join(120)
+    assert outcome and outcome[0]["name"] == new_job and outcome[0]["state"] == "succeeded", outcome
+
+
+def operator_kill(env: Env) -> None:
+    op = env.operator(env={"SLEEP": "300"})
+    thread, outcome = in_thread(lambda: op.execute(context_for(TaskInstance())))
+    name = wait_for(lambda: op._job_ref and running_pods(env, op._job_ref[0]) and op._job_ref[0], 60, "running")
+    op.on_kill()
+    thread.join(60)
+    assert env.gone(name)
+    assert outcome and isinstance(outcome[0], AirflowException) and "Lost track" in str(outcome[0]), outcome
+
+
+def trigger_kill(env: Env) -> None:
+    deferred = defer(env.operator(env={"SLEEP": "300"}, deferrable=True), TaskInstance())
+    name = deferred.trigger.name
+
+    async def kill_while_deferred() -> None:
+        trigger = rebuild_trigger(deferred)
+        run = asyncio.ensure_future(trigger.run().__anext__())
+        await wait_until(lambda: trigger._job_at_start is not None, timeout=30)  # following the job
+        run.cancel()  # the triggerer, on the user's kill: cancel the run, then on_kill
+        await trigger.on_kill()
+        # Awaited last, so that this scenario tests the Role, not how fast a cancelled follow unwinds
+        # (test_deferred_kill and tests/unit/test_aio.py do).
+        await asyncio.gather(run, return_exceptions=True)
+
+    asyncio.run(kill_while_deferred())
+    assert env.gone(name)
+
+
+def sensor(env: Env) -> None:
+    name = f"sensed-{TaskInstance().run_id[-10:]}"
+    gate = env.tmp / "sensor-gate"
+    env.admin.create_tfjob(build_tfjob(name, "default", image="x", command=held(gate), replicas={"worker": 1}))
+    common = {"task_id": "wait", "name": name, "namespace": "default", "kubernetes_conn_id": CONN, "timeout": 60}
+    TFJobSensor(target_condition="Running", poke_interval=0.2, **common).execute(context_for(TaskInstance()))
+    ti = TaskInstance(task_id="wait")
+    waiting = TFJobSensor(deferrable=True, **common)
+    deferred = defer(waiting, ti)  # still running: it defers
+    gate.touch()
+    event = fire(deferred)
+    assert event["event"] == "reached"
+    waiting.execute_complete(context_for(ti), event)
+    env.admin.delete_tfjob(name, "default")
+
+
+def tensorboard(env: Env) -> None:
+    ti = TaskInstance()
+    (env.tmp / "tb").mkdir()
+    result = env.operator(tensorboard=True, tensorboard_log_dir=str(env.tmp / "tb")).execute(context_for(ti))
+    assert result["state"] == "succeeded"
+    assert ti.xcoms[XCOM_KEY].startswith("http://")  # the LoadBalancer Service's address
+    assert board_objects(env.admin, result["name"]) == [], "removed when the task ended"
+
+
+FEATURES: dict[str, Callable[[Env], None]] = {
+    "sync run": sync_run,
+    "deferred run": deferred_run,
+    "failed job": failed_job,
+    "retried task": retried_task,
+    "operator kill": operator_kill,
+    "trigger kill": trigger_kill,
+    "sensor": sensor,
+    "tensorboard": tensorboard,
+}
+
+
+# ---------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    with LocalCluster(auth=True, roles={USER: [ROLE]}) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def used() -> dict[str, frozenset[Permission]]:
+    return {}
+
+
+@pytest.fixture
+def env(
+    cluster: LocalCluster,
+    used: dict[str, frozenset[Permission]],
+    monkeypatch: pytest.MonkeyPatch,
+    venv_on_path: None,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+) -> Env:
+    for conn_id, kubeconfig in ((CONN, cluster.kubeconfig_for(USER)), (ADMIN_CONN, cluster.kubeconfig_path)):
+        extra = {"kube_config_path": str(kubeconfig), "namespace": "default"}
+        monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+    return Env(cluster, TFJobHook(conn_id=ADMIN_CONN), tmp_path, capfd, used)
+
+
+@pytest.mark.parametrize("feature", FEATURES)
+def test_the_shipped_role_is_sufficient(env: Env, feature: str) -> None:
+    assert env.run(feature), "the feature made requests as the Role's user"
+
+
+def test_the_shipped_role_grants_no_more_than_the_features_use(env: Env) -> None:
+    by_feature = {feature: env.run(feature) for feature in FEATURES}  # those not run yet run now
+    used = frozenset().union(*by_feature.values())
+    granted = granted_permissions()
+    for permission in sorted(granted):
+        print(f"{'/'.join(permission):40} " + ", ".join(f for f, p in by_feature.items() if permission in p))
+    assert used == granted, f"granted but unused: {sorted(granted - used)}; used: {sorted(used - granted)}"

@@ -1,0 +1,47 @@
+"""A cancellation that arrives as the awaited change does is never lost (asyncio.wait_for before 3.12
+loses it: a trigger cancelled by the triggerer would keep following its job)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from airflow_tfjob.aio import wait_event
+from airflow_tfjob.watch import Subscription
+
+
+async def cancelled_as_the_change_arrives(wait: Callable[[], Awaitable[Any]], change: Callable[[], None]) -> Any:
+    """Cancel a waiter in the very loop iteration in which its change arrives; its outcome."""
+    task = asyncio.ensure_future(wait())
+    await asyncio.sleep(0)  # the waiter is now blocked on the change
+    change()
+    task.cancel()
+    return (await asyncio.gather(task, return_exceptions=True))[0]
+
+
+async def test_wait_event_propagates_a_cancellation_that_races_the_event() -> None:
+    event = asyncio.Event()
+    outcome = await cancelled_as_the_change_arrives(lambda: wait_event(event, 10), event.set)
+    assert isinstance(outcome, asyncio.CancelledError)
+
+
+async def test_subscription_next_propagates_a_cancellation_that_races_a_delivery() -> None:
+    sub = Subscription("job")
+    outcome = await cancelled_as_the_change_arrives(lambda: sub.next(timeout=10), lambda: sub._deliver({"a": 1}))
+    assert isinstance(outcome, asyncio.CancelledError)
+
+
+async def test_wait_event_reports_whether_the_event_came() -> None:
+    event = asyncio.Event()
+    assert await wait_event(event, 0.01) is False
+    asyncio.get_running_loop().call_soon(event.set)
+    assert await wait_event(event, 10) is True
+    assert await wait_event(event, 0) is True  # already set
+
+
+async def test_subscription_next_times_out_as_before() -> None:
+    with pytest.raises(asyncio.TimeoutError):
+        await Subscription("job").next(timeout=0.01)
