@@ -8,7 +8,7 @@ The kernel closes the pipe when the cluster process dies, however it dies; the w
 end-of-file, sends SIGKILL to each group still listed, and exits. A process that leaves its group on
 purpose (``setsid``) escapes, as it would escape a real node's container only with a runtime bug.
 
-Run as ``python -m airflow_tfjob.local.watchdog``; `ProcessGroups` is the runner's side.
+Started by `ProcessGroups` as a child process running :func:`main`; `ProcessGroups` is the runner's side.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ class ProcessGroups:
     def _pipe(self) -> IO[bytes] | None:
         if self._proc is None:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "airflow_tfjob.local.watchdog"],
+                # Not `-m`: the package imports this module, and runpy warns when it runs one twice.
+                [sys.executable, "-c", "import sys; from airflow_tfjob.local.watchdog import main; sys.exit(main())"],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True,
             )
         return self._proc.stdin

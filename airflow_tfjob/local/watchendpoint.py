@@ -49,9 +49,15 @@ async def serve_watch(
     response.enable_chunked_encoding()
     try:
         await response.prepare(request)
+    except ConnectionResetError:
+        # The client left before the stream started (a cut connection, a cancelled request): nothing to
+        # answer, and nothing worth a traceback in the server's log.
+        if watcher is not None:
+            watcher.close()
+        return response
     except BaseException:
         if watcher is not None:
-            watcher.close()  # the client is gone before the stream started: unregister from the store
+            watcher.close()  # unregister from the store
         raise
     if expired is not None or watcher is None:
         if expired is not None:
