@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from test_watch_helpers import tfjob_manifest, unique
+from watch_support import tfjob_manifest, unique
 
 from airflow_tfjob.hooks import clients as clients_mod
 from airflow_tfjob.hooks.tfjob import AsyncTFJobHook, TFJobHook, WatchExpired, api_status, iter_lines

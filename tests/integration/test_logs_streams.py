@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_logs_follow_helpers import ListSink, job, replica
-from test_watch_helpers import TcpProxy, unique, wait_until
+from logs_support import ListSink, job, replica
+from watch_support import TcpProxy, unique, wait_until
 
 from airflow_tfjob.follow import FollowOptions, FollowOutcome, follow_job
 from airflow_tfjob.hooks.tfjob import AsyncTFJobHook

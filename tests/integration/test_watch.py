@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_watch_helpers import (
+from watch_support import (
     Api,
     TcpProxy,
     running_status,
