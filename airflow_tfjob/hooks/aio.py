@@ -253,20 +253,9 @@ class AsyncTFJobHook(AsyncKubernetesHook):
         grace_period_seconds: int | None = None,
     ) -> None:
         ns = await self._ns(namespace)
-        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
-        if grace_period_seconds is not None:
-            body["gracePeriodSeconds"] = grace_period_seconds
-        try:
-            await self._json(
-                "DELETE",
-                self._tfjob_path(ns, name),
-                body=body,
-                call=f"delete TFJob {ns}/{name}",
-                kind="write",
-            )
-        except AsyncApiException as exc:
-            if exc.status != 404:
-                raise
+        await self._delete(
+            self._tfjob_path(ns, name), f"delete TFJob {ns}/{name}", grace_period_seconds, propagation
+        )
 
     async def list_objects(
         self,
@@ -326,17 +315,19 @@ class AsyncTFJobHook(AsyncKubernetesHook):
 
     async def _delete_core(self, plural: str, name: str, namespace: str | None, grace: int | None) -> None:
         ns = await self._ns(namespace)
+        await self._delete(
+            f"/api/v1/namespaces/{ns}/{plural}/{name}", f"delete {plural[:-1]} {ns}/{name}", grace
+        )
+
+    async def _delete(self, path: str, call: str, grace: int | None, propagation: str | None = None) -> None:
+        # A retried delete whose first attempt went through meets a 404: the object is gone either way.
         body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if propagation is not None:
+            body["propagationPolicy"] = propagation
         if grace is not None:
             body["gracePeriodSeconds"] = grace
         try:
-            await self._json(
-                "DELETE",
-                f"/api/v1/namespaces/{ns}/{plural}/{name}",
-                body=body,
-                call=f"delete {plural[:-1]} {ns}/{name}",
-                kind="write",
-            )
+            await self._json("DELETE", path, body=body, call=call, kind="write")
         except AsyncApiException as exc:
             if exc.status != 404:
                 raise
