@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_tfjob.hooks.common import status_of
 from airflow_tfjob.hooks.retry import ApiCallFailed, api_status_code
 
 log = logging.getLogger(__name__)
@@ -80,8 +81,9 @@ def as_watch_error(exc: BaseException) -> WatchError:
     """The error a watch's consumers see, whichever layer raised it."""
     if isinstance(exc, WatchError):
         return exc
-    code = error_code(exc) or 0
-    return WatchError(code, type(exc).__name__, str(getattr(exc, "body", "") or exc))
+    status = status_of(exc)  # the server's Status, when the error carries one
+    reason = status.get("reason") or getattr(exc, "reason", None) or type(exc).__name__
+    return WatchError(error_code(exc) or 0, str(reason), str(status.get("message") or exc))
 
 
 @dataclass

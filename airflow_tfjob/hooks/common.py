@@ -77,7 +77,7 @@ def event_sort_key(ev: dict) -> str:
 def status_of(exc: Any) -> dict:
     """The Kubernetes Status an API error carries in its body ({} if none)."""
     try:
-        data = json.loads(exc.body or "")
+        data = json.loads(getattr(exc, "body", None) or "")
     except (TypeError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -57,7 +57,7 @@ async def test_four_replicas_ten_cuts_every_line_once_in_order(
     try:
         while cuts < 10:
             seen = len(sink.lines)
-            await _until(lambda s=seen: len(sink.lines) >= s + 300 or task.done(), 60)
+            await wait_until(lambda s=seen: len(sink.lines) >= s + 300 or task.done(), 60, interval=0.01)
             if task.done():
                 break
             proxy.cut()
@@ -79,15 +79,6 @@ def _diff(got: list[str], idx: int, lines: int) -> str:
     missing = sorted(set(want) - set(got))[:5]
     dup = [x for x in set(got) if got.count(x) > 1][:5]
     return f"worker-{idx}: {len(got)} lines, missing {missing}, duplicated {dup}"
-
-
-async def _until(predicate: Any, timeout: float) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not predicate():
-        if loop.time() > end:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(0.01)
 
 
 async def test_restart_in_place_is_followed_with_a_marker(hook: AsyncTFJobHook, tmp_path: Path) -> None:
@@ -164,7 +155,8 @@ async def test_late_replicas_after_suspension_are_picked_up(hook: AsyncTFJobHook
         follow_job(hook, name, NS, FollowOptions(log_replicas="all", startup_timeout=1.0), sink)
     )
     try:
-        await _until(lambda: sink.count("TFJobSuspended") > 0, 30)
+        await wait_until(lambda: sink.count("TFJobSuspended") > 0, 30, interval=0.01)
+        # The time under test, not a wait for something to happen: suspended longer than startup_timeout.
         await asyncio.sleep(1.5)
         assert not task.done()
         await hook.patch_tfjob(name, NS, {"spec": {"runPolicy": {"suspend": False}}})

@@ -18,6 +18,7 @@ from airflow_tfjob.watching import (
     Next,
     WatchError,
     WatchExpired,
+    as_watch_error,
     is_permanent,
     is_transient,
     reconnect_forever,
@@ -173,3 +174,13 @@ def test_error_classes() -> None:
     assert is_transient(ApiException(status=503))
     assert is_transient(TimeoutError())
     assert not is_transient(KeyError("bug"))
+
+
+def test_a_refused_list_reaches_subscribers_as_a_watch_error_with_the_servers_reason() -> None:
+    refused = ApiException(status=403, reason="Forbidden")
+    refused.body = '{"kind": "Status", "reason": "Forbidden", "message": "tfjobs is forbidden"}'
+    error = as_watch_error(refused)
+    assert (error.code, error.reason, error.message) == (403, "Forbidden", "tfjobs is forbidden")
+    already = WatchError(404, "NotFound", "no such resource")
+    assert as_watch_error(already) is already
+    assert as_watch_error(KeyError("bug")).code == 0
