@@ -7,9 +7,9 @@ interpretation, log de-duplication and diagnostics live in their own modules.
 Objects are returned as plain dicts in API form (camelCase), read from the raw JSON, so every caller sees
 what `kubectl get -o json` would show whichever client fetched it.
 
-The hooks live in hooks/sync.py (TFJobHook) and hooks/aio.py (AsyncTFJobHook, built on
-hooks/aio_client.py's plumbing and hooks/streams.py's log and watch streams); this module keeps the
-names the README documents (and the provider's classpaths) importable from one place.
+The hooks live in hooks/sync.py (TFJobHook) and hooks/aio.py (AsyncTFJobHook, its log and watch
+streams in hooks/streams.py); this module keeps the names the README documents (and the provider's
+classpaths) importable from one place.
 """
 
 from __future__ import annotations
