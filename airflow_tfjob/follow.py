@@ -16,12 +16,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_tfjob import diagnostics
 from airflow_tfjob.aio import wait_event
+from airflow_tfjob.follow_outcome import FollowOptions, FollowOutcome
 from airflow_tfjob.logs import (
     JobLogFollower,
     LogBatcher,
@@ -33,6 +33,7 @@ from airflow_tfjob.logs import (
 )
 from airflow_tfjob.metrics import MetricsCollector
 from airflow_tfjob.status import JobState, JobStatus, interpret
+from airflow_tfjob.watching import reflect
 
 if TYPE_CHECKING:
     from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
@@ -40,135 +41,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Sink = Callable[[str], None]
-
-
-@dataclass
-class FollowOptions:
-    """How to follow a job; JSON-serialisable (it travels in the trigger's kwargs)."""
-
-    log_replicas: str = "master"
-    startup_timeout: float | None = 600.0
-    deadline: float | None = None  # epoch seconds; past it the outcome is "timeout"
-    metrics: list[str] = field(default_factory=list)
-    metrics_history: bool = False
-    log_rate_per_replica: int = 1000
-    log_total_cap: int = 1_000_000
-    get_logs: bool = True
-    log_events: bool = True
-    drain_grace: float = 5.0  # seconds after completionTime that still-running containers are read
-    diagnostics_tail: int = 20
-    return_marker: str | None = None  # master-replica lines starting with it carry a value (@task.tfjob)
-    # Off in a trigger whose follow a worker continues (drain_job): the warning would be premature there,
-    # as a metric may come in the lines after the trigger's last cursor; the drain reports it once.
-    report_missing_metrics: bool = True
-
-    @property
-    def reads_logs(self) -> bool:
-        """Whether following reads replica logs at all (to show them, for metrics, or for a return value)."""
-        return self.get_logs or bool(self.metrics) or bool(self.return_marker)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None) -> FollowOptions:
-        known = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in (data or {}).items() if k in known})
-
-
-@dataclass
-class FollowOutcome:
-    """How following ended; JSON-serialisable through to_dict (the trigger's event payload)."""
-
-    event: str  # "succeeded" | "failed" | "timeout" | "startup_timeout" | "error"
-    status: JobStatus | None = None
-    message: str = ""
-    metrics: dict[str, Any] = field(default_factory=dict)
-    diagnostics: list[str] = field(default_factory=list)
-    cursors: dict[str, Any] = field(default_factory=dict)
-    return_payload: str | None = None  # text after the return marker on the master's last such line
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "return_payload": self.return_payload,
-            "event": self.event,
-            "status": self.status.to_dict() if self.status else None,
-            "message": self.message,
-            "metrics": self.metrics,
-            "diagnostics": list(self.diagnostics),
-            "cursors": self.cursors,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> FollowOutcome:
-        status = data.get("status")
-        return cls(
-            event=str(data["event"]),
-            status=JobStatus.from_dict(status) if status else None,
-            message=str(data.get("message") or ""),
-            metrics=dict(data.get("metrics") or {}),
-            diagnostics=list(data.get("diagnostics") or []),
-            cursors=dict(data.get("cursors") or {}),
-            return_payload=data.get("return_payload"),
-        )
-
-
-def _rv(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
-
-
-async def reflect(
-    list_fn: Callable[[], Awaitable[tuple[list[dict], str]]],
-    watch_fn: Callable[[str], Any],
-    on_event: Callable[[str, dict], None],
-    on_error: Callable[[BaseException], None] | None = None,
-    synced: asyncio.Event | None = None,
-) -> None:
-    """List, then watch from the list's resourceVersion, forever (until cancelled).
-
-    A normal end of the stream resumes from the last resourceVersion seen (bookmarks included); 410
-    relists (objects missing from the new list are reported DELETED); other errors back off and retry.
-    """
-    from airflow_tfjob.hooks.tfjob import WatchExpired
-
-    known: dict[str, dict] = {}
-    rv: str | None = None
-    backoff = 0.5
-    while True:
-        try:
-            if rv is None:
-                items, rv = await list_fn()
-                names = set()
-                for obj in items:
-                    uid = str((obj.get("metadata") or {}).get("uid") or "")
-                    names.add(uid)
-                    etype = "MODIFIED" if uid in known else "ADDED"
-                    known[uid] = obj
-                    on_event(etype, obj)
-                for uid in [u for u in known if u not in names]:
-                    on_event("DELETED", known.pop(uid))
-                if synced is not None:
-                    synced.set()
-            async for etype, obj in watch_fn(rv):
-                rv = _rv(obj) or rv
-                if etype == "BOOKMARK":
-                    continue
-                uid = str((obj.get("metadata") or {}).get("uid") or "")
-                if etype == "DELETED":
-                    known.pop(uid, None)
-                else:
-                    known[uid] = obj
-                on_event(etype, obj)
-            backoff = 0.5
-        except asyncio.CancelledError:
-            raise
-        except WatchExpired:
-            rv = None
-        except Exception as exc:
-            if on_error is not None:
-                on_error(exc)
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 30.0)
 
 
 class _JobFollow:
@@ -342,6 +214,7 @@ class _JobFollow:
                         lambda rv: self.hook.watch_job_pods(self.name, self.namespace, rv),
                         self._on_pod,
                         synced=self.pods_synced,
+                        resource=f"pods of TFJob {self.namespace}/{self.name}",
                     ),
                     name=f"tfjob-pods-{self.name}",
                 )
@@ -355,6 +228,7 @@ class _JobFollow:
                         self._list_job_events,
                         lambda rv: self.hook.watch_events(self.namespace, rv, involved_name=self.name),
                         self._on_event,
+                        resource=f"events of TFJob {self.namespace}/{self.name}",
                     ),
                     name=f"tfjob-events-{self.name}",
                 )

@@ -4,11 +4,14 @@ Why: a triggerer may wait on a thousand TFJobs. One watch per job would hold a t
 and multiply the API server's work; polling would make requests grow with waiting time. Instead,
 every waiter of a namespace subscribes to a shared watcher that behaves like a client-go informer:
 
-- an initial LIST (paged) fills a cache and gives the resourceVersion to watch from, so a new
+- an initial LIST fills a cache and gives the resourceVersion to watch from, so a new
   subscriber gets the current state at once, without a request of its own;
 - a WATCH with ``allowWatchBookmarks`` resumes from the last resourceVersion after a normal end
   (the server's ``timeoutSeconds``), reconnects with backoff after transport errors, and relists
-  on 410 Gone (an HTTP 410 or an ERROR event with code 410), delivering what changed meanwhile;
+  on 410 Gone (an HTTP 410 or an ERROR event with code 410), delivering what changed meanwhile
+  (``watching.ListWatch`` under ``watching.reconnect_forever``, shared with the pod and event watches);
+- an error no retry cures (401, 403, 404: see ``watching.PERMANENT_CODES``) is raised to every
+  subscriber as :class:`~airflow_tfjob.watching.WatchError`;
 - values are coalesced per subscriber (newest object wins), so a slow or failed subscriber never
   blocks the stream or the others;
 - the stream stops a short ``linger`` after the last subscriber leaves.
@@ -38,6 +41,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from airflow_tfjob.aio import wait_event
+from airflow_tfjob.watching import (
+    PERMANENT_CODES,
+    ListWatch,
+    WatchError,
+    as_watch_error,
+    is_permanent,
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,32 +57,7 @@ DEFAULT_LINGER = 5.0
 #: reconnect in step.
 DEFAULT_WATCH_TIMEOUT = (240, 330)
 #: Status codes that no retry will cure: no rights, or the TFJob resource is not installed.
-FATAL_CODES = frozenset({401, 403, 404})
-
-_BACKOFF_START = 0.5
-_BACKOFF_MAX = 30.0
-
-
-class WatchError(Exception):
-    """The watch cannot continue (fatal API error); raised to every subscriber."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(f"TFJob watch failed ({code}): {message}")
-        self.code = code
-        self.message = message
-
-
-class _Gone(Exception):
-    """The resourceVersion left the server's history: relist."""
-
-
-class _ApiFailure(Exception):
-    """A non-2xx answer to a LIST or WATCH request."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
+FATAL_CODES = PERMANENT_CODES
 
 
 @dataclass
@@ -172,7 +157,7 @@ class _Watcher:
         self.loop = asyncio.get_running_loop()
         self.cache: dict[str, dict[str, Any]] = {}
         self.subs: dict[str, set[Subscription]] = {}
-        self.resource_version: str | None = None
+        self._lw: ListWatch | None = None
         self.synced = False
         self.stats = WatchStats()
         self.task: asyncio.Task[None] | None = None
@@ -228,73 +213,55 @@ class _Watcher:
                 sub._fail(error)
 
     # -- the stream ---------------------------------------------------------------------------
-    async def _run(self) -> None:
-        import aiohttp
+    def _list_watch(self) -> ListWatch:
+        return ListWatch(
+            list_objects=self._list_objects,
+            stream_events=self._stream,
+            on_list=self._on_list,
+            on_event=self._handle,
+            on_expired=self._on_expired,
+            resource=f"TFJobs in {self.namespace}",
+        )
 
-        backoff = _BACKOFF_START
-        need_list = True
+    async def _run(self) -> None:
+        self._lw = self._list_watch()
         try:
-            while True:
-                try:
-                    if need_list:
-                        await self._list()
-                        need_list = False
-                    got_events = await self._watch_once()
-                    # A normal end (server timeout): resume from the last resourceVersion at once,
-                    # unless the server keeps closing empty streams straight away.
-                    if got_events:
-                        backoff = _BACKOFF_START
-                        continue
-                    await asyncio.sleep(min(backoff, 1.0) * random.uniform(0.5, 1.0))
-                except _Gone:
-                    self.stats.relists += 1
-                    need_list = True
-                    log.info("TFJob watch of %s: resourceVersion expired (410), relisting", self.namespace)
-                except _ApiFailure as exc:
-                    if exc.code in FATAL_CODES:
-                        error = WatchError(exc.code, exc.message)
-                        log.error("%s", error)
-                        self._fail_all(error)
-                        return
-                    self.stats.errors += 1
-                    log.warning("TFJob watch of %s: %s; retrying in %.1fs", self.namespace, exc, backoff)
-                    await asyncio.sleep(backoff * random.uniform(0.5, 1.0))
-                    backoff = min(backoff * 2, _BACKOFF_MAX)
-                except (OSError, asyncio.TimeoutError, ValueError, aiohttp.ClientError) as exc:
-                    # Connection faults, a silent peer, or a torn JSON line from a cut stream:
-                    # reconnect from the last resourceVersion.
-                    self.stats.errors += 1
-                    log.warning(
-                        "TFJob watch of %s interrupted (%r); retrying in %.1fs", self.namespace, exc, backoff
-                    )
-                    await asyncio.sleep(backoff * random.uniform(0.5, 1.0))
-                    backoff = min(backoff * 2, _BACKOFF_MAX)
+            await self._lw.run_forever(on_error=self._on_error)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            # A bug here must not leave subscribers waiting forever.
-            log.exception("TFJob watch of %s crashed", self.namespace)
-            self._fail_all(WatchError(0, f"watch crashed: {exc!r}"))
-            raise
+            if not is_permanent(exc):
+                # A bug here must not leave subscribers waiting forever.
+                log.exception("TFJob watch of %s crashed", self.namespace)
+                self._fail_all(WatchError(0, "crashed", f"watch crashed: {exc!r}"))
+                raise
+            self._fail_all(as_watch_error(exc))
         finally:
             self.stats.connected = False
             self._closed = True
             if _REGISTRY.get(self.key) is self:
                 del _REGISTRY[self.key]
 
-    async def _list(self) -> None:
+    @property
+    def resource_version(self) -> str | None:
+        return self._lw.resource_version if self._lw is not None else None
+
+    def _on_error(self, exc: BaseException) -> None:
+        self.stats.errors += 1
+
+    def _on_expired(self) -> None:
+        self.stats.relists += 1
+
+    async def _list_objects(self) -> tuple[list[dict], str]:
         self.stats.lists += 1
-        try:
-            listed, rv = await self.hook.list_objects("tfjobs", self.namespace)
-        except Exception as exc:
-            code = getattr(exc, "status", None)
-            if isinstance(code, int) and code:
-                raise _ApiFailure(code, str(getattr(exc, "body", "") or exc)) from exc
-            raise
+        items: list[dict]
+        items, rv = await self.hook.list_objects("tfjobs", self.namespace)
+        return items, rv
+
+    def _on_list(self, listed: list[dict]) -> None:
         items = {obj["metadata"]["name"]: _strip(obj) for obj in listed}
         old = self.cache
         self.cache = items
-        self.resource_version = rv
         first = not self.synced
         self.synced = True
         for name, group in list(self.subs.items()):
@@ -307,44 +274,28 @@ class _Watcher:
                     if not sub.synced:
                         sub._deliver(new)
 
-    async def _watch_once(self) -> bool:
-        """One WATCH request until the server ends it; returns whether any event arrived."""
-        from airflow_tfjob.hooks.tfjob import WatchError as HookWatchError
-        from airflow_tfjob.hooks.tfjob import WatchExpired
-
-        got_events = False
+    async def _stream(self, resource_version: str) -> AsyncIterator[tuple[str, dict]]:
+        """One WATCH request (layer a), counted."""
         self.stats.watches += 1
         self.stats.connected = True
         try:
-            async for etype, obj in self.hook.watch_tfjobs(
+            async for event in self.hook.watch_tfjobs(
                 self.namespace,
-                resource_version=self.resource_version,
+                resource_version=resource_version,
                 timeout_seconds=random.randint(*self.watch_timeout),
             ):
-                self._handle(etype, obj)
-                got_events = True
-        except WatchExpired as exc:
-            raise _Gone() from exc
-        except HookWatchError as exc:
-            raise _ApiFailure(exc.code or 500, f"{exc.reason}: {exc.message}") from exc
+                yield event
         finally:
             self.stats.connected = False
-        return got_events
 
     def _handle(self, etype: str, obj: dict[str, Any]) -> None:
-        meta = obj.get("metadata") or {}
-        rv = meta.get("resourceVersion")
         if etype == "BOOKMARK":
             self.stats.bookmarks += 1
-            if rv:
-                self.resource_version = rv
             return
-        name = meta.get("name")
+        name = (obj.get("metadata") or {}).get("name")
         if not name:
             return
         self.stats.events += 1
-        if rv:
-            self.resource_version = rv
         if etype == "DELETED":
             self.cache.pop(name, None)
             self._publish(name, None)

@@ -17,8 +17,8 @@ What is repeated depends on what a repeat could do:
 Other answers (400, 403, 404, 409, 422...) are decisions of the server and are raised at once.
 401 is handled by the hooks themselves (credentials rebuilt once), not here.
 
-Streams (watches, followed logs) are long-lived and have their own reconnect loops; only the request
-that opens them runs under this policy.
+Streams (watches, followed logs) are long-lived and reconnect through ``watching.reconnect_forever``;
+only the request that opens them runs under this policy.
 """
 
 from __future__ import annotations

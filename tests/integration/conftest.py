@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pytest
-from test_watch_helpers import Api, TcpProxy, kubeconfig_via
+from watch_support import Api, TcpProxy, kubeconfig_via
 
 from airflow_tfjob.hooks.tfjob import AsyncTFJobHook, TFJobHook
 

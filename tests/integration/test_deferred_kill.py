@@ -19,7 +19,7 @@ import psutil
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
 from operator_support import TaskInstance, context_for, wait_for
-from test_watch_helpers import wait_until
+from watch_support import wait_until
 
 from airflow_tfjob.cleanup import KILL_GRACE_PERIOD
 from airflow_tfjob.hooks.tfjob import AsyncTFJobHook, TFJobHook

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from test_watch_helpers import tfjob_manifest, unique
+from watch_support import tfjob_manifest, unique, wait_until
 
 from airflow_tfjob.hooks import clients as clients_mod
 from airflow_tfjob.hooks.tfjob import AsyncTFJobHook, TFJobHook, WatchExpired, api_status, iter_lines
@@ -244,7 +244,8 @@ async def test_stream_outlives_a_short_total_timeout(k8s_conn: str, local_cluste
                 return
 
     task = asyncio.create_task(read())
-    await asyncio.sleep(2.5)  # longer than request_timeout: the stream must still be open
+    await wait_until(lambda: got)  # the stream is open: the first line was read
+    await asyncio.sleep(2.5)  # the time under test: longer than request_timeout, the stream must stay open
 
     def finish() -> None:
         run = local_cluster.podlogs.current("default", pod, "tensorflow")

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_logs_follow_helpers import ListSink, job, replica
-from test_watch_helpers import TcpProxy, unique, wait_until
+from logs_support import ListSink, job, replica
+from watch_support import TcpProxy, cluster_role, unique, wait_until
 
 from airflow_tfjob.follow import FollowOptions, FollowOutcome, follow_job
 from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
@@ -57,7 +57,7 @@ async def test_four_replicas_ten_cuts_every_line_once_in_order(
     try:
         while cuts < 10:
             seen = len(sink.lines)
-            await _until(lambda s=seen: len(sink.lines) >= s + 300 or task.done(), 60)
+            await wait_until(lambda s=seen: len(sink.lines) >= s + 300 or task.done(), 60, interval=0.01)
             if task.done():
                 break
             proxy.cut()
@@ -79,15 +79,6 @@ def _diff(got: list[str], idx: int, lines: int) -> str:
     missing = sorted(set(want) - set(got))[:5]
     dup = [x for x in set(got) if got.count(x) > 1][:5]
     return f"worker-{idx}: {len(got)} lines, missing {missing}, duplicated {dup}"
-
-
-async def _until(predicate: Any, timeout: float) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not predicate():
-        if loop.time() > end:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(0.01)
 
 
 async def test_restart_in_place_is_followed_with_a_marker(hook: AsyncTFJobHook, tmp_path: Path) -> None:
@@ -164,7 +155,8 @@ async def test_late_replicas_after_suspension_are_picked_up(hook: AsyncTFJobHook
         follow_job(hook, name, NS, FollowOptions(log_replicas="all", startup_timeout=1.0), sink)
     )
     try:
-        await _until(lambda: sink.count("TFJobSuspended") > 0, 30)
+        await wait_until(lambda: sink.count("TFJobSuspended") > 0, 30, interval=0.01)
+        # The time under test, not a wait for something to happen: suspended longer than startup_timeout.
         await asyncio.sleep(1.5)
         assert not task.done()
         await hook.patch_tfjob(name, NS, {"spec": {"runPolicy": {"suspend": False}}})
@@ -350,3 +342,42 @@ async def test_repeated_normal_events_are_shown_once(hook: AsyncTFJobHook) -> No
         assert len([x for x in exited if f"-worker-{index} exited" in x]) <= 1, exited
     assert all("(x" not in x for x in exited), exited
     assert sink.count(r"\[events\] Normal +TFJobSucceeded") == 1
+
+
+async def test_a_log_stream_refused_403_is_not_retried_and_is_logged_at_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A user who may see pods but not read their logs: the replica's follower stops, saying why."""
+    from airflow_tfjob.local import LocalCluster
+    from airflow_tfjob.logs import JobLogFollower, LogSelection
+
+    role = cluster_role(tmp_path / "pod-lister.yaml", "", "pods", ["get", "list", "watch"])
+    pod = {
+        "metadata": {
+            "name": "refused-worker-0",
+            "uid": "u-1",
+            "labels": {
+                "training.kubeflow.org/replica-type": "worker",
+                "training.kubeflow.org/replica-index": "0",
+            },
+        },
+        "status": {
+            "phase": "Running",
+            "containerStatuses": [
+                {"name": "tensorflow", "state": {"running": {"startedAt": "2025-01-01T00:00:00Z"}}}
+            ],
+        },
+    }
+    with LocalCluster(controller=False, runner=False, auth=True, roles={"pod-lister": [role]}) as cluster:
+        hook = AsyncTFJobHook(config_file=str(cluster.kubeconfig_for("pod-lister")))
+        follower = JobLogFollower(hook, NS, LogSelection.parse("all"), ListSink())
+        with caplog.at_level("WARNING", logger="airflow_tfjob.watching"):
+            follower.update_pod(pod)
+            task = follower.replicas["worker-0"].task
+            assert task is not None
+            # Were a 403 retried, the follower would go on reconnecting and this would time out instead.
+            await asyncio.wait_for(task, 15)
+        assert follower.replicas["worker-0"].finished
+        assert cluster.request_count("GET", "pods", "log") == 1
+    warnings = [r.getMessage() for r in caplog.records if r.name == "airflow_tfjob.watching"]
+    assert any("log stream of replica worker-0" in m and "403" in m for m in warnings), warnings

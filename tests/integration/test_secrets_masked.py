@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from operator_support import TaskInstance, context_for
-from test_watch_helpers import Api, succeeded_status, tfjob_manifest, unique
+from watch_support import Api, succeeded_status, tfjob_manifest, unique
 
 from airflow_tfjob.operators.tfjob import TFJobOperator
 from airflow_tfjob.secrets import with_secret_names

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_watch_helpers import (
+from watch_support import (
     Api,
     TcpProxy,
     failed_status,
@@ -67,8 +67,10 @@ async def test_succeeded_yields_one_event(api: Api, k8s_conn: str) -> None:
     name = unique("ok")
     await api.create(ns, tfjob_manifest(name))
     run = asyncio.ensure_future(_collect(_trigger(name, ns, k8s_conn)))
+    await wait_until(lambda: any(w["namespace"] == ns and w["connected"] for w in watch.active_watchers()))
     await api.set_status(ns, name, running_status(name, ns))
-    await asyncio.sleep(0.2)
+    # The running state reached the watch (an event after its list): it must not fire the trigger.
+    await wait_until(lambda: any(w["namespace"] == ns and w["events"] >= 1 for w in watch.active_watchers()))
     assert not run.done(), "a running job must not fire the trigger"
     await api.set_status(ns, name, succeeded_status(name, ns))
     events = await asyncio.wait_for(run, 30)
@@ -124,7 +126,7 @@ async def test_apache_airflow_36090_62398_on_kill_deletes_job_and_pods_cleanup_d
     await wait_until(lambda: api.pods(ns, name), timeout=30)
     trigger = _trigger(name, ns, k8s_conn, options={"get_logs": False})
     run = asyncio.ensure_future(_collect(trigger))
-    await asyncio.sleep(0.5)
+    await wait_until(lambda: any(w["namespace"] == ns and w["subscribers"] for w in watch.active_watchers()))
     # What the triggerer does on a restart: cancel the run, then cleanup(). The job must survive.
     run.cancel()
     await asyncio.gather(run, return_exceptions=True)
@@ -177,7 +179,8 @@ async def test_stream_cut_mid_run(
     await wait_until(lambda: any(w["namespace"] == ns and w["connected"] for w in watch.active_watchers()))
     await proxy.refuse()
     await api.set_status(ns, name, succeeded_status(name, ns))
-    await asyncio.sleep(1.0)
+    # The watch has seen its stream cut and a reconnect refused: it cannot know of the success yet.
+    await wait_until(lambda: any(w["namespace"] == ns and w["errors"] >= 1 for w in watch.active_watchers()))
     assert not run.done()
     await proxy.start()
     (event,) = await asyncio.wait_for(run, 30)

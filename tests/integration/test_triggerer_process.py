@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_watch_helpers import Api, succeeded_status, tfjob_manifest, unique, wait_until
+from watch_support import Api, succeeded_status, tfjob_manifest, unique, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(280)]
 

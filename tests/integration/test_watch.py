@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_watch_helpers import (
+from watch_support import (
     Api,
     TcpProxy,
+    cluster_role,
     running_status,
     succeeded_status,
     tfjob_manifest,
@@ -223,3 +224,24 @@ def test_each_event_loop_gets_its_own_stream(local_cluster: Any, k8s_conn: str) 
     second = asyncio.run(once(unique("l2"), ns))
     assert first[1] and second[1]
     assert not watch._REGISTRY or all(k[1] != ns for k in watch._REGISTRY)
+
+
+async def test_a_watch_refused_403_fails_subscribers_and_is_logged_at_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A user who may list TFJobs but not watch them: no retry cures that, so no retry is made."""
+    from airflow_tfjob.local import LocalCluster
+
+    role = cluster_role(tmp_path / "tfjob-lister.yaml", "kubeflow.org", "tfjobs", ["list"])
+    with LocalCluster(controller=False, runner=False, auth=True, roles={"lister": [role]}) as cluster:
+        hook = AsyncTFJobHook(config_file=str(cluster.kubeconfig_for("lister")))
+        with caplog.at_level("WARNING", logger="airflow_tfjob.watching"):
+            async with watch.shared_watch(hook, "default").subscribe("any") as sub:
+                assert await sub.next(timeout=15) is None  # the LIST was allowed: no such job
+                # Were a 403 retried, the stream would go on and this would time out instead.
+                with pytest.raises(watch.WatchError) as refused:
+                    await sub.next(timeout=15)
+        assert cluster.request_count("WATCH", "tfjobs") == 1, "a refused watch is not retried"
+    assert refused.value.code == 403
+    warnings = [r.getMessage() for r in caplog.records if r.name == "airflow_tfjob.watching"]
+    assert any("watch of TFJobs in default refused" in m and "403" in m for m in warnings), warnings

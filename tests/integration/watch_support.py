@@ -266,3 +266,15 @@ def kubeconfig_via(original: Path, server: str, dest: Path) -> Path:
         cluster["cluster"]["server"] = server
     dest.write_text(yaml.safe_dump(data))
     return dest
+
+
+def cluster_role(path: Path, group: str, resource: str, verbs: list[str]) -> Path:
+    """Write a ClusterRole granting only `verbs` on one resource, for the local cluster's RBAC."""
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": path.stem},
+        "rules": [{"apiGroups": [group], "resources": [resource], "verbs": verbs}],
+    }
+    path.write_text(yaml.safe_dump(role))
+    return path
