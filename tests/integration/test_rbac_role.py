@@ -33,7 +33,7 @@ from operator_support import (
     wait_for,
 )
 from test_operator_tensorboard import HELD, board_objects
-from test_watch_helpers import wait_until
+from watch_support import wait_until
 
 import airflow_tfjob
 from airflow_tfjob.hooks.tfjob import TFJobHook
