@@ -13,7 +13,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
 
 from airflow_tfjob import cleanup
 from airflow_tfjob.constants import ANNOTATION_RESULT_REPORTED
-from airflow_tfjob.status import JobStatus
+from airflow_tfjob.status import JobState, JobStatus
 
 if TYPE_CHECKING:
     from airflow_tfjob.follow import FollowOutcome
@@ -65,11 +65,29 @@ def final_status(
     return outcome.status
 
 
-def job_failed(status: JobStatus, name: str, namespace: str) -> AirflowException:
-    failing = ", ".join(status.failed_replica_types) or "unknown"
-    return AirflowException(
-        f"TFJob {namespace}/{name} failed ({status.reason}): {status.message} [failing replicas: {failing}]"
-    )
+def settle(
+    hook: TFJobHook,
+    job: Mapping[str, Any],
+    status: JobStatus,
+    metrics: Mapping[str, Any],
+    on_finish_action: str,
+    *,
+    log: Any,
+    push: Callable[[str, Any], None],
+) -> None:
+    """After the final state: clean up, publish the metrics; a failed job is marked reported and raises."""
+    succeeded = status.state is JobState.SUCCEEDED
+    finish_cleanup(hook, job, succeeded=succeeded, on_finish_action=on_finish_action, log=log, push=push)
+    if metrics:
+        push("metrics", metrics)
+    if not succeeded:
+        mark_reported(hook, job, log)
+        meta = job["metadata"]
+        failing = ", ".join(status.failed_replica_types) or "unknown"
+        raise AirflowException(
+            f"TFJob {meta['namespace']}/{meta['name']} failed ({status.reason}): {status.message} "
+            f"[failing replicas: {failing}]"
+        )
 
 
 def finish_cleanup(
@@ -117,6 +135,16 @@ def mark_reported(hook: TFJobHook, job: Mapping[str, Any], log: Any) -> None:
     except Exception as error:
         # Deleted by on_finish_action or TTL 0: nobody can find it again anyway.
         log.debug("Could not mark %s/%s reported: %s", meta["namespace"], meta["name"], error)
+
+
+def rendered_only(tfjob: dict[str, Any], log: Any) -> dict[str, Any]:
+    """The result of ``render_only=True``: the manifest, secrets redacted, in the log and XCom."""
+    from airflow_tfjob.limits import bounded, shown_json
+    from airflow_tfjob.secrets import redact
+
+    shown = redact(tfjob)
+    log.info("render_only=True: TFJob not submitted. Manifest:\n%s", shown_json(shown))
+    return {"rendered_only": True, "manifest": bounded(shown)}
 
 
 def result(job: Mapping[str, Any], status: JobStatus, metrics: Mapping[str, Any]) -> dict[str, Any]:

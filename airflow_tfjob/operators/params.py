@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from airflow_tfjob.operators.checks import replica_counts
+
 # job: what names and finds the job (checked by type); shortcut: a replica count by type;
 # manifest: a TFJobParameters field; own: the task's behaviour (check_operator_parameters);
 # policy: how template files may be read (checked where they are read).
@@ -113,6 +115,13 @@ PARAMETERS: tuple[Param, ...] = (
 
 NAMES: tuple[str, ...] = tuple(p.name for p in PARAMETERS)
 TEMPLATE_FIELDS: tuple[str, ...] = tuple(p.name for p in PARAMETERS if p.templated)
+#: How the UI shows a rendered field (others: as text).
+RENDERERS: dict[str, str] = {
+    "tfjob": "yaml",
+    **dict.fromkeys(
+        ("hyperparameters", "env", "container_resources", "volumes", "labels", "annotations"), "json"
+    ),
+}
 #: Handed to manifest.build_tfjob under their own name.
 MANIFEST_PARAMS: tuple[str, ...] = tuple(
     p.name for p in PARAMETERS if p.role == "manifest" and p.manifest_name is None
@@ -175,6 +184,21 @@ def store(operator: Any, given: Mapping[str, Any]) -> None:
     """Set each parameter as an attribute (so that it can be templated and shows in the UI)."""
     for name in NAMES:
         setattr(operator, name, given[name])
+
+
+def manifest_arguments(operator: Any) -> dict[str, Any]:
+    """The keyword arguments of manifest.build_tfjob: the manifest parameters that are set, the
+    replica shortcuts folded into ``replicas``, the renamed ones under build_tfjob's names."""
+    given = {key: getattr(operator, key) for key in MANIFEST_PARAMS if getattr(operator, key) is not None}
+    shortcuts = {
+        key: getattr(operator, key) for key in REPLICA_SHORTCUTS if getattr(operator, key) is not None
+    }
+    if shortcuts:
+        given["replicas"] = replica_counts(given.get("replicas"), shortcuts)
+    for key, field in RENAMED.items():
+        if getattr(operator, key) is not None:
+            given[field] = getattr(operator, key)
+    return given
 
 
 def values(operator: Any, names: tuple[str, ...]) -> dict[str, Any]:

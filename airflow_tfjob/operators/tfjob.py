@@ -27,14 +27,13 @@ from airflow_tfjob.operators.checks import (
     check_log_replicas_against_job,
     check_operator_parameters,
     check_parameter_types,
-    replica_counts,
     tensorboard_spec,
 )
 from airflow_tfjob.operators.following import TRIGGER_TIMEOUT_MARGIN
 from airflow_tfjob.operators.outcome import RESULT_KEYS
 from airflow_tfjob.operators.submit import STATE_KEY
 from airflow_tfjob.operators.templating import TemplateFileRendering
-from airflow_tfjob.status import JobState, summarise
+from airflow_tfjob.status import summarise
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -43,16 +42,9 @@ if TYPE_CHECKING:
     from airflow_tfjob.hooks.tfjob import AsyncTFJobHook, TFJobHook
     from airflow_tfjob.tensorboard import TensorBoardSpec
 
-__all__ = [
-    "MANIFEST_PARAMS",
-    "REPLICA_SHORTCUTS",
-    "RESULT_KEYS",
-    "STATE_KEY",
-    "TRIGGER_TIMEOUT_MARGIN",
-    "TFJobOperator",
-]
-
 # Re-exported: tests, DAGs and the decorator import them from here.
+__all__ = ["MANIFEST_PARAMS", "REPLICA_SHORTCUTS", "RESULT_KEYS", "STATE_KEY", "TRIGGER_TIMEOUT_MARGIN"]
+__all__ += ["TFJobOperator"]
 MANIFEST_PARAMS = params.MANIFEST_PARAMS
 REPLICA_SHORTCUTS = params.REPLICA_SHORTCUTS
 
@@ -99,15 +91,7 @@ class TFJobOperator(TemplateFileRendering, params.StoredParameters, BaseOperator
     template_fields: Sequence[str] = params.TEMPLATE_FIELDS
     # Only `tfjob` may name a template file: see operators/templating.py.
     template_ext: Sequence[str] = (".yaml", ".yml", ".json")
-    template_fields_renderers = {
-        "tfjob": "yaml",
-        "hyperparameters": "json",
-        "env": "json",
-        "container_resources": "json",
-        "volumes": "json",
-        "labels": "json",
-        "annotations": "json",
-    }
+    template_fields_renderers = params.RENDERERS
     operator_extra_links = (TensorBoardLink(),)
     ui_color = "#ff6f00"
     ui_fgcolor = "#ffffff"
@@ -232,7 +216,7 @@ class TFJobOperator(TemplateFileRendering, params.StoredParameters, BaseOperator
         check_operator_parameters(self._own_parameters())
         manifest = self.build_manifest(context)
         if self.render_only:
-            return self._render_only(manifest)
+            return outcome_mod.rendered_only(manifest, self.log)
         hook = self.get_hook()
         job = self.find_or_create(hook, manifest, context)
         name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
@@ -272,7 +256,7 @@ class TFJobOperator(TemplateFileRendering, params.StoredParameters, BaseOperator
                 allow_outside=self.allow_template_outside_dag_folder,
             )
         check_parameter_types(self._typed_parameters())
-        tfjob = manifest_mod.build_tfjob(base=base, **self._manifest_params())
+        tfjob = manifest_mod.build_tfjob(base=base, **params.manifest_arguments(self))
         metadata = tfjob.setdefault("metadata", {})
         if self.namespace:
             metadata["namespace"] = self.namespace
@@ -285,16 +269,6 @@ class TFJobOperator(TemplateFileRendering, params.StoredParameters, BaseOperator
         check_request_size(tfjob)
         return tfjob
 
-    def _manifest_params(self) -> dict[str, Any]:
-        given = {key: getattr(self, key) for key in MANIFEST_PARAMS if getattr(self, key) is not None}
-        shortcuts = {key: getattr(self, key) for key in REPLICA_SHORTCUTS if getattr(self, key) is not None}
-        if shortcuts:
-            given["replicas"] = replica_counts(given.get("replicas"), shortcuts)
-        for key, field in params.RENAMED.items():
-            if getattr(self, key) is not None:
-                given[field] = getattr(self, key)
-        return given
-
     def _default_namespace(self) -> str:
         """The connection's namespace when the operator names none (the hook knows it), else default."""
         if self.render_only:
@@ -303,14 +277,6 @@ class TFJobOperator(TemplateFileRendering, params.StoredParameters, BaseOperator
             return self.get_hook().get_namespace() or "default"
         except Exception:  # a render without a reachable connection still works
             return "default"
-
-    def _render_only(self, tfjob: dict[str, Any]) -> dict[str, Any]:
-        from airflow_tfjob.limits import bounded, shown_json
-        from airflow_tfjob.secrets import redact
-
-        shown = redact(tfjob)
-        self.log.info("render_only=True: TFJob not submitted. Manifest:\n%s", shown_json(shown))
-        return {"rendered_only": True, "manifest": bounded(shown)}
 
     # ------------------------------------------------------------------ identity: find or create
 
@@ -409,7 +375,9 @@ class TFJobOperator(TemplateFileRendering, params.StoredParameters, BaseOperator
 
     def _delete_after_trigger_failure(self, context: Context, next_kwargs: Mapping[str, Any]) -> None:
         hook = self.get_hook()
-        ref = self._job_of_this_try(hook, context)
+        ref = self._job_ref or submit.running_job_of_this_try(
+            hook, context, self.namespace or self._default_namespace()
+        )
         if ref is None:
             self.log.warning(
                 "Trigger failed (%s); no TFJob of this try found to delete", next_kwargs.get("error")
@@ -418,11 +386,6 @@ class TFJobOperator(TemplateFileRendering, params.StoredParameters, BaseOperator
         self.log.error("Trigger failed (%s): deleting TFJob %s/%s", next_kwargs.get("error"), ref[1], ref[0])
         self._kill(hook, ref[0], ref[1], "delete", "its trigger failed")
         self._stop_tensorboard(hook, ref[0], ref[1], force=True)
-
-    def _job_of_this_try(self, hook: TFJobHook, context: Context) -> tuple[str, str] | None:
-        if self._job_ref is not None:
-            return self._job_ref
-        return submit.running_job_of_this_try(hook, context, self.namespace or self._default_namespace())
 
     # ------------------------------------------------------------------ outcome
 
@@ -451,20 +414,12 @@ class TFJobOperator(TemplateFileRendering, params.StoredParameters, BaseOperator
             delete=lambda why: self._kill(hook, name, namespace, "delete", why),
         )
         assert job is not None  # final_status raised otherwise
-        succeeded = status.state is JobState.SUCCEEDED
-
-        def push(key: str, value: Any) -> None:
-            context["ti"].xcom_push(key=key, value=value)
-
-        outcome_mod.finish_cleanup(
-            hook, job, succeeded=succeeded, on_finish_action=self.on_finish_action, log=self.log, push=push
-        )
         self._job = job
-        if outcome.metrics:
-            push("metrics", outcome.metrics)
-        if not succeeded:
-            outcome_mod.mark_reported(hook, job, self.log)
-            raise outcome_mod.job_failed(status, name, namespace)
+
+        outcome_mod.settle(
+            hook, job, status, outcome.metrics, self.on_finish_action,
+            log=self.log, push=lambda key, value: context["ti"].xcom_push(key=key, value=value),
+        )  # fmt: skip
         self.log.info("TFJob %s/%s succeeded: %s", namespace, name, summarise(status))
         # Computed before the job is marked reported: a result that cannot be produced (a missing
         # return value) leaves the job reportable by a retry instead of training again.

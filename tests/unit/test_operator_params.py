@@ -294,6 +294,7 @@ def test_the_parameter_table_and_the_signature_cannot_drift() -> None:
     assert keyword_only == list(params.NAMES)
     assert len(set(params.NAMES)) == len(params.NAMES)
     assert tuple(TFJobOperator.template_fields) == params.TEMPLATE_FIELDS
+    assert set(TFJobOperator.template_fields_renderers) <= set(params.TEMPLATE_FIELDS)
     # Each manifest parameter reaches build_tfjob under a name it takes, and has a type check.
     to_manifest = [*params.MANIFEST_PARAMS, *params.RENAMED.values()]
     assert set(to_manifest) <= set(PARAMETER_NAMES)
