@@ -129,14 +129,6 @@ MANIFEST_PARAMS: tuple[str, ...] = tuple(
 #: Handed to manifest.build_tfjob under another name: {operator's name: TFJobParameters field}.
 RENAMED: dict[str, str] = {p.name: p.manifest_name for p in PARAMETERS if p.manifest_name is not None}
 REPLICA_SHORTCUTS: tuple[str, ...] = tuple(p.name for p in PARAMETERS if p.role == "shortcut")
-#: How to reach the cluster: handed to the hooks and the trigger.
-CONNECTION: tuple[str, ...] = (
-    "kubernetes_conn_id",
-    "cluster_context",
-    "config_file",
-    "in_cluster",
-    "api_retry_timeout",
-)
 #: Checked by check_operator_parameters.
 OWN: tuple[str, ...] = tuple(p.name for p in PARAMETERS if p.role == "own")
 #: Checked by paramtypes (those passed as they are first, the renamed ones after).

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator, conf
 
 from airflow_tfjob import cleanup, templates
+from airflow_tfjob.connection import connection_of, hook_kwargs
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
 from airflow_tfjob.limits import check_request_size
 from airflow_tfjob.links import TensorBoardLink
@@ -189,23 +190,15 @@ class TFJobOperator(TemplateFileRendering, params.StoredParameters, BaseOperator
 
     # ------------------------------------------------------------------ hooks
 
-    def _connection(self) -> dict[str, Any]:
-        """How to reach the cluster, by the trigger's parameter names (the hooks say conn_id)."""
-        return params.values(self, params.CONNECTION)
-
-    def _hook_kwargs(self) -> dict[str, Any]:
-        connection = self._connection()
-        return {"conn_id": connection.pop("kubernetes_conn_id"), **connection}
-
     def get_hook(self) -> TFJobHook:
         from airflow_tfjob.hooks.tfjob import TFJobHook
 
-        return TFJobHook(**self._hook_kwargs())
+        return TFJobHook(**hook_kwargs(self))
 
     def get_async_hook(self) -> AsyncTFJobHook:
         from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
 
-        return AsyncTFJobHook(**self._hook_kwargs())
+        return AsyncTFJobHook(**hook_kwargs(self))
 
     # ------------------------------------------------------------------ the story
 
@@ -339,7 +332,7 @@ class TFJobOperator(TemplateFileRendering, params.StoredParameters, BaseOperator
             name,
             namespace,
             options,
-            self._connection(),
+            connection_of(self),
             delete_on_kill=self.on_kill_action == "delete",
             kill_grace_period=self.kill_grace_period,
         )

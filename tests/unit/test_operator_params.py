@@ -284,6 +284,7 @@ def test_the_parameter_table_and_the_signature_cannot_drift() -> None:
     # Parameters are declared once (operators/params.py); everything else derives from that table.
     import inspect
 
+    from airflow_tfjob.connection import CONNECTION_PARAMS
     from airflow_tfjob.manifest import PARAMETER_NAMES
     from airflow_tfjob.operators import params
     from airflow_tfjob.operators.tfjob import TFJobOperator
@@ -299,7 +300,7 @@ def test_the_parameter_table_and_the_signature_cannot_drift() -> None:
     to_manifest = [*params.MANIFEST_PARAMS, *params.RENAMED.values()]
     assert set(to_manifest) <= set(PARAMETER_NAMES)
     assert set(params.TYPED) <= set(PARAMETER_TYPES)
-    assert set(params.CONNECTION) <= set(params.NAMES)
+    assert set(CONNECTION_PARAMS) <= set(params.NAMES)
     # The typed attributes are parameters of the table, and every parameter is stored.
     assert set(params.StoredParameters.__annotations__) <= set(params.NAMES)
     op = TFJobOperator(task_id="drift", image="python:3.11")
