@@ -3,16 +3,20 @@
 Pure: the operator calls this at execute time (and render-only mode), so a mistake costs one
 failed try with a clear message rather than a job stuck in the cluster.
 
-Two families of checks (tfjob-behaviour.md):
+Two families of checks:
 
-- what the training-operator's webhook refuses (§1.3), and what the API server rejects for a pod
+- what the training-operator's webhook refuses, and what the API server rejects for a pod
   template (quantities, env var names, mounts of undeclared volumes, ports, labels), so the user
   sees it here in one aggregated error rather than as a 403/422 after a round trip;
-- what the operator lets through but never works (§10): unknown replica types or enum values
+- what the operator lets through but never works: unknown replica types or enum values
   (an unknown cleanPodPolicy silently behaves like All), pod/Service names over 63 characters
   (kubeflow/trainer#1101), jobs that can never succeed or never complete.
 
 Things that work but surprise (a single-replica job gets no TF_CONFIG) are returned as warnings.
+
+The error, the value syntax and the checker that collects problems are in
+:mod:`airflow_tfjob.validation_checker` (re-exported here); a container's checks in
+:mod:`airflow_tfjob.container_validation`.
 """
 
 from __future__ import annotations
