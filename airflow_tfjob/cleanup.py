@@ -15,10 +15,13 @@ patch: the training-operator (or the local cluster's controller) then deletes th
 from __future__ import annotations
 
 import asyncio
+import copy
 import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+
+from airflow_tfjob.constants import ANNOTATION_INTENDED_CLEAN_POD_POLICY, ANNOTATION_INTENDED_TTL
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -56,6 +59,72 @@ class CleanupAPI(Protocol):
     def delete_pod(self, name: str, namespace: str, grace_period_seconds: int | None = None) -> None: ...
 
     def delete_service(self, name: str, namespace: str) -> None: ...
+
+
+# ---------------------------------------------------------------- the intent, kept in annotations
+
+
+@dataclass(frozen=True)
+class IntendedCleanup:
+    """What the user asked the operator to clean up once the job is finished and its logs are read."""
+
+    clean_pod_policy: str = "None"
+    ttl_seconds_after_finished: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "clean_pod_policy": self.clean_pod_policy,
+            "ttl_seconds_after_finished": self.ttl_seconds_after_finished,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> IntendedCleanup:
+        return cls(data.get("clean_pod_policy") or "None", data.get("ttl_seconds_after_finished"))
+
+
+def intended_cleanup(tfjob: Mapping[str, Any]) -> IntendedCleanup:
+    """The cleanup intent of a manifest or a live job: our annotations first, then its run policy.
+
+    On a job submitted by :func:`submission_manifest` the run policy says None/no TTL and the
+    annotations hold the intent; on any other manifest the run policy is the intent.
+    """
+    annotations = (tfjob.get("metadata") or {}).get("annotations") or {}
+    run_policy = (tfjob.get("spec") or {}).get("runPolicy") or {}
+    policy = annotations.get(ANNOTATION_INTENDED_CLEAN_POD_POLICY)
+    if policy is None or run_policy.get("cleanPodPolicy") not in (None, "None"):
+        policy = run_policy.get("cleanPodPolicy") or "None"
+    ttl: Any = annotations.get(ANNOTATION_INTENDED_TTL)
+    if run_policy.get("ttlSecondsAfterFinished") is not None:
+        ttl = run_policy["ttlSecondsAfterFinished"]
+    return IntendedCleanup(str(policy), int(ttl) if ttl not in (None, "") else None)
+
+
+def submission_manifest(manifest: Mapping[str, Any]) -> tuple[dict[str, Any], IntendedCleanup]:
+    """The manifest to submit, and the cleanup the user intended.
+
+    Submitted with ``cleanPodPolicy: None`` and no TTL, so that neither the training-operator nor
+    garbage collection deletes pods before the provider has drained their logs; the intent travels in annotations and the provider applies it afterwards.
+    """
+    intent = intended_cleanup(manifest)
+    out = copy.deepcopy(dict(manifest))
+    metadata = out.setdefault("metadata", {})
+    annotations = dict(metadata.get("annotations") or {})
+    annotations[ANNOTATION_INTENDED_CLEAN_POD_POLICY] = intent.clean_pod_policy
+    if intent.ttl_seconds_after_finished is not None:
+        annotations[ANNOTATION_INTENDED_TTL] = str(intent.ttl_seconds_after_finished)
+    else:
+        annotations.pop(ANNOTATION_INTENDED_TTL, None)
+    metadata["annotations"] = annotations
+    spec = out.setdefault("spec", {})
+    run_policy = spec.get("runPolicy")
+    if not isinstance(run_policy, dict):
+        run_policy = spec["runPolicy"] = {}
+    run_policy["cleanPodPolicy"] = "None"
+    run_policy.pop("ttlSecondsAfterFinished", None)
+    return out, intent
+
+
+# ---------------------------------------------------------------- after the logs are drained
 
 
 @dataclass
@@ -148,8 +217,6 @@ def finish(
         hook.delete_tfjob(name, namespace, propagation="Foreground")
         report.job_deleted = True
     else:
-        from airflow_tfjob.manifest import intended_cleanup  # YAML/Jinja: not needed at DAG parse
-
         intent = intended_cleanup(tfjob)
         report.deleted_pods = apply_clean_pod_policy(hook, name, namespace, intent.clean_pod_policy)
         apply_ttl(hook, name, namespace, intent.ttl_seconds_after_finished, report)
@@ -163,8 +230,6 @@ def leftover_description(tfjob: Mapping[str, Any], on_finish_action: str, succee
     ref = f"TFJob {metadata.get('namespace')}/{metadata.get('name')}"
     if on_finish_action == "delete" or (on_finish_action == "delete_succeeded" and succeeded):
         return f"{ref} and its pods (on_finish_action={on_finish_action!r} not done)"
-    from airflow_tfjob.manifest import intended_cleanup
-
     intent = intended_cleanup(tfjob)
     return (
         f"pods of {ref} (cleanPodPolicy {intent.clean_pod_policy} and TTL "
@@ -214,7 +279,9 @@ def _kill_steps(name: str, namespace: str, log: Log, options: KillOptions) -> _K
     shown = "the pods' own" if grace is None else f"{grace} s"
     why = options.get("why", "the task was killed")
     log(f"Deleting TFJob {namespace}/{name} because {why}, and its pods (grace period {shown})")
-    yield _Call("delete_tfjob", (name, namespace), {"propagation": "Foreground", "grace_period_seconds": grace})
+    yield _Call(
+        "delete_tfjob", (name, namespace), {"propagation": "Foreground", "grace_period_seconds": grace}
+    )
     pods = yield _Call("list_job_pods", (name, namespace))
     for pod in pods:
         yield _Call("delete_pod", (_pod_name(pod), namespace), {"grace_period_seconds": grace})
@@ -253,7 +320,13 @@ def _advance(steps: _KillSteps, result: Any) -> tuple[bool, Any]:
 
 
 def kill(
-    hook: CleanupAPI, name: str, namespace: str, *, on_kill_action: str, log: Log, **options: Unpack[KillOptions]
+    hook: CleanupAPI,
+    name: str,
+    namespace: str,
+    *,
+    on_kill_action: str,
+    log: Log,
+    **options: Unpack[KillOptions],
 ) -> bool:
     """Delete a killed task's TFJob and its pods; True once nothing of it is left.
 

@@ -1,7 +1,8 @@
 """The checks of one container of a pod template (image, command, env, resources, mounts, ports).
 
-Split from :mod:`airflow_tfjob.validation`, whose checker and helpers it uses; what is checked and
-why is described there.
+Called by :mod:`airflow_tfjob.validation` for every container of every replica's pod template; it
+uses the checker and value syntax of :mod:`airflow_tfjob.validation_checker`. What is checked and
+why is described in :mod:`airflow_tfjob.validation`.
 """
 
 from __future__ import annotations
@@ -12,17 +13,13 @@ from decimal import Decimal
 from typing import Any
 
 from airflow_tfjob.constants import GPU_RESOURCE
-from airflow_tfjob.validation import (
-    _CLASSIC_ENV_RE,
-    _PRINTABLE_ENV_RE,
-    PULL_POLICIES,
-    _Checker,
-    _is_int,
-)
+from airflow_tfjob.validation_checker import CLASSIC_ENV_RE, PRINTABLE_ENV_RE, Checker, is_int
+
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 
 
 def validate_container(
-    check: _Checker, container: Mapping[str, Any], cpath: str, volumes: set[str], *, is_init: bool
+    check: Checker, container: Mapping[str, Any], cpath: str, volumes: set[str], *, is_init: bool
 ) -> None:
     image = container.get("image")
     if not isinstance(image, str) or not image.strip():
@@ -100,7 +97,7 @@ def validate_container(
             number = port.get(key)
             if number is None and key == "hostPort":
                 continue
-            if not _is_int(number) or not 1 <= number <= 65535:
+            if not is_int(number) or not 1 <= number <= 65535:
                 check.error(
                     f"{ppath}.{key}", f"{number!r} is not a port number", "use an integer between 1 and 65535"
                 )
@@ -114,7 +111,7 @@ def validate_container(
     del is_init
 
 
-def _validate_image(check: _Checker, image: str, path: str) -> None:
+def _validate_image(check: Checker, image: str, path: str) -> None:
     """Whitespace and invisible characters: pasted from a document, they make the pull fail at run time."""
     for i, char in enumerate(image):
         if char.isspace() or unicodedata.category(char) in ("Cc", "Cf", "Zs", "Zl", "Zp"):
@@ -126,15 +123,15 @@ def _validate_image(check: _Checker, image: str, path: str) -> None:
             return
 
 
-def _validate_env_entry(check: _Checker, entry: Mapping[str, Any], epath: str) -> None:
+def _validate_env_entry(check: Checker, entry: Mapping[str, Any], epath: str) -> None:
     ename = entry.get("name")
-    if not isinstance(ename, str) or not ename or not _PRINTABLE_ENV_RE.match(ename):
+    if not isinstance(ename, str) or not ename or not PRINTABLE_ENV_RE.match(ename):
         check.error(
             f"{epath}.name",
             f"{ename!r} is not a valid environment variable name",
             "use letters, digits, '_', '-' and '.', starting with a letter or '_' (no spaces or '=')",
         )
-    elif not _CLASSIC_ENV_RE.match(ename):
+    elif not CLASSIC_ENV_RE.match(ename):
         check.warn(
             f"{epath}.name",
             f"{ename!r} is only accepted by Kubernetes 1.32 or later; start it with a letter or '_'",
@@ -167,7 +164,7 @@ def _validate_env_entry(check: _Checker, entry: Mapping[str, Any], epath: str) -
                 )
 
 
-def _validate_resources(check: _Checker, resources: Any, rpath: str) -> None:
+def _validate_resources(check: Checker, resources: Any, rpath: str) -> None:
     res = check.mapping(resources, rpath)
     if not res:
         return

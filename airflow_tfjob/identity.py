@@ -1,9 +1,10 @@
 """What a new try does with the TFJobs an earlier try of the same task instance left behind.
 
-Pure: the operator lists the task instance's jobs by label (:func:`naming.identity_selector`, which
-excludes jobs already marked handled) and acts on the :class:`Decision`.
+Pure: :func:`airflow_tfjob.operators.submit.find_or_create` lists the task instance's jobs (its
+task_state_store record, then :func:`naming.identity_selector`, which excludes jobs already marked
+handled) and acts on the :class:`Decision`.
 
-Rules (issue 3, item 4):
+Rules:
 
 - a job still in progress (created, running, restarting, suspended) is **reattached**: a worker
   that crashed must not lose a running job, nor start a second one;

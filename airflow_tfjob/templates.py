@@ -17,6 +17,7 @@ One set of rules for the operator (rendered with Airflow's Jinja environment) an
 
 from __future__ import annotations
 
+import copy
 import json
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -267,3 +268,42 @@ def load_template_file(
     if isinstance(rendered, Mapping):  # Airflow's native rendering may already give a mapping
         return dict(rendered)
     return parse_manifest_text(str(rendered), str(path), as_json=path.suffix.lower() == ".json")
+
+
+# ---------------------------------------------------------------- a whole manifest
+
+
+def load_manifest(
+    value: Mapping[str, Any] | str,
+    *,
+    render: Callable[[str], str] | None = None,
+    searchpath: Sequence[str | Path] = (),
+    context: Mapping[str, Any] | None = None,
+    allow_outside: bool = False,
+) -> dict[str, Any]:
+    """A full TFJob manifest from a dict, a YAML/JSON string, or a template file.
+
+    A single-line string ending in .yaml/.yml/.json is a file path, relative to one of
+    ``searchpath`` (the DAG's folder and template_searchpath) and resolving inside them unless
+    ``allow_outside`` (:mod:`airflow_tfjob.templates` has the rules). It is rendered as a Jinja
+    template, with ``render`` (pass Airflow's, so macros and params work) or, without it, plain
+    Jinja with ``context`` as variables and undefined names as errors. Only this argument loads
+    files: other strings elsewhere (``args=["--config=conf.yaml"]``) stay strings.
+    """
+    if isinstance(value, Mapping):
+        return copy.deepcopy(dict(value))
+    if not isinstance(value, str):
+        raise TFJobValidationError(
+            "tfjob",
+            f"expected a mapping, a YAML string or a file path, got {type(value).__name__}",
+            "pass a dict, YAML text, or a .yaml path",
+        )
+    if not looks_like_path(value):
+        return parse_manifest_text(value, "the tfjob string")
+    path = resolve_template_path(value, searchpath, allow_outside=allow_outside)
+    env = plain_environment([path.parent, *searchpath])
+    if render is not None:
+        text = render_file(env, path, lambda t: render(path.read_text(encoding="utf-8")))
+        as_json = path.suffix.lower() == ".json"
+        return parse_manifest_text(str(text), str(path), as_json=as_json)
+    return load_template_file(path, env, lambda t: t.render(**(context or {})))

@@ -13,7 +13,7 @@ own pod IP (downward API), the standard way to serve a Service without binding e
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -217,3 +217,47 @@ class BoardAPI(Protocol):
     ) -> None: ...
 
     def delete_service(self, name: str, namespace: str | None = None) -> None: ...
+
+
+# ---------------------------------------------------------------- the task's lifecycle of its board
+
+
+def start_for_job(
+    hook: BoardAPI,
+    spec: TensorBoardSpec | None,
+    job: Mapping[str, Any],
+    push_url: Callable[[str], None],
+    log: Any,
+) -> None:
+    """Start the job's board (a retried try reuses it) and publish its URL for the UI's link.
+
+    A board that does not come up is reported loudly but does not stop the training it watches.
+    """
+    if spec is None:
+        return
+    board = TensorBoard(hook, spec, job)
+    try:
+        board.start()
+        url = board.wait_url()
+    except TensorBoardError as error:
+        log.error("TensorBoard for TFJob %s/%s is not available: %s", board.namespace, board.job_name, error)
+        return
+    push_url(url)
+    log.info("TensorBoard for TFJob %s/%s: %s", board.namespace, board.job_name, url)
+
+
+def stop_for_job(
+    hook: BoardAPI, spec: TensorBoardSpec | None, name: str, namespace: str, log: Any, *, force: bool = False
+) -> None:
+    """Remove the board after the job ended, unless the spec keeps it (force: the job is gone too)."""
+    if spec is None:
+        return
+    # Only the names matter to stop(); the uid is for the owner reference of new objects.
+    board = TensorBoard(hook, spec, {"metadata": {"name": name, "namespace": namespace, "uid": ""}})
+    try:
+        if board.stop(force=force):
+            log.info("TensorBoard %s/%s removed", namespace, board.name)
+        else:
+            log.info("TensorBoard %s/%s kept (tensorboard_keep=True)", namespace, board.name)
+    except TensorBoardError as error:
+        log.warning("Could not remove TensorBoard %s/%s: %s", namespace, board.name, error)

@@ -3,26 +3,26 @@
 Pure: the operator calls this at execute time (and render-only mode), so a mistake costs one
 failed try with a clear message rather than a job stuck in the cluster.
 
-Two families of checks (tfjob-behaviour.md):
+Two families of checks:
 
-- what the training-operator's webhook refuses (§1.3), and what the API server rejects for a pod
+- what the training-operator's webhook refuses, and what the API server rejects for a pod
   template (quantities, env var names, mounts of undeclared volumes, ports, labels), so the user
   sees it here in one aggregated error rather than as a 403/422 after a round trip;
-- what the operator lets through but never works (§10): unknown replica types or enum values
+- what the operator lets through but never works: unknown replica types or enum values
   (an unknown cleanPodPolicy silently behaves like All), pod/Service names over 63 characters
   (kubeflow/trainer#1101), jobs that can never succeed or never complete.
 
 Things that work but surprise (a single-replica job gets no TF_CONFIG) are returned as warnings.
+
+The error, the value syntax and the checker that collects problems are in
+:mod:`airflow_tfjob.validation_checker` (re-exported here); a container's checks in
+:mod:`airflow_tfjob.container_validation`.
 """
 
 from __future__ import annotations
 
-import difflib
-import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
-from typing import Any, TypeGuard
+from collections.abc import Mapping
+from typing import Any
 
 from airflow_tfjob.constants import (
     API_VERSION,
@@ -34,98 +34,26 @@ from airflow_tfjob.constants import (
     RESTART_POLICIES,
     SUCCESS_POLICIES,
 )
+from airflow_tfjob.container_validation import PULL_POLICIES, validate_container
 from airflow_tfjob.naming import (
     DNS1123_LABEL_RE,
-    LABEL_VALUE_RE,
     MAX_NAME,
     canonical_replica_type,
     is_dns1035_label,
     max_name_length,
 )
-
-# --------------------------------------------------------------------------- errors
-
-
-@dataclass(frozen=True)
-class Problem:
-    field: str
-    problem: str
-    fix: str
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.problem.rstrip('.')}. Fix: {self.fix.rstrip('.')}."
-
-
-class TFJobValidationError(ValueError):
-    """One or more problems with a TFJob manifest (or the parameters it is built from).
-
-    ``TFJobValidationError(field, problem, fix)`` for one, ``TFJobValidationError([Problem, ...])``
-    for several. ``field``/``problem``/``fix`` are those of the first problem.
-    """
-
-    def __init__(self, field: str | Sequence[Problem], problem: str = "", fix: str = "") -> None:
-        self.problems: tuple[Problem, ...] = (
-            (Problem(field, problem, fix),) if isinstance(field, str) else tuple(field)
-        )
-        if not self.problems:
-            raise ValueError("TFJobValidationError needs at least one problem")
-        super().__init__(self._message())
-
-    def _message(self) -> str:
-        if len(self.problems) == 1:
-            return f"Invalid TFJob: {self.problems[0]}"
-        lines = "\n".join(f"  - {p}" for p in self.problems)
-        return f"Invalid TFJob ({len(self.problems)} problems):\n{lines}"
-
-    @property
-    def field(self) -> str:
-        return self.problems[0].field
-
-    @property
-    def problem(self) -> str:
-        return self.problems[0].problem
-
-    @property
-    def fix(self) -> str:
-        return self.problems[0].fix
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Exceptions are pickled by their args; ours are problems, not the message.
-        return (type(self), (list(self.problems),))
-
-
-# --------------------------------------------------------------------------- syntax helpers
-
-_QUANTITY_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$")
-_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL = {
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "": Decimal(1),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
-}
-_DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_IANA_SVC_RE = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
-_CLASSIC_ENV_RE = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
-_PRINTABLE_ENV_RE = re.compile(r"^[\x21-\x3c\x3e-\x7e]+$")  # printable ASCII except space and "="
-_QUANTITY_FIX = (
-    'write a Kubernetes quantity such as "500m", "2", "512Mi" or "4Gi" (no spaces, binary units end in "i")'
+from airflow_tfjob.validation_checker import (
+    DNS1123_SUBDOMAIN_RE,
+    Checker,
+    Problem,
+    TFJobValidationError,
+    choice_fix,
+    is_int,
+    parse_quantity,
+    suggest_replica_type,
 )
-_ALIASES = {
-    "parameterserver": "PS",
-    "parameter-server": "PS",
-    "parameter_server": "PS",
-    "paramserver": "PS",
-    "eval": "Evaluator",
-    "evaluation": "Evaluator",
-}
+
+# The fields of a TFJob's spec, replica spec and run policy (anything else is dropped by the API).
 _SPEC_KEYS = ("tfReplicaSpecs", "runPolicy", "successPolicy", "enableDynamicWorker")
 _REPLICA_KEYS = ("replicas", "template", "restartPolicy")
 _RUN_POLICY_KEYS = (
@@ -137,214 +65,8 @@ _RUN_POLICY_KEYS = (
     "suspend",
     "managedBy",
 )
-PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 _SCHEDULING_KEYS = ("minAvailable", "queue", "minResources", "priorityClass", "scheduleTimeoutSeconds")
 _NEVER_FINISHING_TYPES = ("Chief", "Master", "Worker")
-
-
-def parse_quantity(value: Any) -> Decimal | None:
-    """A Kubernetes quantity as a Decimal, or None if it is not one."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return Decimal(str(value))
-    if not isinstance(value, str):
-        return None
-    match = _QUANTITY_RE.match(value)
-    if not match:
-        return None
-    suffix = match.group(3) or ""
-    number = value[: len(value) - len(suffix)] if suffix else value
-    try:
-        base = Decimal(number)
-    except InvalidOperation:
-        return None
-    if suffix in _BINARY:
-        return base * _BINARY[suffix]
-    if suffix in _DECIMAL:
-        return base * _DECIMAL[suffix]
-    return base * (Decimal(10) ** int(suffix[1:]))
-
-
-def _closest(value: str, choices: Iterable[str]) -> str | None:
-    choices = list(choices)
-    lowered = {c.lower(): c for c in choices}
-    if value.lower() in lowered:
-        return lowered[value.lower()]
-    match = difflib.get_close_matches(value.lower(), list(lowered), n=1, cutoff=0.6)
-    return lowered[match[0]] if match else None
-
-
-def _choice_fix(value: Any, allowed: Sequence[str]) -> str:
-    shown = ", ".join(repr(a) for a in allowed)
-    close = _closest(value, allowed) if isinstance(value, str) else None
-    return (f"did you mean {close!r}? " if close is not None else "") + f"use one of {shown}"
-
-
-def suggest_replica_type(key: str) -> str | None:
-    if key.lower() in _ALIASES:
-        return _ALIASES[key.lower()]
-    lowered = {t.lower(): t for t in REPLICA_TYPES}
-    match = difflib.get_close_matches(key.lower(), list(lowered), n=1, cutoff=0.5)
-    if match:
-        return lowered[match[0]]
-    # "Workers0", "worker-pool": a known type as a prefix
-    for low, canon in lowered.items():
-        if key.lower().startswith(low):
-            return canon
-    return None
-
-
-def _is_int(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-# --------------------------------------------------------------------------- the checker
-
-
-class _Checker:
-    def __init__(self) -> None:
-        self.problems: list[Problem] = []
-        self.warnings: list[str] = []
-
-    def error(self, path: str, problem: str, fix: str) -> None:
-        self.problems.append(Problem(path, problem, fix))
-
-    def warn(self, path: str, message: str) -> None:
-        self.warnings.append(f"{path}: {message}")
-
-    # ---- generic shapes
-
-    def mapping(self, value: Any, path: str, what: str = "a mapping") -> Mapping[str, Any] | None:
-        if value is None:
-            return None
-        if not isinstance(value, Mapping):
-            self.error(
-                path,
-                f"must be {what}, got {type(value).__name__}",
-                f"write {path.rsplit('.', 1)[-1]} as key: value pairs",
-            )
-            return None
-        return value
-
-    def seq(self, value: Any, path: str) -> list[Any]:
-        if value is None:
-            return []
-        if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
-            self.error(path, f"must be a list, got {type(value).__name__}", "write it as a YAML/JSON list")
-            return []
-        return list(value)
-
-    def entries(self, value: Any, path: str, form: str) -> Iterator[tuple[int, str, Mapping[str, Any]]]:
-        """(index, path, entry) of each mapping in the list at ``path``; anything else is an error."""
-        for j, entry in enumerate(self.seq(value, path)):
-            if isinstance(entry, Mapping):
-                yield j, f"{path}[{j}]", entry
-            else:
-                self.error(f"{path}[{j}]", "is not a mapping", f"write {form}")
-
-    def unknown_keys(self, value: Mapping[str, Any], allowed: Sequence[str], path: str) -> None:
-        for key in value:
-            if key not in allowed:
-                self.error(
-                    f"{path}.{key}" if path else str(key),
-                    f"is not a field of {path or 'the TFJob'} (the API server would drop it silently)",
-                    _choice_fix(str(key), allowed),
-                )
-
-    def non_negative_int(self, value: Any, path: str, minimum: int = 0) -> None:
-        if value is None:
-            return
-        if not _is_int(value):
-            self.error(
-                path,
-                f"must be a whole number, got {value!r}",
-                f"write an integer >= {minimum} without quotes",
-            )
-        elif value < minimum:
-            self.error(
-                path,
-                f"must be >= {minimum}, got {value}",
-                f"use a value of at least {minimum}, or remove the field",
-            )
-
-    def labels(self, value: Any, path: str, values_are_labels: bool = True) -> None:
-        mapping = self.mapping(value, path)
-        if mapping is None:
-            return
-        total = 0
-        for key, val in mapping.items():
-            self.label_key(key, f"{path}.{key}")
-            if not isinstance(val, str):
-                self.error(
-                    f"{path}.{key}",
-                    f"value {val!r} is a {type(val).__name__}, Kubernetes wants a string",
-                    f'quote it: "{str(val).lower() if isinstance(val, bool) else val}"',
-                )
-                continue
-            total += len(key) + len(val)
-            if values_are_labels and (len(val) > MAX_NAME or not LABEL_VALUE_RE.match(val)):
-                self.error(
-                    f"{path}.{key}",
-                    f"label value {val!r} is not valid (at most 63 characters, letters, digits, '-', '_', '.', "
-                    "starting and ending with a letter or digit)",
-                    "shorten it or replace the other characters; put free text in an annotation instead",
-                )
-        if not values_are_labels and total > 256 * 1024:
-            self.error(
-                path,
-                f"annotations total {total} bytes, over the 256 KiB limit",
-                "move large values elsewhere (a ConfigMap)",
-            )
-
-    def choice(self, value: Any, path: str, allowed: Sequence[str], problem: str) -> bool:
-        """Whether ``value`` is None or one of ``allowed`` (case-sensitive, as Kubernetes compares)."""
-        if value is None or value in allowed:
-            return True
-        self.error(path, f"{value!r} {problem}", _choice_fix(value, allowed))
-        return False
-
-    def unique_name(self, value: Any, path: str, what: str, seen: set[str], *, port: bool = False) -> None:
-        """A volume, container or port name: valid syntax, and not used before in ``seen``."""
-        if port:
-            valid = isinstance(value, str) and len(value) <= 15 and bool(_IANA_SVC_RE.match(value))
-            valid = valid and "--" not in value and bool(re.search("[a-z]", value))
-            rule = "use at most 15 lower-case letters, digits and single '-', with at least one letter"
-        else:
-            valid = isinstance(value, str) and len(value) <= MAX_NAME and bool(DNS1123_LABEL_RE.match(value))
-            rule = "use at most 63 lower-case letters, digits and '-'"
-        if not valid:
-            self.error(path, f"{value!r} is not a valid {what} name", rule)
-        elif value in seen:
-            self.error(path, f"{what} name {value!r} is used twice", f"give each {what} a distinct name")
-        else:
-            seen.add(value)
-
-    def label_key(self, key: Any, path: str) -> None:
-        if not isinstance(key, str) or not key:
-            self.error(path, f"key {key!r} is not a string", "use a string key such as example.com/team")
-            return
-        prefix, _, name = key.rpartition("/")
-        ok = bool(_LABEL_NAME_RE.match(name)) and len(name) <= MAX_NAME
-        if prefix:
-            ok = ok and len(prefix) <= 253 and bool(_DNS1123_SUBDOMAIN_RE.match(prefix))
-        if not ok:
-            self.error(
-                path,
-                f"key {key!r} is not a valid label/annotation key",
-                "use an optional DNS prefix and '/', then at most 63 letters, digits, '-', '_' or '.' "
-                "(e.g. example.com/team)",
-            )
-
-    def quantity(self, value: Any, path: str) -> Decimal | None:
-        parsed = parse_quantity(value)
-        if parsed is None:
-            self.error(path, f"{value!r} is not a Kubernetes quantity", _QUANTITY_FIX)
-            return None
-        if parsed < 0:
-            self.error(path, f"{value!r} is negative", "use a positive quantity")
-            return None
-        return parsed
 
 
 def validate_tfjob(manifest: Any, *, require_name: bool = True) -> list[str]:
@@ -353,14 +75,14 @@ def validate_tfjob(manifest: Any, *, require_name: bool = True) -> list[str]:
     ``require_name=False`` accepts a manifest without ``metadata.name``/``generateName`` (the
     operator validates a user's template before giving it a name).
     """
-    check = _Checker()
+    check = Checker()
     _validate(check, manifest, require_name)
     if check.problems:
         raise TFJobValidationError(check.problems)
     return check.warnings
 
 
-def _validate(check: _Checker, manifest: Any, require_name: bool) -> None:
+def _validate(check: Checker, manifest: Any, require_name: bool) -> None:
     if not isinstance(manifest, Mapping):
         check.error(
             "tfjob", f"must be a mapping, got {type(manifest).__name__}", "pass a TFJob dict or YAML text"
@@ -411,7 +133,7 @@ def namespace_problem(namespace: Any) -> str | None:
     return None if valid else f"{namespace!r} is not a valid namespace name"
 
 
-def _validate_metadata(check: _Checker, metadata: Mapping[str, Any], require_name: bool) -> int | None:
+def _validate_metadata(check: Checker, metadata: Mapping[str, Any], require_name: bool) -> int | None:
     """Returns the length the job's name will have (None if unknown)."""
     name = metadata.get("name")
     generate = metadata.get("generateName")
@@ -437,7 +159,7 @@ def _validate_metadata(check: _Checker, metadata: Mapping[str, Any], require_nam
     return None
 
 
-def _validate_namespace_and_meta(check: _Checker, metadata: Mapping[str, Any]) -> None:
+def _validate_namespace_and_meta(check: Checker, metadata: Mapping[str, Any]) -> None:
     ns = metadata.get("namespace")
     problem = None if ns is None else namespace_problem(ns)
     if problem:
@@ -446,7 +168,7 @@ def _validate_namespace_and_meta(check: _Checker, metadata: Mapping[str, Any]) -
     check.labels(metadata.get("annotations"), "metadata.annotations", values_are_labels=False)
 
 
-def _validate_replica_specs(check: _Checker, specs: Mapping[str, Any]) -> dict[str, int]:
+def _validate_replica_specs(check: Checker, specs: Mapping[str, Any]) -> dict[str, int]:
     """Checks each replica spec; returns canonical type -> replica count (defaults applied)."""
     counts: dict[str, int] = {}
     seen: dict[str, str] = {}
@@ -477,7 +199,7 @@ def _validate_replica_specs(check: _Checker, specs: Mapping[str, Any]) -> dict[s
         check.unknown_keys(rspec, _REPLICA_KEYS, path)
         replicas = rspec.get("replicas", 1)
         count = 1
-        if not _is_int(replicas):
+        if not is_int(replicas):
             check.error(
                 f"{path}.replicas",
                 f"must be a whole number, got {replicas!r} ({type(replicas).__name__})",
@@ -504,10 +226,7 @@ def _validate_replica_specs(check: _Checker, specs: Mapping[str, Any]) -> dict[s
     return counts
 
 
-def _validate_template(check: _Checker, template: Any, path: str) -> None:
-    # Imported here: container_validation builds on this module's checker.
-    from airflow_tfjob.container_validation import validate_container
-
+def _validate_template(check: Checker, template: Any, path: str) -> None:
     tmpl = check.mapping(template, path)
     if tmpl is None:
         if template is None:
@@ -580,7 +299,7 @@ def _validate_template(check: _Checker, template: Any, path: str) -> None:
             check.error(
                 f"{tpath}.operator",
                 f"{op!r} is not a toleration operator",
-                _choice_fix(op, ("Equal", "Exists")),
+                choice_fix(op, ("Equal", "Exists")),
             )
         elif op == "Exists" and tol.get("value"):
             check.error(
@@ -593,10 +312,10 @@ def _validate_template(check: _Checker, template: Any, path: str) -> None:
             check.error(
                 f"{tpath}.effect",
                 f"{effect!r} is not a taint effect",
-                _choice_fix(effect, ("NoSchedule", "PreferNoSchedule", "NoExecute")),
+                choice_fix(effect, ("NoSchedule", "PreferNoSchedule", "NoExecute")),
             )
     sa = pod.get("serviceAccountName")
-    if sa is not None and (not isinstance(sa, str) or len(sa) > 253 or not _DNS1123_SUBDOMAIN_RE.match(sa)):
+    if sa is not None and (not isinstance(sa, str) or len(sa) > 253 or not DNS1123_SUBDOMAIN_RE.match(sa)):
         check.error(
             f"{ppath}.serviceAccountName",
             f"{sa!r} is not a valid service account name",
@@ -604,7 +323,7 @@ def _validate_template(check: _Checker, template: Any, path: str) -> None:
         )
 
 
-def _validate_run_policy(check: _Checker, spec: Mapping[str, Any], counts: Mapping[str, int]) -> None:
+def _validate_run_policy(check: Checker, spec: Mapping[str, Any], counts: Mapping[str, int]) -> None:
     policy = check.mapping(spec.get("runPolicy"), "spec.runPolicy")
     base = "spec.runPolicy"
     success = spec.get("successPolicy")
@@ -612,7 +331,7 @@ def _validate_run_policy(check: _Checker, spec: Mapping[str, Any], counts: Mappi
         check.error(
             "spec.successPolicy",
             f"{success!r} is not a success policy (it would behave as the default)",
-            _choice_fix(success, SUCCESS_POLICIES),
+            choice_fix(success, SUCCESS_POLICIES),
         )
     dynamic = spec.get("enableDynamicWorker")
     if dynamic is not None and not isinstance(dynamic, bool):
@@ -629,7 +348,7 @@ def _validate_run_policy(check: _Checker, spec: Mapping[str, Any], counts: Mappi
         check.error(
             f"{base}.cleanPodPolicy",
             f"{clean!r} is not a clean pod policy (the operator would treat it as All)",
-            _choice_fix(clean, CLEAN_POD_POLICIES),
+            choice_fix(clean, CLEAN_POD_POLICIES),
         )
     check.non_negative_int(policy.get("ttlSecondsAfterFinished"), f"{base}.ttlSecondsAfterFinished")
     check.non_negative_int(policy.get("activeDeadlineSeconds"), f"{base}.activeDeadlineSeconds", minimum=1)
@@ -645,7 +364,7 @@ def _validate_run_policy(check: _Checker, spec: Mapping[str, Any], counts: Mappi
             check.error(
                 f"{base}.managedBy",
                 f"{managed!r} is refused by the webhook",
-                _choice_fix(managed, MANAGED_BY_VALUES),
+                choice_fix(managed, MANAGED_BY_VALUES),
             )
         elif managed != MANAGED_BY_VALUES[0]:
             check.warn(
@@ -662,7 +381,7 @@ def _validate_run_policy(check: _Checker, spec: Mapping[str, Any], counts: Mappi
                 check.error(f"{spath}.{key}", f"must be a string, got {sched[key]!r}", "quote the value")
         total = sum(counts.values())
         min_available = sched.get("minAvailable")
-        if _is_int(min_available) and min_available > total:
+        if is_int(min_available) and min_available > total:
             check.error(
                 f"{spath}.minAvailable",
                 f"asks for {min_available} pods to be scheduled together but the job has only {total}",
@@ -674,7 +393,7 @@ def _validate_run_policy(check: _Checker, spec: Mapping[str, Any], counts: Mappi
 
 
 def _validate_job_semantics(
-    check: _Checker,
+    check: Checker,
     spec: Mapping[str, Any],
     counts: Mapping[str, int],
     metadata: Mapping[str, Any],
@@ -736,4 +455,11 @@ def _validate_job_semantics(
             )
 
 
-__all__ = ["Problem", "TFJobValidationError", "parse_quantity", "suggest_replica_type", "validate_tfjob"]
+__all__ = [
+    "PULL_POLICIES",
+    "Problem",
+    "TFJobValidationError",
+    "parse_quantity",
+    "suggest_replica_type",
+    "validate_tfjob",
+]

@@ -1,4 +1,10 @@
-"""Create a task's TFJob exactly once, even when the API loses the reply to the create call.
+"""A task's TFJob: found again (reattach or report an earlier try's job) or created exactly once.
+
+Finding again: the job a try created is recorded in the task_state_store (durable identity) and
+carries identity labels; :func:`find_or_create` collects the task instance's earlier jobs both ways
+and acts on :func:`airflow_tfjob.identity.decide` (pure): reattach, report, or create.
+
+Creating exactly once, even when the API loses the reply to the create call:
 
 A create can fail after the server acted on it: the reply is lost, the connection resets, a proxy
 answers 5xx or 504. Sending it again would meet a 409, and giving up would leave a training job that
@@ -17,10 +23,17 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_tfjob.constants import ANNOTATION_PREFIX
+from airflow_tfjob import identity, naming
+from airflow_tfjob.constants import ANNOTATION_PREFIX, LABEL_HANDLED, LABEL_MANAGED
+from airflow_tfjob.status import interpret, summarise
 
 if TYPE_CHECKING:
+    from airflow.sdk import Context
+
     from airflow_tfjob.hooks.tfjob import TFJobHook
+
+#: The task_state_store key under which the job of this task instance is recorded (durable identity).
+STATE_KEY = "tfjob"
 
 #: Annotation holding the id of the submission that created the job (one per create call sequence).
 ANNOTATION_SUBMISSION = ANNOTATION_PREFIX + "submission-id"
@@ -97,3 +110,188 @@ def create_or_adopt(
             what,
         )
         time.sleep(0.5)
+
+
+# ---------------------------------------------------------------- the task instance's identity and record
+
+
+def task_identity(context: Context) -> tuple[str, str, str, int, int]:
+    """(dag_id, task_id, run_id, map_index, try_number) of the running task instance."""
+    ti = context["ti"]
+    map_index = getattr(ti, "map_index", -1)
+    return (
+        ti.dag_id,
+        ti.task_id,
+        ti.run_id,
+        -1 if map_index is None else int(map_index),
+        int(getattr(ti, "try_number", 1) or 1),
+    )
+
+
+def stamp_identity(tfjob: dict[str, Any], context: Context, *, name: str | None) -> None:
+    """Name the job (``name``, the manifest's, or one derived from the task instance) and label it
+    with the task instance's identity, by which a later try finds it again."""
+    dag_id, task_id, run_id, map_index, try_number = task_identity(context)
+    metadata = tfjob.setdefault("metadata", {})
+    if name:
+        metadata["name"] = name
+    elif not metadata.get("name"):
+        replicas = (tfjob.get("spec") or {}).get("tfReplicaSpecs") or {}
+        metadata["name"] = naming.job_name(
+            dag_id, task_id, run_id, map_index, try_number,
+            max_length=naming.max_name_length(replicas),
+        )  # fmt: skip
+    metadata.setdefault("labels", {}).update(
+        naming.identity_labels(dag_id, task_id, run_id, map_index, try_number)
+    )
+    metadata.setdefault("annotations", {}).update(
+        naming.identity_annotations(dag_id, task_id, run_id, map_index, try_number)
+    )
+
+
+def state_set(context: Context, value: dict[str, Any]) -> None:
+    store = context.get("task_state_store")
+    if store is not None:
+        store.set(STATE_KEY, value)
+
+
+def state_get(context: Context) -> dict[str, Any] | None:
+    store = context.get("task_state_store")
+    if store is None:
+        return None
+    value = store.get(STATE_KEY)
+    return value if isinstance(value, dict) and value.get("name") and value.get("namespace") else None
+
+
+def remember(context: Context, job: Mapping[str, Any]) -> None:
+    meta = job["metadata"]
+    state_set(context, {"name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"]})
+
+
+# ---------------------------------------------------------------- find again or create
+
+
+def find_or_create(
+    hook: TFJobHook,
+    tfjob: dict[str, Any],
+    context: Context,
+    *,
+    log: Any,
+    on_submit: Callable[[str, str], None],
+) -> dict[str, Any]:
+    """The task instance's TFJob: an earlier try's job to reattach to or report, or a new one.
+
+    Never a second job for one outcome, never a 409: the earlier tries' jobs are found through the
+    task_state_store (durable identity), then through the identity labels. ``on_submit(name,
+    namespace)`` is called just before a create, so that a kill during the call finds the job.
+    """
+    try_number = task_identity(context)[4]
+    namespace = tfjob["metadata"]["namespace"]
+    found = earlier_jobs(hook, namespace, context)
+    decision = identity.decide(found, try_number)
+    if found:
+        log.info("Earlier TFJobs of this task instance: %s", decision.reason)
+    for old_name in decision.mark_handled:
+        log.info("Marking the earlier TFJob %s/%s as handled", namespace, old_name)
+        hook.patch_tfjob(old_name, namespace, {"metadata": {"labels": {LABEL_HANDLED: "true"}}})
+    for old_name in decision.delete:
+        # Never two live jobs for one task instance: an abandoned one still running is stopped.
+        log.info("Deleting the abandoned TFJob %s/%s", namespace, old_name)
+        hook.delete_tfjob(old_name, namespace, propagation="Foreground")
+    if decision.action in ("reattach", "report") and decision.job is not None:
+        job = dict(decision.job)
+        log.info(
+            "%s TFJob %s/%s (%s)",
+            "Reattaching to" if decision.action == "reattach" else "Reporting the result of",
+            namespace,
+            job["metadata"]["name"],
+            summarise(interpret(job)),
+        )
+    else:
+        job = create(hook, tfjob, context, log=log, on_submit=on_submit)
+    remember(context, job)
+    return job
+
+
+def earlier_jobs(hook: TFJobHook, namespace: str, context: Context) -> list[dict[str, Any]]:
+    """The unhandled jobs of this task instance: the recorded one, then those its labels find."""
+    dag_id, task_id, run_id, map_index, _ = task_identity(context)
+    jobs: dict[str, dict[str, Any]] = {}
+    recorded = state_get(context)
+    if recorded:
+        job = hook.find_tfjob(recorded["name"], recorded["namespace"])
+        # A uid, or (the worker died before the create call answered) the submission id.
+        if job is not None and (
+            job["metadata"].get("uid") == recorded.get("uid")
+            or (recorded.get("submission") and submission_id(job) == recorded.get("submission"))
+        ):
+            if LABEL_HANDLED not in (job["metadata"].get("labels") or {}):
+                jobs[job["metadata"]["uid"]] = job
+    selector = naming.identity_selector(dag_id, task_id, run_id, map_index)
+    for job in hook.list_tfjobs(namespace, selector):
+        if naming.matches_identity(job, dag_id, task_id, run_id, map_index):
+            jobs.setdefault(job["metadata"]["uid"], job)
+    return list(jobs.values())
+
+
+def running_job_of_this_try(hook: TFJobHook, context: Context, namespace: str) -> tuple[str, str] | None:
+    """The recorded job, else an unfinished one the identity labels find (for a failed trigger)."""
+    recorded = state_get(context)
+    if recorded:
+        return recorded["name"], recorded["namespace"]
+    dag_id, task_id, run_id, map_index, _ = task_identity(context)
+    selector = naming.identity_selector(dag_id, task_id, run_id, map_index)
+    for job in hook.list_tfjobs(namespace, selector):
+        if not interpret(job).finished:
+            return job["metadata"]["name"], job["metadata"]["namespace"]
+    return None
+
+
+def create(
+    hook: TFJobHook,
+    tfjob: dict[str, Any],
+    context: Context,
+    *,
+    log: Any,
+    on_submit: Callable[[str, str], None],
+) -> dict[str, Any]:
+    """Submit the task's manifest (cleanup intent in annotations, a submission id) exactly once."""
+    from airflow_tfjob.cleanup import submission_manifest
+    from airflow_tfjob.limits import shown_json
+    from airflow_tfjob.secrets import redact
+
+    dag_id, task_id, run_id, map_index, _ = task_identity(context)
+    name, namespace = tfjob["metadata"]["name"], tfjob["metadata"]["namespace"]
+    existing = hook.find_tfjob(name, namespace)
+    if existing is not None:
+        labels = existing["metadata"].get("labels") or {}
+        ours = labels.get(LABEL_MANAGED) == "true" and naming.matches_identity(
+            existing, dag_id, task_id, run_id, map_index
+        )
+        if not ours or LABEL_HANDLED not in labels:
+            raise AirflowException(
+                f"A TFJob named {namespace}/{name} already exists and was not created by this task "
+                f"instance (or is still in use): nothing was submitted. Choose another `name`, or "
+                f"delete that TFJob first (kubectl delete tfjob -n {namespace} {name})."
+            )
+        # A fixed `name` reused by a later try: the earlier, handled job makes way for the new one.
+        log.info("Deleting the handled TFJob %s/%s to reuse its name", namespace, name)
+        hook.delete_tfjob(name, namespace, propagation="Foreground")
+        if not hook.wait_for_tfjob_deletion(name, namespace, timeout=120):
+            raise AirflowException(f"TFJob {namespace}/{name} was not deleted within 120 s")
+    body, intent = submission_manifest(tfjob)
+    sid = new_submission_id()
+    body = with_submission_id(body, sid)
+    # Recorded before the call: a kill, or a crash, between the create and its answer still finds
+    # the job (by name for on_kill, by submission id for the next try).
+    on_submit(name, namespace)
+    state_set(context, {"name": name, "namespace": namespace, "uid": None, "submission": sid})
+    log.info(
+        "Creating TFJob %s/%s (cleanPodPolicy %s and TTL %s applied by this task once logs are read):\n%s",
+        namespace,
+        name,
+        intent.clean_pod_policy,
+        intent.ttl_seconds_after_finished,
+        shown_json(redact(body)),
+    )
+    return create_or_adopt(hook, body, log=log.warning, timeout=hook.retry_policy.timeout)

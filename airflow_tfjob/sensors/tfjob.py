@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseSensorOperator, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from airflow_tfjob.connection import connection_of, hook_kwargs
 from airflow_tfjob.status import JobState, interpret, summarise
 from airflow_tfjob.triggers.tfjob import (
     TFJobConditionTrigger,
@@ -90,13 +91,7 @@ class TFJobSensor(BaseSensorOperator):
     def get_hook(self) -> TFJobHook:
         from airflow_tfjob.hooks.tfjob import TFJobHook
 
-        return TFJobHook(
-            conn_id=self.kubernetes_conn_id,
-            cluster_context=self.cluster_context,
-            config_file=self.config_file,
-            in_cluster=self.in_cluster,
-            api_retry_timeout=self.api_retry_timeout,
-        )
+        return TFJobHook(**hook_kwargs(self))
 
     def _namespace(self, hook: TFJobHook) -> str:
         namespace = self.namespace or hook.get_namespace() or "default"
@@ -139,11 +134,7 @@ class TFJobSensor(BaseSensorOperator):
                 name=self.name,
                 namespace=namespace,
                 target_condition=self.target_condition,
-                kubernetes_conn_id=self.kubernetes_conn_id,
-                cluster_context=self.cluster_context,
-                config_file=self.config_file,
-                in_cluster=self.in_cluster,
-                api_retry_timeout=self.api_retry_timeout,
+                **connection_of(self),
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout),

@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_tfjob.cleanup import KILL_GRACE_PERIOD, kill_async
+from airflow_tfjob.connection import connection_of, hook_kwargs
 from airflow_tfjob.status import JobState, JobStatus, interpret, summarise
 
 if TYPE_CHECKING:
@@ -101,24 +102,12 @@ class _ClusterTrigger(BaseTrigger):
         self.api_retry_timeout = api_retry_timeout
 
     def _connection(self) -> dict[str, Any]:
-        return {
-            "kubernetes_conn_id": self.kubernetes_conn_id,
-            "cluster_context": self.cluster_context,
-            "config_file": self.config_file,
-            "in_cluster": self.in_cluster,
-            "api_retry_timeout": self.api_retry_timeout,
-        }
+        return connection_of(self)
 
     def _hook(self) -> AsyncTFJobHook:
         from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
 
-        return AsyncTFJobHook(
-            conn_id=self.kubernetes_conn_id,
-            cluster_context=self.cluster_context,
-            config_file=self.config_file,
-            in_cluster=self.in_cluster,
-            api_retry_timeout=self.api_retry_timeout,
-        )
+        return AsyncTFJobHook(**hook_kwargs(self))
 
 
 class TFJobTrigger(_ClusterTrigger):

@@ -21,6 +21,7 @@ from test_operator_deferrable import defer, fire
 
 from airflow_tfjob.constants import LABEL_HANDLED
 from airflow_tfjob.naming import identity_selector
+from airflow_tfjob.operators import submit
 from airflow_tfjob.operators.tfjob import TFJobOperator
 from airflow_tfjob.triggers.tfjob import TFJobTrigger
 from airflow_tfjob.validation import TFJobValidationError
@@ -186,8 +187,10 @@ def test_apache_airflow_10544_two_unhandled_jobs_of_one_task_instance_are_resolv
     for current in (ti, ti.next_try()):
         # Submitted directly, bypassing the retry decision: the state two crashed tries can leave.
         op = make(**sleeper)
-        manifest = op.build_manifest(context_for(current))
-        names.append(op._create(hook, manifest, context_for(current))["metadata"]["name"])
+        context = context_for(current)
+        manifest = op.build_manifest(context)
+        created = submit.create(hook, manifest, context, log=op.log, on_submit=lambda name, namespace: None)
+        names.append(created["metadata"]["name"])
     older, newer = names
     assert len(jobs_of(hook, ti)) == 2
     third = ti.next_try().next_try()

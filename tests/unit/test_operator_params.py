@@ -278,3 +278,39 @@ def test_tensorboard_link_without_a_board_reads_no_xcom() -> None:
 
     op = TFJobOperator(task_id="no_board", image="x", worker=2)
     assert TensorBoardLink().get_link(op, ti_key=None) == ""  # type: ignore[arg-type]
+
+
+def test_the_parameter_table_and_the_signature_cannot_drift() -> None:
+    # Parameters are declared once (operators/params.py); everything else derives from that table.
+    import inspect
+
+    from airflow_tfjob.connection import CONNECTION_PARAMS
+    from airflow_tfjob.manifest import PARAMETER_NAMES
+    from airflow_tfjob.operators import params
+    from airflow_tfjob.operators.tfjob import TFJobOperator
+    from airflow_tfjob.paramtypes import PARAMETER_TYPES
+
+    signature = inspect.signature(TFJobOperator.__init__).parameters.values()
+    keyword_only = [p.name for p in signature if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    assert keyword_only == list(params.NAMES)
+    assert len(set(params.NAMES)) == len(params.NAMES)
+    assert tuple(TFJobOperator.template_fields) == params.TEMPLATE_FIELDS
+    assert set(TFJobOperator.template_fields_renderers) <= set(params.TEMPLATE_FIELDS)
+    # Each manifest parameter reaches build_tfjob under a name it takes, and has a type check.
+    to_manifest = [*params.MANIFEST_PARAMS, *params.RENAMED.values()]
+    assert set(to_manifest) <= set(PARAMETER_NAMES)
+    assert set(params.TYPED) <= set(PARAMETER_TYPES)
+    assert set(CONNECTION_PARAMS) <= set(params.NAMES)
+    # The typed attributes are parameters of the table, and every parameter is stored.
+    assert set(params.StoredParameters.__annotations__) <= set(params.NAMES)
+    op = TFJobOperator(task_id="drift", image="python:3.11")
+    assert all(hasattr(op, name) for name in params.NAMES)
+
+
+def test_every_own_parameter_is_checked_by_check_operator_parameters() -> None:
+    import inspect
+
+    from airflow_tfjob.operators import checks, params
+
+    source = inspect.getsource(checks.check_operator_parameters)
+    assert [name for name in params.OWN if f'"{name}"' not in source] == []

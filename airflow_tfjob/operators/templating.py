@@ -1,0 +1,116 @@
+"""The operator's templating hooks: only ``tfjob`` may name a template file.
+
+Airflow treats every templated string ending in a template_ext suffix as a file name, list items
+included, so ``args=["--config=conf.yaml"]`` would be looked up as a template file. Only ``tfjob``
+may name a file here, and only as the DAG author wrote it (:mod:`airflow_tfjob.templates` has the
+rules, shared with ``manifest.load_manifest``): a path that templating produced (e.g. from params)
+is refused unless opted in. Each field is rendered on its own, so that a Jinja error names it.
+
+These override BaseOperator's templating methods, so they live in a mixin the operator inherits
+first; the work itself is done by :mod:`airflow_tfjob.templates`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from airflow_tfjob import templates
+from airflow_tfjob.operators.checks import is_template
+from airflow_tfjob.validation import TFJobValidationError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import jinja2
+    from airflow.sdk import BaseOperator, Context
+
+    _Base = BaseOperator
+else:
+    _Base = object
+
+
+class TemplateFileRendering(_Base):
+    """Rendering of the operator's fields, with ``tfjob`` as the only one that may name a file."""
+
+    tfjob: Any
+    allow_template_outside_dag_folder: bool
+    allow_template_path_from_params: bool
+
+    def _mask_secrets(self) -> None:
+        """Register secret values with Airflow's masker once they are rendered (the operator's own)."""
+
+    def resolve_template_files(self) -> None:
+        # The file is read when the task renders, with the same rules; a path outside the allowed
+        # folders fails the DAG's parse here already.
+        if templates.looks_like_path(self.tfjob) and not is_template(self.tfjob) and self.has_dag():
+            try:
+                self._template_path(str(self.tfjob))
+            except templates.TemplateNotFoundError:
+                pass  # it may be written before the task runs; rendering reports it then
+        self.prepare_template()
+
+    def _do_render_template_fields(
+        self,
+        parent: Any,
+        template_fields: Any,
+        context: Context,
+        jinja_env: jinja2.Environment,
+        seen_oids: set[int],
+    ) -> None:
+        if parent is self and "tfjob" in template_fields and templates.looks_like_path(self.tfjob):
+            if not is_template(self.tfjob):  # decided on the value as the DAG author wrote it
+                self.tfjob = self._render_template_file(str(self.tfjob), context, jinja_env)
+                template_fields = [f for f in template_fields if f != "tfjob"]
+        if parent is not self:
+            super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
+            return
+        for field in template_fields:  # one by one, so that a Jinja error names its field
+            self._render_field(field, context, jinja_env, seen_oids)
+        self._mask_secrets()
+        if "tfjob" in template_fields and templates.looks_like_path(self.tfjob):
+            self.tfjob = self._rendered_template_path(str(self.tfjob), context, jinja_env)
+
+    def _rendered_template_path(self, path: str, context: Context, jinja_env: jinja2.Environment) -> Any:
+        """A `tfjob` that names a file only once rendered: its path comes from run-time values."""
+        if not self.allow_template_path_from_params:
+            raise TFJobValidationError(
+                "tfjob",
+                f"rendered to {path[:200]!r}, which looks like a file path; a path that comes from "
+                "templating (e.g. params) is not read",
+                "write the file's path literally in the DAG, or pass the manifest itself; if run-time "
+                "values may choose the file, pass allow_template_path_from_params=True",
+            )
+        return self._render_template_file(path, context, jinja_env)
+
+    def render_template(
+        self,
+        content: Any,
+        context: Context,
+        jinja_env: jinja2.Environment | None = None,
+        seen_oids: set[int] | None = None,
+    ) -> Any:
+        if isinstance(content, str):
+            env = jinja_env or self.get_template_env()
+            return self._render(env.from_string(content), context)
+        return super().render_template(content, context, jinja_env, seen_oids)
+
+    def _render_field(
+        self, field: str, context: Context, jinja_env: jinja2.Environment, seen_oids: set[int]
+    ) -> None:
+        import jinja2
+
+        try:
+            super()._do_render_template_fields(self, [field], context, jinja_env, seen_oids)
+        except jinja2.TemplateError as error:
+            raise templates.jinja_error(error, None, field) from None
+
+    def _template_path(self, value: str) -> Path:
+        folders = templates.template_folders(self.dag if self.has_dag() else None)
+        return templates.resolve_template_path(
+            value, folders, allow_outside=self.allow_template_outside_dag_folder
+        )
+
+    def _render_template_file(self, path: str, context: Context, jinja_env: jinja2.Environment) -> Any:
+        return templates.load_template_file(
+            self._template_path(path), jinja_env, lambda template: self._render(template, context)
+        )
