@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_tfjob.aio import wait_event
 from airflow_tfjob.constants import CONTAINER_NAME
+from airflow_tfjob.hooks.retry import is_transient
 from airflow_tfjob.logs_parsing import (
     TIMESTAMP_ROOM,
     TRUNCATION_MARK,
@@ -96,6 +97,7 @@ class ReplicaFollower:
         self.finished = False
         self.task: asyncio.Task[None] | None = None
         self.drain_deadline: float | None = None  # wall clock; a still-running container stops here
+        self.last_error: BaseException | None = None  # why the last request ended early, if it did
         self.master = False  # the job-role=master pod (metrics and captured values come from it)
         self.complete: tuple[str, int] | None = None  # (pod uid, run) whose log was read to its end
 
@@ -202,11 +204,20 @@ class ReplicaFollower:
                 raise  # no rights to read logs: reconnect_forever reports it and gives up
             # A cut stream, 400/404 while the pod changes, timeouts: retried.
             log.debug("log stream of %s ended: %r", self.name, exc)
+            self.last_error = exc
             splitter.reset()
         return clean, self.lines_seen - before
 
     def _past_drain_deadline(self) -> bool:
-        return self.drain_deadline is not None and time.time() >= self.drain_deadline
+        """Past the drain deadline while the container still runs (a PS never exits): stop reading.
+
+        A container that has exited is read to its end whatever the time (drain() bounds that by its
+        cap): its log is finite, and stopping early loses lines, e.g. of a replica whose pod the watch
+        reported late because the API was failing.
+        """
+        if self.drain_deadline is None or time.time() < self.drain_deadline:
+            return False
+        return not has_exited(self.state.pod)
 
     async def _wait_change(self, timeout: float) -> bool:
         """Wait for a new pod state from the watch (or a drain); False if none came in time."""
@@ -276,6 +287,7 @@ class ReplicaFollower:
             self.cursor.instance = instance
         elif instance > self.cursor.instance:
             await self._catch_up_previous(cs, instance)
+        self.last_error = None
         clean, got = await self._read()
         self.reconnects += 1
         latest = self.state.pod
@@ -285,8 +297,13 @@ class ReplicaFollower:
             # The kubelet ends a follow stream when the container exits: this run is read to its end.
             self.complete = (uid, instance)
             return Next.FRESH
-        if self.owner.draining and (latest is None or pod_terminal(latest)):
-            # Last try of a draining replica: the previous request got nothing new.
+        if (
+            self.owner.draining
+            and (latest is None or pod_terminal(latest))
+            and (self.last_error is None or not is_transient(self.last_error))
+        ):
+            # Last try of a draining replica: the previous request got nothing new. A request the API
+            # failed (5xx, 429, a cut connection) read nothing at all: it is tried again.
             return Next.STOP
         # A stream that was flowing when it was cut reconnects promptly (the delay starts again).
         return Next.RESET_BACK_OFF if got else Next.BACK_OFF
