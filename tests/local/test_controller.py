@@ -149,6 +149,13 @@ def seq(h: Harness, name: str) -> list[list[tuple[str, str, str]]]:
     return [s for s in h.history.get(name, []) if s]
 
 
+async def settled_seq(h: Harness, name: str) -> list[list[tuple[str, str, str]]]:
+    """The recorded transitions once the recorder has caught up with the store: the recorder reads the
+    watch in its own task, so right after a condition shows in the store its event may not be read yet."""
+    await h.until(lambda: bool(seq(h, name)) and seq(h, name)[-1] == h.conditions(name), what="recorder caught up")
+    return seq(h, name)
+
+
 CREATED = ("Created", "True", "TFJobCreated")
 RUNNING = ("Running", "True", "TFJobRunning")
 RUNNING_F = ("Running", "False", "TFJobRunning")
@@ -272,7 +279,7 @@ async def test_happy_path_sequence_and_replica_statuses(h: Harness) -> None:
     await h.until(
         lambda: h.status("happy")["replicaStatuses"] == {"PS": {"succeeded": 1}, "Worker": {"succeeded": 2}}
     )
-    assert seq(h, "happy") == [[CREATED], [CREATED, RUNNING], [CREATED, RUNNING_F, SUCCEEDED]]
+    assert await settled_seq(h, "happy") == [[CREATED], [CREATED, RUNNING], [CREATED, RUNNING_F, SUCCEEDED]]
     status = h.status("happy")
     assert status["startTime"] and status["completionTime"]
     assert status["conditions"][2]["message"] == "TFJob default/happy successfully completed."
@@ -323,7 +330,7 @@ async def test_chief_decides_success_and_master_role(h: Harness) -> None:
     assert "training.kubeflow.org/job-role" not in (h.pod("ch-worker-0") or {})["metadata"]["labels"]
     h.touch("go")
     await h.until(lambda: h.has("ch", "Succeeded"))
-    assert seq(h, "ch")[-1] == [CREATED, RUNNING_F, SUCCEEDED]
+    assert (await settled_seq(h, "ch"))[-1] == [CREATED, RUNNING_F, SUCCEEDED]
 
 
 async def test_ps_only_never_runs_or_succeeds(h: Harness) -> None:
@@ -389,7 +396,7 @@ async def test_exit_code_retryable_restarts_then_succeeds(h: Harness) -> None:
     assert new is not None and new["status"]["containerStatuses"][0]["restartCount"] == 0
     h.touch("go2")
     await h.until(lambda: h.has("ec", "Succeeded"))
-    assert seq(h, "ec") == [
+    assert await settled_seq(h, "ec") == [
         [CREATED],
         [CREATED, RUNNING],
         [CREATED, RESTARTING],
