@@ -1,22 +1,24 @@
-# Quick start: `make demo` and `make test`. Each creates .venv on first use.
+# Quick start: `make demo` and `make test`. Each creates .venv on first use, with uv from
+# requirements/lock.txt (scripts/venv.sh; `make lock` regenerates the lock after pyproject.toml changes).
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# Airflow and its Kubernetes provider are pinned to the versions the project is tested with;
-# pyproject.toml states the supported ranges.
-PINS := "apache-airflow==3.3.2" "apache-airflow-providers-cncf-kubernetes==10.25.0"
 STAMP := $(VENV)/.installed
+# Extra arguments of `uv pip compile` for `make lock`, e.g. LOCK_ARGS=--upgrade to move every pin.
+LOCK_ARGS ?=
 
-.PHONY: install demo test lint unit benchmarks clean
+.PHONY: install lock demo test lint unit benchmarks clean
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --disable-pip-version-check -q -e ".[test,examples]" $(PINS)
+$(STAMP): pyproject.toml requirements/lock.txt scripts/venv.sh
+	PYTHON=$(PYTHON) scripts/venv.sh install $(VENV)
 	touch $(STAMP)
 
 install: $(STAMP)
+
+lock:
+	PYTHON=$(PYTHON) scripts/venv.sh lock $(LOCK_ARGS)
 
 demo: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" scripts/demo.sh

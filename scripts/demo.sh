@@ -43,7 +43,7 @@ for tool in tfjob-local airflow python; do
     command -v "$tool" >/dev/null || { echo "demo: $tool not found in $VENV/bin (run make install first)" >&2; exit 2; }
 done
 python -c "import tensorflow, sklearn" 2>/dev/null || {
-    echo "demo: TensorFlow or scikit-learn missing in $VENV (pip install -e '.[examples]')" >&2; exit 2; }
+    echo "demo: TensorFlow or scikit-learn missing in $VENV (make install)" >&2; exit 2; }
 
 echo "==> starting the local cluster"
 tfjob-local serve >"$WORK/cluster.log" 2>&1 &

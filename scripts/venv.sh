@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The development environment, installed with uv from requirements/lock.txt: every package pinned, so a
+# fresh clone installs in seconds from uv's cache and a new release of a dependency changes nothing
+# until `make lock` is run again. The lock is generated from pyproject.toml (dependencies and all
+# its extras) and requirements/lock.in (the tested Airflow release, build backend, pip).
+#
+#   scripts/venv.sh install [VENV]   create VENV (default .venv) if needed and make it match the lock
+#                                    exactly, with this checkout installed editable
+#   scripts/venv.sh lock [ARGS]      regenerate requirements/lock.txt; ARGS go to `uv pip compile`
+#                                    (--upgrade moves every pin, --upgrade-package NAME one)
+#   scripts/venv.sh uv               print the path of the pinned uv
+#
+# uv is the one on PATH when it is the pinned version, else it is installed once with pip into build/.
+# PYTHON (default python3) is the interpreter of a new venv and the pip that installs uv.
+set -euo pipefail
+
+UV_VERSION=0.13.9
+# The lock is resolved for one interpreter and platform: the ones of this project's machines and CI.
+LOCK_PYTHON=3.11
+LOCK_PLATFORM=x86_64-unknown-linux-gnu
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+LOCK=requirements/lock.txt
+PYTHON="${PYTHON:-python3}"
+# A pin with a local version label (torch==2.13.0+cpu) names a build that PyPI does not serve (PyPI's
+# torch 2.13.0 is the CUDA one, gigabytes of it): this machine's pip finds it in its find-links, so uv
+# is given pip's find-links, when locking and when installing.
+LOCAL_BUILD='^[A-Za-z0-9._-]+==[^ ]+\+[^ ]+'
+
+die() { echo "venv.sh: $*" >&2; exit 1; }
+
+# Runs "$@" with its output kept aside, shown only when it fails (pip warns about every local index
+# that lacks a package, which is noise on success).
+quietly() {
+    local log; log=$(mktemp)
+    if "$@" >"$log" 2>&1; then rm -f "$log"; else local code=$?; cat "$log" >&2; rm -f "$log"; return $code; fi
+}
+
+pinned_uv() {
+    local found
+    if found=$(command -v uv) && [[ "$("$found" --version)" =~ ^uv\ ${UV_VERSION//./\\.}( |$) ]]; then
+        echo "$found"; return
+    fi
+    local dir="$ROOT/build/uv-$UV_VERSION"
+    if [[ ! -x "$dir/bin/uv" ]]; then
+        echo "==> installing uv $UV_VERSION with pip into ${dir#"$ROOT"/}" >&2
+        "$PYTHON" -m pip --version >/dev/null 2>&1 ||
+            die "$PYTHON has no pip to install uv with: put uv $UV_VERSION on PATH or set PYTHON"
+        rm -rf "$dir.partial"
+        # --target: no venv needed, and no user site or system packages touched.
+        quietly "$PYTHON" -m pip install --disable-pip-version-check --no-warn-script-location \
+            --target "$dir.partial" "uv==$UV_VERSION"
+        mv "$dir.partial" "$dir"
+    fi
+    echo "$dir/bin/uv"
+}
+
+# pip's find-links (its configuration files and PIP_FIND_LINKS), as uv options.
+pip_find_links() {
+    local link
+    "$PYTHON" -m pip config list 2>/dev/null | sed -n "s/^[^=]*find-links='\(.*\)'$/\1/p" | tr ' ' '\n' |
+        sort -u | while read -r link; do [[ -n "$link" ]] && printf -- '--find-links\n%s\n' "$link"; done
+}
+
+links_of() { local -a dirs=(); while (($#)); do dirs+=("$2"); shift 2; done; echo "${dirs[*]:-none}"; }
+
+install() {
+    local venv="${1:-$ROOT/.venv}" uv python
+    uv=$(pinned_uv)
+    python="$venv/bin/python"
+    [[ -x "$python" ]] || "$uv" venv --quiet --python "$PYTHON" "$venv"
+    local version; version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    [[ "$version" == "$LOCK_PYTHON" ]] ||
+        die "$LOCK is for Python $LOCK_PYTHON and $venv has Python $version: remove $venv and run again with PYTHON=python$LOCK_PYTHON (or install without the lock: pip install -e '.[test,examples]')"
+
+    local -a find_links; mapfile -t find_links < <(pip_find_links)
+    local requirements="$venv/.locked-requirements.txt"
+    { cat "$ROOT/$LOCK"; echo "-e $ROOT"; } >"$requirements"
+    echo "==> uv pip sync $LOCK into ${venv#"$ROOT"/} (pip's find-links: $(links_of "${find_links[@]}"))" >&2
+    "$uv" pip sync --quiet --python "$python" --build-constraints "$ROOT/$LOCK" "${find_links[@]}" \
+        "$requirements" || {
+        local builds; builds=$(grep -o -E "$LOCAL_BUILD" "$ROOT/$LOCK" | tr '\n' ' ')
+        [[ -z "$builds" ]] || echo "venv.sh: $builds: builds that PyPI does not serve, looked for in pip's find-links ($(links_of "${find_links[@]}"); see: pip config list)" >&2
+        die "uv could not install $LOCK"
+    }
+    quietly "$uv" pip check --python "$python" ||
+        die "the packages in $venv do not fit together: pyproject.toml changed after the lock? run \`make lock\`"
+    echo "==> $venv ready in $SECONDS s" >&2
+}
+
+lock() {
+    local uv; uv=$(pinned_uv)
+    cd "$ROOT"
+    local -a command=(uv pip compile pyproject.toml requirements/lock.in --all-extras
+        --python-version "$LOCK_PYTHON" --python-platform "$LOCK_PLATFORM")
+    local -a find_links; mapfile -t find_links < <(pip_find_links)
+    command+=("${find_links[@]}")
+    command+=("$@" -o "$LOCK")
+    "$uv" "${command[@]:1}" --quiet --custom-compile-command "make lock, which runs: ${command[*]}"
+    echo "==> $LOCK: $(grep -c -E '^[A-Za-z0-9._-]+==' "$LOCK") packages pinned" >&2
+}
+
+case "${1:-}" in
+    install) shift; install "$@" ;;
+    lock) shift; lock "$@" ;;
+    uv) pinned_uv ;;
+    *) die "usage: scripts/venv.sh install [VENV] | lock [uv pip compile ARGS] | uv" ;;
+esac
