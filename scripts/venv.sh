@@ -10,7 +10,8 @@
 #                                    (--upgrade moves every pin, --upgrade-package NAME one)
 #   scripts/venv.sh uv               print the path of the pinned uv
 #
-# uv is the one on PATH when it is the pinned version, else it is installed once with pip into build/.
+# uv is the one on PATH when it is the pinned version, else it is installed once with pip into the user's
+# cache (~/.cache/airflow-provider-tfjob/uv-VERSION).
 # PYTHON (default python3) is the interpreter of a new venv and the pip that installs uv.
 set -euo pipefail
 
@@ -35,17 +36,18 @@ quietly() {
     if "$@" >"$log" 2>&1; then rm -f "$log"; else local code=$?; cat "$log" >&2; rm -f "$log"; return $code; fi
 }
 
+is_pinned_uv() { [[ -x "$1" && "$("$1" --version 2>/dev/null)" =~ ^uv\ ${UV_VERSION//./\\.}( |$) ]]; }
+
 pinned_uv() {
     local found
-    if found=$(command -v uv) && [[ "$("$found" --version)" =~ ^uv\ ${UV_VERSION//./\\.}( |$) ]]; then
-        echo "$found"; return
-    fi
-    local dir="$ROOT/build/uv-$UV_VERSION"
-    if [[ ! -x "$dir/bin/uv" ]]; then
-        echo "==> installing uv $UV_VERSION with pip into ${dir#"$ROOT"/}" >&2
+    if found=$(command -v uv) && is_pinned_uv "$found"; then echo "$found"; return; fi
+    # Kept beside uv's own cache, so that every clone after the first starts with it.
+    local dir="${XDG_CACHE_HOME:-${HOME:-$ROOT/build}/.cache}/airflow-provider-tfjob/uv-$UV_VERSION"
+    if ! is_pinned_uv "$dir/bin/uv"; then
+        echo "==> installing uv $UV_VERSION with pip into $dir" >&2
         "$PYTHON" -m pip --version >/dev/null 2>&1 ||
             die "$PYTHON has no pip to install uv with: put uv $UV_VERSION on PATH or set PYTHON"
-        rm -rf "$dir.partial"
+        rm -rf "$dir.partial" "$dir"
         # --target: no venv needed, and no user site or system packages touched.
         quietly "$PYTHON" -m pip install --disable-pip-version-check --no-warn-script-location \
             --target "$dir.partial" "uv==$UV_VERSION"
