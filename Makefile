@@ -6,6 +6,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# uv installs without compiling bytecode (compiling all of TensorFlow, PyTorch and Airflow would take about
+# a minute): Python writes it into .venv on first import instead, which PYTHONDONTWRITEBYTECODE would
+# forbid, leaving every later import of TensorFlow twice as slow.
+unexport PYTHONDONTWRITEBYTECODE
 # Extra arguments of `uv pip compile` for `make lock`, e.g. LOCK_ARGS=--upgrade to move every pin.
 LOCK_ARGS ?=
 

@@ -42,7 +42,8 @@ trap 'exit 130' INT TERM
 for tool in tfjob-local airflow python; do
     command -v "$tool" >/dev/null || { echo "demo: $tool not found in $VENV/bin (run make install first)" >&2; exit 2; }
 done
-python -c "import tensorflow, sklearn" 2>/dev/null || {
+# find_spec, not import: importing TensorFlow costs seconds, and the replicas import it anyway.
+python -c "import importlib.util as u, sys; sys.exit(not (u.find_spec('tensorflow') and u.find_spec('sklearn')))" || {
     echo "demo: TensorFlow or scikit-learn missing in $VENV (make install)" >&2; exit 2; }
 
 echo "==> starting the local cluster"
