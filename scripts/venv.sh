@@ -27,8 +27,6 @@ PYTHON="${PYTHON:-python3}"
 # is given pip's find-links, when locking and when installing.
 LOCAL_BUILD='^[A-Za-z0-9._-]+==[^ ]+\+[^ ]+'
 
-WARM_IMPORTS="airflow.sdk, airflow.models, airflow_tfjob.operators.tfjob, kubernetes.client, kubernetes_asyncio.client, tensorflow, sklearn"
-
 die() { echo "venv.sh: $*" >&2; exit 1; }
 
 # Runs "$@" with its output kept aside, shown only when it fails (pip warns about every local index
@@ -88,12 +86,6 @@ install() {
     }
     quietly "$uv" pip check --python "$python" ||
         die "the packages in $venv do not fit together: pyproject.toml changed after the lock? run \`make lock\`"
-    # uv compiles no bytecode (all of it would take a minute): Python writes it on first import. The
-    # modules that every demo and test process imports are imported here, once, so that the first run's
-    # concurrent processes (Airflow, the cluster, each replica) do not each compile them again.
-    echo "==> compiling the bytecode of the modules every run imports" >&2
-    env -u PYTHONDONTWRITEBYTECODE TF_CPP_MIN_LOG_LEVEL=3 "$python" -c "import $WARM_IMPORTS" ||
-        die "$venv is installed but cannot import one of: $WARM_IMPORTS"
     echo "==> $venv ready in $SECONDS s" >&2
 }
 
