@@ -56,14 +56,18 @@ pinned_uv() {
     echo "$dir/bin/uv"
 }
 
-# pip's find-links (its configuration files and PIP_FIND_LINKS), as uv options.
-pip_find_links() {
-    local link
-    "$PYTHON" -m pip config list 2>/dev/null | sed -n "s/^[^=]*find-links='\(.*\)'$/\1/p" | tr ' ' '\n' |
-        sort -u | while read -r link; do [[ -n "$link" ]] && printf -- '--find-links\n%s\n' "$link"; done
+# pip's package sources (its configuration files and PIP_* variables) as uv options: its find-links, and
+# with "all" its index and extra indexes too (this machine keeps many of the locked wheels in local
+# ones, which spares a download when uv's cache is cold).
+pip_sources() {
+    local keys='find-links' key value values
+    [[ "${1:-}" == all ]] && keys='find-links\|index-url\|extra-index-url'
+    "$PYTHON" -m pip config list 2>/dev/null | sed -n "s/^[^=]*\.\($keys\)='\(.*\)'$/\1 \2/p" |
+        while read -r key values; do for value in $values; do echo "$key $value"; done; done |
+        sort -u | while read -r key value; do printf -- '--%s\n%s\n' "$key" "$value"; done
 }
 
-links_of() { local -a dirs=(); while (($#)); do dirs+=("$2"); shift 2; done; echo "${dirs[*]:-none}"; }
+sources_of() { local -a found=(); while (($#)); do found+=("$2"); shift 2; done; echo "${found[*]:-none}"; }
 
 install() {
     local venv="${1:-$ROOT/.venv}" uv python
@@ -74,14 +78,16 @@ install() {
     [[ "$version" == "$LOCK_PYTHON" ]] ||
         die "$LOCK is for Python $LOCK_PYTHON and $venv has Python $version: remove $venv and run again with PYTHON=python$LOCK_PYTHON (or install without the lock: pip install -e '.[test,examples]')"
 
-    local -a find_links; mapfile -t find_links < <(pip_find_links)
+    local -a sources; mapfile -t sources < <(pip_sources all)
     local requirements="$venv/.locked-requirements.txt"
     { cat "$ROOT/$LOCK"; echo "-e $ROOT"; } >"$requirements"
-    echo "==> uv pip sync $LOCK into ${venv#"$ROOT"/} (pip's find-links: $(links_of "${find_links[@]}"))" >&2
-    "$uv" pip sync --quiet --python "$python" --build-constraints "$ROOT/$LOCK" "${find_links[@]}" \
-        "$requirements" || {
+    echo "==> uv pip sync $LOCK into ${venv#"$ROOT"/} (with pip's sources: $(sources_of "${sources[@]}"))" >&2
+    # Every version is pinned, so taking each from whichever source has it (not only from the first
+    # index that knows the name) cannot change what is installed.
+    "$uv" pip sync --quiet --python "$python" --build-constraints "$ROOT/$LOCK" \
+        --index-strategy unsafe-best-match "${sources[@]}" "$requirements" || {
         local builds; builds=$(grep -o -E "$LOCAL_BUILD" "$ROOT/$LOCK" | tr '\n' ' ')
-        [[ -z "$builds" ]] || echo "venv.sh: $builds: builds that PyPI does not serve, looked for in pip's find-links ($(links_of "${find_links[@]}"); see: pip config list)" >&2
+        [[ -z "$builds" ]] || echo "venv.sh: $builds: builds that PyPI does not serve, looked for in pip's sources ($(sources_of "${sources[@]}"); see: pip config list)" >&2
         die "uv could not install $LOCK"
     }
     quietly "$uv" pip check --python "$python" ||
@@ -94,7 +100,7 @@ lock() {
     cd "$ROOT"
     local -a command=(uv pip compile pyproject.toml requirements/lock.in --all-extras
         --python-version "$LOCK_PYTHON" --python-platform "$LOCK_PLATFORM")
-    local -a find_links; mapfile -t find_links < <(pip_find_links)
+    local -a find_links; mapfile -t find_links < <(pip_sources)
     command+=("${find_links[@]}")
     command+=("$@" -o "$LOCK")
     "$uv" "${command[@]:1}" --quiet --custom-compile-command "make lock, which runs: ${command[*]}"
