@@ -319,7 +319,9 @@ def _start(name: str, namespace: str, on_kill_action: str, log: Log, options: Ki
     if on_kill_action not in ON_KILL_ACTIONS:
         raise ValueError(f"on_kill_action must be one of {ON_KILL_ACTIONS}, not {on_kill_action!r}")
     if on_kill_action == "keep":
-        log(f"Task killed: keeping {options.get('kind', TFJOB).kind} {namespace}/{name} (on_kill_action='keep')")
+        log(
+            f"Task killed: keeping {options.get('kind', TFJOB).kind} {namespace}/{name} (on_kill_action='keep')"
+        )
         return _nothing()
     return _kill_steps(name, namespace, log, options)
 

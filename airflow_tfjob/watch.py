@@ -177,7 +177,9 @@ class _Watcher:
         if self.synced:
             sub._deliver(self.cache.get(sub.name))
         if self.task is None:
-            self.task = self.loop.create_task(self._run(), name=f"{self.kind.singular}-watch:{self.namespace}")
+            self.task = self.loop.create_task(
+                self._run(), name=f"{self.kind.singular}-watch:{self.namespace}"
+            )
 
     def remove(self, sub: Subscription) -> None:
         group = self.subs.get(sub.name)

@@ -299,5 +299,4 @@ class Runner:
                 self.store.update_status("services", meta["namespace"], meta["name"], status)
 
 
-
 __all__ = ["HOST_IP", "Runner", "expand", "gpu_request"]
