@@ -120,9 +120,7 @@ class MetricsCollector:
                 points = history.get(name)
                 if isinstance(points, list):
                     self._history[name] = [
-                        MetricPoint(float(p["value"]), p.get("timestamp"))
-                        for p in points
-                        if isinstance(p, Mapping)
+                        MetricPoint(float(p["value"]), p.get("timestamp")) for p in points if isinstance(p, Mapping)
                     ]
         dropped = earlier.get("history_dropped")
         if isinstance(dropped, Mapping):

@@ -88,18 +88,7 @@ _SCHEMA_TYPES: dict[tuple[str, ...], str] = {
     ("spec", "tfReplicaSpecs", "*", "template", "spec", "containers", "*", "env", "*", "value"): "string",
     ("spec", "tfReplicaSpecs", "*", "template", "spec", "containers", "*", "ports"): "array",
     ("spec", "tfReplicaSpecs", "*", "template", "spec", "containers", "*", "ports", "*"): "object",
-    (
-        "spec",
-        "tfReplicaSpecs",
-        "*",
-        "template",
-        "spec",
-        "containers",
-        "*",
-        "ports",
-        "*",
-        "containerPort",
-    ): "integer",
+    ("spec", "tfReplicaSpecs", "*", "template", "spec", "containers", "*", "ports", "*", "containerPort"): "integer",
     ("spec", "tfReplicaSpecs", "*", "template", "spec", "containers", "*", "ports", "*", "name"): "string",
     ("spec", "tfReplicaSpecs", "*", "template", "spec", "containers", "*", "workingDir"): "string",
     ("spec", "tfReplicaSpecs", "*", "template", "spec", "containers", "*", "resources"): "object",
@@ -150,13 +139,8 @@ def schema_errors(obj: JsonDict) -> list[tuple[str, str, str]]:
         if expected is not None and value is not None and not _type_ok(value, expected):
             field = _field_path(path)
             given = _json_type(value)
-            errors.append(
-                (
-                    field,
-                    "FieldValueTypeInvalid",
-                    f'Invalid value: "{given}": {field} in body must be of type {expected}: "{given}"',
-                )
-            )
+            errors.append((field, "FieldValueTypeInvalid",
+                           f'Invalid value: "{given}": {field} in body must be of type {expected}: "{given}"'))
             return
         if isinstance(value, dict):
             for key in _SCHEMA_REQUIRED.get(pattern, ()):
@@ -208,15 +192,11 @@ def webhook_errors(obj: JsonDict, old: JsonDict | None) -> list[str]:
     new_managed = (spec.get("runPolicy") or {}).get("managedBy")
     if new_managed is not None and new_managed not in MANAGED_BY_VALUES:
         supported = ", ".join(f'"{v}"' for v in MANAGED_BY_VALUES)
-        errors.append(
-            f'spec.runPolicy.managedBy: Unsupported value: "{new_managed}": supported values: {supported}'
-        )
+        errors.append(f'spec.runPolicy.managedBy: Unsupported value: "{new_managed}": supported values: {supported}')
     if old is not None:
         old_managed = ((old.get("spec") or {}).get("runPolicy") or {}).get("managedBy")
         if old_managed != new_managed:
-            errors.append(
-                f"spec.runPolicy.managedBy: Invalid value: {_go_value(new_managed)}: field is immutable"
-            )
+            errors.append(f"spec.runPolicy.managedBy: Invalid value: {_go_value(new_managed)}: field is immutable")
     replica_specs = spec.get("tfReplicaSpecs")
     base = "spec.tfReplicaSpecs"
     if replica_specs is None:
@@ -236,10 +216,8 @@ def webhook_errors(obj: JsonDict, old: JsonDict | None) -> list[str]:
             if (container or {}).get("name") == DEFAULT_CONTAINER:
                 has_default = True
         if not has_default:
-            errors.append(
-                f"{containers_path}: Required value: must have at least one container with name "
-                f"{DEFAULT_CONTAINER}"
-            )
+            errors.append(f"{containers_path}: Required value: must have at least one container with name "
+                          f"{DEFAULT_CONTAINER}")
     if chief_or_master > 1:
         errors.append(f"{base}: Forbidden: must not have more than 1 Chief or Master role")
     return errors
@@ -264,8 +242,5 @@ class TFJobAdmission:
         apply_schema_defaults(obj)
         denied = webhook_errors(obj, old)
         if denied:
-            raise ApiError(
-                403,
-                "Forbidden",
-                f'admission webhook "{WEBHOOK_NAME}" denied the request: {aggregate(denied)}',
-            )
+            raise ApiError(403, "Forbidden",
+                           f'admission webhook "{WEBHOOK_NAME}" denied the request: {aggregate(denied)}')

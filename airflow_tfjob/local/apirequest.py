@@ -68,9 +68,8 @@ class ResourcePath:
 
     __slots__ = ("info", "name", "namespace", "subresource", "watch_prefix")
 
-    def __init__(
-        self, info: ResourceType, namespace: str | None, name: str | None, sub: str | None, watch_prefix: bool
-    ) -> None:
+    def __init__(self, info: ResourceType, namespace: str | None, name: str | None, sub: str | None,
+                 watch_prefix: bool) -> None:
         self.info = info
         self.namespace = namespace
         self.name = name
@@ -100,10 +99,8 @@ def parse_resource_path(group: str, version: str, parts: list[str]) -> ResourceP
     sub = parts[2] if len(parts) > 2 else None
     if name is not None and info.namespaced and namespace is None:
         raise route_not_found()
-    if (
-        sub is not None
-        and not (sub == "status" and info.status_subresource)
-        and not (sub == "log" and info.plural == "pods")
+    if sub is not None and not (sub == "status" and info.status_subresource) and not (
+        sub == "log" and info.plural == "pods"
     ):
         raise route_not_found()
     return ResourcePath(info, namespace, name, sub, watch_prefix)

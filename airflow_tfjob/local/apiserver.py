@@ -125,9 +125,8 @@ class ApiServer:
         except ApiError as exc:
             return error_response(exc)
         except web.HTTPRequestEntityTooLarge:
-            return error_response(
-                ApiError(413, "RequestEntityTooLarge", f"Request entity too large: limit is {MAX_BODY}")
-            )
+            return error_response(ApiError(413, "RequestEntityTooLarge",
+                                           f"Request entity too large: limit is {MAX_BODY}"))
         except (asyncio.CancelledError, ConnectionResetError):
             raise
         except Exception as exc:  # a bug must not take the server down: answer 500 and keep serving
@@ -139,15 +138,8 @@ class ApiServer:
         parts = [p for p in path.split("/") if p]
         if parts and parts[0] == "api":
             if len(parts) == 1:
-                return self._json(
-                    {
-                        "kind": "APIVersions",
-                        "versions": ["v1"],
-                        "serverAddressByClientCIDRs": [
-                            {"clientCIDR": "0.0.0.0/0", "serverAddress": f"{self.host}:{self.port}"}
-                        ],
-                    }
-                )
+                return self._json({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+                    {"clientCIDR": "0.0.0.0/0", "serverAddress": f"{self.host}:{self.port}"}]})
             if parts[1] != "v1":
                 raise route_not_found()
             if len(parts) == 2:
@@ -155,13 +147,8 @@ class ApiServer:
             return await self._resource(request, parse_resource_path("", "v1", parts[2:]))
         if parts and parts[0] == "apis":
             if len(parts) == 1:
-                return self._json(
-                    {
-                        "kind": "APIGroupList",
-                        "apiVersion": "v1",
-                        "groups": [api_group(g) for g in api_groups()],
-                    }
-                )
+                return self._json({"kind": "APIGroupList", "apiVersion": "v1",
+                                   "groups": [api_group(g) for g in api_groups()]})
             group = parts[1]
             if group not in api_groups():
                 raise route_not_found()
@@ -193,9 +180,7 @@ class ApiServer:
         if p.name is None:
             if method == "GET":
                 if p.watch_prefix or parse_bool(query, "watch"):
-                    return await serve_watch(
-                        request, p, self.store, self.metrics, self._streams, self.bookmark_interval
-                    )
+                    return await serve_watch(request, p, self.store, self.metrics, self._streams, self.bookmark_interval)
                 return self._list(p, query, wants_table(request))
             if method == "POST":
                 body = await self._body(request)
@@ -210,9 +195,7 @@ class ApiServer:
             return await serve_pod_log(request, p, self.store, self.podlogs, self._streams)
         if method == "GET":
             if p.watch_prefix:
-                return await serve_watch(
-                    request, p, self.store, self.metrics, self._streams, self.bookmark_interval
-                )
+                return await serve_watch(request, p, self.store, self.metrics, self._streams, self.bookmark_interval)
             entry = self.store.get_entry(rtype, p.namespace, p.name)
             if wants_table(request):
                 return self._json(to_table(p.info, [entry.obj], str(entry.rv), query.get("includeObject")))
@@ -232,11 +215,7 @@ class ApiServer:
 
     @staticmethod
     def _method_not_allowed(method: str) -> ApiError:
-        return ApiError(
-            405,
-            "MethodNotAllowed",
-            f"the server does not allow this method on the requested resource ({method})",
-        )
+        return ApiError(405, "MethodNotAllowed", f"the server does not allow this method on the requested resource ({method})")
 
     @staticmethod
     def _patch_type(request: web.Request, info: ResourceType) -> str:
@@ -247,11 +226,8 @@ class ApiServer:
             if info.is_core:
                 accepted.append("application/strategic-merge-patch+json")
             accepted.append("application/apply-patch+yaml")
-            detail = (
-                " (server-side apply is not implemented by the local cluster)"
-                if content_type == "application/apply-patch+yaml"
-                else ""
-            )
+            detail = (" (server-side apply is not implemented by the local cluster)"
+                      if content_type == "application/apply-patch+yaml" else "")
             raise ApiError(
                 415,
                 "UnsupportedMediaType",
@@ -264,21 +240,11 @@ class ApiServer:
     async def _body(request: web.Request, *, allow_any: bool = False) -> Any:
         raw = await request.read()
         content_type = request.content_type
-        if not allow_any and content_type not in (
-            JSON_TYPE,
-            "application/yaml",
-            "application/x-yaml",
-            "application/octet-stream",
-            "",
-            "*/*",
-            "text/plain",
-        ):
-            raise ApiError(
-                415,
-                "UnsupportedMediaType",
-                f"the body of the request was in an unknown format - accepted media types include: "
-                f'application/json, application/yaml (got "{content_type}")',
-            )
+        if not allow_any and content_type not in (JSON_TYPE, "application/yaml", "application/x-yaml",
+                                                  "application/octet-stream", "", "*/*", "text/plain"):
+            raise ApiError(415, "UnsupportedMediaType",
+                           f'the body of the request was in an unknown format - accepted media types include: '
+                           f'application/json, application/yaml (got "{content_type}")')
         body = decode_json(raw, content_type)
         if not allow_any and not isinstance(body, dict):
             raise bad_request("the body of the request must be a JSON object")
@@ -363,20 +329,10 @@ class ApiServer:
             status = 202 if still_there and options.get("orphanDependents") is False else 200
             return self._json(obj, status)
         meta = obj.get("metadata", {})
-        return self._json(
-            {
-                "kind": "Status",
-                "apiVersion": "v1",
-                "metadata": {},
-                "status": "Success",
-                "details": {
-                    "name": p.name,
-                    "group": p.info.group,
-                    "kind": p.info.plural,
-                    "uid": meta.get("uid"),
-                },
-            }
-        )
+        return self._json({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+            "details": {"name": p.name, "group": p.info.group, "kind": p.info.plural, "uid": meta.get("uid")},
+        })
 
     def _exists(self, info: ResourceType, namespace: str | None, name: str) -> bool:
         try:
@@ -395,24 +351,12 @@ class ApiServer:
         for entry in entries:
             meta = entry.obj["metadata"]
             try:
-                items.append(
-                    self.store.delete(
-                        p.info.plural,
-                        meta.get("namespace"),
-                        meta["name"],
-                        options.get("propagationPolicy"),
-                        options.get("gracePeriodSeconds"),
-                        dry_run=dry_run,
-                    )
-                )
+                items.append(self.store.delete(
+                    p.info.plural, meta.get("namespace"), meta["name"], options.get("propagationPolicy"),
+                    options.get("gracePeriodSeconds"), dry_run=dry_run,
+                ))
             except ApiError as exc:
                 if exc.code != 404:
                     raise
-        return self._json(
-            {
-                "kind": f"{p.info.kind}List",
-                "apiVersion": p.info.api_version,
-                "metadata": {"resourceVersion": str(rv)},
-                "items": items,
-            }
-        )
+        return self._json({"kind": f"{p.info.kind}List", "apiVersion": p.info.api_version,
+                           "metadata": {"resourceVersion": str(rv)}, "items": items})

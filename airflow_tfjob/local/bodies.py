@@ -34,9 +34,7 @@ def check_shape(info: ResourceType, obj: JsonDict) -> None:
     otherwise break selectors, GC or the controller later."""
 
     def fail(field: str, expected: str) -> ApiError:
-        return bad_request(
-            f"json: cannot unmarshal into Go struct field {info.kind}.{field} of type {expected}"
-        )
+        return bad_request(f"json: cannot unmarshal into Go struct field {info.kind}.{field} of type {expected}")
 
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
@@ -56,9 +54,7 @@ def check_shape(info: ResourceType, obj: JsonDict) -> None:
     ):
         raise fail("metadata.ownerReferences", "[]v1.OwnerReference")
     finalizers = meta.get("finalizers")
-    if finalizers is not None and not (
-        isinstance(finalizers, list) and all(isinstance(f, str) for f in finalizers)
-    ):
+    if finalizers is not None and not (isinstance(finalizers, list) and all(isinstance(f, str) for f in finalizers)):
         raise fail("metadata.finalizers", "[]string")
     for key in ("spec", "status") if info.is_core else ("status",):
         if key in obj and obj[key] is not None and not isinstance(obj[key], dict):
@@ -67,15 +63,11 @@ def check_shape(info: ResourceType, obj: JsonDict) -> None:
         spec = obj.get("spec") or {}
         for group in ("containers", "initContainers"):
             items = spec.get(group)
-            if items is not None and not (
-                isinstance(items, list) and all(isinstance(c, dict) for c in items)
-            ):
+            if items is not None and not (isinstance(items, list) and all(isinstance(c, dict) for c in items)):
                 raise fail(f"spec.{group}", "[]v1.Container")
             for container in items or []:
                 ports = container.get("ports")
-                if ports is not None and not (
-                    isinstance(ports, list) and all(isinstance(p, dict) for p in ports)
-                ):
+                if ports is not None and not (isinstance(ports, list) and all(isinstance(p, dict) for p in ports)):
                     raise fail(f"spec.{group}.ports", "[]v1.ContainerPort")
                 for port in ports or []:
                     for key in ("containerPort", "hostPort"):
@@ -85,9 +77,7 @@ def check_shape(info: ResourceType, obj: JsonDict) -> None:
     if info.plural in ("configmaps", "secrets"):
         for key in ("data", "stringData", "binaryData"):
             value = obj.get(key)
-            if value is not None and not (
-                isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
-            ):
+            if value is not None and not (isinstance(value, dict) and all(isinstance(v, str) for v in value.values())):
                 raise fail(key, "map[string]string")
 
 
@@ -100,37 +90,26 @@ def check_name(info: ResourceType, name: str) -> None:
     """The API server's own metadata.name validation (before any admission webhook runs)."""
     if info.plural == "services":
         ok, limit = bool(_DNS1035_LABEL.match(name)), 63
-        msg = (
-            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
-            "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', "
-            "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
-        )
+        msg = ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+               "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', "
+               "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')")
     elif info.plural == "namespaces":
         ok, limit = bool(_DNS1123_LABEL.match(name)), 63
-        msg = (
-            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
-            "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
-            "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
-        )
+        msg = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+               "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+               "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
     elif info.plural == "events":
         return  # event names are "<object>.<hex>" and are only checked loosely by the real server too
     else:
         ok, limit = bool(_DNS1123_SUBDOMAIN.match(name)), 253
-        msg = (
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-            "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
-            "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-        )
+        msg = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+               "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+               "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
     causes = []
     if not ok:
         causes.append(("metadata.name", "FieldValueInvalid", f'Invalid value: "{name}": {msg}'))
     if len(name) > limit:
-        causes.append(
-            (
-                "metadata.name",
-                "FieldValueInvalid",
-                f'Invalid value: "{name}": must be no more than {limit} characters',
-            )
-        )
+        causes.append(("metadata.name", "FieldValueInvalid",
+                       f'Invalid value: "{name}": must be no more than {limit} characters'))
     if causes:
         raise invalid(info, name, causes)

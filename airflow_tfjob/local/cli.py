@@ -36,10 +36,8 @@ def _parse_faults(value: str) -> FaultPlan:
 def _parse_role(value: str) -> tuple[str, tuple[str, str] | str]:
     user, sep, source = value.partition("=")
     if not sep or not user or not source:
-        raise argparse.ArgumentTypeError(
-            f"--role {value!r}: expected USER=PATH[:NAMESPACE], "
-            "e.g. airflow=airflow_tfjob/rbac/role.yaml:default"
-        )
+        raise argparse.ArgumentTypeError(f"--role {value!r}: expected USER=PATH[:NAMESPACE], "
+                                         "e.g. airflow=airflow_tfjob/rbac/role.yaml:default")
     path, sep, namespace = source.rpartition(":")
     return user, ((path, namespace) if sep and path else source)
 
@@ -47,58 +45,32 @@ def _parse_role(value: str) -> tuple[str, tuple[str, str] | str]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tfjob-local", description="Embedded local cluster for TFJobs.")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser(
-        "credential",
-        add_help=False,
-        help="print an ExecCredential with a fresh token (run by kubeconfigs; see --help)",
-    )
+    sub.add_parser("credential", add_help=False,
+                   help="print an ExecCredential with a fresh token (run by kubeconfigs; see --help)")
     serve = sub.add_parser("serve", help="run the API server, TFJob controller and process runner")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=0, help="port to listen on (default: any free port)")
     serve.add_argument("--kubeconfig", type=Path, default=None, help="where to write the kubeconfig")
-    serve.add_argument(
-        "--gpus", type=_parse_gpus, default=[], help="comma-separated GPU device ids, e.g. 0,1"
-    )
+    serve.add_argument("--gpus", type=_parse_gpus, default=[], help="comma-separated GPU device ids, e.g. 0,1")
     serve.add_argument("--workdir", type=Path, default=None, help="directory for the cluster's files")
     serve.add_argument(
-        "--faults",
-        type=_parse_faults,
-        default=None,
-        metavar="SPEC",
+        "--faults", type=_parse_faults, default=None, metavar="SPEC",
         help="inject API faults, e.g. 'seed=7,rate=0.05,kinds=throttle+unavailable+server_error+lost_reply"
-        "+stream_cut,verbs=GET+LIST,latency=0.01,retry_after=1,stream_cut_after=0.5+2' "
-        "(see docs/local-cluster.md)",
+             "+stream_cut,verbs=GET+LIST,latency=0.01,retry_after=1,stream_cut_after=0.5+2' "
+             "(see docs/local-cluster.md)",
     )
-    serve.add_argument(
-        "--auth",
-        choices=("none", "token"),
-        default="none",
-        help="'token': every request needs a bearer token (401 otherwise); required to "
-        "listen on a non-loopback --host",
-    )
-    serve.add_argument(
-        "--token-ttl",
-        type=float,
-        default=900.0,
-        help="lifetime of the tokens handed out, in seconds (default 900)",
-    )
-    serve.add_argument(
-        "--credential",
-        choices=CREDENTIALS,
-        default="exec",
-        help="how the kubeconfig authenticates with --auth token: 'exec' (a credential "
-        "plugin that hands out fresh tokens, as cloud kubeconfigs do) or 'static' (one "
-        "token that expires after --token-ttl)",
-    )
-    serve.add_argument(
-        "--role",
-        type=_parse_role,
-        action="append",
-        default=[],
-        metavar="USER=PATH[:NS]",
-        help="bind USER to the Roles/ClusterRoles in a YAML file (in namespace NS, default "
-        "the Role's own or 'default'); repeatable; users without --role are admins",
-    )
+    serve.add_argument("--auth", choices=("none", "token"), default="none",
+                       help="'token': every request needs a bearer token (401 otherwise); required to "
+                            "listen on a non-loopback --host")
+    serve.add_argument("--token-ttl", type=float, default=900.0,
+                       help="lifetime of the tokens handed out, in seconds (default 900)")
+    serve.add_argument("--credential", choices=CREDENTIALS, default="exec",
+                       help="how the kubeconfig authenticates with --auth token: 'exec' (a credential "
+                            "plugin that hands out fresh tokens, as cloud kubeconfigs do) or 'static' (one "
+                            "token that expires after --token-ttl)")
+    serve.add_argument("--role", type=_parse_role, action="append", default=[], metavar="USER=PATH[:NS]",
+                       help="bind USER to the Roles/ClusterRoles in a YAML file (in namespace NS, default "
+                            "the Role's own or 'default'); repeatable; users without --role are admins")
     serve.add_argument("--log-level", default="WARNING", help="logging level for stderr (default WARNING)")
     return parser
 
@@ -108,15 +80,8 @@ def build_runtime(args: argparse.Namespace) -> ClusterRuntime:
     for user, source in args.role:
         roles.setdefault(user, []).append(source)
     return ClusterRuntime(
-        gpus=args.gpus,
-        workdir=args.workdir,
-        host=args.host,
-        port=args.port,
-        kubeconfig_path=args.kubeconfig,
-        faults=args.faults,
-        auth=args.auth == "token",
-        token_ttl=args.token_ttl,
-        credential=args.credential,
+        gpus=args.gpus, workdir=args.workdir, host=args.host, port=args.port, kubeconfig_path=args.kubeconfig,
+        faults=args.faults, auth=args.auth == "token", token_ttl=args.token_ttl, credential=args.credential,
         roles=roles or None,
     )
 
@@ -142,11 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         return credential.main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "serve":
         try:
             runtime = build_runtime(args)

@@ -84,12 +84,8 @@ def write_kubeconfig(path: Path, url: str, user: dict[str, Any], ca_pem: bytes |
         "kind": "Config",
         "clusters": [{"name": CONTEXT_NAME, "cluster": cluster}],
         "users": [{"name": CONTEXT_NAME, "user": user}],
-        "contexts": [
-            {
-                "name": CONTEXT_NAME,
-                "context": {"cluster": CONTEXT_NAME, "user": CONTEXT_NAME, "namespace": "default"},
-            }
-        ],
+        "contexts": [{"name": CONTEXT_NAME, "context": {"cluster": CONTEXT_NAME, "user": CONTEXT_NAME,
+                                                        "namespace": "default"}}],
         "current-context": CONTEXT_NAME,
         "preferences": {},
     }
@@ -129,9 +125,7 @@ class ClusterRuntime:
         if isinstance(token_ttl, bool) or not isinstance(token_ttl, (int, float)) or token_ttl <= 0:
             raise ValueError(f"token_ttl must be a positive number of seconds (e.g. 900), got {token_ttl!r}")
         if roles and not auth:
-            raise ValueError(
-                "roles need token authentication to know who asks: pass auth=True (--auth token)"
-            )
+            raise ValueError("roles need token authentication to know who asks: pass auth=True (--auth token)")
         authorizer = Authorizer(roles) if roles else None
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="tfjob-local-"))
         self.kubeconfig_path = Path(kubeconfig_path) if kubeconfig_path else self.workdir / "kubeconfig"
@@ -156,16 +150,10 @@ class ClusterRuntime:
             middlewares.append(authorizer.middleware)
             sources.append(authorizer.render)
         middlewares.append(self.faults.middleware)
-        self.apiserver = ApiServer(
-            self.store,
-            self.podlogs,
-            host=host,
-            port=port,
-            bookmark_interval=bookmark_interval,
-            middlewares=middlewares,
-            metrics_sources=sources,
-            ssl_context=self.tls.server_context() if self.tls else None,
-        )
+        self.apiserver = ApiServer(self.store, self.podlogs, host=host, port=port,
+                                   bookmark_interval=bookmark_interval, middlewares=middlewares,
+                                   metrics_sources=sources,
+                                   ssl_context=self.tls.server_context() if self.tls else None)
         self._want_controller = controller
         self._want_runner = runner
         self.controller: Controller | None = None
@@ -180,9 +168,8 @@ class ClusterRuntime:
             self.controller = Controller(self.store, port_allocator=self.ports)
             self._tasks.append(asyncio.create_task(self._supervise("controller", self.controller.run())))
         if self._want_runner:
-            self.runner = Runner(
-                self.store, self.podlogs, node_name="local", gpus=self.gpus, workdir=self.workdir
-            )
+            self.runner = Runner(self.store, self.podlogs, node_name="local", gpus=self.gpus,
+                                 workdir=self.workdir)
             self._tasks.append(asyncio.create_task(self._supervise("runner", self.runner.run())))
         return self.url
 
@@ -198,11 +185,8 @@ class ClusterRuntime:
             raise ValueError(f"credential must be one of {', '.join(CREDENTIALS)}, got {credential!r}")
         entry: dict[str, Any] = {"token": self.token}
         if self.authority is not None:
-            entry = (
-                {"exec": exec_command(self.authority.secret_file, user, self.token_ttl)}
-                if credential == "exec"
-                else {"token": self.issue_token(user)}
-            )
+            entry = ({"exec": exec_command(self.authority.secret_file, user, self.token_ttl)}
+                     if credential == "exec" else {"token": self.issue_token(user)})
         write_kubeconfig(Path(path), self.url, entry, self.tls.ca_pem if self.tls else None)
         return Path(path)
 
@@ -254,19 +238,9 @@ class LocalCluster:
         roles: Mapping[str, Sequence[RoleSource]] | None = None,
     ) -> None:
         self.runtime = ClusterRuntime(
-            gpus=gpus,
-            workdir=workdir,
-            host=host,
-            port=port,
-            history_limit=history_limit,
-            bookmark_interval=bookmark_interval,
-            controller=controller,
-            runner=runner,
-            faults=faults,
-            auth=auth,
-            token_ttl=token_ttl,
-            credential=credential,
-            roles=roles,
+            gpus=gpus, workdir=workdir, host=host, port=port, history_limit=history_limit,
+            bookmark_interval=bookmark_interval, controller=controller, runner=runner, faults=faults,
+            auth=auth, token_ttl=token_ttl, credential=credential, roles=roles,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None

@@ -62,7 +62,7 @@ def verify(secret: bytes, token: str, now: float | None = None) -> str | None:
     """The token's user if it is signed with `secret` and not expired, else None."""
     if not token.startswith(_PREFIX):
         return None
-    payload, _, signature = token[len(_PREFIX) :].partition(".")
+    payload, _, signature = token[len(_PREFIX):].partition(".")
     if not hmac.compare_digest(signature, _sign(secret, payload)):
         return None
     try:
@@ -96,11 +96,8 @@ class TokenAuthority:
 def exec_credential(secret_file: Path, user: str, ttl: float) -> dict[str, object]:
     token, expiry = mint(secret_file.read_text().strip().encode(), user, ttl)
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(expiry)))  # RFC 3339, whole seconds
-    return {
-        "apiVersion": EXEC_API_VERSION,
-        "kind": "ExecCredential",
-        "status": {"token": token, "expirationTimestamp": stamp},
-    }
+    return {"apiVersion": EXEC_API_VERSION, "kind": "ExecCredential",
+            "status": {"token": token, "expirationTimestamp": stamp}}
 
 
 def exec_command(secret_file: Path, user: str, ttl: float) -> dict[str, object]:
@@ -108,25 +105,16 @@ def exec_command(secret_file: Path, user: str, ttl: float) -> dict[str, object]:
     return {
         "apiVersion": EXEC_API_VERSION,
         "command": sys.executable,
-        "args": [
-            "-m",
-            "airflow_tfjob.local.credential",
-            "--secret-file",
-            str(secret_file),
-            "--user",
-            user,
-            "--ttl",
-            f"{ttl:g}",
-        ],
+        "args": ["-m", "airflow_tfjob.local.credential", "--secret-file", str(secret_file), "--user", user,
+                 "--ttl", f"{ttl:g}"],
         "interactiveMode": "Never",
         "provideClusterInfo": False,
     }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="tfjob-local credential", description="Print an ExecCredential with a fresh local-cluster token."
-    )
+    parser = argparse.ArgumentParser(prog="tfjob-local credential",
+                                     description="Print an ExecCredential with a fresh local-cluster token.")
     parser.add_argument("--secret-file", type=Path, required=True, help="the cluster's token secret file")
     parser.add_argument("--user", required=True, help="the user the token authenticates")
     parser.add_argument("--ttl", type=float, default=900.0, help="token lifetime in seconds (default 900)")
@@ -134,10 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         credential = exec_credential(args.secret_file, args.user, args.ttl)
     except OSError as exc:
-        sys.stderr.write(
-            f"tfjob-local credential: cannot read --secret-file {args.secret_file}: {exc.strerror}; "
-            "is the cluster running with token authentication?\n"
-        )
+        sys.stderr.write(f"tfjob-local credential: cannot read --secret-file {args.secret_file}: {exc.strerror}; "
+                         "is the cluster running with token authentication?\n")
         return 1
     sys.stdout.write(json.dumps(credential) + "\n")
     return 0

@@ -25,12 +25,7 @@ def _default_pod(pod: JsonDict) -> None:
     spec.setdefault(
         "tolerations",
         [
-            {
-                "key": f"node.kubernetes.io/{t}",
-                "operator": "Exists",
-                "effect": "NoExecute",
-                "tolerationSeconds": 300,
-            }
+            {"key": f"node.kubernetes.io/{t}", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
             for t in ("not-ready", "unreachable")
         ],
     )

@@ -36,7 +36,6 @@ class Deletion(GarbageCollection):
     """The delete verbs of `Store`; removal itself (`_remove`) stays in the store core."""
 
     if TYPE_CHECKING:
-
         def get_entry(self, rtype: str, namespace: str | None, name: str) -> Entry: ...
 
     def delete(
@@ -71,7 +70,7 @@ class Deletion(GarbageCollection):
                 raise ApiError(
                     409,
                     "Conflict",
-                    f'Operation cannot be fulfilled on {info.qualified} "{name}": Precondition failed: '
+                    f"Operation cannot be fulfilled on {info.qualified} \"{name}\": Precondition failed: "
                     f"{what} in precondition: {uid if what == 'UID' else prv}, {what} in object meta: "
                     f"{meta.get('uid') if what == 'UID' else current.rv}",
                     {"name": name, "group": info.group, "kind": info.plural},
@@ -116,9 +115,7 @@ class Deletion(GarbageCollection):
         current = meta.get("deletionGracePeriodSeconds")
         return grace is not None and isinstance(current, int) and grace < current
 
-    def _shorten_pod_grace(
-        self, info: ResourceType, key: tuple[str, str], current: Entry, grace: int
-    ) -> JsonDict:
+    def _shorten_pod_grace(self, info: ResourceType, key: tuple[str, str], current: Entry, grace: int) -> JsonDict:
         """As the API server: a repeated delete of a terminating pod may shorten its grace (never lengthen
         it); 0 removes it at once. A kill then need not wait out the grace that garbage collection gave."""
         if grace == 0:
@@ -144,9 +141,7 @@ class Deletion(GarbageCollection):
 
     def _delete_namespace(self, name: str) -> JsonDict:
         if name in ("default", "kube-system", "kube-public"):
-            raise ApiError(
-                403, "Forbidden", f'namespaces "{name}" is forbidden: this namespace may not be deleted'
-            )
+            raise ApiError(403, "Forbidden", f'namespaces "{name}" is forbidden: this namespace may not be deleted')
         for rtype, objects in self._objects.items():
             info = RESOURCES[rtype]
             if not info.namespaced:

@@ -37,26 +37,13 @@ def api_resource_list(group: str, version: str) -> JsonDict:
             entry["categories"] = ["all"]
         resources.append(entry)
         if info.status_subresource:
-            resources.append(
-                {
-                    "name": f"{info.plural}/status",
-                    "singularName": "",
-                    "namespaced": info.namespaced,
-                    "kind": info.kind,
-                    "verbs": ["get", "patch", "update"],
-                }
-            )
+            resources.append({"name": f"{info.plural}/status", "singularName": "", "namespaced": info.namespaced,
+                              "kind": info.kind, "verbs": ["get", "patch", "update"]})
         if info.plural == "pods":
-            resources.append(
-                {"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get"]}
-            )
+            resources.append({"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod",
+                              "verbs": ["get"]})
     group_version = f"{group}/{version}" if group else version
-    return {
-        "kind": "APIResourceList",
-        "apiVersion": "v1",
-        "groupVersion": group_version,
-        "resources": resources,
-    }
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}
 
 
 def api_groups() -> list[str]:

@@ -65,27 +65,21 @@ class FaultPlan:
             raise ValueError(f"FaultPlan.rate must be a share between 0 and 1 (e.g. 0.05), got {self.rate!r}")
         unknown = [k for k in self.kinds if k not in KINDS]
         if unknown or not self.kinds:
-            raise ValueError(
-                f"FaultPlan.kinds: unknown or empty {unknown or list(self.kinds)}; "
-                f"choose among {', '.join(KINDS)}"
-            )
+            raise ValueError(f"FaultPlan.kinds: unknown or empty {unknown or list(self.kinds)}; "
+                             f"choose among {', '.join(KINDS)}")
         if self.verbs is not None:
             bad = [v for v in self.verbs if v not in VERBS]
             if bad or not self.verbs:
-                raise ValueError(
-                    f"FaultPlan.verbs: unknown or empty {bad or list(self.verbs)}; "
-                    f"choose among {', '.join(VERBS)} (or None for all)"
-                )
+                raise ValueError(f"FaultPlan.verbs: unknown or empty {bad or list(self.verbs)}; "
+                                 f"choose among {', '.join(VERBS)} (or None for all)")
         for name in ("latency", "retry_after"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value < 0:
                 raise ValueError(f"FaultPlan.{name} must be a number of seconds >= 0, got {value!r}")
         cut = self.stream_cut_after
         if len(cut) != 2 or not all(isinstance(x, (int, float)) for x in cut) or not 0 <= cut[0] <= cut[1]:
-            raise ValueError(
-                "FaultPlan.stream_cut_after must be (low, high) seconds with 0 <= low <= high, "
-                f"got {self.stream_cut_after!r}"
-            )
+            raise ValueError("FaultPlan.stream_cut_after must be (low, high) seconds with 0 <= low <= high, "
+                             f"got {self.stream_cut_after!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -129,19 +123,11 @@ def _status(code: int, reason: str, message: str, details: JsonDict | None = Non
 
 def _server_error(code: int) -> web.Response:
     if code == 504:
-        return _status(
-            504,
-            "Timeout",
-            "the server was unable to return a response in the time allotted, "
-            "but may still be processing the request (injected fault)",
-        )
+        return _status(504, "Timeout", "the server was unable to return a response in the time allotted, "
+                                       "but may still be processing the request (injected fault)")
     if code == 502:
-        return _status(
-            502,
-            "InternalError",
-            'an error on the server ("502 Bad Gateway") has prevented the '
-            "request from succeeding (injected fault)",
-        )
+        return _status(502, "InternalError", 'an error on the server ("502 Bad Gateway") has prevented the '
+                                             "request from succeeding (injected fault)")
     return _status(500, "InternalError", "Internal error occurred: injected fault")
 
 
@@ -201,11 +187,8 @@ class FaultInjector:
             delay = state.latency_rng.uniform(0.0, plan.latency) if plan.latency else 0.0
             if plan.verbs is not None and verb not in plan.verbs:
                 return state, delay, None, 0.0
-            eligible = [
-                k
-                for k in plan.kinds
-                if (k != "lost_reply" or verb in MUTATING) and (k != "stream_cut" or stream)
-            ]
+            eligible = [k for k in plan.kinds if (k != "lost_reply" or verb in MUTATING)
+                        and (k != "stream_cut" or stream)]
             if not eligible or plan.rate <= 0 or state.rng.random() >= plan.rate:
                 return state, delay, None, 0.0
             kind = eligible[0] if len(eligible) == 1 else state.rng.choice(eligible)
@@ -230,20 +213,13 @@ class FaultInjector:
             await asyncio.sleep(delay)
         if kind == "throttle":
             seconds = math.ceil(state.plan.retry_after)
-            response = _status(
-                429,
-                "TooManyRequests",
-                "Too many requests, please try again later. (injected fault)",
-                {"retryAfterSeconds": seconds},
-            )
+            response = _status(429, "TooManyRequests", "Too many requests, please try again later. "
+                               "(injected fault)", {"retryAfterSeconds": seconds})
             response.headers["Retry-After"] = str(seconds)
             return response
         if kind == "unavailable":
-            return _status(
-                503,
-                "ServiceUnavailable",
-                "the server is currently unable to handle the request (injected fault)",
-            )
+            return _status(503, "ServiceUnavailable",
+                           "the server is currently unable to handle the request (injected fault)")
         if kind == "server_error":
             return _server_error(int(param))
         if kind == "lost_reply":
@@ -257,9 +233,8 @@ class FaultInjector:
             return await self._cut_later(request, handler, state, param)
         return await handler(request)
 
-    async def _cut_later(
-        self, request: web.Request, handler: Handler, state: _State, after: float
-    ) -> web.StreamResponse:
+    async def _cut_later(self, request: web.Request, handler: Handler, state: _State,
+                         after: float) -> web.StreamResponse:
         """Serve the stream and drop its connection after `after` seconds, unless the plan changed by
         then (tests turn faults off and expect no more faults). Closing the transport makes aiohttp
         cancel the handler, exactly as when a client hangs up."""

@@ -107,11 +107,7 @@ class JobController:
     def _on_owned(self, etype: str, obj: JsonDict) -> None:
         meta = obj.get("metadata", {})
         for ref in meta.get("ownerReferences") or []:
-            if (
-                ref.get("controller")
-                and ref.get("kind") == self.job_pass.kind
-                and ref.get("apiVersion") == self.job_pass.api_version
-            ):
+            if ref.get("controller") and ref.get("kind") == self.job_pass.kind and ref.get("apiVersion") == self.job_pass.api_version:
                 self.enqueue((meta.get("namespace", ""), ref.get("name", "")))
 
     def enqueue(self, key: tuple[str, str]) -> None:

@@ -70,9 +70,7 @@ class JobPass:
         self.run_policy: JsonDict = self.spec["runPolicy"]
         self.status: JsonDict = copy.deepcopy(job.get("status") or {})
         # onOwnerCreateFunc puts Created into the informer's copy: it is persisted with the first write.
-        set_condition(
-            self.status, "Created", "True", f"{self.kind}Created", f"{self.kind} {self.name} is created."
-        )
+        set_condition(self.status, "Created", "True", f"{self.kind}Created", f"{self.kind} {self.name} is created.")
         self.old = normalise(copy.deepcopy(self.status))
 
     # ---- what a kind provides
@@ -164,9 +162,7 @@ class JobPass:
     # ---- listing
 
     def _owned(self, rtype: str) -> list[JsonDict]:
-        selector = (
-            f"{LABEL_OPERATOR_NAME}={self.controller_name},{LABEL_JOB_NAME}={self.name.replace('/', '-')}"
-        )
+        selector = f"{LABEL_OPERATOR_NAME}={self.controller_name},{LABEL_JOB_NAME}={self.name.replace('/', '-')}"
         items, _ = self.store.list(rtype, self.namespace, label_selector=selector)
         owned = []
         for obj in items:
@@ -369,6 +365,7 @@ class JobPass:
             self.event("Warning", f"FailedCreate{kind}", f"Error creating: {exc.message}")
             raise ReconcileError(exc.message) from exc
         self.event("Normal", f"SuccessfulCreate{kind}", f"Created {kind.lower()}: {obj['metadata']['name']}")
+
 
     def _labels(self, rt: str, index: int) -> dict[str, str]:
         return {

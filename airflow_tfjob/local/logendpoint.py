@@ -41,9 +41,7 @@ def parse_since_time(value: str) -> int:
     return int(when.timestamp())
 
 
-def select_log(
-    podlogs: PodLogs, pod: JsonDict, name: str, query: Mapping[str, str]
-) -> tuple[str, ContainerLog]:
+def select_log(podlogs: PodLogs, pod: JsonDict, name: str, query: Mapping[str, str]) -> tuple[str, ContainerLog]:
     spec = pod.get("spec") or {}
     containers = [c.get("name") for c in spec.get("containers") or [] if isinstance(c, dict)]
     init = [c.get("name") for c in spec.get("initContainers") or [] if isinstance(c, dict)]
@@ -90,13 +88,9 @@ async def serve_pod_log(
     if since_seconds is not None and since_time:
         raise bad_request("at most one of sinceTime or sinceSeconds may be specified")
     if since_seconds is not None and since_seconds < 1:
-        raise ApiError(
-            422, "Invalid", f"sinceSeconds: Invalid value: {since_seconds}: must be greater than 0"
-        )
+        raise ApiError(422, "Invalid", f"sinceSeconds: Invalid value: {since_seconds}: must be greater than 0")
     if tail is not None and tail < 0:
-        raise ApiError(
-            422, "Invalid", f"tailLines: Invalid value: {tail}: must be greater than or equal to 0"
-        )
+        raise ApiError(422, "Invalid", f"tailLines: Invalid value: {tail}: must be greater than or equal to 0")
     if limit_bytes is not None and limit_bytes < 1:
         raise ApiError(422, "Invalid", f"limitBytes: Invalid value: {limit_bytes}: must be greater than 0")
     start = 0

@@ -22,17 +22,9 @@ class GarbageCollection:
         # Provided by Store (and Deletion); declared here so that the collector type-checks on its own.
         def _store_update(self, info: ResourceType, current: Entry, new: JsonDict) -> JsonDict: ...
         def _remove(self, info: ResourceType, key: tuple[str, str]) -> JsonDict: ...
-        def delete(
-            self,
-            rtype: str,
-            namespace: str | None,
-            name: str,
-            propagation: str | None = None,
-            grace_period_seconds: int | None = None,
-            *,
-            preconditions: dict[str, Any] | None = None,
-            dry_run: bool = False,
-        ) -> JsonDict: ...
+        def delete(self, rtype: str, namespace: str | None, name: str, propagation: str | None = None,
+                   grace_period_seconds: int | None = None, *, preconditions: dict[str, Any] | None = None,
+                   dry_run: bool = False) -> JsonDict: ...
 
     def _dependents(self, owner_uid: str) -> builtins.list[tuple[ResourceType, tuple[str, str], Entry]]:
         found = []
@@ -69,8 +61,7 @@ class GarbageCollection:
             if key not in self._objects[info.plural]:
                 continue
             other_owners = [
-                r
-                for r in entry.obj["metadata"].get("ownerReferences") or []
+                r for r in entry.obj["metadata"].get("ownerReferences") or []
                 if r.get("uid") != owner_uid and self._uid_exists(r.get("uid"))
             ]
             if other_owners:

@@ -103,11 +103,7 @@ def _strategic_list(field: str, current: Any, patch: list[Any], path: tuple[str,
     result = [clone(item) for item in current]
     for item in patch:
         match = next(
-            (
-                i
-                for i, old in enumerate(result)
-                if isinstance(old, dict) and key in item and old.get(key) == item[key]
-            ),
+            (i for i, old in enumerate(result) if isinstance(old, dict) and key in item and old.get(key) == item[key]),
             None,
         )
         if item.get("$patch") == "delete":
@@ -133,20 +129,12 @@ def apply_patch(info: ResourceType, obj: JsonDict, patch: Any, patch_type: str) 
             raise bad_request(str(exc)) from exc
         try:
             result = ops.apply(clone(obj))
-        except (
-            jsonpatch.JsonPatchException,
-            jsonpatch.JsonPointerException,
-            KeyError,
-            IndexError,
-            TypeError,
-            ValueError,
-        ) as exc:
+        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, KeyError, IndexError,
+                TypeError, ValueError) as exc:
             raise ApiError(422, "Invalid", str(exc)) from exc
     elif patch_type == "merge":
         if not isinstance(patch, dict):
-            raise bad_request(
-                f"json: cannot unmarshal {_json_kind(patch)} into Go value of type map[string]interface {{}}"
-            )
+            raise bad_request(f"json: cannot unmarshal {_json_kind(patch)} into Go value of type map[string]interface {{}}")
         result = merge_patch(obj, patch)
     elif patch_type == "strategic":
         if not info.is_core:
@@ -157,9 +145,7 @@ def apply_patch(info: ResourceType, obj: JsonDict, patch: Any, patch_type: str) 
                 "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
             )
         if not isinstance(patch, dict):
-            raise bad_request(
-                f"json: cannot unmarshal {_json_kind(patch)} into Go value of type map[string]interface {{}}"
-            )
+            raise bad_request(f"json: cannot unmarshal {_json_kind(patch)} into Go value of type map[string]interface {{}}")
         result = strategic_merge_patch(obj, patch)
     else:
         raise ApiError(415, "UnsupportedMediaType", f"unsupported patch type {patch_type!r}")

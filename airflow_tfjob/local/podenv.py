@@ -215,5 +215,4 @@ def check_executable(argv: list[str], env: dict[str, str]) -> str | None:
         return f'exec: "{exe}": executable file not found in $PATH'
     return None
 
-
 # ---- status

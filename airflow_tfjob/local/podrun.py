@@ -346,9 +346,7 @@ class PodRun:
             "type": ctype,
             "status": status,
             "lastProbeTime": None,
-            "lastTransitionTime": old["lastTransitionTime"]
-            if old and old["status"] == status
-            else now_rfc3339(),
+            "lastTransitionTime": old["lastTransitionTime"] if old and old["status"] == status else now_rfc3339(),
         }
         if not ok and reason:
             cond["reason"] = reason

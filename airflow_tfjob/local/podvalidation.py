@@ -56,11 +56,7 @@ def _duplicate(field: str, value: Any) -> Cause:
 
 def _not_supported(field: str, value: Any, supported: tuple[str, ...]) -> Cause:
     values = ", ".join(_quote(v) for v in supported)
-    return (
-        field,
-        "FieldValueNotSupported",
-        f"Unsupported value: {_quote(value)}: supported values: {values}",
-    )
+    return (field, "FieldValueNotSupported", f"Unsupported value: {_quote(value)}: supported values: {values}")
 
 
 def _iana_svc_name_errors(name: str) -> list[str]:
@@ -101,9 +97,8 @@ def _port_errors(ports: Any, path: str) -> list[Cause]:
         if not container_port:
             causes.append(_required(f"{ppath}.containerPort"))
         elif not _is_int(container_port) or not 1 <= container_port <= 65535:
-            causes.append(
-                _invalid(f"{ppath}.containerPort", container_port, "must be between 1 and 65535, inclusive")
-            )
+            causes.append(_invalid(f"{ppath}.containerPort", container_port,
+                                   "must be between 1 and 65535, inclusive"))
         host_port = port.get("hostPort")
         if host_port and (not _is_int(host_port) or not 1 <= host_port <= 65535):
             causes.append(_invalid(f"{ppath}.hostPort", host_port, "must be between 1 and 65535, inclusive"))

@@ -36,16 +36,8 @@ from airflow_tfjob.local.resources import ApiError
 METRIC = "tfjob_local_forbidden_total"
 RoleSource = str | Path | tuple[str | Path, str]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-_VERB = {
-    "GET": "get",
-    "LIST": "list",
-    "WATCH": "watch",
-    "POST": "create",
-    "PUT": "update",
-    "PATCH": "patch",
-    "DELETE": "delete",
-    "DELETECOLLECTION": "deletecollection",
-}
+_VERB = {"GET": "get", "LIST": "list", "WATCH": "watch", "POST": "create", "PUT": "update", "PATCH": "patch",
+         "DELETE": "delete", "DELETECOLLECTION": "deletecollection"}
 
 
 @dataclass(frozen=True)
@@ -99,20 +91,12 @@ def load_grants(source: RoleSource) -> list[Grant]:
         for rule in doc.get("rules") or []:
             if not isinstance(rule, dict):
                 raise ValueError(f"{where}: each rule must be a mapping")
-            rules.append(
-                Rule(
-                    _strings(rule, "apiGroups", where),
-                    _strings(rule, "resources", where),
-                    _strings(rule, "verbs", where),
-                    _strings(rule, "resourceNames", where),
-                )
-            )
+            rules.append(Rule(_strings(rule, "apiGroups", where), _strings(rule, "resources", where),
+                              _strings(rule, "verbs", where), _strings(rule, "resourceNames", where)))
         scope = None if kind == "ClusterRole" else (namespace or meta.get("namespace") or "default")
         grants.append(Grant(str(meta.get("name", "")), scope, tuple(rules)))
     if not grants:
-        raise ValueError(
-            f"roles: {path} holds no Role or ClusterRole; give a file like airflow_tfjob/rbac/role.yaml"
-        )
+        raise ValueError(f"roles: {path} holds no Role or ClusterRole; give a file like airflow_tfjob/rbac/role.yaml")
     return grants
 
 
@@ -131,10 +115,8 @@ class Attributes:
         qualified = f"{plural}.{self.group}" if self.group else plural
         target = f'{qualified} "{self.name}"' if self.name else qualified
         scope = f'in the namespace "{self.namespace}"' if self.namespace else "at the cluster scope"
-        message = (
-            f'{target} is forbidden: User "{user}" cannot {self.verb} resource "{self.resource}" '
-            f'in API group "{self.group}" {scope}'
-        )
+        message = (f'{target} is forbidden: User "{user}" cannot {self.verb} resource "{self.resource}" '
+                   f'in API group "{self.group}" {scope}')
         details: dict[str, Any] = {"group": self.group, "kind": plural}
         if self.name:
             details["name"] = self.name
@@ -174,8 +156,7 @@ class Authorizer:
             return True  # no roles configured for this user: an administrator
         return any(
             rule.allows(attrs.group, attrs.resource, attrs.verb, attrs.name)
-            for grant in grants
-            if grant.namespace is None or grant.namespace == attrs.namespace
+            for grant in grants if grant.namespace is None or grant.namespace == attrs.namespace
             for rule in grant.rules
         )
 
@@ -207,8 +188,6 @@ class Authorizer:
 
     def render(self) -> str:
         lines = [f"# HELP {METRIC} Requests denied by RBAC.", f"# TYPE {METRIC} counter"]
-        lines += [
-            f'{METRIC}{{user="{u}",verb="{v}",resource="{r}",namespace="{n}"}} {c}'
-            for (u, v, r, n), c in sorted(self.denied().items())
-        ]
+        lines += [f'{METRIC}{{user="{u}",verb="{v}",resource="{r}",namespace="{n}"}} {c}'
+                  for (u, v, r, n), c in sorted(self.denied().items())]
         return "\n".join(lines) + "\n"

@@ -20,33 +20,27 @@ def abnormal_pod_events(active_pods: list[JsonDict]) -> list[tuple[str, str, str
                 state = cs.get("state") or {}
                 term = state.get("terminated")
                 if term is not None and int(term.get("exitCode", 0)) != 0:
-                    found.append(
-                        (
-                            "Warning",
-                            term.get("reason", ""),
-                            f"Error pod {pname} container {cs.get('name')} exitCode: {term.get('exitCode')} "
-                            f"terminated message: {term.get('message', '')}",
-                        )
-                    )
+                    found.append((
+                        "Warning",
+                        term.get("reason", ""),
+                        f"Error pod {pname} container {cs.get('name')} exitCode: {term.get('exitCode')} "
+                        f"terminated message: {term.get('message', '')}",
+                    ))
                 wait = state.get("waiting")
                 if wait is not None and wait.get("message"):
-                    found.append(
-                        (
-                            "Warning",
-                            wait.get("reason", ""),
-                            f"Error pod {pname} container {cs.get('name')} waiting message: {wait['message']}",
-                        )
-                    )
+                    found.append((
+                        "Warning",
+                        wait.get("reason", ""),
+                        f"Error pod {pname} container {cs.get('name')} waiting message: {wait['message']}",
+                    ))
             continue
         for cond in pstatus.get("conditions") or []:
             if cond.get("status") != "True" and cond.get("reason"):
-                found.append(
-                    (
-                        "Warning",
-                        cond["reason"],
-                        f"Error pod {pname} condition message: {cond.get('message', '')}",
-                    )
-                )
+                found.append((
+                    "Warning",
+                    cond["reason"],
+                    f"Error pod {pname} condition message: {cond.get('message', '')}",
+                ))
     return found
 
 

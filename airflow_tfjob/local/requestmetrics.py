@@ -91,8 +91,7 @@ class RequestMetrics:
         return sum(
             n
             for (v, r, s), n in self._requests.items()
-            if (verb is None or v == verb)
-            and (resource is None or r == resource)
+            if (verb is None or v == verb) and (resource is None or r == resource)
             and (subresource is None or s == subresource)
         )
 
@@ -103,10 +102,7 @@ class RequestMetrics:
         return self._watches[resource]
 
     def render(self) -> str:
-        lines = [
-            f"# HELP {REQUESTS} Requests received by the local API server.",
-            f"# TYPE {REQUESTS} counter",
-        ]
+        lines = [f"# HELP {REQUESTS} Requests received by the local API server.", f"# TYPE {REQUESTS} counter"]
         for (verb, resource, sub), n in sorted(self._requests.items()):
             lines.append(f'{REQUESTS}{{verb="{verb}",resource="{resource}",subresource="{sub}"}} {n}')
         lines += [f"# HELP {LONGRUNNING} Watch streams open now.", f"# TYPE {LONGRUNNING} gauge"]

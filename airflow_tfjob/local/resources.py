@@ -102,9 +102,7 @@ _EVENT_FIELDS = (
 RESOURCES: dict[str, ResourceType] = {
     r.plural: r
     for r in (
-        ResourceType(
-            "namespaces", "namespace", "Namespace", "", "v1", False, True, ("ns",), ("status.phase",)
-        ),
+        ResourceType("namespaces", "namespace", "Namespace", "", "v1", False, True, ("ns",), ("status.phase",)),
         ResourceType("pods", "pod", "Pod", "", "v1", True, True, ("po",), _POD_FIELDS),
         ResourceType("services", "service", "Service", "", "v1", True, True, ("svc",)),
         ResourceType("events", "event", "Event", "", "v1", True, False, ("ev",), _EVENT_FIELDS),

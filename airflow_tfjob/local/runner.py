@@ -299,4 +299,5 @@ class Runner:
                 self.store.update_status("services", meta["namespace"], meta["name"], status)
 
 
+
 __all__ = ["HOST_IP", "Runner", "expand", "gpu_request"]

@@ -8,9 +8,7 @@ from typing import Any
 
 from airflow_tfjob.local.resources import JsonDict, ResourceType, bad_request
 
-_LABEL_KEY = re.compile(
-    r"^([a-z0-9A-Z]([-a-z0-9A-Z.]*[a-z0-9A-Z])?/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$"
-)
+_LABEL_KEY = re.compile(r"^([a-z0-9A-Z]([-a-z0-9A-Z.]*[a-z0-9A-Z])?/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 _SET_TERM = re.compile(r"^(\S+)\s+(in|notin)\s*\((.*)\)$")
 
@@ -132,7 +130,9 @@ class FieldSelector:
                 raise bad_request(f"invalid selector: '{selector}'; can't understand '{term}'")
             field = field.strip()
             if field not in allowed:
-                raise bad_request(f"field label not supported: {field}")
+                raise bad_request(
+                    f'field label not supported: {field}'
+                )
             reqs.append((field, op == "!=", value.strip()))
         return cls(reqs)
 

@@ -78,9 +78,7 @@ class Store(Deletion):
         self._by_uid: dict[str, tuple[str, tuple[str, str]]] = {}
         self._owned: dict[str, set[tuple[str, tuple[str, str]]]] = {}
         for ns in INITIAL_NAMESPACES:
-            self.create(
-                "namespaces", None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
-            )
+            self.create("namespaces", None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
 
     # ---- reading
 
@@ -149,11 +147,7 @@ class Store(Deletion):
         if not name and meta.get("generateName"):
             name = str(meta["generateName"]) + "".join(secrets.choice(_GENERATE_ALPHABET) for _ in range(5))
         if not name or not isinstance(name, str):
-            raise self._invalid(
-                info,
-                "",
-                [("metadata.name", "FieldValueRequired", "Required value: name or generateName is required")],
-            )
+            raise self._invalid(info, "", [("metadata.name", "FieldValueRequired", "Required value: name or generateName is required")])
         check_name(info, name)
         key = (ns_key, name)
         if key in self._objects[rtype]:
@@ -243,14 +237,8 @@ class Store(Deletion):
                 new.pop("status", None)
             return self._store_update(info, current, new)
         meta = object_meta(obj)
-        for immutable in (
-            "uid",
-            "creationTimestamp",
-            "namespace",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "generation",
-        ):
+        for immutable in ("uid", "creationTimestamp", "namespace", "deletionTimestamp",
+                          "deletionGracePeriodSeconds", "generation"):
             if immutable in old_meta:
                 meta[immutable] = old_meta[immutable]
             else:
@@ -289,6 +277,7 @@ class Store(Deletion):
         self._commit(info, key, new, "MODIFIED", old)
         return clone(new)
 
+
     def _remove(self, info: ResourceType, key: tuple[str, str]) -> JsonDict:
         current = self._objects[info.plural].pop(key)
         self._index(info.plural, key, current.obj, None)
@@ -299,9 +288,7 @@ class Store(Deletion):
         entry = Entry(obj, self._rv)
         self._publish(info, WatchEvent("DELETED", entry, None, key[0]))
         if info.plural == "events":
-            self._event_index = {
-                k: v for k, v in self._event_index.items() if not (k[0] == key[0] and v == key[1])
-            }
+            self._event_index = {k: v for k, v in self._event_index.items() if not (k[0] == key[0] and v == key[1])}
         uid = obj["metadata"].get("uid")
         if uid:
             self._finish_foreground_owners(obj)
@@ -343,9 +330,7 @@ class Store(Deletion):
             return len(self._watchers[resource_type(rtype).plural])
         return sum(len(w) for w in self._watchers.values())
 
-    def _commit(
-        self, info: ResourceType, key: tuple[str, str], obj: JsonDict, type_: str, prev: JsonDict | None
-    ) -> None:
+    def _commit(self, info: ResourceType, key: tuple[str, str], obj: JsonDict, type_: str, prev: JsonDict | None) -> None:
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)
         entry = Entry(obj, self._rv)
@@ -404,12 +389,8 @@ class Store(Deletion):
         if not isinstance(ns, str):
             raise bad_request("metadata.namespace: expected a string")
         if ("", ns) not in self._objects["namespaces"]:
-            raise ApiError(
-                404,
-                "NotFound",
-                f'namespaces "{ns}" not found',
-                {"name": ns, "group": "", "kind": "namespaces"},
-            )
+            raise ApiError(404, "NotFound", f'namespaces "{ns}" not found',
+                           {"name": ns, "group": "", "kind": "namespaces"})
         return ns
 
     def objects(self, rtype: str) -> Iterator[JsonDict]:

@@ -70,8 +70,7 @@ def _pod_cells(pod: JsonDict) -> list[Any]:
         elif "terminated" in state:
             term = state["terminated"] or {}
             reason = term.get("reason") or (
-                f"Signal:{term['signal']}" if term.get("signal") else f"ExitCode:{term.get('exitCode', 0)}"
-            )
+                f"Signal:{term['signal']}" if term.get("signal") else f"ExitCode:{term.get('exitCode', 0)}")
     if (pod.get("metadata") or {}).get("deletionTimestamp"):
         reason = "Terminating"
     return [f"{ready}/{total}", reason, restarts]
@@ -83,14 +82,10 @@ def _service_cells(svc: JsonDict) -> list[Any]:
     external = ",".join(str(i.get("ip") or i.get("hostname")) for i in ingress if isinstance(i, dict))
     if not external:
         external = "<pending>" if spec.get("type") == "LoadBalancer" else "<none>"
-    ports = (
-        ",".join(
-            f"{p.get('port')}{':' + str(p['nodePort']) if p.get('nodePort') else ''}/{p.get('protocol', 'TCP')}"
-            for p in spec.get("ports") or []
-            if isinstance(p, dict)
-        )
-        or "<none>"
-    )
+    ports = ",".join(
+        f"{p.get('port')}{':' + str(p['nodePort']) if p.get('nodePort') else ''}/{p.get('protocol', 'TCP')}"
+        for p in spec.get("ports") or [] if isinstance(p, dict)
+    ) or "<none>"
     return [spec.get("type", "ClusterIP"), spec.get("clusterIP", "<none>"), external, ports]
 
 
@@ -103,12 +98,7 @@ def _tfjob_state(job: JsonDict) -> str:
 _COLUMNS: dict[str, list[tuple[str, str]]] = {
     "pods": [("Ready", "string"), ("Status", "string"), ("Restarts", "integer")],
     "tfjobs": [("State", "string")],
-    "services": [
-        ("Type", "string"),
-        ("Cluster-IP", "string"),
-        ("External-IP", "string"),
-        ("Port(s)", "string"),
-    ],
+    "services": [("Type", "string"), ("Cluster-IP", "string"), ("External-IP", "string"), ("Port(s)", "string")],
     "namespaces": [("Status", "string")],
     "configmaps": [("Data", "integer")],
     "secrets": [("Type", "string"), ("Data", "integer")],
@@ -119,13 +109,9 @@ def _cells(info: ResourceType, obj: JsonDict) -> list[Any]:
     meta = obj.get("metadata") or {}
     if info.plural == "events":
         involved = obj.get("involvedObject") or {}
-        return [
-            _age(obj.get("lastTimestamp") or meta.get("creationTimestamp")),
-            obj.get("type", ""),
-            obj.get("reason", ""),
-            f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}",
-            obj.get("message", ""),
-        ]
+        return [_age(obj.get("lastTimestamp") or meta.get("creationTimestamp")), obj.get("type", ""),
+                obj.get("reason", ""), f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}",
+                obj.get("message", "")]
     extra: list[Any] = []
     if info.plural == "pods":
         extra = _pod_cells(obj)
@@ -148,46 +134,25 @@ def _cells(info: ResourceType, obj: JsonDict) -> list[Any]:
 
 def to_table(info: ResourceType, objects: list[JsonDict], rv: str, include_object: str | None) -> JsonDict:
     if info.plural == "events":
-        columns = [
-            ("Last Seen", "string"),
-            ("Type", "string"),
-            ("Reason", "string"),
-            ("Object", "string"),
-            ("Message", "string"),
-        ]
+        columns = [("Last Seen", "string"), ("Type", "string"), ("Reason", "string"), ("Object", "string"),
+                   ("Message", "string")]
     else:
         columns = [("Name", "string"), *_COLUMNS.get(info.plural, []), ("Age", "string")]
     definitions = [
-        {
-            "name": name,
-            "type": type_,
-            "format": "name" if name == "Name" else "",
-            "description": "",
-            "priority": 0,
-        }
+        {"name": name, "type": type_, "format": "name" if name == "Name" else "", "description": "", "priority": 0}
         for name, type_ in columns
     ]
     if info.plural == "pods":
-        definitions += [
-            {"name": name, "type": "string", "format": "", "description": "", "priority": 1}
-            for name in ("IP", "Node", "Nominated Node", "Readiness Gates")
-        ]
+        definitions += [{"name": name, "type": "string", "format": "", "description": "", "priority": 1}
+                        for name in ("IP", "Node", "Nominated Node", "Readiness Gates")]
     rows = []
     for obj in objects:
         row: JsonDict = {"cells": _cells(info, obj)}
         if include_object == "Object":
             row["object"] = obj
         elif include_object != "None":
-            row["object"] = {
-                "kind": "PartialObjectMetadata",
-                "apiVersion": "meta.k8s.io/v1",
-                "metadata": obj.get("metadata", {}),
-            }
+            row["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                             "metadata": obj.get("metadata", {})}
         rows.append(row)
-    return {
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": {"resourceVersion": rv},
-        "columnDefinitions": definitions,
-        "rows": rows,
-    }
+    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": rv},
+            "columnDefinitions": definitions, "rows": rows}

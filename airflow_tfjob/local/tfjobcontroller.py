@@ -197,10 +197,7 @@ class TFJobPass(JobPass):
         refs = pod["metadata"].get("ownerReferences") or []
         if not any(r.get("uid") == self.uid and r.get("controller") for r in refs):
             return False
-        return (
-            container_exit_code(pod, CONTAINER_NAME) == 0
-            and pod.get("status", {}).get("phase") == "Succeeded"
-        )
+        return container_exit_code(pod, CONTAINER_NAME) == 0 and pod.get("status", {}).get("phase") == "Succeeded"
 
 
 class Controller(JobController):

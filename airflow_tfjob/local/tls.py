@@ -54,15 +54,8 @@ def _names(host: str) -> list[x509.GeneralName]:
     return names
 
 
-def _certificate(
-    subject: str,
-    key: ec.EllipticCurvePrivateKey,
-    issuer: x509.Name,
-    signer: ec.EllipticCurvePrivateKey,
-    *,
-    ca: bool,
-    host: str,
-) -> x509.Certificate:
+def _certificate(subject: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Name,
+                 signer: ec.EllipticCurvePrivateKey, *, ca: bool, host: str) -> x509.Certificate:
     now = dt.datetime.now(dt.timezone.utc)
     builder = (
         x509.CertificateBuilder()
@@ -74,29 +67,16 @@ def _certificate(
         .not_valid_after(now + _VALIDITY)
         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(signer.public_key()), critical=False
-        )
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(signer.public_key()), critical=False)
     )
     if ca:
-        builder = builder.add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        builder = builder.add_extension(x509.KeyUsage(
+            digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
+            key_encipherment=False, data_encipherment=False, key_agreement=False, encipher_only=False,
+            decipher_only=False), critical=True)
     else:
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName(_names(host)), critical=False
-        ).add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        builder = builder.add_extension(x509.SubjectAlternativeName(_names(host)), critical=False) \
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
     return builder.sign(signer, hashes.SHA256())
 
 
@@ -112,8 +92,6 @@ def make_server_tls(directory: Path, host: str) -> ServerTls:
     directory.mkdir(parents=True, exist_ok=True)
     tls.ca_path.write_bytes(ca_cert.public_bytes(pem))
     tls.cert_path.write_bytes(cert.public_bytes(pem))
-    write_private(
-        tls.key_path,
-        key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode(),
-    )
+    write_private(tls.key_path, key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                                  serialization.NoEncryption()).decode())
     return tls

@@ -34,14 +34,8 @@ class ProcessGroups:
         if self._proc is None:
             self._proc = subprocess.Popen(
                 # Not `-m`: the package imports this module, and runpy warns when it runs one twice.
-                [
-                    sys.executable,
-                    "-c",
-                    "import sys; from airflow_tfjob.local.watchdog import main; sys.exit(main())",
-                ],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
-                start_new_session=True,
+                [sys.executable, "-c", "import sys; from airflow_tfjob.local.watchdog import main; sys.exit(main())"],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True,
             )
         return self._proc.stdin
 

@@ -39,20 +39,13 @@ async def serve_watch(
     expired: ApiError | None = None
     watcher = None
     try:
-        watcher = store.watch(
-            p.info.plural,
-            p.namespace,
-            rv,
-            label_selector=query.get("labelSelector"),
-            field_selector=field_selector,
-        )
+        watcher = store.watch(p.info.plural, p.namespace, rv, label_selector=query.get("labelSelector"),
+                                   field_selector=field_selector)
     except ApiError as exc:
         if exc.code != 410:
             raise
         expired = exc
-    response = web.StreamResponse(
-        status=200, headers={"Content-Type": JSON_TYPE, "Cache-Control": "no-cache, private"}
-    )
+    response = web.StreamResponse(status=200, headers={"Content-Type": JSON_TYPE, "Cache-Control": "no-cache, private"})
     response.enable_chunked_encoding()
     try:
         await response.prepare(request)
@@ -85,13 +78,10 @@ async def serve_watch(
         if not table:
             await _write_events(response, batch)
         elif batch:
-            await response.write(
-                b"".join(
-                    json.dumps({"type": t, "object": to_table(p.info, [e.obj], str(e.rv), include)}).encode()
-                    + b"\n"
-                    for t, e in batch
-                )
-            )
+            await response.write(b"".join(
+                json.dumps({"type": t, "object": to_table(p.info, [e.obj], str(e.rv), include)}).encode() + b"\n"
+                for t, e in batch
+            ))
 
     metrics.watch_opened(p.info.plural)
     try:
@@ -129,9 +119,9 @@ async def serve_watch(
 
 async def _write_events(response: web.StreamResponse, batch: list[tuple[str, Entry]]) -> None:
     if batch:
-        await response.write(
-            b"".join(b'{"type":"' + t.encode() + b'","object":' + e.json + b"}\n" for t, e in batch)
-        )
+        await response.write(b"".join(
+            b'{"type":"' + t.encode() + b'","object":' + e.json + b"}\n" for t, e in batch
+        ))
 
 
 def _bookmark(kind: str, api_version: str, rv: int, *, initial_end: bool = False) -> bytes:
