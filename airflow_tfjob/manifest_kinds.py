@@ -17,7 +17,7 @@ from typing import Any
 from airflow_tfjob.kinds import KINDS, PADDLEJOB, PYTORCHJOB, TFJOB, JobKind
 from airflow_tfjob.manifest_convert import bad, canonical_replica_specs, deep_merge
 from airflow_tfjob.validation_checker import Problem, TFJobValidationError
-from airflow_tfjob.validation_kinds import replica_key_problem, types_phrase
+from airflow_tfjob.validation_kinds import article, replica_key_problem, types_phrase
 
 # The friendly (snake_case) names of each kind's elasticPolicy fields; camelCase is accepted too.
 _PYTORCH_ELASTIC = {
@@ -44,17 +44,13 @@ _KIND_FIELDS = {
 }
 
 
-def _article(word: str) -> str:
-    return "an" if word[:1].lower() in "aeiou" else "a"
-
-
 def no_such_type(kind: JobKind, field: str, rtype: str) -> Problem:
     """``ps: a PyTorchJob has no PS replicas; its replica types are Master and Worker``."""
     owners = [k.kind for k in KINDS if rtype in k.replica_types]
     elsewhere = f" ({', '.join(owners)} {'has' if len(owners) == 1 else 'have'} them)" if owners else ""
     return Problem(
         field,
-        f"{_article(kind.kind)} {kind.kind} has no {rtype} replicas; its replica types are {types_phrase(kind)}",
+        f"{article(kind.kind)} {kind.kind} has no {rtype} replicas; its replica types are {types_phrase(kind)}",
         f"remove {field}, or run the job as a kind that has {rtype} replicas{elsewhere}",
     )
 
@@ -71,7 +67,7 @@ def kind_type(kind: JobKind, key: Any, field: str) -> str:
     close = difflib.get_close_matches(str(key).lower(), lowered, n=1, cutoff=0.5)
     hint = f"did you mean {kind.canonical_type(close[0])!r}? " if close else ""
     raise TFJobValidationError(
-        field, f"{key!r} is not a {kind.kind} replica type", f"{hint}use one of {list(kind.replica_types)}",
+        field, f"{key!r} is not {article(kind.kind)} {kind.kind} replica type", f"{hint}use one of {list(kind.replica_types)}",
         kind.kind,
     )  # fmt: skip
 
@@ -140,7 +136,7 @@ def base_kind(base: Mapping[str, Any], kind: JobKind) -> None:
         return
     raise TFJobValidationError(
         "kind",
-        f"the base manifest is {_article(str(written))} {written!r}, but a {kind.kind} is being built",
+        f"the base manifest is {article(str(written))} {written!r}, but a {kind.kind} is being built",
         f"set kind: {kind.kind} in the manifest (and spec.{kind.spec_key}), or build the job as {written!r}",
         kind.kind,
     )
@@ -158,7 +154,7 @@ def apply_kind_fields(spec: dict[str, Any], kind: JobKind, values: Mapping[str, 
             problems.append(
                 Problem(
                     param,
-                    f"sets spec.{field}, which {_article(kind.kind)} {kind.kind} does not have "
+                    f"sets spec.{field}, which {article(kind.kind)} {kind.kind} does not have "
                     f"(only {' and '.join(owners)})",
                     f"remove {param}, or run the job as {' or '.join(owners)} ({example})",
                 )
@@ -195,7 +191,7 @@ def elastic_policy(kind: JobKind, value: Mapping[str, Any]) -> dict[str, Any]:
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise bad(
                 f"elastic_policy.{key}",
-                f"is not a field of a {kind.kind}'s elastic policy",
+                f"is not a field of {article(kind.kind)} {kind.kind}'s elastic policy",
                 f"{hint}use one of {sorted(names)}",
             )
         field = accepted[key]

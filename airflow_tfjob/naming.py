@@ -85,7 +85,7 @@ def _replica_counts(replicas: Mapping[str, Any]) -> dict[str, int]:
 def max_replica_suffix(replicas: Mapping[str, Any]) -> str:
     """The longest ``-{type}-{index}`` suffix a job with these replicas will get.
 
-    ``replicas`` maps replica type to a count, or is a ``spec.tfReplicaSpecs`` mapping.
+    ``replicas`` maps replica type to a count, or is a kind's replica specs (``spec.tfReplicaSpecs``, ...).
     """
     counts = _replica_counts(replicas)
     if not counts:

@@ -53,6 +53,11 @@ class JobView:
 Rule = Callable[[Checker, JobView], None]
 
 
+def article(word: str) -> str:
+    """``a PyTorchJob``, ``an XGBoostJob`` (said "ex-")."""
+    return "an" if word[:1] in "AEIOUXaeiou" else "a"
+
+
 def types_phrase(kind: JobKind) -> str:
     """``Master and Worker``: a kind's replica types as prose."""
     types = list(kind.replica_types)
@@ -74,7 +79,7 @@ def replica_key_problem(kind: JobKind, key: Any) -> tuple[str, str] | None:
             else "the webhook refuses it"
         )
         return (
-            f"{key!r} is not a {kind.kind} replica type ({consequence})",
+            f"{key!r} is not {article(kind.kind)} {kind.kind} replica type ({consequence})",
             (f"did you mean {hint!r}? " if hint else "") + f"use one of {', '.join(kind.replica_types)}",
         )
     if kind.exact_case_keys and canon != key:
@@ -107,7 +112,7 @@ def single_replica_types(check: Checker, job: JobView) -> None:
         elif is_int(replicas) and replicas != 1:
             check.error(
                 path,
-                f"is {replicas}, but a {job.kind.kind} has exactly one {rtype} (the webhook refuses it)",
+                f"is {replicas}, but {article(job.kind.kind)} {job.kind.kind} has exactly one {rtype} (the webhook refuses it)",
                 f"set {rtype} replicas: 1 and add Workers for more capacity",
             )
 
@@ -118,7 +123,7 @@ def required_types(check: Checker, job: JobView) -> None:
         if rtype not in job.specs:
             check.error(
                 f"{job.base}.{rtype}",
-                f"is missing: a {job.kind.kind} needs a {rtype} (the webhook refuses it without one)",
+                f"is missing: {article(job.kind.kind)} {job.kind.kind} needs a {rtype} (the webhook refuses it without one)",
                 f"add {rtype}: {{replicas: 1, template: ...}}, e.g. master=1",
             )
 
