@@ -19,7 +19,9 @@ from airflow_tfjob.kinds import JobKind
 from airflow_tfjob.validation_checker import Checker, choice_fix, is_int, suggest_replica_type
 
 # torchrun's --nproc-per-node words besides a number (PyTorchJob's spec.nprocPerNode is a string).
-NPROC_WORDS = ("auto", "cpu", "gpu")
+NPROC_WORDS = ("auto", "cpu", "gpu", "xpu")
+# Restart policies under which the kubelet restarts a failed container in place.
+_IN_PLACE = ("OnFailure", "Always")
 PYTORCH_ELASTIC_FIELDS = (
     "minReplicas",
     "maxReplicas",
@@ -209,6 +211,36 @@ def pytorch_elastic(check: Checker, job: JobView) -> None:
             check.error(f"{epath}.key", "is missing or not a string", "give each entry a key")
 
 
+def master_env(check: Checker, job: JobView) -> None:
+    """PyTorchJob without a Master: the operator sets no MASTER_ADDR, RANK or WORLD_SIZE (§1.4)."""
+    if "Master" in job.specs or job.spec.get("elasticPolicy") is not None:
+        return
+    check.warn(
+        job.base,
+        "has no Master, so the operator sets no MASTER_ADDR, MASTER_PORT, RANK or WORLD_SIZE (only PET_* "
+        "for torchrun): start the training with torchrun, or add master=1 for torch.distributed's env:// init",
+    )
+
+
+def restarts_without_limit(check: Checker, job: JobView) -> None:
+    """A kind whose default restartPolicy is OnFailure (PyTorchJob, PaddleJob) restarts a failing
+    container in place for ever unless a limit is set (§1.6): surprising when nobody chose it."""
+    if job.kind.restart_policy not in _IN_PLACE:
+        return
+    policy = job.spec.get("runPolicy")
+    limits = ("backoffLimit", "activeDeadlineSeconds")
+    if isinstance(policy, Mapping) and any(policy.get(k) is not None for k in limits):
+        return
+    defaulted = [k for k, r in job.specs.items() if isinstance(r, Mapping) and r.get("restartPolicy") is None]
+    if defaulted:
+        check.warn(
+            f"{job.base}.{defaulted[0]}.restartPolicy",
+            f"is not set, so the {job.kind.kind} default {job.kind.restart_policy} restarts a failing "
+            "container in place with no end: the job fails only through runPolicy.backoffLimit or "
+            "activeDeadlineSeconds, and neither is set. Pass backoff_limit= (or restart_policy='Never')",
+        )
+
+
 def nproc_per_node(check: Checker, job: JobView) -> None:
     value = job.spec.get("nprocPerNode")
     if value is None:
@@ -237,13 +269,17 @@ def paddle_elastic(check: Checker, job: JobView) -> None:
 #: The rules a kind adds to the shared ones, by kind name (TFJob's live in validation.py, which
 #: predates the other kinds; JAXJob's webhook has none beyond the shared rules).
 KIND_RULES: dict[str, tuple[Rule, ...]] = {
-    "PyTorchJob": (single_replica_types, workers_at_least_one, pytorch_elastic, nproc_per_node),
+    "PyTorchJob": (single_replica_types, workers_at_least_one, pytorch_elastic, nproc_per_node, master_env),
     "XGBoostJob": (required_types, single_replica_types),
     "JAXJob": (),
     "PaddleJob": (paddle_elastic,),
 }
 
 
+#: Rules of the provider's own, for every kind (each reads the kind's row to see if it applies).
+SHARED_RULES: tuple[Rule, ...] = (restarts_without_limit,)
+
+
 def check_kind_rules(check: Checker, job: JobView) -> None:
-    for rule in KIND_RULES.get(job.kind.kind, ()):
+    for rule in (*KIND_RULES.get(job.kind.kind, ()), *SHARED_RULES):
         rule(check, job)

@@ -23,7 +23,7 @@ def valid(kind: JobKind) -> dict[str, Any]:
     if kind is TFJOB:
         types.remove("Master")
     counts = {t: (2 if t == "Worker" else 1) for t in types}
-    return build_job(kind, "job", "ml", image="img:1", replicas=counts)
+    return build_job(kind, "job", "ml", image="img:1", replicas=counts, backoff_limit=3)
 
 
 def specs(m: dict[str, Any]) -> dict[str, Any]:
@@ -314,6 +314,30 @@ def test_the_deprecated_nproc_field_alone_is_a_warning() -> None:
     assert validate_job(manifest) == [
         "spec.elasticPolicy.nProcPerNode: is deprecated, use spec.nprocPerNode (nproc_per_node=) instead"
     ]
+
+
+def test_a_default_restart_in_place_without_a_limit_is_a_warning() -> None:
+    # PyTorchJob and PaddleJob default to OnFailure: a crashing script restarts with no end.
+    for kind in (PYTORCHJOB, PADDLEJOB):
+        manifest = valid(kind)
+        del manifest["spec"]["runPolicy"]
+        (warning,) = validate_job(manifest)
+        assert warning.startswith(f"spec.{kind.spec_key}.Master.restartPolicy: is not set, so the {kind.kind} default")
+        assert "Pass backoff_limit=" in warning
+        for replica in specs(manifest).values():
+            replica["restartPolicy"] = "OnFailure"  # chosen, not defaulted: nothing to say
+        assert validate_job(manifest) == []
+    xgb = valid(XGBOOSTJOB)
+    del xgb["spec"]["runPolicy"]
+    assert validate_job(xgb) == []  # its default is Never
+
+
+def test_a_pytorchjob_without_master_is_told_it_gets_no_master_env() -> None:
+    manifest = build_job(PYTORCHJOB, "job", image="i", replicas={"worker": 2}, backoff_limit=1)
+    (warning,) = validate_job(manifest)
+    assert "has no Master, so the operator sets no MASTER_ADDR" in warning and "torchrun" in warning
+    manifest["spec"]["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": 2}
+    assert validate_job(manifest) == []  # elastic: torchrun's rendezvous is the point
 
 
 def test_jaxjob_managed_by_is_ignored_by_its_webhook_so_it_is_a_warning() -> None:
