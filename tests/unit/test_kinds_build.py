@@ -273,6 +273,15 @@ def test_the_parameter_table_has_a_view_per_kind() -> None:
     assert set(every.typed) <= set(PARAMETER_TYPES)
 
 
+def test_name_budget_before_the_counts_are_known_follows_the_kinds_types() -> None:
+    from airflow_tfjob.naming import DEFAULT_MAX_REPLICA_SUFFIX, default_replica_suffix, max_name_length
+
+    assert default_replica_suffix(TFJOB.replica_types) == DEFAULT_MAX_REPLICA_SUFFIX == "-evaluator-99"
+    assert default_replica_suffix(PYTORCHJOB.replica_types) == "-worker-99"
+    assert max_name_length({}, kinds.JAXJOB.replica_types) == 63 - len("-worker-99")
+    assert max_name_length({"Master": 1, "Worker": 3}, PYTORCHJOB.replica_types) == 63 - len("-master-0")
+
+
 def test_parameters_of_the_wrong_type_are_named() -> None:
     error = _refused(build_job, PYTORCHJOB, "j", nproc_per_node=[4], elastic_policy="2:4")
     assert [p.field for p in error.problems] == ["nproc_per_node", "elastic_policy"]
