@@ -91,8 +91,6 @@ _SCHEDULING_KEYS = {
 }
 
 
-
-
 # --------------------------------------------------------------------------- build
 
 
@@ -138,7 +136,9 @@ def _build(
 ) -> dict[str, Any]:
     check_types({f: getattr(p, f) for f in PARAMETER_NAMES})
     if base is not None and not isinstance(base, Mapping):
-        raise bad("tfjob", f"is a {type(base).__name__}, not a {kind.kind} mapping", "pass a dict or YAML text")
+        raise bad(
+            "tfjob", f"is a {type(base).__name__}, not a {kind.kind} mapping", "pass a dict or YAML text"
+        )
     manifest: dict[str, Any] = copy.deepcopy(dict(base)) if base else {}
     base_kind(manifest, kind)
     problems = shape_problems(manifest, kind.spec_key)
@@ -251,9 +251,7 @@ def build_tfjob(
     **kwargs: Any,
 ) -> dict[str, Any]:
     """A TFJob manifest: :func:`build_job` for :data:`~airflow_tfjob.kinds.TFJOB`."""
-    return build_job(
-        TFJOB, name, namespace, base=base, generate_name=generate_name, params=params, **kwargs
-    )
+    return build_job(TFJOB, name, namespace, base=base, generate_name=generate_name, params=params, **kwargs)
 
 
 def _replica_layout(kind: JobKind, specs: dict[str, Any], counts: dict[str, Any]) -> list[str]:

@@ -33,7 +33,11 @@ _PYTORCH_ELASTIC = {
     "n_proc_per_node": "nProcPerNode",  # deprecated by the operator: nproc_per_node= instead
     "metrics": "metrics",
 }
-_PADDLE_ELASTIC = {k: v for k, v in _PYTORCH_ELASTIC.items() if k in ("min_replicas", "max_replicas", "max_restarts", "metrics")}
+_PADDLE_ELASTIC = {
+    k: v
+    for k, v in _PYTORCH_ELASTIC.items()
+    if k in ("min_replicas", "max_replicas", "max_restarts", "metrics")
+}
 _ELASTIC_FIELDS = {PYTORCHJOB.kind: _PYTORCH_ELASTIC, PADDLEJOB.kind: _PADDLE_ELASTIC}
 # Parameters that set a spec field only some kinds have: parameter -> (spec field, example).
 _KIND_FIELDS = {
@@ -132,8 +136,8 @@ def main_container(replica_spec: Mapping[str, Any], kind: JobKind) -> dict[str, 
 def base_kind(base: Mapping[str, Any], kind: JobKind) -> None:
     """Refuse a base manifest written for another kind (its replica specs would be ignored)."""
     written = base.get("kind")
-    if written is None or written == kind.kind:
-        return
+    if written is None or str(written).lower() == kind.kind.lower():
+        return  # the kind itself, perhaps spelt in another case: validation names the spelling
     raise TFJobValidationError(
         "kind",
         f"the base manifest is {article(str(written))} {written!r}, but a {kind.kind} is being built",
@@ -164,7 +168,9 @@ def apply_kind_fields(spec: dict[str, Any], kind: JobKind, values: Mapping[str, 
             spec[field] = nproc_value(value)
         elif param == "elastic_policy":
             current = spec.get(field)
-            spec[field] = deep_merge(current if isinstance(current, Mapping) else {}, elastic_policy(kind, value))
+            spec[field] = deep_merge(
+                current if isinstance(current, Mapping) else {}, elastic_policy(kind, value)
+            )
         else:
             spec[field] = value
     if problems:
@@ -174,7 +180,11 @@ def apply_kind_fields(spec: dict[str, Any], kind: JobKind, values: Mapping[str, 
 def nproc_value(value: int | str) -> str:
     """``nproc_per_node``: an int or a torchrun word; the CRD's ``nprocPerNode`` is a string."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise bad("nproc_per_node", f"{value!r} is not a number of processes", "pass e.g. nproc_per_node=4 or 'auto'")
+        raise bad(
+            "nproc_per_node",
+            f"{value!r} is not a number of processes",
+            "pass e.g. nproc_per_node=4 or 'auto'",
+        )
     if isinstance(value, int) and value < 1:
         raise bad("nproc_per_node", f"is {value}: no process would run", "use 1 or more processes per pod")
     return str(value)

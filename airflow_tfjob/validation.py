@@ -1,4 +1,5 @@
-"""Checks a TFJob manifest before any API call, with errors that name the field and the fix.
+"""Checks a job manifest (TFJob, PyTorchJob, XGBoostJob, JAXJob, PaddleJob) before any API call,
+with errors that name the field and the fix.
 
 Pure: the operator calls this at execute time (and render-only mode), so a mistake costs one
 failed try with a clear message rather than a job stuck in the cluster.
@@ -14,8 +15,11 @@ Two families of checks:
 
 Things that work but surprise (a single-replica job gets no TF_CONFIG) are returned as warnings.
 
-The error, the value syntax and the checker that collects problems are in
-:mod:`airflow_tfjob.validation_checker` (re-exported here); a container's checks in
+This module holds the rules every kind shares (read through the kind's row: its spec key, replica
+types, container, extra spec fields) and TFJob's roles; the other kinds' own webhook rules are a
+table in :mod:`airflow_tfjob.validation_kinds`. The error, the value syntax and the checker that
+collects problems are in :mod:`airflow_tfjob.validation_checker` (re-exported here); a pod
+template's checks in :mod:`airflow_tfjob.pod_validation`, a container's in
 :mod:`airflow_tfjob.container_validation`.
 """
 
@@ -45,7 +49,7 @@ from airflow_tfjob.validation_checker import (
     parse_quantity,
     suggest_replica_type,
 )
-from airflow_tfjob.validation_kinds import JobView, check_kind_rules, replica_key_problem
+from airflow_tfjob.validation_kinds import JobView, article, check_kind_rules, replica_key_problem
 
 # The fields of a replica spec and run policy (anything else is dropped by the API); a spec's
 # fields are the kind's spec key, runPolicy and kind.extra_spec_fields.
@@ -90,7 +94,9 @@ def _kind(check: Checker, manifest: Mapping[str, Any]) -> JobKind | None:
     try:
         kind = kind_named(value)
     except ValueError:
-        check.error("kind", f"{value!r} is not a job kind the provider runs", choice_fix(value, [*known.split(", ")]))
+        check.error(
+            "kind", f"{value!r} is not a job kind the provider runs", choice_fix(value, [*known.split(", ")])
+        )
         return None
     if kind.kind != value:
         check.error("kind", f"is {value!r}", f"write it exactly {kind.kind!r}")
@@ -121,7 +127,8 @@ def _validate(check: Checker, manifest: Any, require_name: bool) -> JobKind | No
     for other_key, owner in other.items():
         check.error(
             "kind",
-            f"is {kind.kind!r}, but the spec holds {other_key}, the replica specs of a {owner.kind}",
+            f"is {kind.kind!r}, but the spec holds {other_key}, the replica specs of "
+            f"{article(owner.kind)} {owner.kind}",
             f"set kind: {owner.kind}, or rename spec.{other_key} to {key}",
         )
     known_fields = (key, "runPolicy", *kind.extra_spec_fields)

@@ -114,7 +114,8 @@ def single_replica_types(check: Checker, job: JobView) -> None:
         elif is_int(replicas) and replicas != 1:
             check.error(
                 path,
-                f"is {replicas}, but {article(job.kind.kind)} {job.kind.kind} has exactly one {rtype} (the webhook refuses it)",
+                f"is {replicas}, but {article(job.kind.kind)} {job.kind.kind} has exactly one {rtype} "
+                "(the webhook refuses it)",
                 f"set {rtype} replicas: 1 and add Workers for more capacity",
             )
 
@@ -125,7 +126,8 @@ def required_types(check: Checker, job: JobView) -> None:
         if rtype not in job.specs:
             check.error(
                 f"{job.base}.{rtype}",
-                f"is missing: {article(job.kind.kind)} {job.kind.kind} needs a {rtype} (the webhook refuses it without one)",
+                f"is missing: {article(job.kind.kind)} {job.kind.kind} needs a {rtype} "
+                "(the webhook refuses it without one)",
                 f"add {rtype}: {{replicas: 1, template: ...}}, e.g. master=1",
             )
 
@@ -149,7 +151,7 @@ def _min_max(check: Checker, policy: Mapping[str, Any], path: str) -> None:
     if is_int(low) and is_int(high) and low > high:
         check.error(
             f"{path}.minReplicas",
-            f"is {low}, more than maxReplicas ({high}): the job could never reach a valid size",
+            f"is {low}, more than maxReplicas ({high}): no number of replicas fits the range",
             "make minReplicas at most maxReplicas",
         )
     check.non_negative_int(policy.get("maxRestarts"), f"{path}.maxRestarts")
@@ -187,11 +189,15 @@ def pytorch_elastic(check: Checker, job: JobView) -> None:
                 "keep only spec.nprocPerNode (nproc_per_node=)",
             )
         else:
-            check.warn(f"{path}.nProcPerNode", "is deprecated, use spec.nprocPerNode (nproc_per_node=) instead")
+            check.warn(
+                f"{path}.nProcPerNode", "is deprecated, use spec.nprocPerNode (nproc_per_node=) instead"
+            )
         check.non_negative_int(policy["nProcPerNode"], f"{path}.nProcPerNode", minimum=1)
     port = policy.get("rdzvPort")
     if port is not None and (not is_int(port) or not 1 <= port <= 65535):
-        check.error(f"{path}.rdzvPort", f"{port!r} is not a port number", "use a whole number from 1 to 65535")
+        check.error(
+            f"{path}.rdzvPort", f"{port!r} is not a port number", "use a whole number from 1 to 65535"
+        )
     for key in ("rdzvBackend", "rdzvHost", "rdzvId"):
         if policy.get(key) is not None and not isinstance(policy[key], str):
             check.error(f"{path}.{key}", f"must be a string, got {policy[key]!r}", "quote the value")
@@ -257,7 +263,9 @@ def nproc_per_node(check: Checker, job: JobView) -> None:
             check.error(path, f"is {value!r}: no process would run", "use 1 or more processes per pod")
     elif value not in NPROC_WORDS:
         check.error(
-            path, f"{value!r} is neither a number of processes nor a torchrun word", choice_fix(value, NPROC_WORDS)
+            path,
+            f"{value!r} is neither a number of processes nor a torchrun word",
+            choice_fix(value, NPROC_WORDS),
         )
 
 

@@ -142,7 +142,6 @@ PARAMETERS: tuple[Param, ...] = (
 )
 
 
-
 @dataclass(frozen=True)
 class ParameterSet:
     """One kind's parameters (or every row's) and what derives from them, in signature order."""
@@ -180,7 +179,10 @@ class ParameterSet:
     def typed(self) -> tuple[str, ...]:
         """Checked by paramtypes (those passed as they are first, the renamed ones after)."""
         shown = self.manifest_params
-        return (*(p.name for p in self.rows if p.role in ("job", "shortcut") or p.name in shown), *self.renamed)
+        return (
+            *(p.name for p in self.rows if p.role in ("job", "shortcut") or p.name in shown),
+            *self.renamed,
+        )
 
 
 @cache

@@ -55,7 +55,9 @@ def test_a_minimal_job_of_every_kind_has_the_kinds_shape_and_validates(kind: Job
 def test_every_type_of_the_kind_can_be_asked_for_in_any_case(kind: JobKind) -> None:
     # Every type the kind has (a TFJob takes a Chief or a Master, not both).
     counts = {rtype.upper(): 1 for rtype in kind.replica_types if (kind, rtype) != (TFJOB, "Master")}
-    manifest = build_job(kind, "job", image="img", replicas=counts, images={kind.replica_types[0].lower(): "other"})
+    manifest = build_job(
+        kind, "job", image="img", replicas=counts, images={kind.replica_types[0].lower(): "other"}
+    )
     assert list(_specs(manifest, kind)) == [kind.canonical_type(t) for t in counts]
     assert _containers(manifest, kind, kind.replica_types[0])[0]["image"] == "other"
     validate_job(manifest)
@@ -63,7 +65,11 @@ def test_every_type_of_the_kind_can_be_asked_for_in_any_case(kind: JobKind) -> N
 
 def test_build_tfjob_is_build_job_for_tfjob_and_kinds_are_named_or_given() -> None:
     arguments: dict[str, Any] = {"image": "tf:2", "replicas": {"chief": 1, "worker": 2}, "env": {"A": 1}}
-    assert build_tfjob("j", **arguments) == build_job(TFJOB, "j", **arguments) == build_job("tfjob", "j", **arguments)
+    assert (
+        build_tfjob("j", **arguments)
+        == build_job(TFJOB, "j", **arguments)
+        == build_job("tfjob", "j", **arguments)
+    )
     assert build_job("pytorchjobs", "j", image="x") == build_job(PYTORCHJOB, "j", image="x")
     with pytest.raises(ValueError, match="MPIJob v1 is not supported"):
         build_job("MPIJob", "j")
@@ -135,8 +141,18 @@ def test_a_base_of_another_kind_is_refused_naming_the_field_and_the_fix(other: J
     assert "set kind: PyTorchJob" in error.fix and "spec.pytorchReplicaSpecs" in error.fix
 
 
+def test_a_base_whose_kind_is_spelt_in_another_case_is_left_to_validation() -> None:
+    manifest = build_job(PYTORCHJOB, "j", base={"kind": "pytorchjob"}, image="i")
+    error = _refused(validate_job, manifest)
+    assert (error.field, error.fix) == ("kind", "write it exactly 'PyTorchJob'")
+
+
 def test_a_base_without_kind_takes_the_requested_one() -> None:
-    base = {"spec": {"pytorchReplicaSpecs": {"Worker": {"template": {"spec": {"containers": [{"name": "pytorch"}]}}}}}}
+    base = {
+        "spec": {
+            "pytorchReplicaSpecs": {"Worker": {"template": {"spec": {"containers": [{"name": "pytorch"}]}}}}
+        }
+    }
     manifest = build_job(PYTORCHJOB, "j", base=base, image="i")
     assert manifest["kind"] == "PyTorchJob" and _containers(manifest, PYTORCHJOB, "Worker")[0]["image"] == "i"
 
@@ -157,7 +173,11 @@ def test_base_keys_in_another_case_are_renamed_for_tfjob_and_refused_for_the_oth
 @pytest.mark.parametrize("kind", [PYTORCHJOB, XGBOOSTJOB], ids=lambda k: k.kind)
 def test_a_master_from_a_template_gets_its_one_replica_written(kind: JobKind) -> None:
     # The webhook checks the object before defaults apply: Master replicas must be written.
-    base = {"spec": {kind.spec_key: {"Master": {"template": {"spec": {"containers": [{"name": kind.container}]}}}}}}
+    base = {
+        "spec": {
+            kind.spec_key: {"Master": {"template": {"spec": {"containers": [{"name": kind.container}]}}}}
+        }
+    }
     manifest = build_job(kind, "j", base=base, image="i")
     assert _specs(manifest, kind)["Master"]["replicas"] == 1
     paddle = build_job(PADDLEJOB, "j", base={"spec": {"paddleReplicaSpecs": base["spec"][kind.spec_key]}})
@@ -201,7 +221,9 @@ def test_pytorch_elastic_policy_from_snake_or_camel_case() -> None:
         "max_restarts": 3,
         "standalone": False,
     }
-    manifest = build_job(PYTORCHJOB, "j", image="i", replicas={"worker": 2}, elastic_policy=policy, backoff_limit=2)
+    manifest = build_job(
+        PYTORCHJOB, "j", image="i", replicas={"worker": 2}, elastic_policy=policy, backoff_limit=2
+    )
     assert manifest["spec"]["elasticPolicy"] == {
         "minReplicas": 1,
         "maxReplicas": 4,
@@ -215,7 +237,13 @@ def test_pytorch_elastic_policy_from_snake_or_camel_case() -> None:
 
 
 def test_elastic_policy_merges_over_the_base_and_refuses_unknown_or_doubled_fields() -> None:
-    base = build_job(PYTORCHJOB, "j", image="i", replicas={"worker": 2}, elastic_policy={"min_replicas": 1, "max_replicas": 2})
+    base = build_job(
+        PYTORCHJOB,
+        "j",
+        image="i",
+        replicas={"worker": 2},
+        elastic_policy={"min_replicas": 1, "max_replicas": 2},
+    )
     manifest = build_job(PYTORCHJOB, base=base, elastic_policy={"maxReplicas": 5})
     assert manifest["spec"]["elasticPolicy"] == {"minReplicas": 1, "maxReplicas": 5}
     error = _refused(build_job, PYTORCHJOB, "j", elastic_policy={"min_replica": 1})
@@ -250,7 +278,9 @@ def test_a_field_the_kind_lacks_is_refused_naming_the_parameter(
 
 
 def test_tfjob_keeps_its_own_fields() -> None:
-    spec = build_tfjob("j", image="i", replicas={"worker": 2}, success_policy="AllWorkers", enable_dynamic_worker=True)["spec"]
+    spec = build_tfjob(
+        "j", image="i", replicas={"worker": 2}, success_policy="AllWorkers", enable_dynamic_worker=True
+    )["spec"]
     assert (spec["successPolicy"], spec["enableDynamicWorker"]) == ("AllWorkers", True)
 
 

@@ -322,7 +322,9 @@ def test_a_default_restart_in_place_without_a_limit_is_a_warning() -> None:
         manifest = valid(kind)
         del manifest["spec"]["runPolicy"]
         (warning,) = validate_job(manifest)
-        assert warning.startswith(f"spec.{kind.spec_key}.Master.restartPolicy: is not set, so the {kind.kind} default")
+        assert warning.startswith(
+            f"spec.{kind.spec_key}.Master.restartPolicy: is not set, so the {kind.kind} default"
+        )
         assert "Pass backoff_limit=" in warning
         for replica in specs(manifest).values():
             replica["restartPolicy"] = "OnFailure"  # chosen, not defaulted: nothing to say
