@@ -215,3 +215,20 @@ def test_the_kinds_sensor_fails_at_once_on_a_failed_job(hook: Any, case: Case) -
     module = __import__(f"airflow_tfjob.sensors.{case.kind.lower()}", fromlist=[sensor])
     with pytest.raises(AirflowFailException, match=f"{case.kind} default/{name} failed"):
         getattr(module, sensor)(task_id="wait", name=name, namespace="default").poke(context_for(ti))
+
+
+async def test_one_shared_watch_per_kind_in_a_namespace(hook: Any) -> None:
+    from airflow_tfjob import watch
+    from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+
+    ahook = AsyncTFJobHook(conn_id=hook.conn_id)
+    pytorch = watch.shared_watch(ahook, "default", kind=kind_named("PyTorchJob"))
+    async with (
+        pytorch.subscribe("absent-a") as a,
+        watch.shared_watch(ahook, "default").subscribe("absent-b") as b,
+    ):
+        # Each watcher lists its own collection first: neither job exists in it.
+        assert await a.next(timeout=30) is None and await b.next(timeout=30) is None
+        kinds = sorted(w["kind"] for w in watch.active_watchers() if w["namespace"] == "default")
+        assert kinds == ["PyTorchJob", "TFJob"]
+        assert pytorch.stats is not None and pytorch.stats.lists == 1
