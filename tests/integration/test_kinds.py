@@ -232,3 +232,29 @@ async def test_one_shared_watch_per_kind_in_a_namespace(hook: Any) -> None:
         kinds = sorted(w["kind"] for w in watch.active_watchers() if w["namespace"] == "default")
         assert kinds == ["PyTorchJob", "TFJob"]
         assert pytorch.stats is not None and pytorch.stats.lists == 1
+
+
+def whoami(tag: str) -> dict:
+    """A @task.pytorchjob function: every replica runs it; the task returns rank 0's value."""
+    import os
+
+    return {"tag": tag, "rank": os.environ.get("RANK"), "pod": os.environ["HOSTNAME"].rsplit("-", 2)[-2:]}
+
+
+@pytest.mark.parametrize(
+    ("replicas", "rank0"), [({"master": 1, "worker": 1}, ["master", "0"]), ({"worker": 2}, ["worker", "0"])]
+)
+def test_pytorchjob_decorator_returns_rank_0s_value(
+    hook: Any, replicas: dict[str, int], rank0: list[str]
+) -> None:
+    from airflow.sdk import DAG
+
+    from airflow_tfjob.decorators.pytorchjob import pytorchjob_task
+
+    with DAG("kinds_decorator", schedule=None):
+        made = pytorchjob_task(image="local/python", namespace="default", restart_policy="Never", **replicas)(
+            whoami
+        )("t")
+    op = made.operator
+    value = op.execute(context_for(TaskInstance()))
+    assert value == {"tag": "t", "rank": "0" if "master" in replicas else None, "pod": rank0}
