@@ -36,8 +36,11 @@ from airflow_tfjob.local.apirequest import (
     parse_resource_path,
     route_not_found,
 )
+from airflow_tfjob.local import warnings
 from airflow_tfjob.local.discovery import KUBERNETES_VERSION, api_group, api_groups, api_resource_list
+from airflow_tfjob.local.fieldvalidation import validate_fields
 from airflow_tfjob.local.logendpoint import serve_pod_log
+from airflow_tfjob.local.openapiendpoint import serve_openapi
 from airflow_tfjob.local.podlogs import PodLogs
 from airflow_tfjob.local.requestmetrics import RequestMetrics, classify
 from airflow_tfjob.local.resources import ApiError, JsonDict, ResourceType, bad_request
@@ -120,6 +123,17 @@ class ApiServer:
         if request.path == "/metrics":
             text = "".join(source() for source in self.metrics_sources)
             return web.Response(text=text, content_type="text/plain", charset="utf-8")
+        token = warnings.collect()
+        try:
+            response = await self._respond(request)
+        finally:
+            collected = warnings.take(token)
+        if not response.prepared:  # streams have sent their headers already
+            for text in collected:
+                response.headers.add("Warning", warnings.header_value(text))
+        return response
+
+    async def _respond(self, request: web.Request) -> web.StreamResponse:
         try:
             return await self._route(request)
         except ApiError as exc:
@@ -159,6 +173,8 @@ class ApiServer:
             if len(parts) == 3:
                 return self._json(api_resource_list(group, "v1"))
             return await self._resource(request, parse_resource_path(group, "v1", parts[3:]))
+        if parts and parts[0] == "openapi":
+            return await serve_openapi(request, parts)
         if path == "/version":
             return self._json(KUBERNETES_VERSION)
         if path in ("/healthz", "/readyz", "/livez"):
@@ -184,6 +200,7 @@ class ApiServer:
                 return self._list(p, query, wants_table(request))
             if method == "POST":
                 body = await self._body(request)
+                validate_fields(p.info, body, query, "create")
                 obj = self.store.create(rtype, p.namespace, body, dry_run=self._dry_run(query, None))
                 return self._json(obj, 201)
             if method == "DELETE":
@@ -202,10 +219,12 @@ class ApiServer:
             return self._bytes(entry.json)
         if method == "PUT":
             body = await self._body(request)
+            validate_fields(p.info, body, query, "update")
             return self._json(self.store.replace(rtype, p.namespace, p.name, body, p.subresource))
         if method == "PATCH":
             patch_type = self._patch_type(request, p.info)
             body = await self._body(request, allow_any=True)
+            validate_fields(p.info, body, query, "patch")
             return self._json(self.store.patch(rtype, p.namespace, p.name, body, patch_type, p.subresource))
         if method == "DELETE":
             if p.subresource is not None:
