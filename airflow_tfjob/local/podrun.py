@@ -93,6 +93,7 @@ class PodRun:
             node_name=runner.node_name,
             gpus_configured=runner.gpus_configured,
             workdir=runner.workdir,
+            dns_dir=runner.dns.directory(self.namespace),
         )
         spec = pod.get("spec") or {}
         self.restart_policy: str = spec.get("restartPolicy", "Always")
