@@ -25,6 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
+from airflow_tfjob.local import warnings
 from airflow_tfjob.local.apirequest import (
     JSON_TYPE,
     PATCH_TYPES,
@@ -36,7 +37,6 @@ from airflow_tfjob.local.apirequest import (
     parse_resource_path,
     route_not_found,
 )
-from airflow_tfjob.local import warnings
 from airflow_tfjob.local.discovery import KUBERNETES_VERSION, api_group, api_groups, api_resource_list
 from airflow_tfjob.local.fieldvalidation import validate_fields
 from airflow_tfjob.local.logendpoint import serve_pod_log
@@ -221,12 +221,12 @@ class ApiServer:
             return self._bytes(entry.json)
         if method == "PUT":
             body = await self._body(request)
-            validate_fields(p.info, body, query, "update")
+            validate_fields(p.info, body, query, "update", p.subresource)
             return self._json(self.store.replace(rtype, p.namespace, p.name, body, p.subresource))
         if method == "PATCH":
             patch_type = self._patch_type(request, p.info)
             body = await self._body(request, allow_any=True)
-            validate_fields(p.info, body, query, "patch")
+            validate_fields(p.info, body, query, "patch", p.subresource)
             return self._json(self.store.patch(rtype, p.namespace, p.name, body, patch_type, p.subresource))
         if method == "DELETE":
             if p.subresource is not None:

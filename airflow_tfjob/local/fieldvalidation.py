@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_tfjob.local import warnings
+from airflow_tfjob.local.modelschema import model_schema
 from airflow_tfjob.local.openapi import schema_for
 from airflow_tfjob.local.resources import ApiError, ResourceType, bad_request
 from airflow_tfjob.local.schemacheck import Path, check, field_path, prune
@@ -38,12 +39,15 @@ def _value_at(obj: Any, path: Path) -> Any:
     return obj
 
 
-def validate_fields(info: ResourceType, body: Any, query: Mapping[str, str], verb: str) -> None:
+def validate_fields(info: ResourceType, body: Any, query: Mapping[str, str], verb: str,
+                    subresource: str | None = None) -> None:
     """Check (and prune) `body`, a whole object for create/update, a merge or strategic patch for patch."""
     mode = directive(query, verb)
     if not isinstance(body, dict):
         return  # a JSON patch (a list of operations) is not checked; see docs/local-cluster.md
-    unknown = check(body, schema_for(info)).unknown
+    kind, version = (info.kind, info.version) if subresource != "scale" else ("Scale", "v1")
+    schema = schema_for(info) if subresource != "scale" else model_schema("V1Scale")
+    unknown = check(body, schema).unknown
     if verb == "patch":
         # A strategic patch's directives ($patch, $setElementOrder/...) and a merge patch's deletions
         # (null) are not fields of the object.
@@ -55,7 +59,7 @@ def validate_fields(info: ResourceType, body: Any, query: Mapping[str, str], ver
     if mode == "Strict":
         text = "strict decoding error: " + ", ".join(messages)
         if verb != "patch":
-            text = f'{info.kind} in version "{info.version}" cannot be handled as a {info.kind}: {text}'
+            text = f'{kind} in version "{version}" cannot be handled as a {kind}: {text}'
         raise bad_request(text)
     if mode == "Warn":
         warnings.add(*messages)
