@@ -40,6 +40,7 @@ from airflow_tfjob.local.apirequest import (
 from airflow_tfjob.local.discovery import KUBERNETES_VERSION, api_group, api_groups, api_resource_list
 from airflow_tfjob.local.fieldvalidation import validate_fields
 from airflow_tfjob.local.logendpoint import serve_pod_log
+from airflow_tfjob.local.openapi import v3_root
 from airflow_tfjob.local.openapiendpoint import serve_openapi
 from airflow_tfjob.local.podlogs import PodLogs
 from airflow_tfjob.local.requestmetrics import RequestMetrics, classify
@@ -77,6 +78,7 @@ class ApiServer:
         self.port = port
         self.bookmark_interval = bookmark_interval
         self._runner: web.AppRunner | None = None
+        self._warmup: asyncio.Future[bytes] | None = None
         self._streams: set[asyncio.Task[Any]] = set()
         self.metrics = RequestMetrics()
         # Counted first, so that requests refused or faulted by the middlewares are counted too.
@@ -97,6 +99,9 @@ class ApiServer:
         assert server is not None
         sockets = getattr(server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1]
+        # Build the schemas and OpenAPI documents off the event loop now (the first build imports the
+        # kubernetes client's models, about 2 s) rather than inside the first job create or kubectl call.
+        self._warmup = asyncio.get_running_loop().run_in_executor(None, v3_root)
         scheme = "https" if self.ssl_context is not None else "http"
         host = f"[{self.host}]" if ":" in self.host else self.host
         self.url = f"{scheme}://{host}:{self.port}"
