@@ -231,6 +231,11 @@ PARAMETER_TYPES: dict[str, tuple[Checker, str]] = {
     "scheduling": (MAPPING, "scheduling={'queue': 'team-a', 'min_available': 2}"),
     "success_policy": (STR, "success_policy='AllWorkers'"),
     "enable_dynamic_worker": (BOOL, "enable_dynamic_worker=True"),
+    "nproc_per_node": (
+        _type(int, str, what="a whole number or 'auto'/'cpu'/'gpu'/'xpu'"),
+        "nproc_per_node=4",
+    ),
+    "elastic_policy": (MAPPING, "elastic_policy={'min_replicas': 1, 'max_replicas': 4}"),
 }
 
 
