@@ -1,4 +1,4 @@
-"""Assembly of the local cluster: store + API server + TFJob controller + process runner.
+"""Assembly of the local cluster: store + API server + one job controller per kind + process runner.
 
 `ClusterRuntime` is the async assembly (used by `tfjob-local serve`); `LocalCluster` runs it on a thread
 with its own event loop so that synchronous code (tests, scripts, `airflow dags test`) can use it as a

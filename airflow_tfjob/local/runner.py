@@ -171,7 +171,7 @@ class Runner:
                 self._ips.give(run.pod_ip)
             self.podlogs.forget_pod(ns, name)
             self._release_gpus(uid)
-            self._sync_services(ns)
+            self._sync_services(ns, meta.get("labels") or {})
             return
         node = pod.get("spec", {}).get("nodeName")
         if not node:
@@ -258,8 +258,8 @@ class Runner:
         """A pod reached Succeeded/Failed: its devices go back to the pool, as the kubelet's do."""
         self._release_gpus(uid)
 
-    def pod_phase_changed(self, namespace: str) -> None:
-        self._sync_services(namespace)
+    def pod_phase_changed(self, namespace: str, labels: dict[str, str]) -> None:
+        self._sync_services(namespace, labels)
 
     # ---- Services: LoadBalancer ingress and headless Services' DNS records
 
@@ -272,13 +272,17 @@ class Runner:
         elif etype != "DELETED" and spec.get("type") == "LoadBalancer":
             self._sync_service(svc)
 
-    def _sync_services(self, namespace: str) -> None:
+    def _sync_services(self, namespace: str, labels: dict[str, str]) -> None:
+        """After a change of the pod with `labels`: the Services whose selector matches it."""
         try:
             services, _ = self.store.list("services", namespace)
         except ApiError:
             return
         for svc in services:
             spec = svc.get("spec") or {}
+            selector = spec.get("selector") or {}
+            if not selector or any(labels.get(k) != v for k, v in selector.items()):
+                continue
             if spec.get("type") == "LoadBalancer" or spec.get("clusterIP") == "None":
                 self._on_service("MODIFIED", svc)
 

@@ -14,7 +14,8 @@ SCALE_INFO = ResourceType("scale", "scale", "Scale", "autoscaling", "v1", True, 
 
 
 def scale_of(info: ResourceType, job: JsonDict) -> JsonDict:
-    """The Scale object the API server derives from a job."""
+    """The Scale object the API server derives from a job (a missing replicas count reads as 0, as the
+    apiextensions server reads an absent specReplicasPath)."""
     assert info.scale_type is not None
     meta = job["metadata"]
     rspec = ((job.get("spec") or {}).get(info.spec_key) or {}).get(info.scale_type) or {}
@@ -25,7 +26,7 @@ def scale_of(info: ResourceType, job: JsonDict) -> JsonDict:
     scale_meta = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
                   if k in meta}
     return {"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": scale_meta,
-            "spec": {"replicas": rspec.get("replicas", 0)} if "replicas" in rspec else {}, "status": status}
+            "spec": {"replicas": int(rspec.get("replicas") or 0)}, "status": status}
 
 
 def scaled_job(info: ResourceType, job: JsonDict, scale: Any) -> JsonDict:

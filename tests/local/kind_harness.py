@@ -12,17 +12,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from store_reads import NS, StoreReads
 from waiting import until_async
 
 from airflow_tfjob.kinds import JobKind, kind_named
 from airflow_tfjob.local.admission import TFJobAdmission
 from airflow_tfjob.local.controllers import CONTROLLERS
 from airflow_tfjob.local.podlogs import PodLogs
-from airflow_tfjob.local.resources import ApiError
+from airflow_tfjob.local.ports import ANNOTATION_HOST_PORT
 from airflow_tfjob.local.runner import Runner
 from airflow_tfjob.local.store import Store
 
-NS = "default"
 TIMEOUT = 30.0
 SLEEP = "import time; time.sleep(3600)"
 ENV_MARK = "ENV "
@@ -64,7 +64,7 @@ Condition = tuple[str, str, str]
 
 
 @dataclass
-class KindHarness:
+class KindHarness(StoreReads):
     store: Store
     podlogs: PodLogs
     tmp: Path
@@ -91,23 +91,11 @@ class KindHarness:
     def has(self, kind: JobKind, name: str, ctype: str, status: str = "True") -> bool:
         return any(t == ctype and s == status for t, s, _ in self.conditions(kind, name))
 
-    def pod(self, name: str) -> dict[str, Any] | None:
-        try:
-            return self.store.get("pods", NS, name)
-        except ApiError:
-            return None
-
-    def pods(self, name: str) -> list[dict[str, Any]]:
-        items, _ = self.store.list("pods", NS, label_selector=f"training.kubeflow.org/job-name={name}")
-        return items
-
-    def services(self, name: str) -> list[dict[str, Any]]:
-        items, _ = self.store.list("services", NS, label_selector=f"training.kubeflow.org/job-name={name}")
-        return items
-
-    def events(self, name: str) -> list[tuple[str, str, str]]:
-        items, _ = self.store.list("events", NS, field_selector=f"involvedObject.name={name}")
-        return [(e["type"], e["reason"], e["message"]) for e in items]
+    def host_port(self, pod: str) -> str:
+        """The replica's host port, recorded on its pod (ports.py)."""
+        found = self.pod(pod)
+        assert found is not None
+        return str(found["metadata"]["annotations"][ANNOTATION_HOST_PORT])
 
     def lines(self, pod: str, container: str) -> list[str]:
         log = self.podlogs.current(NS, pod, container)
