@@ -31,6 +31,8 @@ from airflow_tfjob.local.modelschema import model_schema
 from airflow_tfjob.local.resources import RESOURCES, JsonDict, ResourceType
 
 _JOB_KINDS = {k.plural: k for k in KINDS}
+# The scale subresource's body (autoscaling/v1 Scale), described beside the kinds that have one.
+_SCALE = ResourceType("scale", "scale", "Scale", "autoscaling", "v1", True, False)
 _MODEL_NAMES = {"Event": "CoreV1Event"}  # the client's name when it is not V1<Kind>
 
 
@@ -45,7 +47,7 @@ def schema_for(info: ResourceType) -> JsonDict:
 def definition_name(info: ResourceType, kind: str | None = None) -> str:
     """`io.k8s.api.core.v1.Pod`, `io.k8s.api.apps.v1.Deployment`, `org.kubeflow.v1.TFJob` (CRDs: reversed group)."""
     kind = kind or info.kind
-    if info.group in ("", "apps"):
+    if "." not in info.group:  # built-in groups: core, apps, autoscaling
         return f"io.k8s.api.{info.group or 'core'}.{info.version}.{kind}"
     return ".".join([*reversed(info.group.split(".")), info.version, kind])
 
@@ -85,8 +87,8 @@ def _ref(name: str) -> JsonDict:
 
 
 def _op(info: ResourceType, action: str, verb: str, ref: str, params: list[JsonDict], body: bool = False,
-        patch: bool = False, kind: str | None = None) -> JsonDict:
-    gvk = {"group": info.group, "version": info.version, "kind": kind or info.kind}
+        patch: bool = False) -> JsonDict:
+    gvk = {"group": info.group, "version": info.version, "kind": info.kind}
     op: JsonDict = {
         "operationId": f"{verb}{info.kind}",
         "parameters": params,
@@ -122,6 +124,13 @@ def _paths(info: ResourceType) -> dict[str, JsonDict]:
     paths = {f"{prefix}{scope}/{info.plural}": collection, f"{prefix}{scope}/{info.plural}/{{name}}": item}
     if info.status_subresource:
         paths[f"{prefix}{scope}/{info.plural}/{{name}}/status"] = {k: item[k] for k in ("get", "put", "patch")}
+    if info.scale_type is not None:
+        params = ns + name + _WRITE
+        paths[f"{prefix}{scope}/{info.plural}/{{name}}/scale"] = {
+            "get": _op(_SCALE, "get", "read", definition_name(_SCALE), ns + name),
+            "put": _op(_SCALE, "put", "replace", definition_name(_SCALE), params, body=True),
+            "patch": _op(_SCALE, "patch", "patch", definition_name(_SCALE), params, body=True, patch=True),
+        }
     return paths
 
 
@@ -140,8 +149,12 @@ def _schemas(info: ResourceType) -> dict[str, JsonDict]:
         },
         "x-kubernetes-group-version-kind": list_gvk,
     }
-    return {definition_name(info): {**schema_for(info), "x-kubernetes-group-version-kind": gvk},
-            definition_name(info, info.kind + "List"): items_list}
+    schemas = {definition_name(info): {**schema_for(info), "x-kubernetes-group-version-kind": gvk},
+               definition_name(info, info.kind + "List"): items_list}
+    if info.scale_type is not None:
+        schemas[definition_name(_SCALE)] = {**model_schema("V1Scale"), "x-kubernetes-group-version-kind": [
+            {"group": _SCALE.group, "version": _SCALE.version, "kind": _SCALE.kind}]}
+    return schemas
 
 
 # --------------------------------------------------------------------------------------------------

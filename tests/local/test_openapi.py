@@ -63,6 +63,12 @@ def test_v3_root_lists_each_group_version_with_a_content_hash(cluster: LocalClus
         assert {"name": "fieldValidation", "in": "query", "required": False,
                 "schema": {"type": "string"}} in patch["parameters"]
         assert "application/strategic-merge-patch+json" not in patch["requestBody"]["content"]
+        scale = doc["paths"].get(f"/apis/kubeflow.org/v1/namespaces/{{namespace}}/{kind.plural}/{{name}}/scale")
+        assert (scale is not None) == (kind.scale_type is not None)
+        if scale is not None:
+            assert scale["patch"]["x-kubernetes-group-version-kind"] == {"group": "autoscaling", "version": "v1",
+                                                                        "kind": "Scale"}
+    assert "spec" in doc["components"]["schemas"]["io.k8s.api.autoscaling.v1.Scale"]["properties"]
 
 
 def test_v2_is_json_and_protobuf_only_is_not_acceptable(cluster: LocalCluster) -> None:
