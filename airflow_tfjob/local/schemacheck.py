@@ -60,18 +60,21 @@ def _expected(schema: JsonDict) -> str:
     return "integer,string" if schema.get("x-kubernetes-int-or-string") else str(schema.get("type"))
 
 
-def check(value: Any, schema: JsonDict, *, types_from: Path = (), defaults: bool = False) -> Findings:
+def check(value: Any, schema: JsonDict, *, types_from: Path | None = None, defaults: bool = False) -> Findings:
     """Walk `value`; type and required errors only at or below `types_from` (the API server checks
-    metadata itself, so callers pass ("spec",)); write the schema's defaults when `defaults`."""
+    metadata itself, so callers pass ("spec",); None: unknown fields only); write the schema's defaults
+    when `defaults`."""
     findings = Findings()
+    depth = len(types_from) if types_from is not None else 0
 
     def typed(path: Path) -> bool:
-        return path[: len(types_from)] == types_from
+        return types_from is not None and path[:depth] == types_from
 
     def walk(node: Any, sch: JsonDict, path: Path) -> None:
         if node is None:
             return  # nulls of non-nullable fields are dropped by the API server, not refused
-        if typed(path) and not _type_ok(node, sch):
+        typing = typed(path)
+        if typing and not _type_ok(node, sch):
             name, given = field_path(path), _json_type(node)
             findings.invalid.append((name, "FieldValueTypeInvalid", f'Invalid value: "{given}": {name} in body '
                                                                    f'must be of type {_expected(sch)}: "{given}"'))
@@ -79,24 +82,29 @@ def check(value: Any, schema: JsonDict, *, types_from: Path = (), defaults: bool
         if isinstance(node, dict):
             props = sch.get("properties")
             extra = sch.get("additionalProperties")
-            if typed(path):
+            if typing:
                 for key in sch.get("required", ()):
                     if key not in node:
                         findings.invalid.append((field_path((*path, key)), "FieldValueRequired", "Required value"))
             for key, child in node.items():
                 if props is not None and key in props:
-                    walk(child, props[key], (*path, key))
+                    child_schema = props[key]
                 elif isinstance(extra, dict):
-                    walk(child, extra, (*path, key))
-                elif props is not None and not sch.get("x-kubernetes-preserve-unknown-fields"):
-                    findings.unknown.append((*path, key))
+                    child_schema = extra
+                else:
+                    if props is not None and not sch.get("x-kubernetes-preserve-unknown-fields"):
+                        findings.unknown.append((*path, key))
+                    continue
+                if typing or isinstance(child, (dict, list)) or typed((*path, key)):
+                    walk(child, child_schema, (*path, key))
             if defaults and props:
                 for key, prop in props.items():
                     if "default" in prop and key not in node:
                         node[key] = prop["default"]
         elif isinstance(node, list) and isinstance(sch.get("items"), dict):
             for index, child in enumerate(node):
-                walk(child, sch["items"], (*path, index))
+                if typing or isinstance(child, (dict, list)):
+                    walk(child, sch["items"], (*path, index))
 
     walk(value, schema, ())
     return findings
