@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from airflow_tfjob.local.admission import TFJobAdmission
+from airflow_tfjob.local.admission import JobAdmission
 from airflow_tfjob.local.apiserver import ApiServer
 from airflow_tfjob.local.auth import TokenAuthenticator
 from airflow_tfjob.local.controllers import CONTROLLERS
@@ -137,7 +137,7 @@ class ClusterRuntime:
         self.authority = TokenAuthority(self.workdir / "token-secret") if auth else None
         self.tls: ServerTls | None = make_server_tls(self.workdir / "tls", host) if auth else None
         self.authorizer = authorizer
-        self.store = Store(history_limit=history_limit, admission=TFJobAdmission())
+        self.store = Store(history_limit=history_limit, admission=JobAdmission())
         self.podlogs = PodLogs()
         self.ports = PortAllocator()
         self.faults = FaultInjector(faults)
