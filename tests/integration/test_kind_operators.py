@@ -9,6 +9,7 @@ deferral, render_only, and the kind's sensor.
 from __future__ import annotations
 
 import sys
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,6 +190,36 @@ def test_deferred_run_resumes_with_the_result(hook: Any, case: Case) -> None:
     result = op.execute_complete(context_for(ti), event)
     assert result["reason"] == f"{case.kind}Succeeded"
     assert float(result["metrics"]["loss"]) == 0.25
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_kill_deletes_the_job_and_its_pods(hook: Any, case: Case) -> None:
+    ti = TaskInstance()
+    op = make_operator(case, env={"SLEEP": "120"})
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            op.execute(context_for(ti))
+        except BaseException as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    total = sum(case.replicas.values())
+
+    def running() -> list[dict[str, Any]]:
+        jobs = jobs_of(hook, case.kind, ti)
+        pods = hook.list_job_pods(jobs[0]["metadata"]["name"], "default") if jobs else []
+        return jobs if sum(p["status"].get("phase") == "Running" for p in pods) == total else []
+
+    name = wait_for(running, 60, "every replica running")[0]["metadata"]["name"]
+    op.on_kill()
+    assert hook.find_job(case.kind, name, "default") is None
+    assert hook.list_job_pods(name, "default") == []
+    thread.join(60)
+    assert not thread.is_alive()
+    assert errors, "execute must not succeed once its job was deleted"
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
