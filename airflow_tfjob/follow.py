@@ -79,6 +79,7 @@ class _JobFollow:
         self.startup_base = time.time()
         self.started = False
         self._shown_events: dict[str, int] = {}
+        self._early_pods: list[tuple[str, dict]] = []  # pod events that came before the job object
         self.pods_synced = asyncio.Event()  # set once the pod watch has listed: drain knows every replica
         self.return_payload: str | None = earlier.return_payload if earlier is not None else None
         if options.reads_logs:
@@ -96,15 +97,23 @@ class _JobFollow:
                 capture_prefix=options.return_marker,
                 on_capture=self._on_capture,
                 container=self.kind.container,
+                rank0=self._rank0,
             )
 
     # -- feeds ----------------------------------------------------------------------------------
 
+    def _rank0(self) -> tuple[str, int] | None:
+        """Worker 0 when the job has neither Chief nor Master: rank 0 even where the operator labels no
+        pod job-role=master (a PaddleJob in collective mode); None while the job is not known."""
+        if self.job is None:
+            return None
+        specs = (self.job.get("spec") or {}).get(self.kind.spec_key) or {}
+        types = {str(key).lower() for key in specs}
+        return None if types & {"chief", "master"} else ("worker", 0)
+
     def _on_line(self, replica: ReplicaFollower, ts: int, text: str) -> None:
         if self.options.metrics and replica.state.pod is not None:
-            from airflow_tfjob.logs import is_master_role
-
-            if is_master_role(replica.state.pod):
+            if replica.master:
                 self.metrics.feed(f"{format_timestamp(ts)} {text}" if self.options.metrics_history else text)
 
     def _on_capture(self, replica: ReplicaFollower, payload: str) -> None:
@@ -115,6 +124,20 @@ class _JobFollow:
         self.pods[uid] = pod
         if self.logs is None:
             return
+        if self.job is None:
+            # Which replica is rank 0 may depend on the job's spec (_rank0): its pods wait for it.
+            self._early_pods.append((etype, pod))
+            return
+        self._feed_pod(etype, pod)
+
+    def _job_known(self, job: dict[str, Any]) -> None:
+        self.job = job
+        early, self._early_pods = self._early_pods, []
+        for etype, pod in early:
+            self._feed_pod(etype, pod)
+
+    def _feed_pod(self, etype: str, pod: dict) -> None:
+        assert self.logs is not None
         if etype == "DELETED":
             self.logs.pod_deleted(pod)
         else:
@@ -280,7 +303,7 @@ class _JobFollow:
                         return FollowOutcome("error", status, f"{self.ref} {what}")
                 continue
             seen = True
-            self.job = obj
+            self._job_known(obj)
             status = interpret(obj)
             if status.finished:
                 return FollowOutcome(status.state.value, status, status.message)

@@ -289,3 +289,16 @@ def test_pytorchjob_decorator_returns_rank_0s_value(
     op = made.operator
     value = op.execute(context_for(TaskInstance()))
     assert value == {"tag": "t", "rank": "0" if "master" in replicas else None, "pod": rank0}
+
+
+def test_a_paddlejob_without_master_reads_metrics_from_worker_0(
+    hook: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # Collective mode: the operator labels no pod job-role=master; rank 0 is still Worker 0.
+    case = CASES[3]
+    op = make_operator(case, master=None, worker=2, metrics=["loss"], env={"SLEEP_WORKER": "1"})
+    result = op.execute(context_for(TaskInstance()))
+    logged = "".join(capfd.readouterr())
+    assert float(result["metrics"]["loss"]) == 0.25
+    assert "[worker-0] replica worker-0 done" in logged  # the default log selection, "master"
+    assert "[worker-1]" not in logged
