@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
-from operator_support import TaskInstance, context_for, defer, fire, wait_for
+from operator_support import TaskInstance, context_for, defer, fire, rebuild_trigger, wait_for
 
 from airflow_tfjob.kinds import kind_named
 from airflow_tfjob.naming import identity_selector
@@ -302,3 +302,16 @@ def test_a_paddlejob_without_master_reads_metrics_from_worker_0(
     assert float(result["metrics"]["loss"]) == 0.25
     assert "[worker-0] replica worker-0 done" in logged  # the default log selection, "master"
     assert "[worker-1]" not in logged
+
+
+async def test_the_trigger_of_a_deferred_kind_deletes_that_kind_on_kill(hook: Any) -> None:
+    from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+
+    case = CASES[2]  # JAXJob: the trigger must know the kind from its serialised options alone
+    deferred = defer(make_operator(case, deferrable=True, env={"SLEEP": "120"}), TaskInstance())
+    trigger = rebuild_trigger(deferred)
+    ahook = AsyncTFJobHook(conn_id=hook.conn_id)
+    assert await ahook.find_job(case.kind, trigger.name, "default") is not None
+    await trigger.on_kill()
+    assert await ahook.find_job(case.kind, trigger.name, "default") is None
+    assert await ahook.list_job_pods(trigger.name, "default") == []
