@@ -43,26 +43,7 @@ if TYPE_CHECKING:
     from airflow_tfjob.hooks.tfjob import AsyncTFJobHook, TFJobHook
     from airflow_tfjob.tensorboard import TensorBoardSpec
 
-__all__ = ["KubeflowJobOperator", "build_job_manifest"]
-
-
-def build_job_manifest(
-    kind: JobKind, base: dict[str, Any] | None, arguments: dict[str, Any]
-) -> dict[str, Any]:
-    """The manifest of a `kind` job from a base and the operator's manifest arguments.
-
-    The operator's one call of the builder (and validate_job_manifest its one call of the validator).
-    """
-    from airflow_tfjob.manifest import build_job
-
-    return build_job(kind, base=base, **arguments)
-
-
-def validate_job_manifest(manifest: dict[str, Any]) -> list[str]:
-    """Raise TFJobValidationError listing every problem of the manifest; return the warnings."""
-    from airflow_tfjob.validation import validate_job
-
-    return validate_job(manifest)
+__all__ = ["KubeflowJobOperator"]
 
 
 class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOperator):
@@ -277,6 +258,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
     def build_manifest(self, context: Context) -> dict[str, Any]:
         """The job the task wants (with its identity and intended policy), validated."""
         from airflow_tfjob import manifest as manifest_mod
+        from airflow_tfjob.validation import validate_job
 
         base = None
         if self._job_value is not None:
@@ -286,8 +268,8 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
                 allow_outside=self.allow_template_outside_dag_folder,
             )
         check_parameter_types(self._typed_parameters())
-        manifest = build_job_manifest(
-            self.job_kind, base, params.manifest_arguments(self, self.job_kind)
+        manifest = manifest_mod.build_job(
+            self.job_kind, base=base, **params.manifest_arguments(self, self.job_kind)
         )
         metadata = manifest.setdefault("metadata", {})
         if self.namespace:
@@ -295,7 +277,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         if not metadata.get("namespace"):
             metadata["namespace"] = self._default_namespace()
         submit.stamp_identity(manifest, context, name=self.name)
-        for warning in validate_job_manifest(manifest):
+        for warning in validate_job(manifest):
             self.log.warning("%s %s: %s", self.kind, metadata["name"], warning)
         check_log_replicas_against_job(self.log_replicas, manifest)
         check_request_size(manifest)

@@ -181,3 +181,14 @@ def _run_pytorch_replica(env: dict[str, str]) -> list[Any]:
 )
 def test_pytorchjob_bootstrap_returns_from_rank_0_only(env: dict[str, str], returns: bool) -> None:
     assert _run_pytorch_replica(env) == ([42] if returns else [])
+
+
+def test_the_generic_operators_signature_and_its_parameter_rows_cannot_drift() -> None:
+    from airflow_tfjob.operators import params
+
+    signature = inspect.signature(KubeflowJobOperator.__init__).parameters.values()
+    keyword_only = [p.name for p in signature if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    assert keyword_only == list(params.GENERIC.names)
+    assert tuple(KubeflowJobOperator.template_fields) == params.GENERIC.template_fields
+    op = PyTorchJobOperator(task_id="drift", image="python:3.11")
+    assert all(hasattr(op, name) for name in params.GENERIC.names)
