@@ -56,6 +56,8 @@ def train(argv: list[str] | None = None) -> dict[str, Any]:
             "dmlc_tracker_port": rv.port,
             # Ranks sorted by task id: the collective's rank equals the operator's RANK.
             "dmlc_task_id": f"{rv.rank:06d}",
+            # A Worker may start before the Master's tracker listens (XGBoostJob, unlike PyTorchJob, has
+            # no init container waiting for the Master); xgboost waits 2 s longer after each refusal.
             "dmlc_retry": 30,
         }
         if rv.world_size > 1
