@@ -1,4 +1,4 @@
-"""The follow core: watch a TFJob to its end while streaming its logs, events and metrics.
+"""The follow core: watch a job (TFJob or another kubeflow.org/v1 kind) to its end while streaming its logs, events and metrics.
 
 The synchronous operator runs it with `asyncio.run` and the trigger runs it in the triggerer, so both
 modes report the same outcome, the same log lines and the same diagnostics. It imports nothing from
@@ -60,6 +60,8 @@ class _JobFollow:
         self.name = name
         self.namespace = namespace
         self.options = options
+        self.kind = options.job_kind
+        self.ref = f"{self.kind.kind} {namespace}/{name}"  # how messages name the job
         # Every line of this follow (replicas, events, diagnostics) goes through one batcher: in order,
         # and as few task-log records as possible.
         self.sink = LogBatcher(sink)
@@ -93,6 +95,7 @@ class _JobFollow:
                 on_line=self._on_line if options.metrics else None,  # a call per line only if needed
                 capture_prefix=options.return_marker,
                 on_capture=self._on_capture,
+                container=self.kind.container,
             )
 
     # -- feeds ----------------------------------------------------------------------------------
@@ -137,7 +140,7 @@ class _JobFollow:
     # -- start-up tracking ----------------------------------------------------------------------
 
     def _expected_replicas(self) -> int:
-        specs = ((self.job or {}).get("spec") or {}).get("tfReplicaSpecs") or {}
+        specs = ((self.job or {}).get("spec") or {}).get(self.kind.spec_key) or {}
         total = 0
         for spec in specs.values():
             replicas = spec.get("replicas", 1) if isinstance(spec, Mapping) else 1
@@ -192,10 +195,7 @@ class _JobFollow:
             ]
             if job_warn:
                 reasons.append(f"{job_warn[-1].get('reason')}: {job_warn[-1].get('message')}")
-        message = (
-            f"TFJob {self.namespace}/{self.name} did not start within {self.options.startup_timeout:g} s: "
-            + "; ".join(reasons)
-        )
+        message = f"{self.ref} did not start within {self.options.startup_timeout:g} s: " + "; ".join(reasons)
         return FollowOutcome("startup_timeout", status, message)
 
     # -- main -----------------------------------------------------------------------------------
@@ -214,7 +214,7 @@ class _JobFollow:
                         lambda rv: self.hook.watch_job_pods(self.name, self.namespace, rv),
                         self._on_pod,
                         synced=self.pods_synced,
-                        resource=f"pods of TFJob {self.namespace}/{self.name}",
+                        resource=f"pods of {self.ref}",
                     ),
                     name=f"tfjob-pods-{self.name}",
                 )
@@ -228,7 +228,7 @@ class _JobFollow:
                         self._list_job_events,
                         lambda rv: self.hook.watch_events(self.namespace, rv, involved_name=self.name),
                         self._on_event,
-                        resource=f"events of TFJob {self.namespace}/{self.name}",
+                        resource=f"events of {self.ref}",
                     ),
                     name=f"tfjob-events-{self.name}",
                 )
@@ -250,7 +250,7 @@ class _JobFollow:
 
         self._start_watches()
         try:
-            async with shared_watch(self.hook, self.namespace).subscribe(self.name) as sub:
+            async with shared_watch(self.hook, self.namespace, kind=self.kind).subscribe(self.name) as sub:
                 outcome = await self._wait(sub)
                 outcome = await self._finish(outcome)
                 outcome.status = _as_ended(outcome.status, sub.latest)
@@ -274,10 +274,10 @@ class _JobFollow:
                 obj = sub.latest
             if obj is None:
                 if sub.synced:
-                    gone = await self.hook.find_tfjob(self.name, self.namespace) is None
+                    gone = await self.hook.find_job(self.kind, self.name, self.namespace) is None
                     if gone:
                         what = "was deleted" if seen else "does not exist"
-                        return FollowOutcome("error", status, f"TFJob {self.namespace}/{self.name} {what}")
+                        return FollowOutcome("error", status, f"{self.ref} {what}")
                 continue
             seen = True
             self.job = obj
@@ -288,7 +288,7 @@ class _JobFollow:
                 return FollowOutcome(
                     "timeout",
                     status,
-                    f"TFJob {self.namespace}/{self.name} passed its deadline while {status.state.value}",
+                    f"{self.ref} passed its deadline while {status.state.value}",
                 )
             startup = await self._check_startup(status)
             if startup is not None:
@@ -363,6 +363,7 @@ class _JobFollow:
             rings,
             status.failed_replica_types if status else (),
             tail=self.options.diagnostics_tail,
+            container=self.kind.container,
         )
 
 
@@ -387,7 +388,7 @@ async def follow_job(
     sink: Sink,
     cursors: dict | None = None,
 ) -> FollowOutcome:
-    """Follow a TFJob until it succeeds, fails, times out or does not start; logs drained before return."""
+    """Follow a job (of ``options.kind``) until it succeeds, fails, times out or does not start; logs drained before return."""
     follow = _JobFollow(hook, name, namespace, options, sink, cursors)
     return await follow.run()
 

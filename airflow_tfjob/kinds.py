@@ -179,6 +179,11 @@ def kind_named(name: str) -> JobKind:
     return row
 
 
+def as_kind(kind: JobKind | str) -> JobKind:
+    """A row given as itself or by any name kind_named takes (the hooks' and triggers' `kind` argument)."""
+    return kind if isinstance(kind, JobKind) else kind_named(kind)
+
+
 def kind_of(manifest: dict[str, object]) -> JobKind:
     """The row for a manifest's `kind` (TFJob when the manifest names none, as templates written for
     this provider before other kinds existed do)."""

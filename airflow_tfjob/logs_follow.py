@@ -58,13 +58,14 @@ class ReplicaState:
 
     pod: dict[str, Any] | None = None
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    container: str = CONTAINER_NAME  # the kind's default container, whose exit codes count
 
     exit_codes: dict[str, int] = field(default_factory=dict)  # last exit code seen per pod uid
 
     def set(self, pod: dict[str, Any] | None) -> None:
         self.pod = pod
         if pod is not None:
-            cs = container_status(pod)
+            cs = container_status(pod, self.container)
             code = terminated_exit_code(cs)
             if code is not None:
                 self.exit_codes[str((pod.get("metadata") or {}).get("uid") or "")] = code
@@ -88,7 +89,7 @@ class ReplicaFollower:
         self.selected = selected
         self.prefix = f"[{name}] "
         self.cursor = cursor or Cursor()
-        self.state = ReplicaState()
+        self.state = ReplicaState(container=owner.container)
         self.ring: deque[str] = deque(maxlen=owner.limits.ring_lines)
         self.rate = RateLimiter(owner.limits.rate_per_replica)
         self.rate_dropped = 0
@@ -328,7 +329,7 @@ class ReplicaFollower:
 
 
 class JobLogFollower:
-    """All replicas of one TFJob: fed with pod updates, streams each replica, drains at the end."""
+    """All replicas of one job: fed with pod updates, streams each replica, drains at the end."""
 
     def __init__(
         self,

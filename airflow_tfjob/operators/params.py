@@ -113,29 +113,64 @@ PARAMETERS: tuple[Param, ...] = (
     _p("allow_template_path_from_params", "policy"),
 )
 
-NAMES: tuple[str, ...] = tuple(p.name for p in PARAMETERS)
-TEMPLATE_FIELDS: tuple[str, ...] = tuple(p.name for p in PARAMETERS if p.templated)
+#: The kind-specific parameters of the generic operator (PyTorchJob, PaddleJob), after TFJob's own
+#: spec fields; TFJobOperator does not take them.
+KIND_SPECIFIC: tuple[Param, ...] = (
+    _p("nproc_per_node", "manifest"),
+    _p("elastic_policy", "manifest"),
+)
+_AFTER_SPEC = [p.name for p in PARAMETERS].index("enable_dynamic_worker") + 1
+#: KubeflowJobOperator's parameters: `kind`, the manifest or template as `job`, then TFJobOperator's
+#: (the kind-specific ones after the spec fields). Its `kind` is checked by kinds.kind_named.
+GENERIC_PARAMETERS: tuple[Param, ...] = (
+    _p("kind", "job"),
+    _p("job", "job", T),
+    *PARAMETERS[1:_AFTER_SPEC],
+    *KIND_SPECIFIC,
+    *PARAMETERS[_AFTER_SPEC:],
+)
 #: How the UI shows a rendered field (others: as text).
-RENDERERS: dict[str, str] = {
-    "tfjob": "yaml",
-    **dict.fromkeys(
-        ("hyperparameters", "env", "container_resources", "volumes", "labels", "annotations"), "json"
-    ),
-}
-#: Handed to manifest.build_tfjob under their own name.
-MANIFEST_PARAMS: tuple[str, ...] = tuple(
-    p.name for p in PARAMETERS if p.role == "manifest" and p.manifest_name is None
-)
-#: Handed to manifest.build_tfjob under another name: {operator's name: TFJobParameters field}.
-RENAMED: dict[str, str] = {p.name: p.manifest_name for p in PARAMETERS if p.manifest_name is not None}
-REPLICA_SHORTCUTS: tuple[str, ...] = tuple(p.name for p in PARAMETERS if p.role == "shortcut")
-#: Checked by check_operator_parameters.
-OWN: tuple[str, ...] = tuple(p.name for p in PARAMETERS if p.role == "own")
-#: Checked by paramtypes (those passed as they are first, the renamed ones after).
-TYPED: tuple[str, ...] = (
-    *(p.name for p in PARAMETERS if p.role in ("job", "shortcut") or p.name in MANIFEST_PARAMS),
-    *RENAMED,
-)
+_RENDERED_AS_JSON = ("hyperparameters", "env", "container_resources", "volumes", "labels", "annotations")
+
+
+class ParameterTable:
+    """What derives from one operator's parameter rows (the names below, as module constants too for
+    TFJobOperator's table)."""
+
+    def __init__(self, rows: tuple[Param, ...], job_field: str) -> None:
+        self.rows = rows
+        #: The parameter holding the manifest or template (the one that may name a template file).
+        self.job_field = job_field
+        self.names: tuple[str, ...] = tuple(p.name for p in rows)
+        self.template_fields: tuple[str, ...] = tuple(p.name for p in rows if p.templated)
+        self.renderers: dict[str, str] = {self.job_field: "yaml", **dict.fromkeys(_RENDERED_AS_JSON, "json")}
+        #: Handed to the manifest builder under their own name.
+        self.manifest_params: tuple[str, ...] = tuple(
+            p.name for p in rows if p.role == "manifest" and p.manifest_name is None
+        )
+        #: Handed to the manifest builder under another name: {operator's name: builder's name}.
+        self.renamed: dict[str, str] = {p.name: p.manifest_name for p in rows if p.manifest_name is not None}
+        self.replica_shortcuts: tuple[str, ...] = tuple(p.name for p in rows if p.role == "shortcut")
+        #: Checked by check_operator_parameters.
+        self.own: tuple[str, ...] = tuple(p.name for p in rows if p.role == "own")
+        #: Checked by paramtypes (those passed as they are first, the renamed ones after).
+        self.typed: tuple[str, ...] = (
+            *(p.name for p in rows if p.role in ("job", "shortcut") or p.name in self.manifest_params),
+            *self.renamed,
+        )
+
+
+TFJOB_TABLE = ParameterTable(PARAMETERS, "tfjob")
+GENERIC_TABLE = ParameterTable(GENERIC_PARAMETERS, "job")
+
+NAMES = TFJOB_TABLE.names
+TEMPLATE_FIELDS = TFJOB_TABLE.template_fields
+RENDERERS = TFJOB_TABLE.renderers
+MANIFEST_PARAMS = TFJOB_TABLE.manifest_params
+RENAMED = TFJOB_TABLE.renamed
+REPLICA_SHORTCUTS = TFJOB_TABLE.replica_shortcuts
+OWN = TFJOB_TABLE.own
+TYPED = TFJOB_TABLE.typed
 
 
 class StoredParameters:
@@ -172,22 +207,24 @@ class StoredParameters:
     allow_template_path_from_params: bool
 
 
-def store(operator: Any, given: Mapping[str, Any]) -> None:
+def store(operator: Any, given: Mapping[str, Any], table: ParameterTable = TFJOB_TABLE) -> None:
     """Set each parameter as an attribute (so that it can be templated and shows in the UI)."""
-    for name in NAMES:
+    for name in table.names:
         setattr(operator, name, given[name])
 
 
-def manifest_arguments(operator: Any) -> dict[str, Any]:
-    """The keyword arguments of manifest.build_tfjob: the manifest parameters that are set, the
-    replica shortcuts folded into ``replicas``, the renamed ones under build_tfjob's names."""
-    given = {key: getattr(operator, key) for key in MANIFEST_PARAMS if getattr(operator, key) is not None}
+def manifest_arguments(operator: Any, table: ParameterTable = TFJOB_TABLE) -> dict[str, Any]:
+    """The keyword arguments of the manifest builder: the manifest parameters that are set, the
+    replica shortcuts folded into ``replicas``, the renamed ones under the builder's names."""
+    given = {
+        key: getattr(operator, key) for key in table.manifest_params if getattr(operator, key) is not None
+    }
     shortcuts = {
-        key: getattr(operator, key) for key in REPLICA_SHORTCUTS if getattr(operator, key) is not None
+        key: getattr(operator, key) for key in table.replica_shortcuts if getattr(operator, key) is not None
     }
     if shortcuts:
         given["replicas"] = replica_counts(given.get("replicas"), shortcuts)
-    for key, field in RENAMED.items():
+    for key, field in table.renamed.items():
         if getattr(operator, key) is not None:
             given[field] = getattr(operator, key)
     return given
