@@ -196,6 +196,8 @@ class ApiServer:
         if method == "GET":
             if p.watch_prefix:
                 return await serve_watch(request, p, self.store, self.metrics, self._streams, self.bookmark_interval)
+            if p.subresource == "scale":
+                return self._json(self.store.get_scale(rtype, p.namespace, p.name))
             entry = self.store.get_entry(rtype, p.namespace, p.name)
             if wants_table(request):
                 return self._json(to_table(p.info, [entry.obj], str(entry.rv), query.get("includeObject")))
