@@ -1,12 +1,14 @@
-"""A hyperparameter sweep of PyTorchJobs: one job per (learning rate, hidden units), the best trial wins.
+"""A hyperparameter sweep of PyTorchJobs: one job per point of a search space, the best trial wins.
 
-``trials`` turns the run's params into a list of hyperparameter sets; ``train`` is expanded over it
+``search_space`` maps each hyperparameter to the values to try (any of ``digits_torch.py``'s
+arguments); ``fixed`` holds the ones every trial shares. ``trials`` expands the grid (at most
+``max_trials`` points) into a list of hyperparameter sets; ``train`` is expanded over it
 with dynamic task mapping, so every trial is its own task instance with its own PyTorchJob (a Master
 and ``workers`` Workers training ``training/digits_torch.py`` with DistributedDataParallel over gloo)
 and its own retries and logs. ``max_active_tis_per_dagrun`` bounds how many trials train at once.
 ``pick_best`` reads every trial's ``metrics`` XCom (what the Master printed in Katib's format).
 
-``airflow dags test example_pytorchjob_sweep -c '{"learning_rates": [0.001, 0.01], "hidden_units": [32], "epochs": 3}'``
+``airflow dags test example_pytorchjob_sweep -c '{"search_space": {"learning_rate": [0.001, 0.01]}, "fixed": {"epochs": 3}}'``
 """
 
 from __future__ import annotations
@@ -41,9 +43,13 @@ with DAG(
     catchup=False,
     tags=["pytorchjob", "example"],
     params={
-        "learning_rates": Param([0.001, 0.01, 0.03], type="array", minItems=1),
-        "hidden_units": Param([32, 128], type="array", minItems=1),
-        "epochs": Param(5, type="integer", minimum=1),
+        "search_space": Param(
+            {"learning_rate": [0.001, 0.01, 0.03], "hidden_units": [32, 128]},
+            type="object",
+            minProperties=1,
+            additionalProperties={"type": "array", "minItems": 1},
+        ),
+        "fixed": Param({"epochs": 5, "batch_size": 32}, type="object"),
         "max_trials": Param(12, type="integer", minimum=1),
         "image": IMAGE,
         "python": PYTHON,
@@ -53,13 +59,14 @@ with DAG(
 
     @task
     def trials(params: dict[str, Any] | None = None) -> list[dict[str, str]]:
-        """The grid, as the ``--key=value`` hyperparameters of each trial."""
+        """Every point of the search space (in the order its keys and values are given), merged with
+        the fixed values, as ``--key=value`` hyperparameters."""
         p = params or {}
-        grid = itertools.product(p["learning_rates"], p["hidden_units"])
-        chosen = list(itertools.islice(grid, int(p["max_trials"])))
+        space: dict[str, list[Any]] = p["search_space"]
+        points = itertools.islice(itertools.product(*space.values()), int(p["max_trials"]))
+        fixed = {key: str(value) for key, value in p["fixed"].items()}
         return [
-            {"learning_rate": str(lr), "hidden_units": str(units), "epochs": str(p["epochs"])}
-            for lr, units in chosen
+            fixed | {key: str(value) for key, value in zip(space, point, strict=True)} for point in points
         ]
 
     grid = trials()
