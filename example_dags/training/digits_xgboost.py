@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ipaddress
 import sys
 from typing import Any
 
@@ -47,7 +48,11 @@ def train(argv: list[str] | None = None) -> dict[str, Any]:
         # The tracker only introduces the workers to each other and hands out ranks; it runs on
         # threads inside the Master process. timeout bounds the wait for every worker to join.
         tracker = RabitTracker(
-            n_workers=rv.world_size, host_ip=rv.addr, port=rv.port, sortby="task", timeout=300
+            n_workers=rv.world_size,
+            host_ip=_listen_address(rv.addr),
+            port=rv.port,
+            sortby="task",
+            timeout=300,
         )
         tracker.start()
     communicator: dict[str, Any] = (
@@ -105,6 +110,17 @@ def train(argv: list[str] | None = None) -> dict[str, Any]:
         # Returns once every worker has finalized its communicator: the Master leaves last.
         tracker.wait_for(timeout=120)
     return result
+
+
+def _listen_address(master_addr: str) -> str:
+    """Where the tracker listens: the given address when it is an IP (the local cluster's 127.0.0.1),
+    else every interface. On a cluster MASTER_ADDR is the Master's own headless Service name, which
+    resolves only once the pod is Ready, so the Master must not need to look it up to start listening."""
+    try:
+        ipaddress.ip_address(master_addr)
+    except ValueError:
+        return "0.0.0.0"
+    return master_addr
 
 
 class KatibLines(xgb.callback.TrainingCallback):
