@@ -51,17 +51,16 @@ def build_job_manifest(
 ) -> dict[str, Any]:
     """The manifest of a `kind` job from a base and the operator's manifest arguments.
 
-    The operator's one call of the builder (and validate_job_manifest its one call of the validator):
-    interim_build until the kind-aware manifest.build_job / validation.validate_job land.
+    The operator's one call of the builder (and validate_job_manifest its one call of the validator).
     """
-    from airflow_tfjob.interim_build import build_job
+    from airflow_tfjob.manifest import build_job
 
     return build_job(kind, base=base, **arguments)
 
 
 def validate_job_manifest(manifest: dict[str, Any]) -> list[str]:
     """Raise TFJobValidationError listing every problem of the manifest; return the warnings."""
-    from airflow_tfjob.interim_build import validate_job
+    from airflow_tfjob.validation import validate_job
 
     return validate_job(manifest)
 
@@ -110,15 +109,15 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
     """
 
     #: The parameters and what derives from them (operators/params.py); TFJobOperator has its own.
-    parameter_table: ClassVar[params.ParameterTable] = params.GENERIC_TABLE
-    job_field = params.GENERIC_TABLE.job_field
+    parameter_table: ClassVar[params.ParameterSet] = params.GENERIC
+    job_field = "job"
     #: The kind of the named classes (PyTorchJobOperator...); None: the generic class, `kind` required.
     default_kind: ClassVar[str | None] = None
     kind: str
-    template_fields: Sequence[str] = params.GENERIC_TABLE.template_fields
+    template_fields: Sequence[str] = params.GENERIC.template_fields
     # Only the job parameter may name a template file: see operators/templating.py.
     template_ext: Sequence[str] = (".yaml", ".yml", ".json")
-    template_fields_renderers = params.GENERIC_TABLE.renderers
+    template_fields_renderers = params.renderers("job")
     operator_extra_links = (TensorBoardLink(),)
     ui_color = "#ff6f00"
     ui_fgcolor = "#ffffff"
@@ -211,7 +210,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         # `tfjob`: the table says under which name.
         given["kind"] = kind_name_of(kind, self.default_kind, type(self).__name__)
         given[self.job_field] = job
-        params.store(self, given, self.parameter_table)
+        params.store(self, given, self.parameter_table.names)
         self.kind = given["kind"]
         # A bare string stays as given so that the parameter check names it (list("loss") is letters).
         self.metrics = list(metrics) if isinstance(metrics, (list, tuple)) else (metrics or [])
@@ -288,7 +287,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
             )
         check_parameter_types(self._typed_parameters())
         manifest = build_job_manifest(
-            self.job_kind, base, params.manifest_arguments(self, self.parameter_table)
+            self.job_kind, base, params.manifest_arguments(self, self.job_kind)
         )
         metadata = manifest.setdefault("metadata", {})
         if self.namespace:

@@ -38,11 +38,11 @@ class TFJobOperator(KubeflowJobOperator):
     rendered with Jinja); everything else is described there.
     """
 
-    parameter_table: ClassVar[params.ParameterTable] = params.TFJOB_TABLE
-    job_field = params.TFJOB_TABLE.job_field
+    parameter_table: ClassVar[params.ParameterSet] = params.TFJOB_PARAMETERS
+    job_field = "tfjob"
     default_kind: ClassVar[str | None] = "TFJob"
-    template_fields: Sequence[str] = params.TFJOB_TABLE.template_fields
-    template_fields_renderers = params.TFJOB_TABLE.renderers
+    template_fields: Sequence[str] = params.TEMPLATE_FIELDS
+    template_fields_renderers = params.RENDERERS
 
     def __init__(
         self,
