@@ -15,7 +15,7 @@ def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-provider-tfjob",
         "name": "Kubeflow TFJob",
-        "description": "Run Kubeflow TFJobs (distributed TensorFlow training) from Airflow DAGs.",
+        "description": "Run Kubeflow training jobs (TFJob, PyTorchJob, XGBoostJob, JAXJob, PaddleJob) from Airflow DAGs.",
         "versions": [__version__],
         "integrations": [
             {
@@ -24,14 +24,23 @@ def get_provider_info() -> dict[str, Any]:
                 "tags": ["software"],
             }
         ],
-        "operators": [
-            {"integration-name": "Kubeflow TFJob", "python-modules": ["airflow_tfjob.operators.tfjob"]}
-        ],
-        "sensors": [{"integration-name": "Kubeflow TFJob", "python-modules": ["airflow_tfjob.sensors.tfjob"]}],
+        "operators": [{"integration-name": "Kubeflow TFJob", "python-modules": _modules("operators")}],
+        "sensors": [{"integration-name": "Kubeflow TFJob", "python-modules": _modules("sensors")}],
         "hooks": [{"integration-name": "Kubeflow TFJob", "python-modules": ["airflow_tfjob.hooks.tfjob"]}],
         "triggers": [
             {"integration-name": "Kubeflow TFJob", "python-modules": ["airflow_tfjob.triggers.tfjob"]}
         ],
         "extra-links": ["airflow_tfjob.links.TensorBoardLink"],
-        "task-decorators": [{"name": "tfjob", "class-name": "airflow_tfjob.decorators.tfjob.tfjob_task"}],
+        "task-decorators": [
+            {"name": "tfjob", "class-name": "airflow_tfjob.decorators.tfjob.tfjob_task"},
+            {"name": "pytorchjob", "class-name": "airflow_tfjob.decorators.pytorchjob.pytorchjob_task"},
+        ],
     }
+
+
+# One module per kind (and the generic one), for operators and sensors alike.
+_KIND_MODULES = ("kubeflow", "tfjob", "pytorchjob", "xgboostjob", "jaxjob", "paddlejob")
+
+
+def _modules(package: str) -> list[str]:
+    return [f"airflow_tfjob.{package}.{name}" for name in _KIND_MODULES]

@@ -1,4 +1,5 @@
-"""What happens to a TFJob and its pods once its logs are drained, and when its task is killed.
+"""What happens to a job (TFJob or another kind) and its pods once its logs are drained, and when its
+task is killed.
 
 The operator submits every TFJob with ``cleanPodPolicy: None`` and no ``ttlSecondsAfterFinished``, so
 that neither the training-operator nor garbage collection removes a pod before its logs are read.
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from airflow_tfjob.constants import ANNOTATION_INTENDED_CLEAN_POD_POLICY, ANNOTATION_INTENDED_TTL
+from airflow_tfjob.kinds import TFJOB, JobKind
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -44,17 +46,20 @@ class CleanupAPI(Protocol):
         self, name: str, namespace: str, replica_type: str | None = None, replica_index: int | None = None
     ) -> list[dict[str, Any]]: ...
 
-    def delete_tfjob(
+    def delete_job(
         self,
+        kind: JobKind | str,
         name: str,
         namespace: str,
         propagation: str = "Foreground",
         grace_period_seconds: int | None = None,
     ) -> None: ...
 
-    def find_tfjob(self, name: str, namespace: str) -> dict[str, Any] | None: ...
+    def find_job(self, kind: JobKind | str, name: str, namespace: str) -> dict[str, Any] | None: ...
 
-    def patch_tfjob(self, name: str, namespace: str, patch: dict[str, Any]) -> dict[str, Any]: ...
+    def patch_job(
+        self, kind: JobKind | str, name: str, namespace: str, patch: dict[str, Any]
+    ) -> dict[str, Any]: ...
 
     def delete_pod(self, name: str, namespace: str, grace_period_seconds: int | None = None) -> None: ...
 
@@ -134,11 +139,12 @@ class CleanupReport:
     deleted_pods: list[str] = field(default_factory=list)
     job_deleted: bool = False
     ttl_patched: int | None = None
+    kind: str = "TFJob"
 
     def describe(self) -> str:
         parts = []
         if self.job_deleted:
-            parts.append("deleted the TFJob")
+            parts.append(f"deleted the {self.kind}")
         if self.deleted_pods:
             parts.append(f"deleted pods {', '.join(sorted(self.deleted_pods))}")
         if self.ttl_patched is not None:
@@ -184,14 +190,21 @@ def apply_clean_pod_policy(hook: CleanupAPI, name: str, namespace: str, policy: 
     return delete_pods(hook, name, namespace, only_active=policy == "Running")
 
 
-def apply_ttl(hook: CleanupAPI, name: str, namespace: str, ttl: int | None, report: CleanupReport) -> None:
+def apply_ttl(
+    hook: CleanupAPI,
+    name: str,
+    namespace: str,
+    ttl: int | None,
+    report: CleanupReport,
+    kind: JobKind = TFJOB,
+) -> None:
     if ttl is None:
         return
     if ttl <= 0:
-        hook.delete_tfjob(name, namespace, propagation="Foreground")
+        hook.delete_job(kind, name, namespace, propagation="Foreground")
         report.job_deleted = True
         return
-    hook.patch_tfjob(name, namespace, {"spec": {"runPolicy": {"ttlSecondsAfterFinished": ttl}}})
+    hook.patch_job(kind, name, namespace, {"spec": {"runPolicy": {"ttlSecondsAfterFinished": ttl}}})
     report.ttl_patched = ttl
 
 
@@ -210,24 +223,27 @@ def finish(
     """
     if on_finish_action not in ON_FINISH_ACTIONS:
         raise ValueError(f"on_finish_action must be one of {ON_FINISH_ACTIONS}, not {on_finish_action!r}")
+    from airflow_tfjob.status import job_kind
+
     metadata = tfjob.get("metadata") or {}
     name, namespace = str(metadata["name"]), str(metadata.get("namespace") or "default")
-    report = CleanupReport()
+    kind = job_kind(tfjob)
+    report = CleanupReport(kind=kind.kind)
     if on_finish_action == "delete" or (on_finish_action == "delete_succeeded" and succeeded):
-        hook.delete_tfjob(name, namespace, propagation="Foreground")
+        hook.delete_job(kind, name, namespace, propagation="Foreground")
         report.job_deleted = True
     else:
         intent = intended_cleanup(tfjob)
         report.deleted_pods = apply_clean_pod_policy(hook, name, namespace, intent.clean_pod_policy)
-        apply_ttl(hook, name, namespace, intent.ttl_seconds_after_finished, report)
-    log(f"Cleanup of TFJob {namespace}/{name}: {report.describe()}")
+        apply_ttl(hook, name, namespace, intent.ttl_seconds_after_finished, report, kind)
+    log(f"Cleanup of {kind.kind} {namespace}/{name}: {report.describe()}")
     return report
 
 
 def leftover_description(tfjob: Mapping[str, Any], on_finish_action: str, succeeded: bool) -> str:
     """What a failed :func:`finish` may have left in the cluster, for the warning and XCom."""
     metadata = tfjob.get("metadata") or {}
-    ref = f"TFJob {metadata.get('namespace')}/{metadata.get('name')}"
+    ref = f"{tfjob.get('kind') or 'TFJob'} {metadata.get('namespace')}/{metadata.get('name')}"
     if on_finish_action == "delete" or (on_finish_action == "delete_succeeded" and succeeded):
         return f"{ref} and its pods (on_finish_action={on_finish_action!r} not done)"
     intent = intended_cleanup(tfjob)
@@ -263,6 +279,7 @@ class KillOptions(TypedDict, total=False):
 
     grace_period_seconds: int | None  # of the pod deletions; None: each pod's terminationGracePeriodSeconds
     why: str  # for the log line: "Deleting TFJob ns/name because <why>"
+    kind: JobKind  # the job's kind (TFJob unless given)
     wait_timeout: float  # how long to wait until nothing of the job is left
     poll_interval: float
 
@@ -278,9 +295,10 @@ def _kill_steps(name: str, namespace: str, log: Log, options: KillOptions) -> _K
     wait_timeout = options.get("wait_timeout", 60.0)
     shown = "the pods' own" if grace is None else f"{grace} s"
     why = options.get("why", "the task was killed")
-    log(f"Deleting TFJob {namespace}/{name} because {why}, and its pods (grace period {shown})")
+    kind = options.get("kind", TFJOB)
+    log(f"Deleting {kind.kind} {namespace}/{name} because {why}, and its pods (grace period {shown})")
     yield _Call(
-        "delete_tfjob", (name, namespace), {"propagation": "Foreground", "grace_period_seconds": grace}
+        "delete_job", (kind, name, namespace), {"propagation": "Foreground", "grace_period_seconds": grace}
     )
     pods = yield _Call("list_job_pods", (name, namespace))
     for pod in pods:
@@ -288,12 +306,12 @@ def _kill_steps(name: str, namespace: str, log: Log, options: KillOptions) -> _K
         yield _Call("delete_service", (_pod_name(pod), namespace))
     deadline = time.monotonic() + wait_timeout
     while time.monotonic() < deadline:
-        if (yield _Call("find_tfjob", (name, namespace))) is None and not (
+        if (yield _Call("find_job", (kind, name, namespace))) is None and not (
             yield _Call("list_job_pods", (name, namespace))
         ):
             return True
         yield float(options.get("poll_interval", 0.5))
-    log(f"TFJob {namespace}/{name} or some of its pods still exist {wait_timeout:.0f} s after deletion")
+    log(f"{kind.kind} {namespace}/{name} or some of its pods still exist {wait_timeout:.0f} s after deletion")
     return False
 
 
@@ -301,7 +319,9 @@ def _start(name: str, namespace: str, on_kill_action: str, log: Log, options: Ki
     if on_kill_action not in ON_KILL_ACTIONS:
         raise ValueError(f"on_kill_action must be one of {ON_KILL_ACTIONS}, not {on_kill_action!r}")
     if on_kill_action == "keep":
-        log(f"Task killed: keeping TFJob {namespace}/{name} (on_kill_action='keep')")
+        log(
+            f"Task killed: keeping {options.get('kind', TFJOB).kind} {namespace}/{name} (on_kill_action='keep')"
+        )
         return _nothing()
     return _kill_steps(name, namespace, log, options)
 

@@ -1,4 +1,4 @@
-"""The follow core: watch a TFJob to its end while streaming its logs, events and metrics.
+"""The follow core: watch a job (TFJob or another kubeflow.org/v1 kind) to its end while streaming its logs, events and metrics.
 
 The synchronous operator runs it with `asyncio.run` and the trigger runs it in the triggerer, so both
 modes report the same outcome, the same log lines and the same diagnostics. It imports nothing from
@@ -60,6 +60,8 @@ class _JobFollow:
         self.name = name
         self.namespace = namespace
         self.options = options
+        self.kind = options.job_kind
+        self.ref = f"{self.kind.kind} {namespace}/{name}"  # how messages name the job
         # Every line of this follow (replicas, events, diagnostics) goes through one batcher: in order,
         # and as few task-log records as possible.
         self.sink = LogBatcher(sink)
@@ -77,6 +79,7 @@ class _JobFollow:
         self.startup_base = time.time()
         self.started = False
         self._shown_events: dict[str, int] = {}
+        self._early_pods: list[tuple[str, dict]] = []  # pod events that came before the job object
         self.pods_synced = asyncio.Event()  # set once the pod watch has listed: drain knows every replica
         self.return_payload: str | None = earlier.return_payload if earlier is not None else None
         if options.reads_logs:
@@ -93,15 +96,24 @@ class _JobFollow:
                 on_line=self._on_line if options.metrics else None,  # a call per line only if needed
                 capture_prefix=options.return_marker,
                 on_capture=self._on_capture,
+                container=self.kind.container,
+                rank0=self._rank0,
             )
 
     # -- feeds ----------------------------------------------------------------------------------
 
+    def _rank0(self) -> tuple[str, int] | None:
+        """Worker 0 when the job has neither Chief nor Master: rank 0 even where the operator labels no
+        pod job-role=master (a PaddleJob in collective mode); None while the job is not known."""
+        if self.job is None:
+            return None
+        specs = (self.job.get("spec") or {}).get(self.kind.spec_key) or {}
+        types = {str(key).lower() for key in specs}
+        return None if types & {"chief", "master"} else ("worker", 0)
+
     def _on_line(self, replica: ReplicaFollower, ts: int, text: str) -> None:
         if self.options.metrics and replica.state.pod is not None:
-            from airflow_tfjob.logs import is_master_role
-
-            if is_master_role(replica.state.pod):
+            if replica.master:
                 self.metrics.feed(f"{format_timestamp(ts)} {text}" if self.options.metrics_history else text)
 
     def _on_capture(self, replica: ReplicaFollower, payload: str) -> None:
@@ -112,6 +124,20 @@ class _JobFollow:
         self.pods[uid] = pod
         if self.logs is None:
             return
+        if self.job is None:
+            # Which replica is rank 0 may depend on the job's spec (_rank0): its pods wait for it.
+            self._early_pods.append((etype, pod))
+            return
+        self._feed_pod(etype, pod)
+
+    def _job_known(self, job: dict[str, Any]) -> None:
+        self.job = job
+        early, self._early_pods = self._early_pods, []
+        for etype, pod in early:
+            self._feed_pod(etype, pod)
+
+    def _feed_pod(self, etype: str, pod: dict) -> None:
+        assert self.logs is not None
         if etype == "DELETED":
             self.logs.pod_deleted(pod)
         else:
@@ -137,7 +163,7 @@ class _JobFollow:
     # -- start-up tracking ----------------------------------------------------------------------
 
     def _expected_replicas(self) -> int:
-        specs = ((self.job or {}).get("spec") or {}).get("tfReplicaSpecs") or {}
+        specs = ((self.job or {}).get("spec") or {}).get(self.kind.spec_key) or {}
         total = 0
         for spec in specs.values():
             replicas = spec.get("replicas", 1) if isinstance(spec, Mapping) else 1
@@ -192,10 +218,7 @@ class _JobFollow:
             ]
             if job_warn:
                 reasons.append(f"{job_warn[-1].get('reason')}: {job_warn[-1].get('message')}")
-        message = (
-            f"TFJob {self.namespace}/{self.name} did not start within {self.options.startup_timeout:g} s: "
-            + "; ".join(reasons)
-        )
+        message = f"{self.ref} did not start within {self.options.startup_timeout:g} s: " + "; ".join(reasons)
         return FollowOutcome("startup_timeout", status, message)
 
     # -- main -----------------------------------------------------------------------------------
@@ -214,7 +237,7 @@ class _JobFollow:
                         lambda rv: self.hook.watch_job_pods(self.name, self.namespace, rv),
                         self._on_pod,
                         synced=self.pods_synced,
-                        resource=f"pods of TFJob {self.namespace}/{self.name}",
+                        resource=f"pods of {self.ref}",
                     ),
                     name=f"tfjob-pods-{self.name}",
                 )
@@ -228,7 +251,7 @@ class _JobFollow:
                         self._list_job_events,
                         lambda rv: self.hook.watch_events(self.namespace, rv, involved_name=self.name),
                         self._on_event,
-                        resource=f"events of TFJob {self.namespace}/{self.name}",
+                        resource=f"events of {self.ref}",
                     ),
                     name=f"tfjob-events-{self.name}",
                 )
@@ -250,7 +273,7 @@ class _JobFollow:
 
         self._start_watches()
         try:
-            async with shared_watch(self.hook, self.namespace).subscribe(self.name) as sub:
+            async with shared_watch(self.hook, self.namespace, kind=self.kind).subscribe(self.name) as sub:
                 outcome = await self._wait(sub)
                 outcome = await self._finish(outcome)
                 outcome.status = _as_ended(outcome.status, sub.latest)
@@ -274,13 +297,13 @@ class _JobFollow:
                 obj = sub.latest
             if obj is None:
                 if sub.synced:
-                    gone = await self.hook.find_tfjob(self.name, self.namespace) is None
+                    gone = await self.hook.find_job(self.kind, self.name, self.namespace) is None
                     if gone:
                         what = "was deleted" if seen else "does not exist"
-                        return FollowOutcome("error", status, f"TFJob {self.namespace}/{self.name} {what}")
+                        return FollowOutcome("error", status, f"{self.ref} {what}")
                 continue
             seen = True
-            self.job = obj
+            self._job_known(obj)
             status = interpret(obj)
             if status.finished:
                 return FollowOutcome(status.state.value, status, status.message)
@@ -288,7 +311,7 @@ class _JobFollow:
                 return FollowOutcome(
                     "timeout",
                     status,
-                    f"TFJob {self.namespace}/{self.name} passed its deadline while {status.state.value}",
+                    f"{self.ref} passed its deadline while {status.state.value}",
                 )
             startup = await self._check_startup(status)
             if startup is not None:
@@ -363,6 +386,7 @@ class _JobFollow:
             rings,
             status.failed_replica_types if status else (),
             tail=self.options.diagnostics_tail,
+            container=self.kind.container,
         )
 
 
@@ -387,7 +411,7 @@ async def follow_job(
     sink: Sink,
     cursors: dict | None = None,
 ) -> FollowOutcome:
-    """Follow a TFJob until it succeeds, fails, times out or does not start; logs drained before return."""
+    """Follow a job (of ``options.kind``) until it succeeds, fails, times out or does not start; logs drained before return."""
     follow = _JobFollow(hook, name, namespace, options, sink, cursors)
     return await follow.run()
 

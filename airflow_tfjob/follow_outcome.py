@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from airflow_tfjob.kinds import JobKind, kind_named
 from airflow_tfjob.status import JobStatus
 
 
@@ -32,11 +33,17 @@ class FollowOptions:
     # Off in a trigger whose follow a worker continues (drain_job): the warning would be premature there,
     # as a metric may come in the lines after the trigger's last cursor; the drain reports it once.
     report_missing_metrics: bool = True
+    # The job's kind by name (JSON-serialisable): its plural, spec key and container are read from it.
+    kind: str = "TFJob"
 
     @property
     def reads_logs(self) -> bool:
         """Whether following reads replica logs at all (to show them, for metrics, or for a return value)."""
         return self.get_logs or bool(self.metrics) or bool(self.return_marker)
+
+    @property
+    def job_kind(self) -> JobKind:
+        return kind_named(self.kind)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

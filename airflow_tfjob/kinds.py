@@ -3,8 +3,9 @@
 Every value is what training-operator v1.9.4 serves; docs/reference/kubeflow-v1-kinds.md §5.1 holds
 them with the source file each was read from, and tests/unit/test_kinds.py checks the two agree.
 Everything that differs between kinds is here, so that the rest of the provider (and the local
-cluster) reads a row instead of naming a kind. Adding a kind: one row below, one admission module
-and one controller module in the local cluster (docs/architecture.md, "Where new things go").
+cluster) reads a row instead of naming a kind. Adding a kind: one row below and one controller module in
+the local cluster (its admission and OpenAPI schema follow from the row; webhook quirks, if any, go in
+local/webhooks.py) (docs/architecture.md, "Where new things go").
 """
 
 from __future__ import annotations
@@ -177,6 +178,11 @@ def kind_named(name: str) -> JobKind:
         known = ", ".join(k.kind for k in KINDS)
         raise ValueError(f"unknown job kind {name!r}: use one of {known} (MPIJob v1 is not supported)")
     return row
+
+
+def as_kind(kind: JobKind | str) -> JobKind:
+    """A row given as itself or by any name kind_named takes (the hooks' and triggers' `kind` argument)."""
+    return kind if isinstance(kind, JobKind) else kind_named(kind)
 
 
 def kind_of(manifest: dict[str, object]) -> JobKind:

@@ -58,13 +58,14 @@ class ReplicaState:
 
     pod: dict[str, Any] | None = None
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    container: str = CONTAINER_NAME  # the kind's default container, whose exit codes count
 
     exit_codes: dict[str, int] = field(default_factory=dict)  # last exit code seen per pod uid
 
     def set(self, pod: dict[str, Any] | None) -> None:
         self.pod = pod
         if pod is not None:
-            cs = container_status(pod)
+            cs = container_status(pod, self.container)
             code = terminated_exit_code(cs)
             if code is not None:
                 self.exit_codes[str((pod.get("metadata") or {}).get("uid") or "")] = code
@@ -88,7 +89,7 @@ class ReplicaFollower:
         self.selected = selected
         self.prefix = f"[{name}] "
         self.cursor = cursor or Cursor()
-        self.state = ReplicaState()
+        self.state = ReplicaState(container=owner.container)
         self.ring: deque[str] = deque(maxlen=owner.limits.ring_lines)
         self.rate = RateLimiter(owner.limits.rate_per_replica)
         self.rate_dropped = 0
@@ -328,7 +329,7 @@ class ReplicaFollower:
 
 
 class JobLogFollower:
-    """All replicas of one TFJob: fed with pod updates, streams each replica, drains at the end."""
+    """All replicas of one job: fed with pod updates, streams each replica, drains at the end."""
 
     def __init__(
         self,
@@ -343,6 +344,7 @@ class JobLogFollower:
         on_line: Callable[[ReplicaFollower, int, str], None] | None = None,
         capture_prefix: str | None = None,
         on_capture: Callable[[ReplicaFollower, str], None] | None = None,
+        rank0: Callable[[], tuple[str, int] | None] | None = None,
     ) -> None:
         self.hook = hook
         self.namespace = namespace
@@ -354,6 +356,8 @@ class JobLogFollower:
         self.on_line = on_line
         self.capture_prefix = capture_prefix.encode() if capture_prefix else None
         self.on_capture = on_capture
+        # Rank 0 when no pod carries job-role=master (a PaddleJob without Master): (type, index), or None.
+        self.rank0 = rank0
         self.total = TotalCap(self.limits.total_cap)
         self.replicas: dict[str, ReplicaFollower] = {}
         self.draining = False
@@ -366,8 +370,8 @@ class JobLogFollower:
         rtype, index = ident
         name = replica_name(rtype, index)
         follower = self.replicas.get(name)
+        master = is_master_role(pod) or (self.rank0 is not None and self.rank0() == (rtype, index))
         if follower is None:
-            master = is_master_role(pod)
             selected = self.selection.matches(rtype, index, master)
             follower = ReplicaFollower(
                 self, name, (pod.get("metadata") or {}).get("name", name), selected, self._cursors.get(name)
@@ -377,6 +381,7 @@ class JobLogFollower:
             follower.state.set(pod)
             follower.task = asyncio.get_running_loop().create_task(follower.run(), name=f"tfjob-log-{name}")
         else:
+            follower.master = master
             follower.state.set(pod)
 
     def pod_deleted(self, pod: dict[str, Any]) -> None:

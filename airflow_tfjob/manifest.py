@@ -1,46 +1,49 @@
-"""A TFJob (kubeflow.org/v1) manifest from operator parameters, from a template, or from both.
+"""A kubeflow.org/v1 job manifest (TFJob, PyTorchJob, XGBoostJob, JAXJob, PaddleJob) from operator
+parameters, from a template, or from both.
 
-Pure (no API calls): the operator module imports this when the task runs. The converters of single
-parameters and the merge rules are in :mod:`airflow_tfjob.manifest_convert`; :func:`load_manifest`
-(re-exported) is in :mod:`airflow_tfjob.templates`, beside the template rules it shares with the
-operator; the cleanup intent (:func:`submission_manifest`, re-exported) is in :mod:`airflow_tfjob.cleanup`.
+Pure (no API calls): the operator module imports this when the task runs. The parameters are
+:class:`TFJobParameters` (:mod:`airflow_tfjob.manifest_params`); the converters of single parameters
+and the merge rules are in :mod:`airflow_tfjob.manifest_convert`, what differs between kinds in
+:mod:`airflow_tfjob.manifest_kinds`; :func:`load_manifest` (re-exported) is in
+:mod:`airflow_tfjob.templates`, beside the template rules it shares with the operator; the cleanup
+intent (:func:`submission_manifest`, re-exported) is in :mod:`airflow_tfjob.cleanup`.
 
-How the pieces combine (:func:`build_tfjob`):
+How the pieces combine (:func:`build_job`; :func:`build_tfjob` is ``build_job(TFJOB, ...)``):
 
-1. ``base`` (a full manifest, e.g. from :func:`load_manifest`) is deep-copied; its replica keys are
-   put in canonical case (``worker`` -> ``Worker``), as the training-operator does.
+1. ``base`` (a full manifest, e.g. from :func:`load_manifest`) is deep-copied; a base written for
+   another kind is refused. A TFJob's replica keys are put in canonical case (``worker`` ->
+   ``Worker``), as its operator does; the other kinds' webhooks refuse a key in another case, so
+   the builder refuses it too.
 2. The replica types are those of ``base`` plus those named in ``replicas``; with neither, a single
-   ``Worker``. A type named only in ``replicas`` starts as a copy of the base's Worker template (else
-   Chief, Master, or the first one), so image, env and volumes carry over.
+   ``Worker`` (an XGBoostJob's ``Master``). A type named only in ``replicas`` starts as a copy of the
+   base's Worker template (else Chief, Master, or the first one), so image, env and volumes carry
+   over. A type the kind has not (``ps`` for a PyTorchJob) is refused naming the kind's types. A
+   Master the kind allows only once (PyTorchJob, XGBoostJob) gets ``replicas: 1`` written when the
+   base leaves it out, because their webhooks check the object before defaults apply.
 3. Every explicit parameter then overrides the base: pod-level ones (volumes, node selector, ...) on
    every replica's pod template, container-level ones (image, command, env, resources, ...) on the
-   container named ``tensorflow`` only (sidecars are left alone). Mappings merge by key, env vars,
-   ports, volumes and mounts by name; lists of arguments replace.
+   kind's training container only (``tensorflow``, ``pytorch``, ``xgboost``, ``jax``, ``paddle``;
+   sidecars are left alone). Mappings merge by key, env vars, ports, volumes and mounts by name;
+   lists of arguments replace.
+4. Kind-specific fields: ``success_policy``/``enable_dynamic_worker`` (TFJob), ``nproc_per_node``
+   (PyTorchJob), ``elastic_policy`` (PyTorchJob, PaddleJob); another kind refuses them.
 
 Per-type variants: ``images``, ``replica_resources`` and ``restart_policy`` (when a mapping) take
-replica types as keys, in any case; naming a type the job does not have is an error.
+replica types as keys, in any case; naming a type the job does not have is an error. Neither the
+restartPolicy nor the port is written when not asked for: the operator defaults them per kind.
 """
 
 from __future__ import annotations
 
 import copy
 import difflib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Mapping
 from typing import Any
 
 from airflow_tfjob.cleanup import IntendedCleanup, intended_cleanup, submission_manifest
-from airflow_tfjob.constants import (
-    API_VERSION,
-    CONTAINER_NAME,
-    GPU_RESOURCE,
-    KIND,
-    KUEUE_QUEUE_LABEL,
-    REPLICA_TYPES,
-)
+from airflow_tfjob.constants import GPU_RESOURCE, KUEUE_QUEUE_LABEL
+from airflow_tfjob.kinds import API_VERSION, TFJOB, JobKind, kind_named
 from airflow_tfjob.manifest_convert import (
-    EnvValue,
-    MountSpec,
     bad,
     canonical_replica_specs,
     deep_merge,
@@ -49,7 +52,6 @@ from airflow_tfjob.manifest_convert import (
     format_hyperparameters,
     merge_named,
     merge_resources,
-    per_type,
     ports,
     resource_patch,
     split_command,
@@ -57,7 +59,16 @@ from airflow_tfjob.manifest_convert import (
     volumes_and_mounts,
     without_flags,
 )
-from airflow_tfjob.naming import canonical_replica_type
+from airflow_tfjob.manifest_kinds import (
+    apply_kind_fields,
+    base_kind,
+    canonical_specs,
+    default_replicas,
+    kind_type,
+    main_container,
+    replica_counts,
+)
+from airflow_tfjob.manifest_params import PARAMETER_NAMES, JobParameters, TFJobParameters
 from airflow_tfjob.paramtypes import check_types
 from airflow_tfjob.secrets import REDACTED, redact, secret_env_names, with_secret_names
 from airflow_tfjob.shape import shape_problems
@@ -80,104 +91,11 @@ _SCHEDULING_KEYS = {
 }
 
 
-@dataclass(frozen=True)
-class TFJobParameters:
-    """Every parameter :func:`build_tfjob` understands. ``None`` (the default) means "leave as is".
-
-    Replica layout
-      replicas: ``{"worker": 3, "ps": 1}`` (keys chief, master, ps, worker, evaluator in any case).
-      restart_policy: ``"OnFailure"`` for every type, or ``{"ps": "Always", "worker": "OnFailure"}``.
-    Container (the ``tensorflow`` container of every replica type)
-      image / images: one image, and per-type overrides ``{"ps": "img-cpu"}``.
-      image_pull_policy: ``Always`` / ``IfNotPresent`` / ``Never``.
-      command / args: a list, or a string split like a shell would (``shlex``). ``args`` replaces.
-      hyperparameters: ``{"epochs": 10, "learning_rate": 1e-3}`` -> ``--epochs=10 --learning_rate=0.001``,
-        appended to the args in insertion order, replacing any ``--epochs``/``--epochs=...`` already
-        there. ``True`` -> bare flag ``--key``; ``False`` and ``None`` -> left out; lists ->
-        ``--key=a,b``; dicts -> ``--key=<json>``. Keys already starting with ``-`` are used as is.
-      env: ``{"NAME": "value"}`` (numbers and booleans become strings, ``true``/``false``), a value
-        may also be an EnvVar-like dict (``{"valueFrom": {...}}``); or a list of EnvVar dicts.
-      secret_env: ``{"API_TOKEN": "s3cr3t"}``: literal values that are hidden by :func:`redact`
-        (rendered manifest, XCom, logs). They are still stored in the TFJob object in the cluster;
-        prefer ``env_from_secrets`` when a Kubernetes Secret exists.
-      env_from_secrets: ``{"VAR": "secret-name:key"}`` (or ``("secret-name", "key")``) -> secretKeyRef.
-      env_from_config_maps: ``{"VAR": "config-map:key"}`` -> configMapKeyRef.
-      env_from: ``["secret:name", "configmap:name"]`` or EnvFromSource dicts -> whole-object envFrom.
-      resources: ``{"cpu": "2", "memory": "4Gi"}`` sets requests **and** limits (predictable
-        placement); ``{"requests": {...}, "limits": {...}}`` sets them separately; both forms mix.
-        A ``gpus`` key is allowed here too.
-      gpus: ``nvidia.com/gpu`` limit on every type except PS (use ``replica_resources`` for a PS).
-      replica_resources: per type, same shape as ``resources`` (``{"ps": {"cpu": "1"}, "worker": {"gpus": 2}}``),
-        applied after the job-wide values.
-      volume_mounts: VolumeMount dicts for the tensorflow container.
-      working_dir, ports (``{"tfjob-port": 2222, "tensorboard": 6006}`` or ContainerPort dicts).
-    Pod template (every replica type)
-      volumes: Volume dicts.
-      pvc: ``"claim:/mount/path"`` (``":ro"`` suffix for read-only), ``{"claim": "data",
-        "mount_path": "/data", "read_only": False, "sub_path": None}``, or a list of those.
-      secret_volumes / config_map_volumes: ``{"name": "/mount/path"}`` or a list of
-        ``{"secret"|"config_map": name, "mount_path": ..., "items": [...]}``; mounted read-only.
-      node_selector, tolerations, service_account, image_pull_secrets (names), pod_labels,
-      pod_annotations (e.g. ``{"sidecar.istio.io/inject": "false"}``).
-    TFJob
-      labels, annotations; queue: Kueue's ``kueue.x-k8s.io/queue-name`` label.
-      clean_pod_policy, ttl_seconds_after_finished, active_deadline_seconds, backoff_limit, suspend,
-      managed_by: ``spec.runPolicy``.
-      scheduling: ``{"queue", "min_available", "priority_class", "min_resources",
-        "schedule_timeout_seconds"}`` (camelCase accepted) -> ``spec.runPolicy.schedulingPolicy``.
-      success_policy (``""`` or ``AllWorkers``), enable_dynamic_worker.
-    """
-
-    replicas: Mapping[str, int] | None = None
-    restart_policy: str | Mapping[str, str] | None = None
-    image: str | None = None
-    images: Mapping[str, str] | None = None
-    image_pull_policy: str | None = None
-    command: str | Sequence[Any] | None = None
-    args: str | Sequence[Any] | None = None
-    hyperparameters: Mapping[str, Any] | None = None
-    env: Mapping[str, EnvValue] | Sequence[Mapping[str, Any]] | None = None
-    secret_env: Mapping[str, str] | None = None
-    env_from_secrets: Mapping[str, Any] | None = None
-    env_from_config_maps: Mapping[str, Any] | None = None
-    env_from: Sequence[str | Mapping[str, Any]] | None = None
-    resources: Mapping[str, Any] | None = None
-    gpus: int | None = None
-    replica_resources: Mapping[str, Mapping[str, Any]] | None = None
-    volume_mounts: Sequence[Mapping[str, Any]] | None = None
-    working_dir: str | None = None
-    ports: Mapping[str, int] | Sequence[Mapping[str, Any] | int] | None = None
-    volumes: Sequence[Mapping[str, Any]] | None = None
-    pvc: MountSpec | Sequence[MountSpec] | None = None
-    secret_volumes: Mapping[str, str] | Sequence[Mapping[str, Any]] | None = None
-    config_map_volumes: Mapping[str, str] | Sequence[Mapping[str, Any]] | None = None
-    node_selector: Mapping[str, str] | None = None
-    tolerations: Sequence[Mapping[str, Any]] | None = None
-    service_account: str | None = None
-    image_pull_secrets: Sequence[str] | None = None
-    pod_labels: Mapping[str, str] | None = None
-    pod_annotations: Mapping[str, str] | None = None
-    labels: Mapping[str, str] | None = None
-    annotations: Mapping[str, str] | None = None
-    queue: str | None = None
-    clean_pod_policy: str | None = None
-    ttl_seconds_after_finished: int | None = None
-    active_deadline_seconds: int | None = None
-    backoff_limit: int | None = None
-    suspend: bool | None = None
-    managed_by: str | None = None
-    scheduling: Mapping[str, Any] | None = None
-    success_policy: str | None = None
-    enable_dynamic_worker: bool | None = None
-
-
-PARAMETER_NAMES: tuple[str, ...] = tuple(f.name for f in fields(TFJobParameters))
-
-
 # --------------------------------------------------------------------------- build
 
 
-def build_tfjob(
+def build_job(
+    kind: JobKind | str,
     name: str | None = None,
     namespace: str | None = None,
     *,
@@ -186,25 +104,48 @@ def build_tfjob(
     params: TFJobParameters | None = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
-    """A TFJob manifest: ``base`` (optional full manifest) overridden by explicit parameters.
+    """A manifest of ``kind`` (a :class:`~airflow_tfjob.kinds.JobKind` or its name): ``base``
+    (optional full manifest) overridden by explicit parameters.
 
     Parameters are those of :class:`TFJobParameters`, given either as ``params=`` or as keywords
     (an unknown keyword raises TypeError). Raises :class:`TFJobValidationError` for parameters that
-    cannot be turned into a manifest (e.g. ``pvc="data"`` without a mount path); whether the
-    resulting manifest is acceptable is :func:`airflow_tfjob.validation.validate_tfjob`'s job.
+    cannot be turned into a manifest of that kind (e.g. ``pvc="data"`` without a mount path, ``ps``
+    replicas for a PyTorchJob); whether the result is acceptable is
+    :func:`airflow_tfjob.validation.validate_job`'s job.
     """
+    kind = kind if isinstance(kind, JobKind) else kind_named(kind)
     if params is not None and kwargs:
         raise TypeError("pass either params= or keyword parameters, not both")
     p = params if params is not None else TFJobParameters(**kwargs)
+    try:
+        return _build(kind, name, namespace, base, generate_name, p)
+    except TFJobValidationError as error:
+        if error.kind == kind.kind:
+            raise
+        # The converters are kind-blind: their problems are this kind's.
+        raise TFJobValidationError(list(error.problems), kind=kind.kind) from None
+
+
+def _build(
+    kind: JobKind,
+    name: str | None,
+    namespace: str | None,
+    base: Mapping[str, Any] | None,
+    generate_name: str | None,
+    p: TFJobParameters,
+) -> dict[str, Any]:
     check_types({f: getattr(p, f) for f in PARAMETER_NAMES})
     if base is not None and not isinstance(base, Mapping):
-        raise bad("tfjob", f"is a {type(base).__name__}, not a TFJob mapping", "pass a dict or YAML text")
+        raise bad(
+            "tfjob", f"is a {type(base).__name__}, not a {kind.kind} mapping", "pass a dict or YAML text"
+        )
     manifest: dict[str, Any] = copy.deepcopy(dict(base)) if base else {}
-    problems = shape_problems(manifest)
+    base_kind(manifest, kind)
+    problems = shape_problems(manifest, kind.spec_key)
     if problems:
-        raise TFJobValidationError(problems)
+        raise TFJobValidationError(problems, kind=kind.kind)
     manifest.setdefault("apiVersion", API_VERSION)
-    manifest.setdefault("kind", KIND)
+    manifest.setdefault("kind", kind.kind)
     metadata = manifest.get("metadata")
     if not isinstance(metadata, dict):
         metadata = manifest["metadata"] = {}
@@ -218,31 +159,15 @@ def build_tfjob(
     spec = manifest.get("spec")
     if not isinstance(spec, dict):
         spec = manifest["spec"] = {}
-    raw_specs = spec.get("tfReplicaSpecs")
-    specs = canonical_replica_specs(raw_specs) if isinstance(raw_specs, Mapping) else {}
+    raw_specs = spec.get(kind.spec_key)
+    specs = canonical_specs(kind, raw_specs) if isinstance(raw_specs, Mapping) else {}
+    types = _replica_layout(kind, specs, replica_counts(kind, p.replicas))
+    spec[kind.spec_key] = specs
 
-    replica_counts = _per_type_any(p.replicas, "replicas")
-    if not specs and not replica_counts:
-        replica_counts = {"Worker": 1}
-    prototype = next((specs[t] for t in _PROTOTYPE_ORDER if isinstance(specs.get(t), Mapping)), None)
-    if prototype is None:
-        prototype = next((s for s in specs.values() if isinstance(s, Mapping)), None)
-    for rtype, count in replica_counts.items():
-        if rtype not in specs:
-            if prototype is not None:
-                specs[rtype] = {k: copy.deepcopy(v) for k, v in prototype.items() if k == "template"}
-            else:
-                specs[rtype] = {"template": {"spec": {"containers": [{"name": CONTAINER_NAME}]}}}
-        if not isinstance(specs[rtype], dict):
-            specs[rtype] = {}
-        specs[rtype]["replicas"] = count
-    spec["tfReplicaSpecs"] = specs
-    types = list(specs)
-
-    images = per_type(p.images, "images", types)
-    extra_resources = per_type(p.replica_resources, "replica_resources", types)
+    images = _per_type(kind, p.images, "images", types)
+    extra_resources = _per_type(kind, p.replica_resources, "replica_resources", types)
     if isinstance(p.restart_policy, Mapping):
-        restart = per_type(p.restart_policy, "restart_policy", types)
+        restart = _per_type(kind, p.restart_policy, "restart_policy", types)
     elif p.restart_policy is not None:
         restart = dict.fromkeys(types, p.restart_policy)
     else:
@@ -272,9 +197,9 @@ def build_tfjob(
         if not isinstance(pod, dict):
             pod = template["spec"] = {}
         if not pod.get("containers"):
-            pod["containers"] = [{"name": CONTAINER_NAME}]
+            pod["containers"] = [{"name": kind.container}]
         _apply_pod(template, pod, p, volumes)
-        container = tensorflow_container(replica)
+        container = main_container(replica, kind)
         if container is None:
             continue  # validation names the missing container; sidecars are never touched
         image = images.get(rtype, p.image)
@@ -311,30 +236,57 @@ def build_tfjob(
 
     _apply_job_metadata(metadata, p)
     _apply_run_policy(spec, p)
-    if p.success_policy is not None:
-        spec["successPolicy"] = p.success_policy
-    if p.enable_dynamic_worker is not None:
-        spec["enableDynamicWorker"] = p.enable_dynamic_worker
+    kind_fields = ("success_policy", "enable_dynamic_worker", "nproc_per_node", "elastic_policy")
+    apply_kind_fields(spec, kind, {f: getattr(p, f) for f in kind_fields})
     return manifest
 
 
-def _per_type_any(value: Mapping[str, Any] | None, param: str) -> dict[str, Any]:
-    """Like per_type, but any replica type may be named (``replicas`` defines the types)."""
-    out: dict[str, Any] = {}
+def build_tfjob(
+    name: str | None = None,
+    namespace: str | None = None,
+    *,
+    base: Mapping[str, Any] | None = None,
+    generate_name: str | None = None,
+    params: TFJobParameters | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """A TFJob manifest: :func:`build_job` for :data:`~airflow_tfjob.kinds.TFJOB`."""
+    return build_job(TFJOB, name, namespace, base=base, generate_name=generate_name, params=params, **kwargs)
+
+
+def _replica_layout(kind: JobKind, specs: dict[str, Any], counts: dict[str, Any]) -> list[str]:
+    """Add the replica types ``counts`` names to ``specs`` (in place); return the job's types."""
+    if not specs and not counts:
+        counts = default_replicas(kind)
+    prototype = next((specs[t] for t in _PROTOTYPE_ORDER if isinstance(specs.get(t), Mapping)), None)
+    if prototype is None:
+        prototype = next((s for s in specs.values() if isinstance(s, Mapping)), None)
+    for rtype, count in counts.items():
+        if rtype not in specs:
+            if prototype is not None:
+                specs[rtype] = {k: copy.deepcopy(v) for k, v in prototype.items() if k == "template"}
+            else:
+                specs[rtype] = {"template": {"spec": {"containers": [{"name": kind.container}]}}}
+        if not isinstance(specs[rtype], dict):
+            specs[rtype] = {}
+        specs[rtype]["replicas"] = count
+    for rtype in kind.single_replica_types:
+        if isinstance(specs.get(rtype), dict):
+            specs[rtype].setdefault("replicas", 1)
+    return list(specs)
+
+
+def _per_type(kind: JobKind, value: Mapping[str, Any] | None, param: str, known: list[str]) -> dict[str, Any]:
+    """A per-type parameter (``images={"ps": ...}``) by canonical type: types this job has only."""
+    out = {}
     for key, item in (value or {}).items():
-        name = canonical_replica_type(key)
-        if name is None:
-            close = difflib.get_close_matches(
-                str(key).lower(), [t.lower() for t in REPLICA_TYPES], n=1, cutoff=0.5
-            )
-            hint = f"did you mean {canonical_replica_type(close[0])!r}? " if close else ""
+        name = kind_type(kind, key, f"{param}.{key}")
+        if name not in known:
             raise bad(
                 f"{param}.{key}",
-                f"{key!r} is not a TFJob replica type",
-                f"{hint}use one of {list(REPLICA_TYPES)}",
+                f"{key!r} is not one of this job's replica types {list(known)}",
+                "add the type to replicas=..., or fix its spelling",
             )
-        if name in out:
-            raise bad(f"{param}.{key}", f"{name} is given twice", "name each replica type once")
         out[name] = item
     return out
 
@@ -417,8 +369,10 @@ __all__ = [
     "PARAMETER_NAMES",
     "REDACTED",
     "IntendedCleanup",
+    "JobParameters",
     "TFJobParameters",
     "TFJobValidationError",
+    "build_job",
     "build_tfjob",
     "canonical_replica_specs",
     "deep_merge",

@@ -22,7 +22,7 @@ from airflow_tfjob.naming import canonical_replica_type
 from airflow_tfjob.validation import TFJobValidationError
 
 if TYPE_CHECKING:
-    from airflow_tfjob.manifest import TFJobParameters
+    from airflow_tfjob.manifest_params import TFJobParameters
 
 _RESOURCE_SHORTHANDS = {
     "cpu": "cpu",
@@ -402,22 +402,6 @@ def canonical_replica_specs(
             )
         out[name] = value
         origin[name] = key
-    return out
-
-
-def per_type(value: Mapping[str, Any] | None, param: str, known: Sequence[str]) -> dict[str, Any]:
-    if not value:
-        return {}
-    out = {}
-    for key, item in value.items():
-        name = canonical_replica_type(key)
-        if name is None or name not in known:
-            raise bad(
-                f"{param}.{key}",
-                f"{key!r} is not one of this job's replica types {list(known)}",
-                "add the type to replicas=..., or fix its spelling",
-            )
-        out[name] = item
     return out
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_tfjob.constants import (
@@ -37,7 +37,7 @@ MAX_NAME = 63
 # Suffix used when the replica counts are not known yet: Evaluator is the longest type name, and
 # two index digits cover up to 100 replicas of it. Leaves 50 characters, the practical limit the
 # reference gives for jobs with an Evaluator.
-DEFAULT_MAX_REPLICA_SUFFIX = "-evaluator-99"
+DEFAULT_MAX_REPLICA_SUFFIX = "-evaluator-99"  # default_replica_suffix() of a TFJob
 
 DNS1035_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -82,20 +82,28 @@ def _replica_counts(replicas: Mapping[str, Any]) -> dict[str, int]:
     return counts
 
 
-def max_replica_suffix(replicas: Mapping[str, Any]) -> str:
+def default_replica_suffix(replica_types: Sequence[str] = REPLICA_TYPES) -> str:
+    """The suffix to budget for before the counts are known: a kind's longest type, 100 replicas
+    (``-evaluator-99`` for a TFJob, ``-worker-99`` for a PyTorchJob: of equal lengths the last type,
+    as kinds list Worker, the one with many replicas, last)."""
+    return f"-{max(reversed(replica_types), key=len).lower()}-99"
+
+
+def max_replica_suffix(replicas: Mapping[str, Any], replica_types: Sequence[str] = REPLICA_TYPES) -> str:
     """The longest ``-{type}-{index}`` suffix a job with these replicas will get.
 
-    ``replicas`` maps replica type to a count, or is a ``spec.tfReplicaSpecs`` mapping.
+    ``replicas`` maps replica type to a count, or is a kind's replica specs (``spec.tfReplicaSpecs``,
+    ...); when it is empty, :func:`default_replica_suffix` of the kind's ``replica_types``.
     """
     counts = _replica_counts(replicas)
     if not counts:
-        return DEFAULT_MAX_REPLICA_SUFFIX
+        return default_replica_suffix(replica_types)
     return max((replica_suffix(t, n) for t, n in counts.items()), key=len)
 
 
-def max_name_length(replicas: Mapping[str, Any]) -> int:
+def max_name_length(replicas: Mapping[str, Any], replica_types: Sequence[str] = REPLICA_TYPES) -> int:
     """The longest job name whose every pod and Service name still fits in 63 characters."""
-    return MAX_NAME - len(max_replica_suffix(replicas))
+    return MAX_NAME - len(max_replica_suffix(replicas, replica_types))
 
 
 def _dns_slug(text: str) -> str:

@@ -147,6 +147,11 @@ PARAMETER_TYPES: dict[str, tuple[Checker, str]] = {
         _either(STR, MAPPING, what="a mapping, YAML text or a .yaml path"),
         "a dict, YAML text or 'job.yaml'",
     ),
+    # KubeflowJobOperator's name for the same parameter
+    "job": (
+        _either(STR, MAPPING, what="a mapping, YAML text or a .yaml path"),
+        "a dict, YAML text or 'job.yaml'",
+    ),
     "name": (STR, "name='mnist-train'"),
     "namespace": (STR, "namespace='ml'"),
     "cluster_context": (STR, "cluster_context='my-context'"),
@@ -231,6 +236,11 @@ PARAMETER_TYPES: dict[str, tuple[Checker, str]] = {
     "scheduling": (MAPPING, "scheduling={'queue': 'team-a', 'min_available': 2}"),
     "success_policy": (STR, "success_policy='AllWorkers'"),
     "enable_dynamic_worker": (BOOL, "enable_dynamic_worker=True"),
+    "nproc_per_node": (
+        _type(int, str, what="a whole number or 'auto'/'cpu'/'gpu'/'xpu'"),
+        "nproc_per_node=4",
+    ),
+    "elastic_policy": (MAPPING, "elastic_policy={'min_replicas': 1, 'max_replicas': 4}"),
 }
 
 

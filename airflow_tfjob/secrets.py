@@ -1,4 +1,4 @@
-"""Secret values of a TFJob: which env vars hold them, hiding them in what the task shows, masking them.
+"""Secret values of a job (any kind): which env vars hold them, hiding them in what the task shows, masking them.
 
 ``secret_env`` values are literal env values the user marked secret. Their *names* travel in the
 job's annotation :data:`~airflow_tfjob.constants.ANNOTATION_SECRET_ENV` as a JSON list (any
@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from airflow_tfjob.constants import ANNOTATION_SECRET_ENV
+from airflow_tfjob.kinds import KINDS
 
 REDACTED = "***"
 # The masker ignores very short values too (they would mask common words); a value this short is
@@ -64,9 +65,18 @@ def with_secret_names(annotations: Mapping[str, Any], names: Iterable[str]) -> d
 
 
 def _env_entries(manifest: Mapping[str, Any]) -> Iterable[dict[str, Any]]:
-    """Every env entry of every container and init container of every replica type."""
-    specs = (manifest.get("spec") or {}).get("tfReplicaSpecs") or {}
-    for replica in specs.values() if isinstance(specs, Mapping) else ():
+    """Every env entry of every container and init container of every replica type.
+
+    Replica specs are read under every kind's spec key, so a manifest whose kind is wrong or
+    unknown still has its secrets hidden.
+    """
+    spec = manifest.get("spec") or {}
+    spec = spec if isinstance(spec, Mapping) else {}
+    replicas = []
+    for kind in KINDS:
+        specs = spec.get(kind.spec_key) or {}
+        replicas += list(specs.values()) if isinstance(specs, Mapping) else []
+    for replica in replicas:
         if not isinstance(replica, Mapping):
             continue
         template = replica.get("template") or {}

@@ -48,8 +48,11 @@ class _Walk:
         return empty
 
 
-def shape_problems(manifest: Mapping[str, Any]) -> list[Problem]:
-    """A Problem for every part of ``manifest`` the builder touches that has the wrong type."""
+def shape_problems(manifest: Mapping[str, Any], spec_key: str = "tfReplicaSpecs") -> list[Problem]:
+    """A Problem for every part of ``manifest`` the builder touches that has the wrong type.
+
+    ``spec_key``: where the kind keeps its replica specs (``pytorchReplicaSpecs``, ...).
+    """
     walk = _Walk()
     metadata = walk.map(manifest, "metadata", "")
     for key in ("labels", "annotations"):
@@ -57,9 +60,9 @@ def shape_problems(manifest: Mapping[str, Any]) -> list[Problem]:
     spec = walk.map(manifest, "spec", "")
     run_policy = walk.map(spec, "runPolicy", "spec")
     walk.map(run_policy, "schedulingPolicy", "spec.runPolicy")
-    specs = walk.map(spec, "tfReplicaSpecs", "spec")
+    specs = walk.map(spec, spec_key, "spec")
     for rtype, replica in specs.items():
-        rpath = f"spec.tfReplicaSpecs.{rtype}"
+        rpath = f"spec.{spec_key}.{rtype}"
         if replica is None:
             continue  # validation reports an empty replica spec
         template = walk.map(walk.item(replica, rpath), "template", rpath)

@@ -1,4 +1,5 @@
-"""From a TFJob object to one state, the way the training-operator means its conditions.
+"""From a job object (TFJob or any kubeflow.org/v1 kind) to one state, the way the training-operator
+means its conditions.
 
 Pure: used by the operator, the sensor, the trigger and the retry decision alike, so that every mode
 agrees on what a job's status says.
@@ -17,8 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from airflow_tfjob.constants import REPLICA_TYPES
-from airflow_tfjob.naming import canonical_replica_type
+from airflow_tfjob.kinds import TFJOB, JobKind, kind_of
 
 _COUNT_KEYS = ("active", "succeeded", "failed")
 # "... has failed because 1 Worker replica(s) failed." / "... is failing because "PS" replica(s) failed."
@@ -102,22 +102,31 @@ def _count(value: Any) -> int:
         return 0
 
 
-def _type_order(name: str) -> tuple[int, str]:
-    return (REPLICA_TYPES.index(name) if name in REPLICA_TYPES else len(REPLICA_TYPES), name)
+def job_kind(job: Mapping[str, Any]) -> JobKind:
+    """The job's kind row; an object of a kind the provider does not know is read as a TFJob."""
+    try:
+        return kind_of(dict(job))
+    except ValueError:
+        return TFJOB
 
 
-def _replica_statuses(tfjob: Mapping[str, Any]) -> dict[str, dict[str, int]]:
-    spec_types = ((tfjob.get("spec") or {}).get("tfReplicaSpecs") or {}).keys()
-    raw = (tfjob.get("status") or {}).get("replicaStatuses") or {}
+def _replica_statuses(job: Mapping[str, Any], kind: JobKind) -> dict[str, dict[str, int]]:
+    spec_types = ((job.get("spec") or {}).get(kind.spec_key) or {}).keys()
+    raw = (job.get("status") or {}).get("replicaStatuses") or {}
     result: dict[str, dict[str, int]] = {}
     for key in spec_types:
-        name = canonical_replica_type(key) or str(key)
+        name = kind.canonical_type(str(key)) or str(key)
         result.setdefault(name, dict.fromkeys(_COUNT_KEYS, 0))
     for key, counts in raw.items():
-        name = canonical_replica_type(key) or str(key)
+        name = kind.canonical_type(str(key)) or str(key)
         counts = counts if isinstance(counts, Mapping) else {}
         result[name] = {ck: _count(counts.get(ck)) for ck in _COUNT_KEYS}
-    return {k: result[k] for k in sorted(result, key=_type_order)}
+    order = kind.replica_types
+
+    def position(name: str) -> tuple[int, str]:
+        return (order.index(name) if name in order else len(order), name)
+
+    return {k: result[k] for k in sorted(result, key=position)}
 
 
 def true_conditions(tfjob: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
@@ -130,7 +139,9 @@ def true_conditions(tfjob: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
 
 
 def interpret(tfjob: Mapping[str, Any]) -> JobStatus:
-    """The job's state, with the reason and message of the condition that decided it."""
+    """The job's state, with the reason and message of the condition that decided it (any kind: the
+    replica specs are read under the kind's spec key, types in its canonical casing and order)."""
+    kind = job_kind(tfjob)
     status = tfjob.get("status") or {}
     conditions = true_conditions(tfjob)
     state, deciding = JobState.CREATED, None
@@ -138,14 +149,14 @@ def interpret(tfjob: Mapping[str, Any]) -> JobStatus:
         if ctype in conditions:
             state, deciding = candidate, conditions[ctype]
             break
-    replicas = _replica_statuses(tfjob)
+    replicas = _replica_statuses(tfjob, kind)
     failed_types = tuple(name for name, counts in replicas.items() if counts["failed"] > 0)
     message = str((deciding or {}).get("message") or "")
     if state is JobState.FAILED and not failed_types:
         # Backoff/deadline failures, and cleanup, can leave no failed count: the message still names the type.
         match = _FAILED_TYPE_RE.search(message)
         if match:
-            failed_types = (canonical_replica_type(match.group(1)) or match.group(1),)
+            failed_types = (kind.canonical_type(match.group(1)) or match.group(1),)
     return JobStatus(
         state=state,
         reason=str((deciding or {}).get("reason") or ""),

@@ -213,7 +213,7 @@ def _yaml_problem(error: Exception, source: str) -> TFJobValidationError:
 
 
 def parse_manifest_text(text: str, source: str, *, as_json: bool = False) -> dict[str, Any]:
-    """One TFJob mapping from YAML or JSON text; ``source`` (a file or "the tfjob string") names it."""
+    """One job mapping (any kind) from YAML or JSON text; ``source`` (a file or "the tfjob string") names it."""
     import yaml
 
     if as_json:
@@ -245,8 +245,8 @@ def parse_manifest_text(text: str, source: str, *, as_json: bool = False) -> dic
     if not isinstance(data, Mapping):
         raise TFJobValidationError(
             "tfjob",
-            f"{source} holds a {type(data).__name__}, not a TFJob object",
-            "give one TFJob mapping (apiVersion, kind, metadata, spec)",
+            f"{source} holds a {type(data).__name__}, not a job object",
+            "give one job mapping (apiVersion, kind, metadata, spec), e.g. a TFJob or a PyTorchJob",
         )
     return dict(data)
 
@@ -281,7 +281,7 @@ def load_manifest(
     context: Mapping[str, Any] | None = None,
     allow_outside: bool = False,
 ) -> dict[str, Any]:
-    """A full TFJob manifest from a dict, a YAML/JSON string, or a template file.
+    """A full job manifest (any kind) from a dict, a YAML/JSON string, or a template file.
 
     A single-line string ending in .yaml/.yml/.json is a file path, relative to one of
     ``searchpath`` (the DAG's folder and template_searchpath) and resolving inside them unless

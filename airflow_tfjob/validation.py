@@ -1,4 +1,5 @@
-"""Checks a TFJob manifest before any API call, with errors that name the field and the fix.
+"""Checks a job manifest (TFJob, PyTorchJob, XGBoostJob, JAXJob, PaddleJob) before any API call,
+with errors that name the field and the fix.
 
 Pure: the operator calls this at execute time (and render-only mode), so a mistake costs one
 failed try with a clear message rather than a job stuck in the cluster.
@@ -14,8 +15,11 @@ Two families of checks:
 
 Things that work but surprise (a single-replica job gets no TF_CONFIG) are returned as warnings.
 
-The error, the value syntax and the checker that collects problems are in
-:mod:`airflow_tfjob.validation_checker` (re-exported here); a container's checks in
+This module holds the rules every kind shares (read through the kind's row: its spec key, replica
+types, container, extra spec fields) and TFJob's roles; the other kinds' own webhook rules are a
+table in :mod:`airflow_tfjob.validation_kinds`. The error, the value syntax and the checker that
+collects problems are in :mod:`airflow_tfjob.validation_checker` (re-exported here); a pod
+template's checks in :mod:`airflow_tfjob.pod_validation`, a container's in
 :mod:`airflow_tfjob.container_validation`.
 """
 
@@ -27,24 +31,17 @@ from typing import Any
 from airflow_tfjob.constants import (
     API_VERSION,
     CLEAN_POD_POLICIES,
-    CONTAINER_NAME,
-    KIND,
     MANAGED_BY_VALUES,
-    REPLICA_TYPES,
     RESTART_POLICIES,
     SUCCESS_POLICIES,
 )
-from airflow_tfjob.container_validation import PULL_POLICIES, validate_container
-from airflow_tfjob.naming import (
-    DNS1123_LABEL_RE,
-    MAX_NAME,
-    canonical_replica_type,
-    is_dns1035_label,
-    max_name_length,
-)
+from airflow_tfjob.container_validation import PULL_POLICIES
+from airflow_tfjob.kinds import KINDS, TFJOB, JobKind, kind_named
+from airflow_tfjob.naming import DNS1123_LABEL_RE, MAX_NAME, is_dns1035_label, max_name_length
+from airflow_tfjob.pod_validation import validate_template
 from airflow_tfjob.validation_checker import (
-    DNS1123_SUBDOMAIN_RE,
     Checker,
+    JobValidationError,
     Problem,
     TFJobValidationError,
     choice_fix,
@@ -52,9 +49,10 @@ from airflow_tfjob.validation_checker import (
     parse_quantity,
     suggest_replica_type,
 )
+from airflow_tfjob.validation_kinds import JobView, article, check_kind_rules, replica_key_problem
 
-# The fields of a TFJob's spec, replica spec and run policy (anything else is dropped by the API).
-_SPEC_KEYS = ("tfReplicaSpecs", "runPolicy", "successPolicy", "enableDynamicWorker")
+# The fields of a replica spec and run policy (anything else is dropped by the API); a spec's
+# fields are the kind's spec key, runPolicy and kind.extra_spec_fields.
 _REPLICA_KEYS = ("replicas", "template", "restartPolicy")
 _RUN_POLICY_KEYS = (
     "cleanPodPolicy",
@@ -69,52 +67,89 @@ _SCHEDULING_KEYS = ("minAvailable", "queue", "minResources", "priorityClass", "s
 _NEVER_FINISHING_TYPES = ("Chief", "Master", "Worker")
 
 
-def validate_tfjob(manifest: Any, *, require_name: bool = True) -> list[str]:
+def validate_job(manifest: Any, *, require_name: bool = True) -> list[str]:
     """Raise :class:`TFJobValidationError` listing every problem found; return the warnings.
 
-    ``require_name=False`` accepts a manifest without ``metadata.name``/``generateName`` (the
-    operator validates a user's template before giving it a name).
+    The kind's rules apply (``manifest["kind"]``: TFJob, PyTorchJob, XGBoostJob, JAXJob or
+    PaddleJob). ``require_name=False`` accepts a manifest without ``metadata.name``/``generateName``
+    (the operator validates a user's template before giving it a name).
     """
     check = Checker()
-    _validate(check, manifest, require_name)
+    kind = _validate(check, manifest, require_name)
     if check.problems:
-        raise TFJobValidationError(check.problems)
+        raise TFJobValidationError(check.problems, kind=kind.kind if kind else "job")
     return check.warnings
 
 
-def _validate(check: Checker, manifest: Any, require_name: bool) -> None:
+#: The name the provider had when it ran TFJobs only; the same function.
+validate_tfjob = validate_job
+
+
+def _kind(check: Checker, manifest: Mapping[str, Any]) -> JobKind | None:
+    value = manifest.get("kind")
+    known = ", ".join(k.kind for k in KINDS)
+    if not isinstance(value, str) or not value:
+        check.error("kind", f"is {value!r}", f"set kind: {TFJOB.kind} (or one of {known})")
+        return None
+    try:
+        kind = kind_named(value)
+    except ValueError:
+        check.error(
+            "kind", f"{value!r} is not a job kind the provider runs", choice_fix(value, [*known.split(", ")])
+        )
+        return None
+    if kind.kind != value:
+        check.error("kind", f"is {value!r}", f"write it exactly {kind.kind!r}")
+    return kind
+
+
+def _validate(check: Checker, manifest: Any, require_name: bool) -> JobKind | None:
     if not isinstance(manifest, Mapping):
         check.error(
-            "tfjob", f"must be a mapping, got {type(manifest).__name__}", "pass a TFJob dict or YAML text"
+            "tfjob", f"must be a mapping, got {type(manifest).__name__}", "pass a job dict or YAML text"
         )
-        return
+        return None
     if manifest.get("apiVersion") != API_VERSION:
         check.error("apiVersion", f"is {manifest.get('apiVersion')!r}", f"set apiVersion: {API_VERSION}")
-    if manifest.get("kind") != KIND:
-        check.error("kind", f"is {manifest.get('kind')!r}", f"set kind: {KIND}")
-    check.unknown_keys(manifest, ("apiVersion", "kind", "metadata", "spec", "status"), "")
+    found = _kind(check, manifest)
+    kind = found or TFJOB  # an unknown kind is reported; the rest is checked as a TFJob's
+    check.unknown_keys(manifest, ("apiVersion", "kind", "metadata", "spec", "status"), "", kind.kind)
     metadata = check.mapping(manifest.get("metadata"), "metadata") or {}
     name_len = _validate_metadata(check, metadata, require_name)
     _validate_namespace_and_meta(check, metadata)
 
+    key = kind.spec_key
     spec = check.mapping(manifest.get("spec"), "spec")
     if spec is None:
-        check.error("spec", "is missing", "add spec.tfReplicaSpecs with at least one replica type")
-        return
-    check.unknown_keys(spec, _SPEC_KEYS, "spec")
-    raw = spec.get("tfReplicaSpecs")
-    specs = check.mapping(raw, "spec.tfReplicaSpecs")
+        check.error("spec", "is missing", f"add spec.{key} with at least one replica type")
+        return found
+    other = {k.spec_key: k for k in KINDS if k is not kind and k.spec_key in spec}
+    for other_key, owner in other.items():
+        check.error(
+            "kind",
+            f"is {kind.kind!r}, but the spec holds {other_key}, the replica specs of "
+            f"{article(owner.kind)} {owner.kind}",
+            f"set kind: {owner.kind}, or rename spec.{other_key} to {key}",
+        )
+    known_fields = (key, "runPolicy", *kind.extra_spec_fields)
+    check.unknown_keys({k: v for k, v in spec.items() if k not in other}, known_fields, "spec", kind.kind)
+    raw = spec.get(key)
+    specs = check.mapping(raw, f"spec.{key}")
     if not specs:
         if raw is None or specs is not None:
             check.error(
-                "spec.tfReplicaSpecs",
+                f"spec.{key}",
                 "is missing or empty",
                 "add at least one replica type, e.g. Worker: {replicas: 1, template: {spec: {containers: [...]}}}",
             )
-        return
-    counts = _validate_replica_specs(check, specs)
-    _validate_run_policy(check, spec, counts)
-    _validate_job_semantics(check, spec, counts, metadata, name_len)
+        return found
+    counts = _validate_replica_specs(check, specs, kind)
+    _validate_run_policy(check, spec, counts, kind)
+    if kind is TFJOB:
+        _validate_tfjob_semantics(check, spec, counts)
+    check_kind_rules(check, JobView(kind, spec, specs, counts))
+    _validate_name_length(check, counts, metadata, name_len)
+    return found
 
 
 NAME_FIX = "use at most 63 lower-case letters, digits and '-', starting with a letter and ending with a letter or digit"
@@ -168,35 +203,31 @@ def _validate_namespace_and_meta(check: Checker, metadata: Mapping[str, Any]) ->
     check.labels(metadata.get("annotations"), "metadata.annotations", values_are_labels=False)
 
 
-def _validate_replica_specs(check: Checker, specs: Mapping[str, Any]) -> dict[str, int]:
+def _validate_replica_specs(check: Checker, specs: Mapping[str, Any], kind: JobKind) -> dict[str, int]:
     """Checks each replica spec; returns canonical type -> replica count (defaults applied)."""
     counts: dict[str, int] = {}
     seen: dict[str, str] = {}
-    base = "spec.tfReplicaSpecs"
+    base = f"spec.{kind.spec_key}"
     for key, replica in specs.items():
         path = f"{base}.{key}"
-        canon = canonical_replica_type(key)
-        if canon is None:
-            hint = suggest_replica_type(str(key))
-            check.error(
-                path,
-                f"{key!r} is not a TFJob replica type (the operator would start pods for it but ignore them)",
-                (f"did you mean {hint!r}? " if hint else "") + f"use one of {', '.join(REPLICA_TYPES)}",
-            )
-        elif canon in seen:
+        canon = kind.canonical_type(key) if isinstance(key, str) else None
+        wrong = replica_key_problem(kind, key)
+        if wrong is not None:
+            check.error(path, *wrong)
+        elif canon is not None and canon in seen:
             check.error(
                 path,
                 f"duplicates {seen[canon]!r}: replica types are case-insensitive",
                 f"keep a single {canon!r} entry",
             )
-        else:
+        elif canon is not None:
             seen[canon] = key
         rspec = check.mapping(replica, path)
         if rspec is None:
             if replica is None:
-                check.error(path, "is empty", "give it a template with a tensorflow container")
+                check.error(path, "is empty", f"give it a template with a {kind.container} container")
             continue
-        check.unknown_keys(rspec, _REPLICA_KEYS, path)
+        check.unknown_keys(rspec, _REPLICA_KEYS, path, kind.kind)
         replicas = rspec.get("replicas", 1)
         count = 1
         if not is_int(replicas):
@@ -222,118 +253,23 @@ def _validate_replica_specs(check: Checker, specs: Mapping[str, Any]) -> dict[st
                 f"Always restarts {canon} pods even after they exit 0, so the job never completes",
                 "use OnFailure or ExitCode to retry failures, or Never",
             )
-        _validate_template(check, rspec.get("template"), f"{path}.template")
+        validate_template(check, rspec.get("template"), f"{path}.template", kind)
     return counts
 
 
-def _validate_template(check: Checker, template: Any, path: str) -> None:
-    tmpl = check.mapping(template, path)
-    if tmpl is None:
-        if template is None:
-            check.error(path, "is missing", "add template.spec.containers with a container named tensorflow")
-        return
-    meta = check.mapping(tmpl.get("metadata"), f"{path}.metadata")
-    if meta:
-        check.labels(meta.get("labels"), f"{path}.metadata.labels")
-        check.labels(meta.get("annotations"), f"{path}.metadata.annotations", values_are_labels=False)
-    pod = check.mapping(tmpl.get("spec"), f"{path}.spec")
-    if pod is None:
-        if tmpl.get("spec") is None:
-            check.error(f"{path}.spec", "is missing", "add spec.containers with a container named tensorflow")
-        return
-    ppath = f"{path}.spec"
-    if pod.get("restartPolicy") is not None:
-        check.warn(
-            f"{ppath}.restartPolicy",
-            "is overwritten by the replica's restartPolicy (default Never); set restartPolicy on the replica instead",
-        )
-    volumes = check.seq(pod.get("volumes"), f"{ppath}.volumes")
-    declared: set[str] = set()
-    for i, volume in enumerate(volumes):
-        vpath = f"{ppath}.volumes[{i}]"
-        if not isinstance(volume, Mapping):
-            check.error(vpath, "is not a mapping", "write a volume as {name: ..., <source>: {...}}")
-            continue
-        check.unique_name(volume.get("name"), f"{vpath}.name", "volume", declared)
-    containers = check.seq(pod.get("containers"), f"{ppath}.containers")
-    if not containers:
-        if not isinstance(pod.get("containers"), (str, bytes, Mapping)):
-            check.error(
-                f"{ppath}.containers", "is missing or empty", "add a container named tensorflow with an image"
-            )
-        return
-    names: set[str] = set()
-    has_tf = False
-    all_containers = [("containers", i, c) for i, c in enumerate(containers)]
-    all_containers += [
-        ("initContainers", i, c)
-        for i, c in enumerate(check.seq(pod.get("initContainers"), f"{ppath}.initContainers"))
-    ]
-    for group, i, container in all_containers:
-        cpath = f"{ppath}.{group}[{i}]"
-        if not isinstance(container, Mapping):
-            check.error(cpath, "is not a mapping", "write a container as {name: ..., image: ...}")
-            continue
-        cname = container.get("name")
-        if group == "containers" and cname == CONTAINER_NAME:
-            has_tf = True
-        check.unique_name(cname, f"{cpath}.name", "container", names)
-        validate_container(check, container, cpath, declared, is_init=group == "initContainers")
-    if not has_tf:
-        shown = sorted(n for n in names)
-        check.error(
-            f"{ppath}.containers",
-            f"no container is named exactly {CONTAINER_NAME!r} (found {shown})",
-            f"name the training container {CONTAINER_NAME!r}: the operator injects TF_CONFIG and the port there",
-        )
-    selector = pod.get("nodeSelector")
-    if selector is not None:
-        check.labels(selector, f"{ppath}.nodeSelector")
-    for i, tol in enumerate(check.seq(pod.get("tolerations"), f"{ppath}.tolerations")):
-        tpath = f"{ppath}.tolerations[{i}]"
-        if not isinstance(tol, Mapping):
-            check.error(tpath, "is not a mapping", "write {key, operator, value, effect}")
-            continue
-        op = tol.get("operator", "Equal")
-        if op not in ("Equal", "Exists"):
-            check.error(
-                f"{tpath}.operator",
-                f"{op!r} is not a toleration operator",
-                choice_fix(op, ("Equal", "Exists")),
-            )
-        elif op == "Exists" and tol.get("value"):
-            check.error(
-                f"{tpath}.value",
-                "must be empty when operator is Exists",
-                "remove value, or use operator Equal",
-            )
-        effect = tol.get("effect")
-        if effect not in (None, "", "NoSchedule", "PreferNoSchedule", "NoExecute"):
-            check.error(
-                f"{tpath}.effect",
-                f"{effect!r} is not a taint effect",
-                choice_fix(effect, ("NoSchedule", "PreferNoSchedule", "NoExecute")),
-            )
-    sa = pod.get("serviceAccountName")
-    if sa is not None and (not isinstance(sa, str) or len(sa) > 253 or not DNS1123_SUBDOMAIN_RE.match(sa)):
-        check.error(
-            f"{ppath}.serviceAccountName",
-            f"{sa!r} is not a valid service account name",
-            "use lower-case letters, digits, '-' and '.'",
-        )
-
-
-def _validate_run_policy(check: Checker, spec: Mapping[str, Any], counts: Mapping[str, int]) -> None:
+def _validate_run_policy(
+    check: Checker, spec: Mapping[str, Any], counts: Mapping[str, int], kind: JobKind
+) -> None:
     policy = check.mapping(spec.get("runPolicy"), "spec.runPolicy")
     base = "spec.runPolicy"
-    success = spec.get("successPolicy")
+    success = spec.get("successPolicy") if kind is TFJOB else None
     if success is not None and success not in SUCCESS_POLICIES:
         check.error(
             "spec.successPolicy",
             f"{success!r} is not a success policy (it would behave as the default)",
             choice_fix(success, SUCCESS_POLICIES),
         )
-    dynamic = spec.get("enableDynamicWorker")
+    dynamic = spec.get("enableDynamicWorker") if kind is TFJOB else None
     if dynamic is not None and not isinstance(dynamic, bool):
         check.error(
             "spec.enableDynamicWorker",
@@ -342,7 +278,7 @@ def _validate_run_policy(check: Checker, spec: Mapping[str, Any], counts: Mappin
         )
     if not policy:
         return
-    check.unknown_keys(policy, _RUN_POLICY_KEYS, base)
+    check.unknown_keys(policy, _RUN_POLICY_KEYS, base, kind.kind)
     clean = policy.get("cleanPodPolicy")
     if clean is not None and clean not in CLEAN_POD_POLICIES:
         check.error(
@@ -358,7 +294,12 @@ def _validate_run_policy(check: Checker, spec: Mapping[str, Any], counts: Mappin
         check.error(
             f"{base}.suspend", f"must be true or false, got {suspend!r}", "write true or false without quotes"
         )
-    if "managedBy" in policy:
+    if "managedBy" in policy and not kind.checks_managed_by:
+        check.warn(
+            f"{base}.managedBy",
+            f"the {kind.kind} webhook and controller ignore it: the training-operator runs the job whatever it says",
+        )
+    elif "managedBy" in policy:
         managed = policy["managedBy"]
         if managed not in MANAGED_BY_VALUES:
             check.error(
@@ -373,7 +314,7 @@ def _validate_run_policy(check: Checker, spec: Mapping[str, Any], counts: Mappin
     sched = check.mapping(policy.get("schedulingPolicy"), f"{base}.schedulingPolicy")
     if sched:
         spath = f"{base}.schedulingPolicy"
-        check.unknown_keys(sched, _SCHEDULING_KEYS, spath)
+        check.unknown_keys(sched, _SCHEDULING_KEYS, spath, kind.kind)
         check.non_negative_int(sched.get("minAvailable"), f"{spath}.minAvailable", minimum=1)
         check.non_negative_int(sched.get("scheduleTimeoutSeconds"), f"{spath}.scheduleTimeoutSeconds")
         for key in ("queue", "priorityClass"):
@@ -392,13 +333,8 @@ def _validate_run_policy(check: Checker, spec: Mapping[str, Any], counts: Mappin
             check.quantity(qty, f"{spath}.minResources.{name}")
 
 
-def _validate_job_semantics(
-    check: Checker,
-    spec: Mapping[str, Any],
-    counts: Mapping[str, int],
-    metadata: Mapping[str, Any],
-    name_len: int | None,
-) -> None:
+def _validate_tfjob_semantics(check: Checker, spec: Mapping[str, Any], counts: Mapping[str, int]) -> None:
+    """TFJob's roles: one Chief or Master, else Workers decide success."""
     base = "spec.tfReplicaSpecs"
     if "Chief" in counts and "Master" in counts:
         check.error(
@@ -441,6 +377,12 @@ def _validate_job_semantics(
             base,
             "the job has a single replica, so the operator sets no TF_CONFIG (it runs as plain TensorFlow)",
         )
+
+
+def _validate_name_length(
+    check: Checker, counts: Mapping[str, int], metadata: Mapping[str, Any], name_len: int | None
+) -> None:
+    """Every kind names pods and Services {job}-{type}-{index}: each must fit in 63 characters."""
     if name_len is not None and counts:
         limit = max_name_length(counts)
         if name_len > limit:
@@ -457,9 +399,11 @@ def _validate_job_semantics(
 
 __all__ = [
     "PULL_POLICIES",
+    "JobValidationError",
     "Problem",
     "TFJobValidationError",
     "parse_quantity",
     "suggest_replica_type",
+    "validate_job",
     "validate_tfjob",
 ]

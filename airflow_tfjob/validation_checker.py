@@ -32,25 +32,30 @@ class Problem:
 
 
 class TFJobValidationError(ValueError):
-    """One or more problems with a TFJob manifest (or the parameters it is built from).
+    """One or more problems with a job manifest (or the parameters it is built from).
 
     ``TFJobValidationError(field, problem, fix)`` for one, ``TFJobValidationError([Problem, ...])``
-    for several. ``field``/``problem``/``fix`` are those of the first problem.
+    for several. ``field``/``problem``/``fix`` are those of the first problem. ``kind`` only names
+    the job kind in the message (the class keeps its TFJob name: it is public, and every kind's
+    problems are of the same sort); :data:`JobValidationError` is the kind-neutral alias.
     """
 
-    def __init__(self, field: str | Sequence[Problem], problem: str = "", fix: str = "") -> None:
+    def __init__(
+        self, field: str | Sequence[Problem], problem: str = "", fix: str = "", kind: str = "TFJob"
+    ) -> None:
         self.problems: tuple[Problem, ...] = (
             (Problem(field, problem, fix),) if isinstance(field, str) else tuple(field)
         )
         if not self.problems:
             raise ValueError("TFJobValidationError needs at least one problem")
+        self.kind = kind
         super().__init__(self._message())
 
     def _message(self) -> str:
         if len(self.problems) == 1:
-            return f"Invalid TFJob: {self.problems[0]}"
+            return f"Invalid {self.kind}: {self.problems[0]}"
         lines = "\n".join(f"  - {p}" for p in self.problems)
-        return f"Invalid TFJob ({len(self.problems)} problems):\n{lines}"
+        return f"Invalid {self.kind} ({len(self.problems)} problems):\n{lines}"
 
     @property
     def field(self) -> str:
@@ -66,7 +71,10 @@ class TFJobValidationError(ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Exceptions are pickled by their args; ours are problems, not the message.
-        return (type(self), (list(self.problems),))
+        return (type(self), (list(self.problems), "", "", self.kind))
+
+
+JobValidationError = TFJobValidationError
 
 
 # --------------------------------------------------------------------------- syntax helpers
@@ -142,10 +150,11 @@ def choice_fix(value: Any, allowed: Sequence[str]) -> str:
     return (f"did you mean {close!r}? " if close is not None else "") + f"use one of {shown}"
 
 
-def suggest_replica_type(key: str) -> str | None:
-    if key.lower() in _ALIASES:
+def suggest_replica_type(key: str, types: Sequence[str] = REPLICA_TYPES) -> str | None:
+    """The replica type among ``types`` (a kind's) that ``key`` most likely meant, or None."""
+    if _ALIASES.get(key.lower()) in types:
         return _ALIASES[key.lower()]
-    lowered = {t.lower(): t for t in REPLICA_TYPES}
+    lowered = {t.lower(): t for t in types}
     match = difflib.get_close_matches(key.lower(), list(lowered), n=1, cutoff=0.5)
     if match:
         return lowered[match[0]]
@@ -204,12 +213,14 @@ class Checker:
             else:
                 self.error(f"{path}[{j}]", "is not a mapping", f"write {form}")
 
-    def unknown_keys(self, value: Mapping[str, Any], allowed: Sequence[str], path: str) -> None:
+    def unknown_keys(
+        self, value: Mapping[str, Any], allowed: Sequence[str], path: str, kind: str = "TFJob"
+    ) -> None:
         for key in value:
             if key not in allowed:
                 self.error(
                     f"{path}.{key}" if path else str(key),
-                    f"is not a field of {path or 'the TFJob'} (the API server would drop it silently)",
+                    f"is not a field of {path or 'the ' + kind} (the API server would drop it silently)",
                     choice_fix(str(key), allowed),
                 )
 

@@ -1,8 +1,8 @@
-"""One TFJob watch stream per (cluster, namespace, event loop), fanned out to per-job subscribers.
+"""One job watch stream per (cluster, namespace, job kind, event loop), fanned out to per-job subscribers.
 
 Why: a triggerer may wait on a thousand TFJobs. One watch per job would hold a thousand connections
 and multiply the API server's work; polling would make requests grow with waiting time. Instead,
-every waiter of a namespace subscribes to a shared watcher that behaves like a client-go informer:
+every waiter of a namespace and kind subscribes to a shared watcher that behaves like a client-go informer:
 
 - an initial LIST fills a cache and gives the resourceVersion to watch from, so a new
   subscriber gets the current state at once, without a request of its own;
@@ -25,8 +25,8 @@ carrying a large object would exceed).
 
 Usage::
 
-    async with shared_watch(hook, "team-a").subscribe("my-job") as sub:
-        async for obj in sub:       # dict (latest TFJob) or None (absent / deleted)
+    async with shared_watch(hook, "team-a", kind=PYTORCHJOB).subscribe("my-job") as sub:
+        async for obj in sub:       # dict (latest job object) or None (absent / deleted)
             ...
 """
 
@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from airflow_tfjob.aio import wait_event
+from airflow_tfjob.kinds import TFJOB, JobKind
 from airflow_tfjob.watching import (
     PERMANENT_CODES,
     ListWatch,
@@ -137,14 +138,15 @@ def _strip(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Watcher:
-    """The shared stream for one (cluster, namespace, loop). Owned by the module registry."""
+    """The shared stream for one (cluster, namespace, kind, loop). Owned by the module registry."""
 
     def __init__(
         self,
-        key: tuple[Hashable, str, int],
+        key: WatchKey,
         hook: Any,
         namespace: str,
         *,
+        kind: JobKind,
         linger: float,
         watch_timeout: tuple[int, int],
     ) -> None:
@@ -152,6 +154,7 @@ class _Watcher:
         # Any hook of this cluster key will do: they share the loop's API client.
         self.hook = hook
         self.namespace = namespace
+        self.kind = kind
         self.linger = linger
         self.watch_timeout = watch_timeout
         self.loop = asyncio.get_running_loop()
@@ -174,7 +177,9 @@ class _Watcher:
         if self.synced:
             sub._deliver(self.cache.get(sub.name))
         if self.task is None:
-            self.task = self.loop.create_task(self._run(), name=f"tfjob-watch:{self.namespace}")
+            self.task = self.loop.create_task(
+                self._run(), name=f"{self.kind.singular}-watch:{self.namespace}"
+            )
 
     def remove(self, sub: Subscription) -> None:
         group = self.subs.get(sub.name)
@@ -220,7 +225,7 @@ class _Watcher:
             on_list=self._on_list,
             on_event=self._handle,
             on_expired=self._on_expired,
-            resource=f"TFJobs in {self.namespace}",
+            resource=f"{self.kind.kind}s in {self.namespace}",
         )
 
     async def _run(self) -> None:
@@ -232,7 +237,7 @@ class _Watcher:
         except Exception as exc:
             if not is_permanent(exc):
                 # A bug here must not leave subscribers waiting forever.
-                log.exception("TFJob watch of %s crashed", self.namespace)
+                log.exception("%s watch of %s crashed", self.kind.kind, self.namespace)
                 self._fail_all(WatchError(0, "crashed", f"watch crashed: {exc!r}"))
                 raise
             self._fail_all(as_watch_error(exc))
@@ -255,7 +260,7 @@ class _Watcher:
     async def _list_objects(self) -> tuple[list[dict], str]:
         self.stats.lists += 1
         items: list[dict]
-        items, rv = await self.hook.list_objects("tfjobs", self.namespace)
+        items, rv = await self.hook.list_objects(self.kind.plural, self.namespace)
         return items, rv
 
     def _on_list(self, listed: list[dict]) -> None:
@@ -279,7 +284,8 @@ class _Watcher:
         self.stats.watches += 1
         self.stats.connected = True
         try:
-            async for event in self.hook.watch_tfjobs(
+            async for event in self.hook.watch_jobs(
+                self.kind,
                 self.namespace,
                 resource_version=resource_version,
                 timeout_seconds=random.randint(*self.watch_timeout),
@@ -308,29 +314,33 @@ def _version(obj: dict[str, Any] | None) -> str | None:
     return None if obj is None else (obj.get("metadata") or {}).get("resourceVersion")
 
 
-_REGISTRY: dict[tuple[Hashable, str, int], _Watcher] = {}
+# (cluster key, namespace, kind's plural, id of the event loop)
+WatchKey = tuple[Hashable, str, str, int]
+_REGISTRY: dict[WatchKey, _Watcher] = {}
 
 
 class SharedWatchHandle:
-    """Entry point for one (hook's cluster, namespace); cheap to create, nothing runs until subscribe."""
+    """Entry point for one (hook's cluster, namespace, kind); cheap to create, nothing runs until subscribe."""
 
     def __init__(
         self,
         hook: Any,
         namespace: str,
         *,
+        kind: JobKind = TFJOB,
         linger: float = DEFAULT_LINGER,
         watch_timeout: tuple[int, int] = DEFAULT_WATCH_TIMEOUT,
     ) -> None:
         self.hook = hook
         self.namespace = namespace
+        self.kind = kind
         self.linger = linger
         self.watch_timeout = watch_timeout
         self._watcher: _Watcher | None = None
 
     async def _get_watcher(self) -> _Watcher:
         loop = asyncio.get_running_loop()
-        key = (await self.hook.get_cluster_key(), self.namespace, id(loop))
+        key = (await self.hook.get_cluster_key(), self.namespace, self.kind.plural, id(loop))
         watcher = _REGISTRY.get(key)
         if watcher is not None and (watcher.loop is not loop or watcher._closed):
             watcher = None
@@ -339,6 +349,7 @@ class SharedWatchHandle:
                 key,
                 self.hook,
                 self.namespace,
+                kind=self.kind,
                 linger=self.linger,
                 watch_timeout=self.watch_timeout,
             )
@@ -348,7 +359,7 @@ class SharedWatchHandle:
 
     @contextlib.asynccontextmanager
     async def subscribe(self, name: str) -> AsyncIterator[Subscription]:
-        """Follow one TFJob by name; leaving the block unsubscribes (the stream may linger)."""
+        """Follow one job by name; leaving the block unsubscribes (the stream may linger)."""
         watcher = await self._get_watcher()
         sub = Subscription(name)
         watcher.add(sub)
@@ -367,19 +378,22 @@ def shared_watch(
     hook: Any,
     namespace: str,
     *,
+    kind: JobKind = TFJOB,
     linger: float = DEFAULT_LINGER,
     watch_timeout: tuple[int, int] = DEFAULT_WATCH_TIMEOUT,
 ) -> SharedWatchHandle:
-    """The shared TFJob watch of ``namespace`` on the hook's cluster, for the running loop.
+    """The shared watch of ``kind``'s jobs in ``namespace`` on the hook's cluster, for the running loop.
 
     ``linger`` and ``watch_timeout`` apply when this call starts the stream (the first subscriber).
     """
-    return SharedWatchHandle(hook, namespace, linger=linger, watch_timeout=watch_timeout)
+    return SharedWatchHandle(hook, namespace, kind=kind, linger=linger, watch_timeout=watch_timeout)
 
 
 def active_watchers() -> list[dict[str, Any]]:
     """Counters of every watcher of the running loop (for benchmarks and diagnostics)."""
     loop_id = id(asyncio.get_running_loop())
     return [
-        {"namespace": w.namespace, **w.stats.to_dict()} for key, w in _REGISTRY.items() if key[2] == loop_id
+        {"namespace": w.namespace, "kind": w.kind.kind, **w.stats.to_dict()}
+        for key, w in _REGISTRY.items()
+        if key[3] == loop_id
     ]

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk.bases.decorator import DecoratedOperator, TaskDecorator, task_decorator_factory
 from airflow.sdk.exceptions import AirflowException
 
+from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
 from airflow_tfjob.operators.tfjob import TFJobOperator
 from airflow_tfjob.paramtypes import json_value
 from airflow_tfjob.secrets import mask_values
@@ -40,25 +41,41 @@ CALL_ENV = "TFJOB_FUNCTION_CALL"
 DEFAULT_IMAGE = "tensorflow/tensorflow:2.21.0"
 _REPLICA_ARGS = ("chief", "master", "ps", "worker", "evaluator")
 
-# Runs in every replica. Kept free of anything but the standard library, and of double quotes and
-# backslashes' surprises: it is passed as one argv element, never through a shell.
-BOOTSTRAP = f"""
+
+def bootstrap(decorator: str, rank0: str) -> str:
+    """The program every replica runs: rebuild the function, call it, and on rank 0 (the lines
+    `rank0`, which set ``rank0``) print the value as the marker line.
+
+    Kept free of anything but the standard library, and of double quotes and backslashes'
+    surprises: it is passed as one argv element, never through a shell.
+    """
+    return f"""
 import base64, json, os, sys
 source = base64.b64decode(os.environ[{SOURCE_ENV!r}]).decode("utf-8")
 call = json.loads(base64.b64decode(os.environ[{CALL_ENV!r}]).decode("utf-8"))
 namespace = {{"__name__": "__tfjob_function__"}}
-exec(compile(source, "<@task.tfjob " + call["name"] + ">", "exec"), namespace)
+exec(compile(source, "<{decorator} " + call["name"] + ">", "exec"), namespace)
 value = namespace[call["name"]](*call["args"], **call["kwargs"])
-config = json.loads(os.environ.get("TF_CONFIG") or "{{}}")
-task = config.get("task") or {{}}
-cluster = config.get("cluster") or {{}}
-kind, index = str(task.get("type", "worker")).lower(), int(task.get("index", 0))
-has_chief = bool(cluster.get("chief") or cluster.get("master"))
-if kind in ("chief", "master") or (kind == "worker" and index == 0 and not has_chief):
+{rank0.strip()}
+if rank0:
     payload = base64.b64encode(json.dumps(value).encode("utf-8")).decode("ascii")
     sys.stdout.write("\\n{RETURN_MARKER} " + payload + "\\n")
     sys.stdout.flush()
 """
+
+
+# TFJob: the Chief, else the Master, else Worker-0, read from the TF_CONFIG the operator injects.
+BOOTSTRAP = bootstrap(
+    "@task.tfjob",
+    """
+config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+task = config.get("task") or {}
+cluster = config.get("cluster") or {}
+kind, index = str(task.get("type", "worker")).lower(), int(task.get("index", 0))
+has_chief = bool(cluster.get("chief") or cluster.get("master"))
+rank0 = kind in ("chief", "master") or (kind == "worker" and index == 0 and not has_chief)
+""",
+)
 
 
 def encode_call(name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> str:
@@ -116,15 +133,21 @@ def _with_env(env: dict[str, Any] | list[dict[str, Any]] | None, extra: dict[str
     return [*kept, *({"name": key, "value": value} for key, value in extra.items())]
 
 
-class _TFJobDecoratedOperator(DecoratedOperator, TFJobOperator):
-    custom_operator_name = "@task.tfjob"
-    return_marker = RETURN_MARKER
+class ReplicaFunctionOperator(DecoratedOperator):
+    """The decorated function as every replica's program; mixed with a job operator (TFJobOperator,
+    PyTorchJobOperator...), whose class attributes below say what differs between decorators."""
 
-    # `command` is ours: the bootstrap. Everything else of TFJobOperator stays templated.
-    template_fields: Sequence[str] = tuple(
-        {"op_args", "op_kwargs", *TFJobOperator.template_fields} - {"command"}
-    )
+    return_marker: str | None = RETURN_MARKER
+    custom_operator_name: str
     shallow_copy_attrs: Sequence[str] = ("python_callable",)
+    #: The program the replicas run (bootstrap(...) with the kind's rank-0 rule).
+    replica_program: str = BOOTSTRAP
+    #: The operator parameters that give replica counts; without a manifest and all None: one worker.
+    replica_args: tuple[str, ...] = _REPLICA_ARGS
+    job_field: str
+    secret_env: Any
+    env: Any
+    command: Any
 
     def __init__(self, *, image: str | None = None, secret_args: Sequence[str] = (), **kwargs: Any) -> None:
         if isinstance(secret_args, str) or not all(isinstance(n, str) for n in secret_args):
@@ -134,19 +157,21 @@ class _TFJobDecoratedOperator(DecoratedOperator, TFJobOperator):
                 "pass e.g. secret_args=['token']",
             )
         self.secret_args = tuple(secret_args)
-        if kwargs.get("tfjob") is None:
+        if kwargs.get(self.job_field) is None:
             # Without a manifest the decorator must still describe a complete job.
             if kwargs.get("images") is None and image is None:
                 image = DEFAULT_IMAGE
-            if all(kwargs.get(kind) is None for kind in _REPLICA_ARGS):
+            if all(kwargs.get(kind) is None for kind in self.replica_args):
                 kwargs["worker"] = 1
         if kwargs.pop("command", None) is not None:
-            raise ValueError("@task.tfjob: `command` is the decorated function; do not pass one")
-        super().__init__(image=image, command=["python", "-c", BOOTSTRAP], **kwargs)
+            raise ValueError(
+                f"{self.custom_operator_name}: `command` is the decorated function; do not pass one"
+            )
+        super().__init__(image=image, command=["python", "-c", self.replica_program], **kwargs)
 
     def _mask_secrets(self) -> None:
         # Also when the task renders: the rendered op_args/op_kwargs are stored and shown in the UI.
-        super()._mask_secrets()
+        super()._mask_secrets()  # type: ignore[misc]
         if self.secret_args:
             mask_values(
                 secret_arguments(
@@ -164,18 +189,29 @@ class _TFJobDecoratedOperator(DecoratedOperator, TFJobOperator):
             # The encoded call holds them: it travels as a secret env value, hidden like secret_env.
             self.secret_env = {**(self.secret_env or {}), CALL_ENV: ours.pop(CALL_ENV)}
         self.env = _with_env(self.env, ours)
-        self.command = ["python", "-c", BOOTSTRAP]
-        # Skip DecoratedOperator.execute (it would call the function here); run the TFJob instead.
-        return TFJobOperator.execute(self, context)
+        self.command = ["python", "-c", self.replica_program]
+        # Skip DecoratedOperator.execute (it would call the function here); run the job instead.
+        return KubeflowJobOperator.execute(self, context)  # type: ignore[arg-type]
 
     def result_from_outcome(self, outcome: FollowOutcome, context: Context) -> Any:
         payload = getattr(outcome, "return_payload", None)
         if payload is None:
             raise AirflowException(
-                f"@task.tfjob {self.python_callable.__name__}: the job succeeded but its master replica "
-                f"printed no {RETURN_MARKER} line (did the function return, or did the replica exit first?)"
+                f"{self.custom_operator_name} {self.python_callable.__name__}: the job succeeded but its "
+                f"master replica printed no {RETURN_MARKER} line (did the function return, or did the "
+                "replica exit first?)"
             )
         return decode_return(payload)
+
+
+def decorated_template_fields(operator: type[KubeflowJobOperator]) -> tuple[str, ...]:
+    """`command` is the decorator's: the bootstrap. Everything else of the operator stays templated."""
+    return tuple({"op_args", "op_kwargs", *operator.template_fields} - {"command"})
+
+
+class _TFJobDecoratedOperator(ReplicaFunctionOperator, TFJobOperator):
+    custom_operator_name = "@task.tfjob"
+    template_fields: Sequence[str] = decorated_template_fields(TFJobOperator)
 
 
 def tfjob_task(

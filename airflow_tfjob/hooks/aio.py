@@ -25,10 +25,12 @@ from airflow_tfjob.hooks.common import (
     event_sort_key,
     events_field_selector,
     filter_events,
+    job_path,
     job_pod_selector,
     poll_delay,
 )
 from airflow_tfjob.hooks.retry import Kind, RetryPolicy
+from airflow_tfjob.kinds import TFJOB, JobKind, as_kind
 
 
 def _api_error(
@@ -42,7 +44,7 @@ def _api_error(
 
 
 class AsyncTFJobHook(AsyncKubernetesHook):
-    """Asynchronous TFJob API access: the same calls as TFJobHook, plus raw watch and log streams.
+    """Asynchronous access to Kubeflow jobs: the same calls as TFJobHook, plus raw watch and log streams.
 
     All instances with the same cluster configuration share one kubernetes_asyncio ApiClient per running
     event loop (an ApiClient owns an aiohttp session bound to its loop, and costs about 0.8 MB), with a
@@ -207,43 +209,87 @@ class AsyncTFJobHook(AsyncKubernetesHook):
 
         return await self.retry_policy.acall(call, kind, attempt, self.log)
 
-    def _tfjob_path(self, namespace: str, name: str | None = None) -> str:
-        path = COLLECTIONS["tfjobs"].format(namespace=namespace)
-        return f"{path}/{name}" if name else path
+    # -- jobs of any kubeflow.org/v1 kind (`kind`: a JobKind row or its name) ------------------------
 
-    # -- TFJobs ----------------------------------------------------------------------------------
-
-    async def create_tfjob(self, body: dict, namespace: str | None = None) -> dict:
-        ns = await self._ns(namespace)
+    async def create_job(self, kind: JobKind | str, body: dict, namespace: str | None = None) -> dict:
+        row, ns = as_kind(kind), await self._ns(namespace)
         result: dict = await self._json(
-            "POST", self._tfjob_path(ns), body=body, call=f"create TFJob {ns}/{_name_of(body)}", kind="create"
+            "POST",
+            job_path(row, ns),
+            body=body,
+            call=f"create {row.kind} {ns}/{_name_of(body)}",
+            kind="create",
         )
         return result
 
-    async def get_tfjob(self, name: str, namespace: str | None = None) -> dict:
-        ns = await self._ns(namespace)
-        result: dict = await self._json("GET", self._tfjob_path(ns, name), call=f"get TFJob {ns}/{name}")
+    async def get_job(self, kind: JobKind | str, name: str, namespace: str | None = None) -> dict:
+        row, ns = as_kind(kind), await self._ns(namespace)
+        result: dict = await self._json("GET", job_path(row, ns, name), call=f"get {row.kind} {ns}/{name}")
         return result
 
-    async def find_tfjob(self, name: str, namespace: str | None = None) -> dict | None:
+    async def find_job(self, kind: JobKind | str, name: str, namespace: str | None = None) -> dict | None:
         try:
-            return await self.get_tfjob(name, namespace)
+            return await self.get_job(kind, name, namespace)
         except AsyncApiException as exc:
             if exc.status == 404:
                 return None
             raise
 
-    async def patch_tfjob(self, name: str, namespace: str | None, patch: dict) -> dict:
-        ns = await self._ns(namespace)
+    async def patch_job(self, kind: JobKind | str, name: str, namespace: str | None, patch: dict) -> dict:
+        row, ns = as_kind(kind), await self._ns(namespace)
         result: dict = await self._json(
             "PATCH",
-            self._tfjob_path(ns, name),
+            job_path(row, ns, name),
             body=patch,
             content_type=MERGE_PATCH,
-            call=f"patch TFJob {ns}/{name}",
+            call=f"patch {row.kind} {ns}/{name}",
             kind="write",
         )
         return result
+
+    async def delete_job(
+        self,
+        kind: JobKind | str,
+        name: str,
+        namespace: str | None = None,
+        propagation: str = "Foreground",
+        grace_period_seconds: int | None = None,
+    ) -> None:
+        row, ns = as_kind(kind), await self._ns(namespace)
+        await self._delete(
+            job_path(row, ns, name), f"delete {row.kind} {ns}/{name}", grace_period_seconds, propagation
+        )
+
+    async def list_jobs(
+        self, kind: JobKind | str, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[dict]:
+        items, _ = await self.list_objects(as_kind(kind).plural, namespace, label_selector=label_selector)
+        return items
+
+    async def wait_for_job_deletion(
+        self, kind: JobKind | str, name: str, namespace: str | None, timeout: float
+    ) -> bool:
+        deadline = time.monotonic() + timeout
+        while await self.find_job(kind, name, namespace) is not None:
+            delay = poll_delay(deadline)
+            if delay is None:
+                return False
+            await asyncio.sleep(delay)
+        return True
+
+    # -- TFJobs: the names the provider had before other kinds (the generic calls with TFJOB) --------
+
+    async def create_tfjob(self, body: dict, namespace: str | None = None) -> dict:
+        return await self.create_job(TFJOB, body, namespace)
+
+    async def get_tfjob(self, name: str, namespace: str | None = None) -> dict:
+        return await self.get_job(TFJOB, name, namespace)
+
+    async def find_tfjob(self, name: str, namespace: str | None = None) -> dict | None:
+        return await self.find_job(TFJOB, name, namespace)
+
+    async def patch_tfjob(self, name: str, namespace: str | None, patch: dict) -> dict:
+        return await self.patch_job(TFJOB, name, namespace, patch)
 
     async def delete_tfjob(
         self,
@@ -252,10 +298,17 @@ class AsyncTFJobHook(AsyncKubernetesHook):
         propagation: str = "Foreground",
         grace_period_seconds: int | None = None,
     ) -> None:
-        ns = await self._ns(namespace)
-        await self._delete(
-            self._tfjob_path(ns, name), f"delete TFJob {ns}/{name}", grace_period_seconds, propagation
-        )
+        await self.delete_job(TFJOB, name, namespace, propagation, grace_period_seconds)
+
+    async def list_tfjobs(
+        self, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[dict]:
+        return await self.list_jobs(TFJOB, namespace, label_selector)
+
+    async def wait_for_tfjob_deletion(self, name: str, namespace: str | None, timeout: float) -> bool:
+        return await self.wait_for_job_deletion(TFJOB, name, namespace, timeout)
+
+    # -- collections, pods, events ---------------------------------------------------------------
 
     async def list_objects(
         self,
@@ -264,7 +317,7 @@ class AsyncTFJobHook(AsyncKubernetesHook):
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> tuple[list[dict], str]:
-        """LIST of "tfjobs", "pods" or "events": (items, the list's resourceVersion to watch from).
+        """LIST of a job kind's plural ("tfjobs", "pytorchjobs"...), "pods" or "events": (items, the list's resourceVersion to watch from).
 
         `namespace` None is the connection's namespace.
         """
@@ -278,12 +331,6 @@ class AsyncTFJobHook(AsyncKubernetesHook):
             "GET", COLLECTIONS[kind].format(namespace=ns), query=query, call=f"list {kind} in {ns}"
         )
         return list(data.get("items") or []), str((data.get("metadata") or {}).get("resourceVersion") or "")
-
-    async def list_tfjobs(
-        self, namespace: str | None = None, label_selector: str | None = None
-    ) -> list[dict]:
-        items, _ = await self.list_objects("tfjobs", namespace, label_selector=label_selector)
-        return items
 
     async def list_job_pods(
         self,
@@ -332,20 +379,13 @@ class AsyncTFJobHook(AsyncKubernetesHook):
             if exc.status != 404:
                 raise
 
-    async def wait_for_tfjob_deletion(self, name: str, namespace: str | None, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while await self.find_tfjob(name, namespace) is not None:
-            delay = poll_delay(deadline)
-            if delay is None:
-                return False
-            await asyncio.sleep(delay)
-        return True
-
     # -- logs and watches (hooks/streams.py) -----------------------------------------------------
 
     read_pod_log = streams.read_pod_log
     stream_pod_log = streams.stream_pod_log
     watch_objects = streams.watch_objects
+    watch_job = streams.watch_job
+    watch_jobs = streams.watch_jobs
     watch_tfjob = streams.watch_tfjob
     watch_tfjobs = streams.watch_tfjobs
     watch_job_pods = streams.watch_job_pods

@@ -6,28 +6,28 @@ import json
 import time
 from typing import Any
 
-from airflow_tfjob.constants import (
-    GROUP,
-    LABEL_JOB_NAME,
-    LABEL_REPLICA_INDEX,
-    LABEL_REPLICA_TYPE,
-    PLURAL,
-    VERSION,
-)
+from airflow_tfjob.constants import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 from airflow_tfjob.hooks.retry import api_status_code
+from airflow_tfjob.kinds import API_VERSION, KINDS, JobKind
 
 MERGE_PATCH = "application/merge-patch+json"
 
-# Paths of the collections the hooks read. Kept here so that list and watch build the same URL.
+# Paths of the collections the hooks read, by plural: every job kind's, pods and events. Kept here so
+# that list and watch build the same URL.
 COLLECTIONS = {
-    "tfjobs": f"/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/{PLURAL}",
+    **{k.plural: f"/apis/{API_VERSION}/namespaces/{{namespace}}/{k.plural}" for k in KINDS},
     "pods": "/api/v1/namespaces/{namespace}/pods",
     "events": "/api/v1/namespaces/{namespace}/events",
 }
 
 
+def job_path(kind: JobKind, namespace: str, name: str | None = None) -> str:
+    path = COLLECTIONS[kind.plural].format(namespace=namespace)
+    return f"{path}/{name}" if name else path
+
+
 def job_pod_selector(name: str, replica_type: str | None = None, replica_index: int | None = None) -> str:
-    """Label selector of a TFJob's pods (optionally one replica type / index), as the operator labels them."""
+    """Label selector of a job's pods (optionally one replica type / index), as the operator labels them."""
     parts = [f"{LABEL_JOB_NAME}={name}"]
     if replica_type:
         parts.append(f"{LABEL_REPLICA_TYPE}={replica_type.lower()}")

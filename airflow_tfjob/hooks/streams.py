@@ -20,6 +20,7 @@ from airflow_tfjob.hooks.common import (
     job_pod_selector,
     status_of,
 )
+from airflow_tfjob.kinds import TFJOB, JobKind, as_kind
 from airflow_tfjob.watching import WatchError, WatchExpired
 
 if TYPE_CHECKING:
@@ -180,6 +181,36 @@ async def watch_objects(
 # lazy: nothing is sent until the caller iterates).
 
 
+def watch_job(
+    self: AsyncTFJobHook,
+    kind: JobKind | str,
+    name: str,
+    namespace: str | None = None,
+    resource_version: str | None = None,
+    timeout_seconds: int = 300,
+) -> AsyncIterator[tuple[str, dict]]:
+    return self.watch_objects(
+        as_kind(kind).plural,
+        namespace,
+        resource_version,
+        field_selector=f"metadata.name={name}",
+        timeout_seconds=timeout_seconds,
+    )
+
+
+def watch_jobs(
+    self: AsyncTFJobHook,
+    kind: JobKind | str,
+    namespace: str | None = None,
+    resource_version: str | None = None,
+    label_selector: str | None = None,
+    timeout_seconds: int = 300,
+) -> AsyncIterator[tuple[str, dict]]:
+    return self.watch_objects(
+        as_kind(kind).plural, namespace, resource_version, label_selector, timeout_seconds=timeout_seconds
+    )
+
+
 def watch_tfjob(
     self: AsyncTFJobHook,
     name: str,
@@ -187,13 +218,7 @@ def watch_tfjob(
     resource_version: str | None = None,
     timeout_seconds: int = 300,
 ) -> AsyncIterator[tuple[str, dict]]:
-    return self.watch_objects(
-        "tfjobs",
-        namespace,
-        resource_version,
-        field_selector=f"metadata.name={name}",
-        timeout_seconds=timeout_seconds,
-    )
+    return watch_job(self, TFJOB, name, namespace, resource_version, timeout_seconds)
 
 
 def watch_tfjobs(
@@ -203,9 +228,7 @@ def watch_tfjobs(
     label_selector: str | None = None,
     timeout_seconds: int = 300,
 ) -> AsyncIterator[tuple[str, dict]]:
-    return self.watch_objects(
-        "tfjobs", namespace, resource_version, label_selector, timeout_seconds=timeout_seconds
-    )
+    return watch_jobs(self, TFJOB, namespace, resource_version, label_selector, timeout_seconds)
 
 
 def watch_job_pods(

@@ -11,7 +11,7 @@ from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
 from kubernetes import client as sync_client
 from kubernetes.client.rest import ApiException as SyncApiException
 
-from airflow_tfjob.constants import CONTAINER_NAME, GROUP, PLURAL, VERSION
+from airflow_tfjob.constants import CONTAINER_NAME, GROUP, VERSION
 from airflow_tfjob.hooks.common import (
     MERGE_PATCH,
     event_sort_key,
@@ -21,12 +21,13 @@ from airflow_tfjob.hooks.common import (
     poll_delay,
 )
 from airflow_tfjob.hooks.retry import Kind, RetryPolicy
+from airflow_tfjob.kinds import TFJOB, JobKind, as_kind
 
 T = TypeVar("T")
 
 
 class TFJobHook(KubernetesHook):
-    """Synchronous TFJob API access over the `kubernetes_default`-style connection.
+    """Synchronous access to Kubeflow jobs (TFJob and the other kubeflow.org/v1 kinds) over the `kubernetes_default`-style connection.
 
     Connection handling (kube_config_path, kube_config, in_cluster, cluster_context, namespace extras;
     explicit arguments override them) is KubernetesHook's. Every call runs under the hook's
@@ -73,67 +74,72 @@ class TFJobHook(KubernetesHook):
         ):
             self.__dict__.pop(attr, None)
 
-    def create_tfjob(self, body: dict, namespace: str | None = None) -> dict:
-        """Create a TFJob; an ambiguous failure raises retry.AmbiguousCreate (the caller reads back)."""
-        ns = self._ns(namespace)
+    # -- jobs of any kubeflow.org/v1 kind (`kind`: a JobKind row or its name) ------------------------
+
+    def create_job(self, kind: JobKind | str, body: dict, namespace: str | None = None) -> dict:
+        """Create a job; an ambiguous failure raises retry.AmbiguousCreate (the caller reads back)."""
+        row, ns = as_kind(kind), self._ns(namespace)
         name = (body.get("metadata") or {}).get("name")
         result: dict = self._call(
-            f"create TFJob {ns}/{name}",
+            f"create {row.kind} {ns}/{name}",
             "create",
             lambda: self.custom_object_client.create_namespaced_custom_object(
-                GROUP, VERSION, ns, PLURAL, body
+                GROUP, VERSION, ns, row.plural, body
             ),
         )
         return result
 
-    def get_tfjob(self, name: str, namespace: str | None = None) -> dict:
-        """The TFJob; raises the client's ApiException (status 404) when it does not exist."""
-        ns = self._ns(namespace)
+    def get_job(self, kind: JobKind | str, name: str, namespace: str | None = None) -> dict:
+        """The job; raises the client's ApiException (status 404) when it does not exist."""
+        row, ns = as_kind(kind), self._ns(namespace)
         result: dict = self._call(
-            f"get TFJob {ns}/{name}",
+            f"get {row.kind} {ns}/{name}",
             "read",
-            lambda: self.custom_object_client.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name),
+            lambda: self.custom_object_client.get_namespaced_custom_object(
+                GROUP, VERSION, ns, row.plural, name
+            ),
         )
         return result
 
-    def find_tfjob(self, name: str, namespace: str | None = None) -> dict | None:
+    def find_job(self, kind: JobKind | str, name: str, namespace: str | None = None) -> dict | None:
         try:
-            return self.get_tfjob(name, namespace)
+            return self.get_job(kind, name, namespace)
         except SyncApiException as exc:
             if exc.status == 404:
                 return None
             raise
 
-    def patch_tfjob(self, name: str, namespace: str | None, patch: dict) -> dict:
+    def patch_job(self, kind: JobKind | str, name: str, namespace: str | None, patch: dict) -> dict:
         """JSON merge patch (RFC 7386): the one patch type a custom resource accepts for a dict body.
 
         Retried like a read: a merge patch sets absolute values, so sending it twice changes nothing.
         """
-        ns = self._ns(namespace)
+        row, ns = as_kind(kind), self._ns(namespace)
         result: dict = self._call(
-            f"patch TFJob {ns}/{name}",
+            f"patch {row.kind} {ns}/{name}",
             "write",
             lambda: self.custom_object_client.patch_namespaced_custom_object(
-                GROUP, VERSION, ns, PLURAL, name, patch, _content_type=MERGE_PATCH
+                GROUP, VERSION, ns, row.plural, name, patch, _content_type=MERGE_PATCH
             ),
         )
         return result
 
-    def delete_tfjob(
+    def delete_job(
         self,
+        kind: JobKind | str,
         name: str,
         namespace: str | None = None,
         propagation: str = "Foreground",
         grace_period_seconds: int | None = None,
     ) -> None:
-        ns = self._ns(namespace)
+        row, ns = as_kind(kind), self._ns(namespace)
         body = sync_client.V1DeleteOptions(
             propagation_policy=propagation, grace_period_seconds=grace_period_seconds
         )
         self._ignore_404(
-            f"delete TFJob {ns}/{name}",
+            f"delete {row.kind} {ns}/{name}",
             lambda: self.custom_object_client.delete_namespaced_custom_object(
-                GROUP, VERSION, ns, PLURAL, name, body=body
+                GROUP, VERSION, ns, row.plural, name, body=body
             ),
         )
 
@@ -145,16 +151,61 @@ class TFJobHook(KubernetesHook):
             if exc.status != 404:
                 raise
 
-    def list_tfjobs(self, namespace: str | None = None, label_selector: str | None = None) -> list[dict]:
-        ns = self._ns(namespace)
+    def list_jobs(
+        self, kind: JobKind | str, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[dict]:
+        row, ns = as_kind(kind), self._ns(namespace)
         result = self._call(
-            f"list TFJobs in {ns}",
+            f"list {row.kind}s in {ns}",
             "read",
             lambda: self.custom_object_client.list_namespaced_custom_object(
-                GROUP, VERSION, ns, PLURAL, label_selector=label_selector or ""
+                GROUP, VERSION, ns, row.plural, label_selector=label_selector or ""
             ),
         )
         return list(result.get("items") or [])
+
+    def wait_for_job_deletion(
+        self, kind: JobKind | str, name: str, namespace: str | None, timeout: float
+    ) -> bool:
+        """Poll until the job is gone (foreground deletion waits for its pods); False on timeout."""
+        deadline = time.monotonic() + timeout
+        while self.find_job(kind, name, namespace) is not None:
+            delay = poll_delay(deadline)
+            if delay is None:
+                return False
+            time.sleep(delay)
+        return True
+
+    # -- TFJobs: the names the provider had before other kinds (the generic calls with TFJOB) --------
+
+    def create_tfjob(self, body: dict, namespace: str | None = None) -> dict:
+        return self.create_job(TFJOB, body, namespace)
+
+    def get_tfjob(self, name: str, namespace: str | None = None) -> dict:
+        return self.get_job(TFJOB, name, namespace)
+
+    def find_tfjob(self, name: str, namespace: str | None = None) -> dict | None:
+        return self.find_job(TFJOB, name, namespace)
+
+    def patch_tfjob(self, name: str, namespace: str | None, patch: dict) -> dict:
+        return self.patch_job(TFJOB, name, namespace, patch)
+
+    def delete_tfjob(
+        self,
+        name: str,
+        namespace: str | None = None,
+        propagation: str = "Foreground",
+        grace_period_seconds: int | None = None,
+    ) -> None:
+        self.delete_job(TFJOB, name, namespace, propagation, grace_period_seconds)
+
+    def list_tfjobs(self, namespace: str | None = None, label_selector: str | None = None) -> list[dict]:
+        return self.list_jobs(TFJOB, namespace, label_selector)
+
+    def wait_for_tfjob_deletion(self, name: str, namespace: str | None, timeout: float) -> bool:
+        return self.wait_for_job_deletion(TFJOB, name, namespace, timeout)
+
+    # -- pods, events, logs ------------------------------------------------------------------------
 
     def list_job_pods(
         self,
@@ -165,7 +216,7 @@ class TFJobHook(KubernetesHook):
     ) -> list[dict]:
         ns = self._ns(namespace)
         resp = self._call(
-            f"list pods of TFJob {ns}/{name}",
+            f"list pods of job {ns}/{name}",
             "read",
             lambda: self.core_v1_client.list_namespaced_pod(
                 ns, label_selector=job_pod_selector(name, replica_type, replica_index), _preload_content=False
@@ -254,13 +305,3 @@ class TFJobHook(KubernetesHook):
         self._ignore_404(
             f"delete Service {ns}/{name}", lambda: self.core_v1_client.delete_namespaced_service(name, ns)
         )
-
-    def wait_for_tfjob_deletion(self, name: str, namespace: str | None, timeout: float) -> bool:
-        """Poll until the TFJob is gone (foreground deletion waits for its pods); False on timeout."""
-        deadline = time.monotonic() + timeout
-        while self.find_tfjob(name, namespace) is not None:
-            delay = poll_delay(deadline)
-            if delay is None:
-                return False
-            time.sleep(delay)
-        return True

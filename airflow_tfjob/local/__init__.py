@@ -1,4 +1,4 @@
-"""The embedded local cluster: a Kubernetes-like API server, a TFJob controller and a process runner.
+"""The embedded local cluster: a Kubernetes-like API server, the job controllers and a process runner.
 
 Nothing in the provider imports this package; tests, scripts and `tfjob-local serve` start it.
 """

@@ -101,6 +101,6 @@ def parse_resource_path(group: str, version: str, parts: list[str]) -> ResourceP
         raise route_not_found()
     if sub is not None and not (sub == "status" and info.status_subresource) and not (
         sub == "log" and info.plural == "pods"
-    ):
+    ) and not (sub == "scale" and info.scale_type is not None):
         raise route_not_found()
     return ResourcePath(info, namespace, name, sub, watch_prefix)

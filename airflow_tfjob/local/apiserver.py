@@ -25,6 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
+from airflow_tfjob.local import warnings
 from airflow_tfjob.local.apirequest import (
     JSON_TYPE,
     PATCH_TYPES,
@@ -37,7 +38,10 @@ from airflow_tfjob.local.apirequest import (
     route_not_found,
 )
 from airflow_tfjob.local.discovery import KUBERNETES_VERSION, api_group, api_groups, api_resource_list
+from airflow_tfjob.local.fieldvalidation import validate_fields
 from airflow_tfjob.local.logendpoint import serve_pod_log
+from airflow_tfjob.local.openapi import v3_root
+from airflow_tfjob.local.openapiendpoint import serve_openapi
 from airflow_tfjob.local.podlogs import PodLogs
 from airflow_tfjob.local.requestmetrics import RequestMetrics, classify
 from airflow_tfjob.local.resources import ApiError, JsonDict, ResourceType, bad_request
@@ -74,6 +78,7 @@ class ApiServer:
         self.port = port
         self.bookmark_interval = bookmark_interval
         self._runner: web.AppRunner | None = None
+        self._warmup: asyncio.Future[bytes] | None = None
         self._streams: set[asyncio.Task[Any]] = set()
         self.metrics = RequestMetrics()
         # Counted first, so that requests refused or faulted by the middlewares are counted too.
@@ -94,6 +99,9 @@ class ApiServer:
         assert server is not None
         sockets = getattr(server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1]
+        # Build the schemas and OpenAPI documents off the event loop now (the first build imports the
+        # kubernetes client's models, about 2 s) rather than inside the first job create or kubectl call.
+        self._warmup = asyncio.get_running_loop().run_in_executor(None, v3_root)
         scheme = "https" if self.ssl_context is not None else "http"
         host = f"[{self.host}]" if ":" in self.host else self.host
         self.url = f"{scheme}://{host}:{self.port}"
@@ -120,6 +128,17 @@ class ApiServer:
         if request.path == "/metrics":
             text = "".join(source() for source in self.metrics_sources)
             return web.Response(text=text, content_type="text/plain", charset="utf-8")
+        token = warnings.collect()
+        try:
+            response = await self._respond(request)
+        finally:
+            collected = warnings.take(token)
+        if not response.prepared:  # streams have sent their headers already
+            for text in collected:
+                response.headers.add("Warning", warnings.header_value(text))
+        return response
+
+    async def _respond(self, request: web.Request) -> web.StreamResponse:
         try:
             return await self._route(request)
         except ApiError as exc:
@@ -159,6 +178,8 @@ class ApiServer:
             if len(parts) == 3:
                 return self._json(api_resource_list(group, "v1"))
             return await self._resource(request, parse_resource_path(group, "v1", parts[3:]))
+        if parts and parts[0] == "openapi":
+            return await serve_openapi(request, parts)
         if path == "/version":
             return self._json(KUBERNETES_VERSION)
         if path in ("/healthz", "/readyz", "/livez"):
@@ -184,6 +205,7 @@ class ApiServer:
                 return self._list(p, query, wants_table(request))
             if method == "POST":
                 body = await self._body(request)
+                validate_fields(p.info, body, query, "create")
                 obj = self.store.create(rtype, p.namespace, body, dry_run=self._dry_run(query, None))
                 return self._json(obj, 201)
             if method == "DELETE":
@@ -196,16 +218,20 @@ class ApiServer:
         if method == "GET":
             if p.watch_prefix:
                 return await serve_watch(request, p, self.store, self.metrics, self._streams, self.bookmark_interval)
+            if p.subresource == "scale":
+                return self._json(self.store.get_scale(rtype, p.namespace, p.name))
             entry = self.store.get_entry(rtype, p.namespace, p.name)
             if wants_table(request):
                 return self._json(to_table(p.info, [entry.obj], str(entry.rv), query.get("includeObject")))
             return self._bytes(entry.json)
         if method == "PUT":
             body = await self._body(request)
+            validate_fields(p.info, body, query, "update", p.subresource)
             return self._json(self.store.replace(rtype, p.namespace, p.name, body, p.subresource))
         if method == "PATCH":
             patch_type = self._patch_type(request, p.info)
             body = await self._body(request, allow_any=True)
+            validate_fields(p.info, body, query, "patch", p.subresource)
             return self._json(self.store.patch(rtype, p.namespace, p.name, body, patch_type, p.subresource))
         if method == "DELETE":
             if p.subresource is not None:

@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("credential", add_help=False,
                    help="print an ExecCredential with a fresh token (run by kubeconfigs; see --help)")
-    serve = sub.add_parser("serve", help="run the API server, TFJob controller and process runner")
+    serve = sub.add_parser("serve", help="run the API server, the job controllers and the process runner")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=0, help="port to listen on (default: any free port)")
     serve.add_argument("--kubeconfig", type=Path, default=None, help="where to write the kubeconfig")

@@ -1,4 +1,4 @@
-"""Assembly of the local cluster: store + API server + TFJob controller + process runner.
+"""Assembly of the local cluster: store + API server + one job controller per kind + process runner.
 
 `ClusterRuntime` is the async assembly (used by `tfjob-local serve`); `LocalCluster` runs it on a thread
 with its own event loop so that synchronous code (tests, scripts, `airflow dags test`) can use it as a
@@ -24,16 +24,17 @@ from typing import Any, TypeVar
 
 import yaml
 
-from airflow_tfjob.local.admission import TFJobAdmission
+from airflow_tfjob.local.admission import JobAdmission
 from airflow_tfjob.local.apiserver import ApiServer
 from airflow_tfjob.local.auth import TokenAuthenticator
+from airflow_tfjob.local.controllers import CONTROLLERS
 from airflow_tfjob.local.credential import TokenAuthority, exec_command, write_private
 from airflow_tfjob.local.faults import FaultInjector, FaultPlan
+from airflow_tfjob.local.jobcontroller import JobController
 from airflow_tfjob.local.podlogs import PodLogs
 from airflow_tfjob.local.rbac import Authorizer, RoleSource
 from airflow_tfjob.local.runner import Runner
 from airflow_tfjob.local.store import Store
-from airflow_tfjob.local.tfjobcontroller import Controller
 from airflow_tfjob.local.tls import ServerTls, make_server_tls
 
 log = logging.getLogger(__name__)
@@ -136,7 +137,7 @@ class ClusterRuntime:
         self.authority = TokenAuthority(self.workdir / "token-secret") if auth else None
         self.tls: ServerTls | None = make_server_tls(self.workdir / "tls", host) if auth else None
         self.authorizer = authorizer
-        self.store = Store(history_limit=history_limit, admission=TFJobAdmission())
+        self.store = Store(history_limit=history_limit, admission=JobAdmission())
         self.podlogs = PodLogs()
         self.ports = PortAllocator()
         self.faults = FaultInjector(faults)
@@ -156,7 +157,7 @@ class ClusterRuntime:
                                    ssl_context=self.tls.server_context() if self.tls else None)
         self._want_controller = controller
         self._want_runner = runner
-        self.controller: Controller | None = None
+        self.controllers: dict[str, JobController] = {}  # by kind: TFJob, PyTorchJob, ...
         self.runner: Runner | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self.url = ""
@@ -165,8 +166,11 @@ class ClusterRuntime:
         self.url = await self.apiserver.start()
         self.write_kubeconfig(self.kubeconfig_path, ADMIN, self.credential)
         if self._want_controller:
-            self.controller = Controller(self.store, port_allocator=self.ports)
-            self._tasks.append(asyncio.create_task(self._supervise("controller", self.controller.run())))
+            used_ports: set[int] = set()
+            for kind, controller_type in CONTROLLERS.items():
+                controller = controller_type(self.store, port_allocator=self.ports, used_ports=used_ports)
+                self.controllers[kind] = controller
+                self._tasks.append(asyncio.create_task(self._supervise(f"{kind} controller", controller.run())))
         if self._want_runner:
             self.runner = Runner(self.store, self.podlogs, node_name="local", gpus=self.gpus,
                                  workdir=self.workdir)

@@ -39,6 +39,10 @@ def api_resource_list(group: str, version: str) -> JsonDict:
         if info.status_subresource:
             resources.append({"name": f"{info.plural}/status", "singularName": "", "namespaced": info.namespaced,
                               "kind": info.kind, "verbs": ["get", "patch", "update"]})
+        if info.scale_type is not None:
+            resources.append({"name": f"{info.plural}/scale", "singularName": "", "namespaced": info.namespaced,
+                              "group": "autoscaling", "version": "v1", "kind": "Scale",
+                              "verbs": ["get", "patch", "update"]})
         if info.plural == "pods":
             resources.append({"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod",
                               "verbs": ["get"]})

@@ -38,9 +38,11 @@ class JobController:
 
     job_pass: ClassVar[type[JobPass]]
 
-    def __init__(self, store: Store, *, port_allocator: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self, store: Store, *, port_allocator: Callable[[], int] | None = None, used_ports: set[int] | None = None
+    ) -> None:
         self._store = store
-        self._ports = PortMap(port_allocator or free_port)
+        self._ports = PortMap(port_allocator or free_port, used_ports)
         self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
         self._queued: set[tuple[str, str]] = set()
         self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
@@ -54,9 +56,9 @@ class JobController:
         plural = self.job_pass.plural
         tasks = [
             asyncio.create_task(self._watch(plural, self._on_job), name=f"controller-watch-{plural}"),
-            asyncio.create_task(self._watch("pods", self._on_owned), name="controller-watch-pods"),
-            asyncio.create_task(self._watch("services", self._on_owned), name="controller-watch-services"),
-            asyncio.create_task(self._work(), name="controller-work"),
+            asyncio.create_task(self._watch("pods", self._on_owned), name=f"controller-{plural}-watch-pods"),
+            asyncio.create_task(self._watch("services", self._on_owned), name=f"controller-{plural}-watch-services"),
+            asyncio.create_task(self._work(), name=f"controller-{plural}-work"),
         ]
         try:
             await asyncio.gather(*tasks)
@@ -160,7 +162,7 @@ class JobController:
             raise
         spec_in = job.get("spec") or {}
         managed_by = (spec_in.get("runPolicy") or {}).get("managedBy")
-        if managed_by and managed_by != MANAGED_BY_OPERATOR:
+        if managed_by and managed_by != MANAGED_BY_OPERATOR and self.job_pass.honours_managed_by:
             return None  # Kueue MultiKueue (or someone else) runs this job
         if job["metadata"].get("deletionTimestamp"):
             return None

@@ -56,6 +56,7 @@ class JobPass:
     replica_specs_field: ClassVar[str]
     container_name: ClassVar[str]  # the container whose exit code and ports count
     port_name: ClassVar[str]  # the container port a Service targets on the replica's host port
+    honours_managed_by: ClassVar[bool] = True  # skips jobs whose runPolicy.managedBy is someone else
 
     def __init__(self, controller: JobController, job: JsonDict) -> None:
         self.c = controller

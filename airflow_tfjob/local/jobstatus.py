@@ -93,7 +93,7 @@ def normalise(status: JsonDict) -> JsonDict:
         out["conditions"] = status["conditions"]
     if status.get("replicaStatuses"):
         out["replicaStatuses"] = {
-            rt: {k: entry[k] for k in ("active", "succeeded", "failed") if entry.get(k)}
+            rt: {k: entry[k] for k in ("active", "succeeded", "failed", "selector") if entry.get(k)}
             for rt, entry in status["replicaStatuses"].items()
         }
     for key in ("startTime", "completionTime", "lastReconcileTime"):

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_tfjob.constants import GPU_RESOURCE
+from airflow_tfjob.local.localdns import ENV_VAR as DNS_ENV_VAR
 from airflow_tfjob.local.resources import ApiError, JsonDict
 from airflow_tfjob.local.store import Store
 
@@ -83,6 +84,7 @@ class PodEnvironment:
         node_name: str,
         gpus_configured: bool,
         workdir: Path | None,
+        dns_dir: str | None = None,
     ) -> None:
         self.store = store
         self.pod = pod
@@ -93,6 +95,7 @@ class PodEnvironment:
         self.node_name = node_name
         self.gpus_configured = gpus_configured
         self.workdir = workdir
+        self.dns_dir = dns_dir
 
     def field(self, path: str) -> str:
         meta = self.pod["metadata"]
@@ -179,6 +182,8 @@ class PodEnvironment:
         env["PATH"] = os.pathsep.join([interpreter_dir, env.get("PATH", os.defpath)])
         env["HOSTNAME"] = self.name
         env["PYTHONUNBUFFERED"] = "1"
+        if self.dns_dir is not None:
+            env[DNS_ENV_VAR] = self.dns_dir  # where names of headless Services resolve (localdns.py)
         if self.gpus or self.gpus_configured:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(self.gpus)
         env.update(own)

@@ -93,6 +93,7 @@ class PodRun:
             node_name=runner.node_name,
             gpus_configured=runner.gpus_configured,
             workdir=runner.workdir,
+            dns_dir=runner.dns.directory(self.namespace),
         )
         spec = pod.get("spec") or {}
         self.restart_policy: str = spec.get("restartPolicy", "Always")
@@ -398,7 +399,7 @@ class PodRun:
         with contextlib.suppress(ApiError):
             self.store.update_status("pods", self.namespace, self.name, status)
         if self.phase != old_phase:
-            self.runner.pod_phase_changed(self.namespace)
+            self.runner.pod_phase_changed(self.namespace, self.pod["metadata"].get("labels") or {})
 
 
 async def _pump(stream: asyncio.StreamReader, clog: ContainerLog) -> None:

@@ -20,10 +20,11 @@ def free_port() -> int:
 class PortMap:
     """Host ports per (job uid, lower type, index), stable for the life of the job."""
 
-    def __init__(self, allocator: Callable[[], int]) -> None:
+    def __init__(self, allocator: Callable[[], int], used: set[int] | None = None) -> None:
         self._allocator = allocator
         self._by_job: dict[str, dict[tuple[str, int], int]] = {}
-        self._used: set[int] = set()
+        # Shared by the controllers of all kinds, so that two kinds' replicas never get one port.
+        self._used: set[int] = used if used is not None else set()
 
     def port(self, job_uid: str, rt: str, index: int) -> int:
         ports = self._by_job.setdefault(job_uid, {})

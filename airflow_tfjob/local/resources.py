@@ -8,6 +8,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_tfjob.kinds import GROUP, KINDS, VERSION, JobKind
+
 JsonDict = dict[str, Any]
 
 
@@ -60,6 +62,9 @@ class ResourceType:
     short_names: tuple[str, ...] = ()
     # Field selector keys the real API server accepts for this type (besides metadata.name/namespace).
     extra_fields: tuple[str, ...] = ()
+    # For a job kind's CRD: the replica type its `scale` subresource is about (None: no scale).
+    scale_type: str | None = None
+    spec_key: str = ""
 
     @property
     def api_version(self) -> str:
@@ -99,6 +104,15 @@ _EVENT_FIELDS = (
     "type",
 )
 
+
+
+def _job_resource(kind: JobKind) -> ResourceType:
+    """A kubeflow.org/v1 job CRD as training-operator v1.9.4 installs it: status subresource, no short
+    names, and a scale subresource on the Worker replicas for the kinds whose CRD has one."""
+    return ResourceType(kind.plural, kind.singular, kind.kind, GROUP, VERSION, True, True,
+                        scale_type=kind.scale_type, spec_key=kind.spec_key)
+
+
 RESOURCES: dict[str, ResourceType] = {
     r.plural: r
     for r in (
@@ -109,9 +123,10 @@ RESOURCES: dict[str, ResourceType] = {
         ResourceType("secrets", "secret", "Secret", "", "v1", True, False, (), ("type",)),
         ResourceType("configmaps", "configmap", "ConfigMap", "", "v1", True, False, ("cm",)),
         ResourceType("deployments", "deployment", "Deployment", "apps", "v1", True, True, ("deploy",)),
-        ResourceType("tfjobs", "tfjob", "TFJob", "kubeflow.org", "v1", True, True),
+        *(_job_resource(k) for k in KINDS),
     )
 }
+JOB_PLURALS: tuple[str, ...] = tuple(k.plural for k in KINDS)
 
 INITIAL_NAMESPACES = ("default", "kubeflow", "kube-system", "kube-public")
 

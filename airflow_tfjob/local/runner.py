@@ -56,12 +56,14 @@ import contextlib
 import logging
 import shutil
 import signal
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from airflow_tfjob.constants import GPU_RESOURCE
 from airflow_tfjob.local.events import record_event
+from airflow_tfjob.local.localdns import LocalDns
 from airflow_tfjob.local.podenv import HOST_IP, IpPool, expand, gpu_request
 from airflow_tfjob.local.podlogs import PodLogs
 from airflow_tfjob.local.podrun import PodRun, killpg
@@ -102,6 +104,8 @@ class Runner:
         # Process groups we started whose members may still be alive.
         self.groups = ProcessGroups()
         self.setpriv = shutil.which("setpriv")
+        dns_root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="tfjob-local-runner-"))
+        self.dns = LocalDns(dns_root / ".dns")
 
     # ---- loop
 
@@ -167,7 +171,7 @@ class Runner:
                 self._ips.give(run.pod_ip)
             self.podlogs.forget_pod(ns, name)
             self._release_gpus(uid)
-            self._sync_load_balancers(ns)
+            self._sync_services(ns, meta.get("labels") or {})
             return
         node = pod.get("spec", {}).get("nodeName")
         if not node:
@@ -254,50 +258,61 @@ class Runner:
         """A pod reached Succeeded/Failed: its devices go back to the pool, as the kubelet's do."""
         self._release_gpus(uid)
 
-    def pod_phase_changed(self, namespace: str) -> None:
-        self._sync_load_balancers(namespace)
+    def pod_phase_changed(self, namespace: str, labels: dict[str, str]) -> None:
+        self._sync_services(namespace, labels)
 
-    # ---- LoadBalancer services
+    # ---- Services: LoadBalancer ingress and headless Services' DNS records
 
     def _on_service(self, etype: str, svc: JsonDict) -> None:
-        if etype != "DELETED" and svc.get("spec", {}).get("type") == "LoadBalancer":
+        spec = svc.get("spec") or {}
+        if spec.get("clusterIP") == "None":
+            meta = svc["metadata"]
+            ips = [] if etype == "DELETED" else self._ready_ips(meta["namespace"], spec.get("selector") or {})
+            self.dns.publish(meta["namespace"], meta["name"], ips)
+        elif etype != "DELETED" and spec.get("type") == "LoadBalancer":
             self._sync_service(svc)
 
-    def _sync_load_balancers(self, namespace: str) -> None:
+    def _sync_services(self, namespace: str, labels: dict[str, str]) -> None:
+        """After a change of the pod with `labels`: the Services whose selector matches it."""
         try:
             services, _ = self.store.list("services", namespace)
         except ApiError:
             return
         for svc in services:
-            if svc.get("spec", {}).get("type") == "LoadBalancer":
-                self._sync_service(svc)
+            spec = svc.get("spec") or {}
+            selector = spec.get("selector") or {}
+            if not selector or any(labels.get(k) != v for k, v in selector.items()):
+                continue
+            if spec.get("type") == "LoadBalancer" or spec.get("clusterIP") == "None":
+                self._on_service("MODIFIED", svc)
+
+    def _ready_ips(self, namespace: str, selector: dict[str, str]) -> list[str]:
+        """The IPs of the Running pods (not terminating) that a Service's selector matches."""
+        if not selector:
+            return []
+        expr = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+        try:
+            pods, _ = self.store.list("pods", namespace, label_selector=expr)
+        except ApiError:
+            return []
+        return [
+            pod["status"]["podIP"]
+            for pod in pods
+            if (pod.get("status") or {}).get("phase") == "Running"
+            and pod["status"].get("podIP")
+            and not pod["metadata"].get("deletionTimestamp")
+        ]
 
     def _sync_service(self, svc: JsonDict) -> None:
+        """A one-endpoint load balancer: the first ready pod's IP is the ingress."""
         meta = svc["metadata"]
-        selector = svc.get("spec", {}).get("selector") or {}
-        ip = None
-        if selector:
-            expr = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
-            try:
-                pods, _ = self.store.list("pods", meta["namespace"], label_selector=expr)
-            except ApiError:
-                pods = []
-            for pod in pods:
-                st = pod.get("status") or {}
-                if (
-                    st.get("phase") == "Running"
-                    and st.get("podIP")
-                    and not pod["metadata"].get("deletionTimestamp")
-                ):
-                    ip = st["podIP"]
-                    break
+        ips = self._ready_ips(meta["namespace"], svc.get("spec", {}).get("selector") or {})
         status = dict(svc.get("status") or {})
-        want: JsonDict = {"ingress": [{"ip": ip}]} if ip else {}
+        want: JsonDict = {"ingress": [{"ip": ips[0]}]} if ips else {}
         if status.get("loadBalancer") != want:
             status["loadBalancer"] = want
             with contextlib.suppress(ApiError):
                 self.store.update_status("services", meta["namespace"], meta["name"], status)
-
 
 
 __all__ = ["HOST_IP", "Runner", "expand", "gpu_request"]

@@ -21,7 +21,7 @@ import builtins
 import secrets
 import uuid
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from airflow_tfjob.local.bodies import check_name, check_shape, decoded_body, object_meta
@@ -43,6 +43,7 @@ from airflow_tfjob.local.resources import (
     parse_resource_version,
     resource_type,
 )
+from airflow_tfjob.local.scale import patched_scale, scale_of, scaled_job
 from airflow_tfjob.local.selectors import FieldSelector, LabelSelector, selected
 from airflow_tfjob.local.watchers import Entry, Watcher, WatchEvent
 
@@ -183,6 +184,8 @@ class Store(Deletion):
         self, rtype: str, namespace: str | None, name: str, obj: JsonDict, subresource: str | None = None
     ) -> JsonDict:
         info = resource_type(rtype)
+        if subresource == "scale":
+            return self._write_scale(info, namespace, name, lambda _job: obj)
         obj, meta = decoded_body(info, obj)
         if meta.get("name") not in (None, name):
             raise bad_request(
@@ -204,6 +207,8 @@ class Store(Deletion):
         subresource: str | None = None,
     ) -> JsonDict:
         info = resource_type(rtype)
+        if subresource == "scale":
+            return self._write_scale(info, namespace, name, lambda job: patched_scale(info, job, patch, patch_type))
         current = self.get_entry(rtype, namespace, name)
         result = apply_patch(info, current.obj, patch, patch_type)
         meta = object_meta(result)
@@ -214,6 +219,21 @@ class Store(Deletion):
         if meta.get("name") != name:
             raise bad_request("metadata.name: the name of a patched object cannot change")
         return self._update(info, current, result, subresource)
+
+    def get_scale(self, rtype: str, namespace: str | None, name: str) -> JsonDict:
+        """The autoscaling/v1 Scale of a job whose CRD has a scale subresource (scale.py)."""
+        info = resource_type(rtype)
+        return scale_of(info, self.get_entry(rtype, namespace, name).obj)
+
+    def _write_scale(
+        self, info: ResourceType, namespace: str | None, name: str, new_scale: Callable[[JsonDict], Any]
+    ) -> JsonDict:
+        current = self.get_entry(info.plural, namespace, name)
+        scale = new_scale(current.obj)
+        rv = (scale.get("metadata") or {}).get("resourceVersion") if isinstance(scale, dict) else None
+        if rv not in (None, "") and str(rv) != str(current.rv):
+            raise self._conflict(info, name)
+        return scale_of(info, self._update(info, current, scaled_job(info, current.obj, scale), None))
 
     def update_status(self, rtype: str, namespace: str | None, name: str, status: JsonDict) -> JsonDict:
         """Controller/kubelet write of the whole status, without resourceVersion check."""

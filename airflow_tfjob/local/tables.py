@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
-from airflow_tfjob.local.resources import JsonDict, ResourceType
+from airflow_tfjob.local.resources import JOB_PLURALS, JsonDict, ResourceType
 
 
 def wants_table(request: web.Request) -> bool:
@@ -89,7 +89,8 @@ def _service_cells(svc: JsonDict) -> list[Any]:
     return [spec.get("type", "ClusterIP"), spec.get("clusterIP", "<none>"), external, ports]
 
 
-def _tfjob_state(job: JsonDict) -> str:
+def _job_state(job: JsonDict) -> str:
+    """Every job CRD's State printer column: `.status.conditions[-1:].type`."""
     conditions = (job.get("status") or {}).get("conditions") or []
     last = conditions[-1] if conditions and isinstance(conditions[-1], dict) else {}
     return str(last.get("type", ""))
@@ -97,7 +98,7 @@ def _tfjob_state(job: JsonDict) -> str:
 
 _COLUMNS: dict[str, list[tuple[str, str]]] = {
     "pods": [("Ready", "string"), ("Status", "string"), ("Restarts", "integer")],
-    "tfjobs": [("State", "string")],
+    **{plural: [("State", "string")] for plural in JOB_PLURALS},
     "services": [("Type", "string"), ("Cluster-IP", "string"), ("External-IP", "string"), ("Port(s)", "string")],
     "namespaces": [("Status", "string")],
     "configmaps": [("Data", "integer")],
@@ -115,8 +116,8 @@ def _cells(info: ResourceType, obj: JsonDict) -> list[Any]:
     extra: list[Any] = []
     if info.plural == "pods":
         extra = _pod_cells(obj)
-    elif info.plural == "tfjobs":
-        extra = [_tfjob_state(obj)]
+    elif info.plural in JOB_PLURALS:
+        extra = [_job_state(obj)]
     elif info.plural == "services":
         extra = _service_cells(obj)
     elif info.plural == "namespaces":

@@ -238,16 +238,17 @@ def check_log_replicas_against_job(value: Any, manifest: Mapping[str, Any]) -> N
     Such a selection would show nothing, and the task log would stay silent for the whole run.
     """
     from airflow_tfjob.logs import LogSelection
-    from airflow_tfjob.naming import canonical_replica_type
+    from airflow_tfjob.status import job_kind
 
     if not isinstance(value, str):
         return
     selection = LogSelection.parse(value)
-    specs = (manifest.get("spec") or {}).get("tfReplicaSpecs") or {}
+    kind = job_kind(manifest)
+    specs = (manifest.get("spec") or {}).get(kind.spec_key) or {}
     counts: dict[str, int] = {}
     for key, replica in specs.items():
         count = replica.get("replicas", 1) if isinstance(replica, Mapping) else 1
-        counts[(canonical_replica_type(key) or key).lower()] = count if isinstance(count, int) else 1
+        counts[(kind.canonical_type(str(key)) or key).lower()] = count if isinstance(count, int) else 1
     problems = []
     shape = ", ".join(f"{t}: {n}" for t, n in counts.items())
     for rtype in sorted(selection.types):
@@ -307,3 +308,30 @@ def check_parameter_types(values: Mapping[str, Any], *, at_parse: bool = False) 
     problems = type_problems(values)
     if problems:
         raise TFJobValidationError(problems)
+
+
+def kind_name_of(kind: Any, default: str | None, owner: str) -> str:
+    """The canonical name of an operator's or sensor's `kind` (its class's `default` when not given).
+
+    Missing, unknown, or another kind than a named class's (``PyTorchJobOperator(kind="TFJob")``):
+    TFJobValidationError naming `kind` and the fix.
+    """
+    from airflow_tfjob.kinds import KINDS, kind_named
+
+    given = kind if kind is not None else default
+    known = ", ".join(k.kind for k in KINDS)
+    if not isinstance(given, str):
+        raise TFJobValidationError(
+            "kind", "is missing" if given is None else f"is {given!r}", f"pass one of {known}"
+        )
+    try:
+        name = kind_named(given).kind
+    except ValueError as error:
+        raise TFJobValidationError("kind", str(error), f"pass one of {known}") from None
+    if default is not None and name != default:
+        raise TFJobValidationError(
+            "kind",
+            f"is {name!r} but {owner} is for {default}s",
+            f"leave kind out, or use the class for {name}",
+        )
+    return name

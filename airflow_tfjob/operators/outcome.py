@@ -13,7 +13,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
 
 from airflow_tfjob import cleanup
 from airflow_tfjob.constants import ANNOTATION_RESULT_REPORTED
-from airflow_tfjob.status import JobState, JobStatus
+from airflow_tfjob.status import JobState, JobStatus, job_kind
 
 if TYPE_CHECKING:
     from airflow_tfjob.follow import FollowOutcome
@@ -42,25 +42,26 @@ def final_status(
     *,
     startup_timeout: float | None,
     delete: Callable[[str], Any],
+    kind: str = "TFJob",
 ) -> JobStatus:
     """The finished job's status; a follow that ended otherwise raises (after ``delete(why)``)."""
     if outcome.event == "timeout":
         if job is not None:
             delete("it did not finish within execution_timeout")
         raise AirflowTaskTimeout(
-            f"TFJob {namespace}/{name} did not finish within execution_timeout and was deleted: "
+            f"{kind} {namespace}/{name} did not finish within execution_timeout and was deleted: "
             f"{outcome.message}"
         )
     if outcome.event == "startup_timeout":
         # Its pods never started: keeping it would let it grab resources long after the task failed.
         delete("its pods did not start within startup_timeout")
         raise AirflowException(
-            f"TFJob {namespace}/{name} did not start within startup_timeout={startup_timeout} s "
+            f"{kind} {namespace}/{name} did not start within startup_timeout={startup_timeout} s "
             f"and was deleted: {outcome.message}"
         )
     if outcome.event == "error" or outcome.status is None or job is None:
         raise AirflowException(
-            f"Lost track of TFJob {namespace}/{name}: {outcome.message or 'the job no longer exists'}"
+            f"Lost track of {kind} {namespace}/{name}: {outcome.message or 'the job no longer exists'}"
         )
     return outcome.status
 
@@ -85,7 +86,7 @@ def settle(
         meta = job["metadata"]
         failing = ", ".join(status.failed_replica_types) or "unknown"
         raise AirflowException(
-            f"TFJob {meta['namespace']}/{meta['name']} failed ({status.reason}): {status.message} "
+            f"{job_kind(job).kind} {meta['namespace']}/{meta['name']} failed ({status.reason}): {status.message} "
             f"[failing replicas: {failing}]"
         )
 
@@ -110,7 +111,8 @@ def finish_cleanup(
         meta = job["metadata"]
         left = cleanup.leftover_description(job, on_finish_action, succeeded)
         log.warning(
-            "Cleanup of TFJob %s/%s failed (%s); left behind: %s. The task keeps the job's outcome.",
+            "Cleanup of %s %s/%s failed (%s); left behind: %s. The task keeps the job's outcome.",
+            job_kind(job).kind,
             meta["namespace"],
             meta["name"],
             error,
@@ -127,7 +129,8 @@ def mark_reported(hook: TFJobHook, job: Mapping[str, Any], log: Any) -> None:
     """
     meta = job["metadata"]
     try:
-        hook.patch_tfjob(
+        hook.patch_job(
+            job_kind(job),
             meta["name"],
             meta["namespace"],
             {"metadata": {"annotations": {ANNOTATION_RESULT_REPORTED: "true"}}},
@@ -143,7 +146,7 @@ def rendered_only(tfjob: dict[str, Any], log: Any) -> dict[str, Any]:
     from airflow_tfjob.secrets import redact
 
     shown = redact(tfjob)
-    log.info("render_only=True: TFJob not submitted. Manifest:\n%s", shown_json(shown))
+    log.info("render_only=True: %s not submitted. Manifest:\n%s", job_kind(tfjob).kind, shown_json(shown))
     return {"rendered_only": True, "manifest": bounded(shown)}
 
 

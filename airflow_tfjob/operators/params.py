@@ -5,14 +5,22 @@ table says what each parameter is for, and everything else derives from it: the 
 ``__init__`` stores, ``template_fields``, the parameters handed to ``manifest.build_tfjob``, the
 ones ``paramtypes`` checks by type, and the operator's own ones ``check_operator_parameters``
 checks. ``tests/unit/test_operator_params.py`` fails when the table and the signature drift apart.
+
+Every kind's operator reads the same table: a row says which kinds have the parameter (a replica
+shortcut exists where the kind has that replica type; ``success_policy`` is TFJob's, ``nproc_per_node``
+PyTorchJob's...). :func:`parameter_set` gives one kind's view; the module's constants are TFJob's
+(``TFJobOperator``'s signature), ``parameter_set(None)`` is every row (a generic operator over all
+kinds, which leaves the refusal of a parameter its kind lacks to ``manifest.build_job``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Literal
 
+from airflow_tfjob.kinds import KINDS, TFJOB, JobKind, kind_named
 from airflow_tfjob.operators.checks import replica_counts
 
 # job: what names and finds the job (checked by type); shortcut: a replica count by type;
@@ -30,10 +38,28 @@ class Param:
     # queue) is `kueue_queue` here, `resources` (the executor's) is `container_resources`, as in the
     # cncf.kubernetes pod operator.
     manifest_name: str | None = None
+    # The kinds that have this parameter (kind names); None: every kind.
+    kinds: tuple[str, ...] | None = None
 
 
-def _p(name: str, role: Role, templated: bool = False, manifest_name: str | None = None) -> Param:
-    return Param(name, role, templated, manifest_name)
+def _p(
+    name: str,
+    role: Role,
+    templated: bool = False,
+    manifest_name: str | None = None,
+    kinds: tuple[str, ...] | None = None,
+) -> Param:
+    return Param(name, role, templated, manifest_name, kinds)
+
+
+def _typed(rtype: str) -> tuple[str, ...]:
+    """The kinds with replica type ``rtype`` (those that have its shortcut, ``ps=`` for PS)."""
+    return tuple(k.kind for k in KINDS if rtype in k.replica_types)
+
+
+def _having(field: str) -> tuple[str, ...]:
+    """The kinds whose spec has ``field`` (those that have the parameter setting it)."""
+    return tuple(k.kind for k in KINDS if field in k.extra_spec_fields)
 
 
 T = True  # templated: the column that reads best in the table below
@@ -48,11 +74,11 @@ PARAMETERS: tuple[Param, ...] = (
     _p("config_file", "job", T),
     _p("in_cluster", "job"),
     _p("api_retry_timeout", "own"),
-    _p("chief", "shortcut"),
-    _p("master", "shortcut"),
-    _p("ps", "shortcut"),
-    _p("worker", "shortcut"),
-    _p("evaluator", "shortcut"),
+    _p("chief", "shortcut", kinds=_typed("Chief")),
+    _p("master", "shortcut", kinds=_typed("Master")),
+    _p("ps", "shortcut", kinds=_typed("PS")),
+    _p("worker", "shortcut", kinds=_typed("Worker")),
+    _p("evaluator", "shortcut", kinds=_typed("Evaluator")),
     _p("replicas", "manifest"),
     _p("restart_policy", "manifest"),
     _p("image", "manifest", T),
@@ -92,8 +118,10 @@ PARAMETERS: tuple[Param, ...] = (
     _p("suspend", "manifest"),
     _p("managed_by", "manifest"),
     _p("scheduling", "manifest"),
-    _p("success_policy", "manifest"),
-    _p("enable_dynamic_worker", "manifest"),
+    _p("success_policy", "manifest", kinds=_having("successPolicy")),
+    _p("enable_dynamic_worker", "manifest", kinds=_having("enableDynamicWorker")),
+    _p("nproc_per_node", "manifest", kinds=_having("nprocPerNode")),
+    _p("elastic_policy", "manifest", kinds=_having("elasticPolicy")),
     _p("log_replicas", "own", T),
     _p("get_logs", "own"),
     _p("metrics", "own"),
@@ -113,29 +141,91 @@ PARAMETERS: tuple[Param, ...] = (
     _p("allow_template_path_from_params", "policy"),
 )
 
-NAMES: tuple[str, ...] = tuple(p.name for p in PARAMETERS)
-TEMPLATE_FIELDS: tuple[str, ...] = tuple(p.name for p in PARAMETERS if p.templated)
-#: How the UI shows a rendered field (others: as text).
-RENDERERS: dict[str, str] = {
-    "tfjob": "yaml",
-    **dict.fromkeys(
-        ("hyperparameters", "env", "container_resources", "volumes", "labels", "annotations"), "json"
-    ),
-}
+
+@dataclass(frozen=True)
+class ParameterSet:
+    """One kind's parameters (or every row's) and what derives from them, in signature order."""
+
+    rows: tuple[Param, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.rows)
+
+    @property
+    def template_fields(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.rows if p.templated)
+
+    @property
+    def manifest_params(self) -> tuple[str, ...]:
+        """Handed to manifest.build_job under their own name."""
+        return tuple(p.name for p in self.rows if p.role == "manifest" and p.manifest_name is None)
+
+    @property
+    def renamed(self) -> dict[str, str]:
+        """Handed to manifest.build_job under another name: {operator's name: TFJobParameters field}."""
+        return {p.name: p.manifest_name for p in self.rows if p.manifest_name is not None}
+
+    @property
+    def replica_shortcuts(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.rows if p.role == "shortcut")
+
+    @property
+    def own(self) -> tuple[str, ...]:
+        """Checked by check_operator_parameters."""
+        return tuple(p.name for p in self.rows if p.role == "own")
+
+    @property
+    def typed(self) -> tuple[str, ...]:
+        """Checked by paramtypes (those passed as they are first, the renamed ones after)."""
+        shown = self.manifest_params
+        return (
+            *(p.name for p in self.rows if p.role in ("job", "shortcut") or p.name in shown),
+            *self.renamed,
+        )
+
+
+@cache
+def parameter_set(kind: JobKind | str | None) -> ParameterSet:
+    """The parameters of ``kind``'s operator; ``None``: every parameter of every kind."""
+    if kind is None:
+        return ParameterSet(PARAMETERS)
+    name = kind.kind if isinstance(kind, JobKind) else kind_named(kind).kind
+    return ParameterSet(tuple(p for p in PARAMETERS if p.kinds is None or name in p.kinds))
+
+
+_TF = parameter_set(TFJOB)
+NAMES: tuple[str, ...] = _TF.names
+TEMPLATE_FIELDS: tuple[str, ...] = _TF.template_fields
+
+
+def renderers(job_field: str) -> dict[str, str]:
+    """How the UI shows a rendered field (others: as text); `job_field` holds the manifest."""
+    return {
+        job_field: "yaml",
+        **dict.fromkeys(
+            ("hyperparameters", "env", "container_resources", "volumes", "labels", "annotations"), "json"
+        ),
+    }
+
+
+RENDERERS: dict[str, str] = renderers("tfjob")
 #: Handed to manifest.build_tfjob under their own name.
-MANIFEST_PARAMS: tuple[str, ...] = tuple(
-    p.name for p in PARAMETERS if p.role == "manifest" and p.manifest_name is None
-)
+MANIFEST_PARAMS: tuple[str, ...] = _TF.manifest_params
 #: Handed to manifest.build_tfjob under another name: {operator's name: TFJobParameters field}.
-RENAMED: dict[str, str] = {p.name: p.manifest_name for p in PARAMETERS if p.manifest_name is not None}
-REPLICA_SHORTCUTS: tuple[str, ...] = tuple(p.name for p in PARAMETERS if p.role == "shortcut")
+RENAMED: dict[str, str] = _TF.renamed
+REPLICA_SHORTCUTS: tuple[str, ...] = _TF.replica_shortcuts
 #: Checked by check_operator_parameters.
-OWN: tuple[str, ...] = tuple(p.name for p in PARAMETERS if p.role == "own")
+OWN: tuple[str, ...] = _TF.own
 #: Checked by paramtypes (those passed as they are first, the renamed ones after).
-TYPED: tuple[str, ...] = (
-    *(p.name for p in PARAMETERS if p.role in ("job", "shortcut") or p.name in MANIFEST_PARAMS),
-    *RENAMED,
-)
+TYPED: tuple[str, ...] = _TF.typed
+
+
+#: KubeflowJobOperator's parameters (and the named operators'): `kind`, the manifest or template as
+#: `job`, then every kind's parameters (manifest.build_job refuses one the job's kind lacks).
+GENERIC = ParameterSet((_p("kind", "job"), _p("job", "job", T), *PARAMETERS[1:]))
+#: TFJobOperator's: TFJob's view of the table, the manifest as `tfjob` (the module constants above).
+TFJOB_PARAMETERS = _TF
 
 
 class StoredParameters:
@@ -172,24 +262,37 @@ class StoredParameters:
     allow_template_path_from_params: bool
 
 
-def store(operator: Any, given: Mapping[str, Any]) -> None:
-    """Set each parameter as an attribute (so that it can be templated and shows in the UI)."""
-    for name in NAMES:
+def store(operator: Any, given: Mapping[str, Any], names: tuple[str, ...] = NAMES) -> None:
+    """Set each parameter as an attribute (so that it can be templated and shows in the UI).
+
+    ``names``: the operator's parameters (``parameter_set(kind).names``; TFJobOperator's by default).
+    """
+    for name in names:
         setattr(operator, name, given[name])
 
 
-def manifest_arguments(operator: Any) -> dict[str, Any]:
-    """The keyword arguments of manifest.build_tfjob: the manifest parameters that are set, the
-    replica shortcuts folded into ``replicas``, the renamed ones under build_tfjob's names."""
-    given = {key: getattr(operator, key) for key in MANIFEST_PARAMS if getattr(operator, key) is not None}
-    shortcuts = {
-        key: getattr(operator, key) for key in REPLICA_SHORTCUTS if getattr(operator, key) is not None
-    }
+def manifest_arguments(operator: Any, kind: JobKind | str | None = None) -> dict[str, Any]:
+    """The keyword arguments of manifest.build_job for ``kind`` (TFJob by default): the manifest
+    parameters that are set, the replica shortcuts folded into ``replicas``, the renamed ones under
+    build_job's names. Parameters the operator does not have count as not set; a shortcut naming a
+    replica type ``kind`` has not (``ps=1`` for a PyTorchJob) is refused naming the parameter.
+    """
+    every = parameter_set(None)
+    row = TFJOB if kind is None else (kind if isinstance(kind, JobKind) else kind_named(kind))
+
+    def value(key: str) -> Any:
+        return getattr(operator, key, None)
+
+    given = {key: value(key) for key in every.manifest_params if value(key) is not None}
+    shortcuts = {key: value(key) for key in every.replica_shortcuts if value(key) is not None}
     if shortcuts:
+        from airflow_tfjob.manifest_kinds import check_shortcuts
+
+        check_shortcuts(row, shortcuts)
         given["replicas"] = replica_counts(given.get("replicas"), shortcuts)
-    for key, field in RENAMED.items():
-        if getattr(operator, key) is not None:
-            given[field] = getattr(operator, key)
+    for key, field in every.renamed.items():
+        if value(key) is not None:
+            given[field] = value(key)
     return given
 
 

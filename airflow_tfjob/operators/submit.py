@@ -1,4 +1,4 @@
-"""A task's TFJob: found again (reattach or report an earlier try's job) or created exactly once.
+"""A task's job (TFJob or another kubeflow.org/v1 kind): found again (reattach or report an earlier try's job) or created exactly once.
 
 Finding again: the job a try created is recorded in the task_state_store (durable identity) and
 carries identity labels; :func:`find_or_create` collects the task instance's earlier jobs both ways
@@ -25,7 +25,8 @@ from airflow.sdk.exceptions import AirflowException
 
 from airflow_tfjob import identity, naming
 from airflow_tfjob.constants import ANNOTATION_PREFIX, LABEL_HANDLED, LABEL_MANAGED
-from airflow_tfjob.status import interpret, summarise
+from airflow_tfjob.kinds import TFJOB, JobKind
+from airflow_tfjob.status import interpret, job_kind, summarise
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -72,20 +73,22 @@ def create_or_adopt(
 
     meta = body["metadata"]
     name, namespace, sid = meta["name"], meta["namespace"], submission_id(body)
+    kind = job_kind(body)
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return hook.create_tfjob(dict(body), namespace)
+            return hook.create_job(kind, dict(body), namespace)
         except AmbiguousCreate as error:
             what = str(error)
         except Exception as error:
             if api_status_code(error) != 409:
                 raise
             what = "409 AlreadyExists"
-        existing = hook.find_tfjob(name, namespace)
+        existing = hook.find_job(kind, name, namespace)
         if existing is not None and sid is not None and submission_id(existing) == sid:
             log(
-                "Create of TFJob %s/%s had no clear answer (%s); it was created: adopting it",
+                "Create of %s %s/%s had no clear answer (%s); it was created: adopting it",
+                kind.kind,
                 namespace,
                 name,
                 what,
@@ -93,18 +96,19 @@ def create_or_adopt(
             return existing
         if existing is not None:
             raise AirflowException(
-                f"A TFJob named {namespace}/{name} already exists and was not created by this task "
+                f"A {kind.kind} named {namespace}/{name} already exists and was not created by this task "
                 f"instance (submission {submission_id(existing) or 'unknown'}, expected {sid}): nothing "
-                f"was submitted. Choose another `name`, or delete that TFJob first "
-                f"(kubectl delete tfjob -n {namespace} {name})."
+                f"was submitted. Choose another `name`, or delete that {kind.kind} first "
+                f"(kubectl delete {kind.singular} -n {namespace} {name})."
             )
         if time.monotonic() >= deadline:
             raise AirflowException(
-                f"Could not create TFJob {namespace}/{name}: the API kept failing ({what}) for "
+                f"Could not create {kind.kind} {namespace}/{name}: the API kept failing ({what}) for "
                 f"{timeout:.0f} s (api_retry_timeout) and the job does not exist"
             )
         log(
-            "Create of TFJob %s/%s had no clear answer (%s) and it does not exist: creating again",
+            "Create of %s %s/%s had no clear answer (%s) and it does not exist: creating again",
+            kind.kind,
             namespace,
             name,
             what,
@@ -136,7 +140,7 @@ def stamp_identity(tfjob: dict[str, Any], context: Context, *, name: str | None)
     if name:
         metadata["name"] = name
     elif not metadata.get("name"):
-        replicas = (tfjob.get("spec") or {}).get("tfReplicaSpecs") or {}
+        replicas = (tfjob.get("spec") or {}).get(job_kind(tfjob).spec_key) or {}
         metadata["name"] = naming.job_name(
             dag_id, task_id, run_id, map_index, try_number,
             max_length=naming.max_name_length(replicas),
@@ -187,22 +191,24 @@ def find_or_create(
     """
     try_number = task_identity(context)[4]
     namespace = tfjob["metadata"]["namespace"]
-    found = earlier_jobs(hook, namespace, context)
+    kind = job_kind(tfjob)
+    found = earlier_jobs(hook, namespace, context, kind)
     decision = identity.decide(found, try_number)
     if found:
-        log.info("Earlier TFJobs of this task instance: %s", decision.reason)
+        log.info("Earlier %ss of this task instance: %s", kind.kind, decision.reason)
     for old_name in decision.mark_handled:
-        log.info("Marking the earlier TFJob %s/%s as handled", namespace, old_name)
-        hook.patch_tfjob(old_name, namespace, {"metadata": {"labels": {LABEL_HANDLED: "true"}}})
+        log.info("Marking the earlier %s %s/%s as handled", kind.kind, namespace, old_name)
+        hook.patch_job(kind, old_name, namespace, {"metadata": {"labels": {LABEL_HANDLED: "true"}}})
     for old_name in decision.delete:
         # Never two live jobs for one task instance: an abandoned one still running is stopped.
-        log.info("Deleting the abandoned TFJob %s/%s", namespace, old_name)
-        hook.delete_tfjob(old_name, namespace, propagation="Foreground")
+        log.info("Deleting the abandoned %s %s/%s", kind.kind, namespace, old_name)
+        hook.delete_job(kind, old_name, namespace, propagation="Foreground")
     if decision.action in ("reattach", "report") and decision.job is not None:
         job = dict(decision.job)
         log.info(
-            "%s TFJob %s/%s (%s)",
+            "%s %s %s/%s (%s)",
             "Reattaching to" if decision.action == "reattach" else "Reporting the result of",
+            kind.kind,
             namespace,
             job["metadata"]["name"],
             summarise(interpret(job)),
@@ -213,13 +219,15 @@ def find_or_create(
     return job
 
 
-def earlier_jobs(hook: TFJobHook, namespace: str, context: Context) -> list[dict[str, Any]]:
-    """The unhandled jobs of this task instance: the recorded one, then those its labels find."""
+def earlier_jobs(
+    hook: TFJobHook, namespace: str, context: Context, kind: JobKind = TFJOB
+) -> list[dict[str, Any]]:
+    """The unhandled jobs (of `kind`) of this task instance: the recorded one, then those its labels find."""
     dag_id, task_id, run_id, map_index, _ = task_identity(context)
     jobs: dict[str, dict[str, Any]] = {}
     recorded = state_get(context)
     if recorded:
-        job = hook.find_tfjob(recorded["name"], recorded["namespace"])
+        job = hook.find_job(kind, recorded["name"], recorded["namespace"])
         # A uid, or (the worker died before the create call answered) the submission id.
         if job is not None and (
             job["metadata"].get("uid") == recorded.get("uid")
@@ -228,20 +236,22 @@ def earlier_jobs(hook: TFJobHook, namespace: str, context: Context) -> list[dict
             if LABEL_HANDLED not in (job["metadata"].get("labels") or {}):
                 jobs[job["metadata"]["uid"]] = job
     selector = naming.identity_selector(dag_id, task_id, run_id, map_index)
-    for job in hook.list_tfjobs(namespace, selector):
+    for job in hook.list_jobs(kind, namespace, selector):
         if naming.matches_identity(job, dag_id, task_id, run_id, map_index):
             jobs.setdefault(job["metadata"]["uid"], job)
     return list(jobs.values())
 
 
-def running_job_of_this_try(hook: TFJobHook, context: Context, namespace: str) -> tuple[str, str] | None:
+def running_job_of_this_try(
+    hook: TFJobHook, context: Context, namespace: str, kind: JobKind = TFJOB
+) -> tuple[str, str] | None:
     """The recorded job, else an unfinished one the identity labels find (for a failed trigger)."""
     recorded = state_get(context)
     if recorded:
         return recorded["name"], recorded["namespace"]
     dag_id, task_id, run_id, map_index, _ = task_identity(context)
     selector = naming.identity_selector(dag_id, task_id, run_id, map_index)
-    for job in hook.list_tfjobs(namespace, selector):
+    for job in hook.list_jobs(kind, namespace, selector):
         if not interpret(job).finished:
             return job["metadata"]["name"], job["metadata"]["namespace"]
     return None
@@ -262,7 +272,8 @@ def create(
 
     dag_id, task_id, run_id, map_index, _ = task_identity(context)
     name, namespace = tfjob["metadata"]["name"], tfjob["metadata"]["namespace"]
-    existing = hook.find_tfjob(name, namespace)
+    kind = job_kind(tfjob)
+    existing = hook.find_job(kind, name, namespace)
     if existing is not None:
         labels = existing["metadata"].get("labels") or {}
         ours = labels.get(LABEL_MANAGED) == "true" and naming.matches_identity(
@@ -270,15 +281,15 @@ def create(
         )
         if not ours or LABEL_HANDLED not in labels:
             raise AirflowException(
-                f"A TFJob named {namespace}/{name} already exists and was not created by this task "
+                f"A {kind.kind} named {namespace}/{name} already exists and was not created by this task "
                 f"instance (or is still in use): nothing was submitted. Choose another `name`, or "
-                f"delete that TFJob first (kubectl delete tfjob -n {namespace} {name})."
+                f"delete that {kind.kind} first (kubectl delete {kind.singular} -n {namespace} {name})."
             )
         # A fixed `name` reused by a later try: the earlier, handled job makes way for the new one.
-        log.info("Deleting the handled TFJob %s/%s to reuse its name", namespace, name)
-        hook.delete_tfjob(name, namespace, propagation="Foreground")
-        if not hook.wait_for_tfjob_deletion(name, namespace, timeout=120):
-            raise AirflowException(f"TFJob {namespace}/{name} was not deleted within 120 s")
+        log.info("Deleting the handled %s %s/%s to reuse its name", kind.kind, namespace, name)
+        hook.delete_job(kind, name, namespace, propagation="Foreground")
+        if not hook.wait_for_job_deletion(kind, name, namespace, timeout=120):
+            raise AirflowException(f"{kind.kind} {namespace}/{name} was not deleted within 120 s")
     body, intent = submission_manifest(tfjob)
     sid = new_submission_id()
     body = with_submission_id(body, sid)
@@ -287,7 +298,8 @@ def create(
     on_submit(name, namespace)
     state_set(context, {"name": name, "namespace": namespace, "uid": None, "submission": sid})
     log.info(
-        "Creating TFJob %s/%s (cleanPodPolicy %s and TTL %s applied by this task once logs are read):\n%s",
+        "Creating %s %s/%s (cleanPodPolicy %s and TTL %s applied by this task once logs are read):\n%s",
+        kind.kind,
         namespace,
         name,
         intent.clean_pod_policy,

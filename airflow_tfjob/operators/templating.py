@@ -1,10 +1,10 @@
-"""The operator's templating hooks: only ``tfjob`` may name a template file.
+"""The operator's templating hooks: only the job parameter (``tfjob``, or ``job``) may name a template file.
 
 Airflow treats every templated string ending in a template_ext suffix as a file name, list items
-included, so ``args=["--config=conf.yaml"]`` would be looked up as a template file. Only ``tfjob``
-may name a file here, and only as the DAG author wrote it (:mod:`airflow_tfjob.templates` has the
-rules, shared with ``manifest.load_manifest``): a path that templating produced (e.g. from params)
-is refused unless opted in. Each field is rendered on its own, so that a Jinja error names it.
+included, so ``args=["--config=conf.yaml"]`` would be looked up as a template file. Only the job
+parameter (``tfjob``; ``job`` on the generic operator) may name a file here, and only as the DAG
+author wrote it (:mod:`airflow_tfjob.templates` has the rules, shared with ``manifest.load_manifest``):
+a path that templating produced (e.g. from params) is refused unless opted in. Each field is rendered on its own, so that a Jinja error names it.
 
 These override BaseOperator's templating methods, so they live in a mixin the operator inherits
 first; the work itself is done by :mod:`airflow_tfjob.templates`.
@@ -30,11 +30,16 @@ else:
 
 
 class TemplateFileRendering(_Base):
-    """Rendering of the operator's fields, with ``tfjob`` as the only one that may name a file."""
+    """Rendering of the operator's fields, with its job parameter as the only one that may name a file."""
 
-    tfjob: Any
+    #: The parameter holding the manifest or template: "tfjob" (TFJobOperator) or "job".
+    job_field: str = "tfjob"
     allow_template_outside_dag_folder: bool
     allow_template_path_from_params: bool
+
+    @property
+    def _job_value(self) -> Any:
+        return getattr(self, self.job_field)
 
     def _mask_secrets(self) -> None:
         """Register secret values with Airflow's masker once they are rendered (the operator's own)."""
@@ -42,9 +47,10 @@ class TemplateFileRendering(_Base):
     def resolve_template_files(self) -> None:
         # The file is read when the task renders, with the same rules; a path outside the allowed
         # folders fails the DAG's parse here already.
-        if templates.looks_like_path(self.tfjob) and not is_template(self.tfjob) and self.has_dag():
+        value = self._job_value
+        if templates.looks_like_path(value) and not is_template(value) and self.has_dag():
             try:
-                self._template_path(str(self.tfjob))
+                self._template_path(str(value))
             except templates.TemplateNotFoundError:
                 pass  # it may be written before the task runs; rendering reports it then
         self.prepare_template()
@@ -57,24 +63,25 @@ class TemplateFileRendering(_Base):
         jinja_env: jinja2.Environment,
         seen_oids: set[int],
     ) -> None:
-        if parent is self and "tfjob" in template_fields and templates.looks_like_path(self.tfjob):
-            if not is_template(self.tfjob):  # decided on the value as the DAG author wrote it
-                self.tfjob = self._render_template_file(str(self.tfjob), context, jinja_env)
-                template_fields = [f for f in template_fields if f != "tfjob"]
+        field = self.job_field
+        if parent is self and field in template_fields and templates.looks_like_path(self._job_value):
+            if not is_template(self._job_value):  # decided on the value as the DAG author wrote it
+                setattr(self, field, self._render_template_file(str(self._job_value), context, jinja_env))
+                template_fields = [f for f in template_fields if f != field]
         if parent is not self:
             super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
             return
-        for field in template_fields:  # one by one, so that a Jinja error names its field
-            self._render_field(field, context, jinja_env, seen_oids)
+        for name in template_fields:  # one by one, so that a Jinja error names its field
+            self._render_field(name, context, jinja_env, seen_oids)
         self._mask_secrets()
-        if "tfjob" in template_fields and templates.looks_like_path(self.tfjob):
-            self.tfjob = self._rendered_template_path(str(self.tfjob), context, jinja_env)
+        if field in template_fields and templates.looks_like_path(self._job_value):
+            setattr(self, field, self._rendered_template_path(str(self._job_value), context, jinja_env))
 
     def _rendered_template_path(self, path: str, context: Context, jinja_env: jinja2.Environment) -> Any:
-        """A `tfjob` that names a file only once rendered: its path comes from run-time values."""
+        """A job parameter that names a file only once rendered: its path comes from run-time values."""
         if not self.allow_template_path_from_params:
             raise TFJobValidationError(
-                "tfjob",
+                self.job_field,
                 f"rendered to {path[:200]!r}, which looks like a file path; a path that comes from "
                 "templating (e.g. params) is not read",
                 "write the file's path literally in the DAG, or pass the manifest itself; if run-time "

@@ -1,46 +1,26 @@
-"""TFJobOperator: run one Kubeflow TFJob as an Airflow task.
+"""TFJobOperator: run one Kubeflow TFJob (distributed TensorFlow training) as an Airflow task.
 
-The task reads like the user's story: build the manifest -> validate it -> find the task's job again
-or create it -> follow it (inline, or deferred to the triggerer) -> drain its logs -> clean up ->
-return the result.
-
-Importing this module must stay cheap (DAG files are parsed all the time): the Kubernetes clients,
-the cncf.kubernetes hooks, the trigger and the async follow core are imported inside the methods
-that use them.
+The story lives in :class:`~airflow_tfjob.operators.kubeflow.KubeflowJobOperator`; this class fixes
+the kind and keeps the parameters TFJob DAGs were written with (``tfjob=`` for the manifest or
+template, TFJob's replica shortcuts, no PyTorch-only ones). Importing it stays cheap (see kubeflow.py).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.sdk import BaseOperator, conf
+from airflow.sdk import conf
 
-from airflow_tfjob import cleanup, templates
-from airflow_tfjob.connection import connection_of, hook_kwargs
+from airflow_tfjob import cleanup
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
-from airflow_tfjob.limits import check_request_size
-from airflow_tfjob.links import TensorBoardLink
-from airflow_tfjob.operators import outcome as outcome_mod
-from airflow_tfjob.operators import params, submit
-from airflow_tfjob.operators.checks import (
-    check_log_replicas_against_job,
-    check_operator_parameters,
-    check_parameter_types,
-    tensorboard_spec,
-)
+from airflow_tfjob.operators import params
 from airflow_tfjob.operators.following import TRIGGER_TIMEOUT_MARGIN
+from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
 from airflow_tfjob.operators.outcome import RESULT_KEYS
 from airflow_tfjob.operators.submit import STATE_KEY
-from airflow_tfjob.operators.templating import TemplateFileRendering
-from airflow_tfjob.status import summarise
 
 if TYPE_CHECKING:
-    from airflow.sdk import Context
-
-    from airflow_tfjob.follow import FollowOptions, FollowOutcome
-    from airflow_tfjob.hooks.tfjob import AsyncTFJobHook, TFJobHook
     from airflow_tfjob.tensorboard import TensorBoardSpec
 
 # Re-exported: tests, DAGs and the decorator import them from here.
@@ -50,55 +30,19 @@ MANIFEST_PARAMS = params.MANIFEST_PARAMS
 REPLICA_SHORTCUTS = params.REPLICA_SHORTCUTS
 
 
-class TFJobOperator(TemplateFileRendering, params.StoredParameters, BaseOperator):
+class TFJobOperator(KubeflowJobOperator):
     """Run a Kubeflow TFJob (distributed TensorFlow training) and wait for its outcome.
 
-    The job comes from parameters (replicas per type, image, command, args, hyperparameters, env,
-    resources, volumes, run policy...) or from a full manifest ``tfjob`` (a dict, a YAML string, or a
-    ``.yaml``/``.yml``/``.json`` file rendered with Jinja), with explicit parameters overriding it.
-
-    Lifecycle:
-      * the job is submitted with ``cleanPodPolicy: None`` and no TTL, so no pod disappears before its
-        logs are read; the intended policy is kept in annotations and applied by the task after the
-        logs are drained (see :mod:`airflow_tfjob.cleanup`);
-      * a retried task finds its job again (task_state_store, then identity labels): it reattaches to
-        a running job or reports a succeeded one whose result was never reported; after a reported
-        outcome or a failure it trains again with a new job and marks the old one handled;
-      * ``on_finish_action``: ``"keep"`` (default: the TFJob stays as the record of the training,
-        with the intended cleanPodPolicy/TTL applied), ``"delete"``, or ``"delete_succeeded"``;
-      * ``on_kill_action``: ``"delete"`` (default: the TFJob and its pods) or ``"keep"``; a graceful
-        worker shutdown also reaches ``on_kill``;
-      * ``render_only=True`` renders the manifest into the log and XCom without submitting it.
-
-    Logs: ``get_logs``; ``log_replicas`` ("master", "all", a type such as "worker", one replica such
-    as "worker:0", or a comma-separated list); ``log_rate_per_replica`` (lines per second per replica
-    that reach the task log, default 1000) and ``log_total_cap`` (lines per job, default 1,000,000),
-    0 meaning no limit: a runaway job cannot flood the task log, and a line says how many were dropped.
-
-    TensorBoard: ``tensorboard=True`` with ``tensorboard_log_dir`` (or ``tensorboard`` as a log
-    directory, a dict of :class:`~airflow_tfjob.tensorboard.TensorBoardSpec` fields, or a spec)
-    starts a TensorBoard pod and Service owned by the TFJob once it is created, pushes its URL to
-    the XCom ``tensorboard_url`` (the task's "TensorBoard" link in the UI), and removes it when the
-    task ends unless ``tensorboard_keep=True`` (deleting the TFJob removes it anyway).
-
-    Every parameter is checked before any API call (at DAG parse time when it is not a template):
-    a bad value raises TFJobValidationError naming the parameter and the fix, and creates nothing.
-
-    The result (XCom ``return_value``) holds name, namespace, uid, state, reason, message,
-    replica_statuses, start_time, completion_time and metrics; ``metrics`` is also pushed on its own.
-    Subclasses may return something else through :meth:`result_from_outcome` (``@task.tfjob``).
+    :class:`~airflow_tfjob.operators.kubeflow.KubeflowJobOperator` with ``kind="TFJob"``, the manifest
+    or template given as ``tfjob`` (a dict, a YAML string, or a ``.yaml``/``.yml``/``.json`` file
+    rendered with Jinja); everything else is described there.
     """
 
+    parameter_table: ClassVar[params.ParameterSet] = params.TFJOB_PARAMETERS
+    job_field = "tfjob"
+    default_kind: ClassVar[str | None] = "TFJob"
     template_fields: Sequence[str] = params.TEMPLATE_FIELDS
-    # Only `tfjob` may name a template file: see operators/templating.py.
-    template_ext: Sequence[str] = (".yaml", ".yml", ".json")
     template_fields_renderers = params.RENDERERS
-    operator_extra_links = (TensorBoardLink(),)
-    ui_color = "#ff6f00"
-    ui_fgcolor = "#ffffff"
-    # Master-replica log lines starting with this carry the task's return value (``@task.tfjob``
-    # sets it; see "Return values from replicas" in docs/architecture.md). None: no capture.
-    return_marker: str | None = None
 
     def __init__(
         self,
@@ -176,277 +120,5 @@ class TFJobOperator(TemplateFileRendering, params.StoredParameters, BaseOperator
         allow_template_path_from_params: bool = False,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
-        params.store(self, locals())
-        # A bare string stays as given so that the parameter check names it (list("loss") is letters).
-        self.metrics = list(metrics) if isinstance(metrics, (list, tuple)) else (metrics or [])
-        # The job this task is following, for on_kill and __fail__ (name, namespace).
-        self._job_ref: tuple[str, str] | None = None
-        # The finished job, for result_from_outcome.
-        self._job: dict[str, Any] | None = None
-        # A mistake in a parameter that is not a template fails the DAG's parse, not a run.
-        check_operator_parameters(self._own_parameters())
-        check_parameter_types(self._typed_parameters(), at_parse=True)
-
-    # ------------------------------------------------------------------ hooks
-
-    def get_hook(self) -> TFJobHook:
-        from airflow_tfjob.hooks.tfjob import TFJobHook
-
-        return TFJobHook(**hook_kwargs(self))
-
-    def get_async_hook(self) -> AsyncTFJobHook:
-        from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
-
-        return AsyncTFJobHook(**hook_kwargs(self))
-
-    # ------------------------------------------------------------------ the story
-
-    def execute(self, context: Context) -> Any:
-        started = time.time()
-        self._mask_secrets()
-        # Everything is checked before the first API call: a bad value creates nothing.
-        check_operator_parameters(self._own_parameters())
-        manifest = self.build_manifest(context)
-        if self.render_only:
-            return outcome_mod.rendered_only(manifest, self.log)
-        hook = self.get_hook()
-        job = self.find_or_create(hook, manifest, context)
-        name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
-        self._job_ref = (name, namespace)
-        self._start_tensorboard(hook, job, context)
-        options = self.follow_options(deadline=self._deadline(started))
-        if self.deferrable:
-            self._defer(name, namespace, options)
-        outcome = self._follow(name, namespace, options)
-        return self._complete(context, hook, name, namespace, outcome)
-
-    def _own_parameters(self) -> dict[str, Any]:
-        """The operator's own (non-manifest) parameters, as checks.check_operator_parameters takes them."""
-        return params.values(self, params.OWN)
-
-    def _typed_parameters(self) -> dict[str, Any]:
-        """The parameters that shape the manifest, by the operator's names (paramtypes checks them)."""
-        return params.values(self, params.TYPED)
-
-    def _mask_secrets(self) -> None:
-        """Register the secret_env values with Airflow's masker: a replica printing one shows ***."""
-        from airflow_tfjob.secrets import mask_values
-
-        if isinstance(self.secret_env, Mapping):
-            mask_values(self.secret_env.values())
-
-    def build_manifest(self, context: Context) -> dict[str, Any]:
-        """The TFJob the task wants (with its identity and intended policy), validated."""
-        from airflow_tfjob import manifest as manifest_mod
-        from airflow_tfjob.validation import validate_tfjob
-
-        base = None
-        if self.tfjob is not None:
-            base = manifest_mod.load_manifest(
-                self.tfjob,
-                searchpath=templates.template_folders(self.dag if self.has_dag() else None),
-                allow_outside=self.allow_template_outside_dag_folder,
-            )
-        check_parameter_types(self._typed_parameters())
-        tfjob = manifest_mod.build_tfjob(base=base, **params.manifest_arguments(self))
-        metadata = tfjob.setdefault("metadata", {})
-        if self.namespace:
-            metadata["namespace"] = self.namespace
-        if not metadata.get("namespace"):
-            metadata["namespace"] = self._default_namespace()
-        submit.stamp_identity(tfjob, context, name=self.name)
-        for warning in validate_tfjob(tfjob):
-            self.log.warning("TFJob %s: %s", metadata["name"], warning)
-        check_log_replicas_against_job(self.log_replicas, tfjob)
-        check_request_size(tfjob)
-        return tfjob
-
-    def _default_namespace(self) -> str:
-        """The connection's namespace when the operator names none (the hook knows it), else default."""
-        if self.render_only:
-            return "default"
-        try:
-            return self.get_hook().get_namespace() or "default"
-        except Exception:  # a render without a reachable connection still works
-            return "default"
-
-    # ------------------------------------------------------------------ identity: find or create
-
-    def find_or_create(self, hook: TFJobHook, tfjob: dict[str, Any], context: Context) -> dict[str, Any]:
-        """The task instance's TFJob: an earlier try's job to reattach to or report, or a new one."""
-        return submit.find_or_create(hook, tfjob, context, log=self.log, on_submit=self._following)
-
-    def _following(self, name: str, namespace: str) -> None:
-        self._job_ref = (name, namespace)
-
-    # ------------------------------------------------------------------ TensorBoard
-
-    def _tensorboard_spec(self) -> TensorBoardSpec | None:
-        return tensorboard_spec(self.tensorboard, self.tensorboard_log_dir, self.tensorboard_keep)
-
-    def _start_tensorboard(self, hook: TFJobHook, job: Mapping[str, Any], context: Context) -> None:
-        from airflow_tfjob.tensorboard import XCOM_KEY, start_for_job
-
-        def push(url: str) -> None:
-            context["ti"].xcom_push(key=XCOM_KEY, value=url)
-
-        start_for_job(hook, self._tensorboard_spec(), job, push, self.log)
-
-    def _stop_tensorboard(self, hook: TFJobHook, name: str, namespace: str, *, force: bool = False) -> None:
-        from airflow_tfjob.tensorboard import stop_for_job
-
-        stop_for_job(hook, self._tensorboard_spec(), name, namespace, self.log, force=force)
-
-    # ------------------------------------------------------------------ following
-
-    def follow_options(self, *, deadline: float | None) -> FollowOptions:
-        from airflow_tfjob.follow import FollowOptions
-
-        return FollowOptions(
-            log_replicas=self.log_replicas,
-            startup_timeout=self.startup_timeout,
-            deadline=deadline,
-            metrics=list(self.metrics),
-            metrics_history=self.metrics_history,
-            get_logs=self.get_logs,
-            return_marker=self.return_marker,
-            log_rate_per_replica=self.log_rate_per_replica,
-            log_total_cap=self.log_total_cap,
-        )
-
-    def _deadline(self, started: float) -> float | None:
-        if self.execution_timeout is None:
-            return None
-        return started + self.execution_timeout.total_seconds()
-
-    def _follow(self, name: str, namespace: str, options: FollowOptions) -> FollowOutcome:
-        from airflow_tfjob.operators import following
-
-        return following.follow(self.get_async_hook(), name, namespace, options, self.log.info)
-
-    def _defer(self, name: str, namespace: str, options: FollowOptions) -> None:
-        from airflow_tfjob.operators import following
-
-        trigger, timeout = following.trigger_for(
-            name,
-            namespace,
-            options,
-            connection_of(self),
-            delete_on_kill=self.on_kill_action == "delete",
-            kill_grace_period=self.kill_grace_period,
-        )
-        self.log.info("Deferring while TFJob %s/%s runs (logs continue in the triggerer)", namespace, name)
-        self.defer(trigger=trigger, method_name="execute_complete", timeout=timeout)
-
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
-        """Resume after the trigger's one event: drain what is left of the logs, clean up, report."""
-        from airflow_tfjob.follow import FollowOutcome
-
-        name, namespace = event["name"], event["namespace"]
-        self._job_ref = (name, namespace)
-        outcome = FollowOutcome.from_dict(event)
-        hook = self.get_hook()
-        if outcome.event in ("succeeded", "failed"):
-            outcome = self._drain(name, namespace, outcome)
-        if outcome.event == "timeout" and not event.get("deleted"):
-            self._kill(hook, name, namespace, "delete", "its deadline passed")
-        return self._complete(context, hook, name, namespace, outcome)
-
-    def _drain(self, name: str, namespace: str, outcome: FollowOutcome) -> FollowOutcome:
-        from airflow_tfjob.operators import following
-
-        options = self.follow_options(deadline=None)
-        return following.drain(self.get_async_hook(), name, namespace, options, self.log, outcome)
-
-    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
-        # "__fail__": the trigger crashed or Airflow's trigger timeout fired; the job would run on with
-        # nobody watching it (apache/airflow#67227, #62398), so delete it before the task fails.
-        if next_method == "__fail__":
-            self._delete_after_trigger_failure(context, next_kwargs or {})
-        return super().resume_execution(next_method, next_kwargs, context)
-
-    def _delete_after_trigger_failure(self, context: Context, next_kwargs: Mapping[str, Any]) -> None:
-        hook = self.get_hook()
-        ref = self._job_ref or submit.running_job_of_this_try(
-            hook, context, self.namespace or self._default_namespace()
-        )
-        if ref is None:
-            self.log.warning(
-                "Trigger failed (%s); no TFJob of this try found to delete", next_kwargs.get("error")
-            )
-            return
-        self.log.error("Trigger failed (%s): deleting TFJob %s/%s", next_kwargs.get("error"), ref[1], ref[0])
-        self._kill(hook, ref[0], ref[1], "delete", "its trigger failed")
-        self._stop_tensorboard(hook, ref[0], ref[1], force=True)
-
-    # ------------------------------------------------------------------ outcome
-
-    def _complete(
-        self, context: Context, hook: TFJobHook, name: str, namespace: str, outcome: FollowOutcome
-    ) -> Any:
-        """Clean up after the final state (logs drained) and report it: the result, or the failure."""
-        try:
-            return self._report(context, hook, name, namespace, outcome)
-        finally:
-            # Whatever the outcome: a board nobody asked to keep never outlives its task.
-            self._stop_tensorboard(hook, name, namespace)
-
-    def _report(
-        self, context: Context, hook: TFJobHook, name: str, namespace: str, outcome: FollowOutcome
-    ) -> Any:
-        for line in outcome.diagnostics:
-            self.log.error("%s", line)
-        job = hook.find_tfjob(name, namespace)
-        status = outcome_mod.final_status(
-            outcome,
-            job,
-            name,
-            namespace,
-            startup_timeout=self.startup_timeout,
-            delete=lambda why: self._kill(hook, name, namespace, "delete", why),
-        )
-        assert job is not None  # final_status raised otherwise
-        self._job = job
-
-        outcome_mod.settle(
-            hook, job, status, outcome.metrics, self.on_finish_action,
-            log=self.log, push=lambda key, value: context["ti"].xcom_push(key=key, value=value),
-        )  # fmt: skip
-        self.log.info("TFJob %s/%s succeeded: %s", namespace, name, summarise(status))
-        # Computed before the job is marked reported: a result that cannot be produced (a missing
-        # return value) leaves the job reportable by a retry instead of training again.
-        result = self.result_from_outcome(outcome, context)
-        outcome_mod.mark_reported(hook, job, self.log)
-        return result
-
-    def result_from_outcome(self, outcome: FollowOutcome, context: Context) -> Any:
-        """The task's return value (XCom) for a succeeded job; subclasses may return something else.
-
-        ``@task.tfjob`` overrides it to decode ``outcome.return_payload``, the value printed by the
-        master replica; ``self._job`` is the finished TFJob object.
-        """
-        assert self._job is not None and outcome.status is not None
-        return outcome_mod.result(self._job, outcome.status, outcome.metrics)
-
-    def on_kill(self) -> None:
-        if self._job_ref is None:
-            return
-        name, namespace = self._job_ref
-        hook = self.get_hook()
-        if self._kill(hook, name, namespace, self.on_kill_action):
-            self._stop_tensorboard(hook, name, namespace, force=True)
-
-    def _kill(
-        self, hook: TFJobHook, name: str, namespace: str, action: str, why: str = "the task was killed"
-    ) -> bool:
-        """Every kill path of the task (a user's kill, a timeout, a failed trigger) stops the job alike."""
-        return cleanup.kill(
-            hook,
-            name,
-            namespace,
-            on_kill_action=action,
-            log=self.log.info,
-            grace_period_seconds=self.kill_grace_period,
-            why=why,
-        )
+        given = {key: value for key, value in locals().items() if key in params.NAMES}
+        super().__init__(kind="TFJob", job=given.pop("tfjob"), **given, **kwargs)

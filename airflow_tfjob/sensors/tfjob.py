@@ -1,45 +1,28 @@
 """TFJobSensor: wait for a named TFJob to reach a condition (Succeeded, Running or Created).
 
-The sensor fails at once when the job fails (whatever the target), and waits for a job that does not
-exist yet until its own timeout. In deferrable mode the wait runs in the triggerer through
-:class:`airflow_tfjob.triggers.tfjob.TFJobConditionTrigger`, which subscribes to the shared
-per-namespace watch (no polling).
-
-Kept import-light like the operator: the Kubernetes clients and hooks are imported where used.
+:class:`~airflow_tfjob.sensors.kubeflow.KubeflowJobSensor` with the kind fixed and the parameters TFJob
+DAGs were written with.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
-from airflow.sdk import BaseSensorOperator, conf
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk import conf
 
-from airflow_tfjob.connection import connection_of, hook_kwargs
-from airflow_tfjob.status import JobState, interpret, summarise
-from airflow_tfjob.triggers.tfjob import (
-    TFJobConditionTrigger,
-    condition_reached,
-    failure_message,
-)
+from airflow_tfjob.sensors.kubeflow import KubeflowJobSensor
 
-if TYPE_CHECKING:
-    from airflow.sdk import Context
-
-    from airflow_tfjob.hooks.tfjob import TFJobHook
+__all__ = ["TFJobSensor"]
 
 
-class TFJobSensor(BaseSensorOperator):
+class TFJobSensor(KubeflowJobSensor):
     """Wait for the TFJob ``name`` to reach ``target_condition`` ("Succeeded", "Running" or "Created").
 
     Fails at once (AirflowFailException, no retries) when the job fails; ``soft_fail`` turns that and
     a timeout into a skip. Works in poke, reschedule and deferrable mode.
     """
 
-    template_fields: Sequence[str] = ("name", "namespace", "target_condition")
-    ui_color = "#ffb74d"
+    default_kind: ClassVar[str | None] = "TFJob"
 
     def __init__(
         self,
@@ -55,98 +38,16 @@ class TFJobSensor(BaseSensorOperator):
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
-        self.name = name
-        self.namespace = namespace
-        self.target_condition = target_condition
-        self.kubernetes_conn_id = kubernetes_conn_id
-        self.cluster_context = cluster_context
-        self.config_file = config_file
-        self.in_cluster = in_cluster
-        self.api_retry_timeout = api_retry_timeout
-        self.deferrable = deferrable
-        # Values that are not templates are checked when the DAG is parsed, all again before the first call.
-        self._check_parameters(at_parse=True)
-
-    def _check_parameters(self, *, at_parse: bool = False) -> None:
-        from airflow_tfjob.sensors.checks import check_sensor_parameters
-
-        check_sensor_parameters(
-            {
-                "name": self.name,
-                "namespace": self.namespace,
-                "target_condition": self.target_condition,
-                "kubernetes_conn_id": self.kubernetes_conn_id,
-                "cluster_context": self.cluster_context,
-                "config_file": self.config_file,
-                "in_cluster": self.in_cluster,
-                "deferrable": self.deferrable,
-            },
-            at_parse=at_parse,
-        )
-
-    def _check_target(self) -> None:
-        self._check_parameters()
-
-    def get_hook(self) -> TFJobHook:
-        from airflow_tfjob.hooks.tfjob import TFJobHook
-
-        return TFJobHook(**hook_kwargs(self))
-
-    def _namespace(self, hook: TFJobHook) -> str:
-        namespace = self.namespace or hook.get_namespace() or "default"
-        if not self.namespace:
-            from airflow_tfjob.sensors.checks import check_sensor_parameters
-
-            check_sensor_parameters({"namespace": namespace})  # the connection's, checked like ours
-        return namespace
-
-    def poke(self, context: Context) -> bool:
-        self._check_target()
-        hook = self.get_hook()
-        namespace = self._namespace(hook)
-        job = hook.find_tfjob(self.name, namespace)
-        if job is None:
-            self.log.info("TFJob %s/%s does not exist yet", namespace, self.name)
-            return False
-        status = interpret(job)
-        if status.state is JobState.FAILED:
-            raise AirflowFailException(failure_message(self.name, namespace, status))
-        self.log.info("TFJob %s/%s: %s", namespace, self.name, summarise(status))
-        return condition_reached(status, self.target_condition)
-
-    def execute(self, context: Context) -> Any:
-        if not self.deferrable:
-            return super().execute(context)
-        # One look first: a job already there needs no trip through the triggerer.
-        if self.poke(context):
-            return None
-        hook = self.get_hook()
-        namespace = self._namespace(hook)
-        self.log.info(
-            "Waiting in the triggerer for TFJob %s/%s to reach %s",
-            namespace,
-            self.name,
-            self.target_condition,
-        )
-        self.defer(
-            trigger=TFJobConditionTrigger(
-                name=self.name,
-                namespace=namespace,
-                target_condition=self.target_condition,
-                **connection_of(self),
-            ),
-            method_name="execute_complete",
-            timeout=timedelta(seconds=self.timeout),
-        )
-
-    def execute_complete(self, context: Context, event: Mapping[str, Any]) -> None:
-        # Raised exceptions go through BaseSensorOperator.resume_execution, which applies soft_fail.
-        if event["event"] == "reached":
-            self.log.info("TFJob %s/%s: %s", event["namespace"], event["name"], event["message"])
-            return
-        if event["event"] == "failed":
-            raise AirflowFailException(event["message"])
-        raise AirflowException(
-            f"Could not watch TFJob {event['namespace']}/{event['name']}: {event['message']}"
+        super().__init__(
+            kind="TFJob",
+            name=name,
+            namespace=namespace,
+            target_condition=target_condition,
+            kubernetes_conn_id=kubernetes_conn_id,
+            cluster_context=cluster_context,
+            config_file=config_file,
+            in_cluster=in_cluster,
+            api_retry_timeout=api_retry_timeout,
+            deferrable=deferrable,
+            **kwargs,
         )

@@ -59,6 +59,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_tfjob.cleanup import KILL_GRACE_PERIOD, kill_async
 from airflow_tfjob.connection import connection_of, hook_kwargs
+from airflow_tfjob.kinds import JobKind, kind_named
 from airflow_tfjob.status import JobState, JobStatus, interpret, summarise
 
 if TYPE_CHECKING:
@@ -142,6 +143,11 @@ class TFJobTrigger(_ClusterTrigger):
         self.kill_grace_period = kill_grace_period
         self._job_at_start: dict[str, Any] | None = None
 
+    @property
+    def kind(self) -> JobKind:
+        """The job's kind, from the options (a trigger serialized before kinds existed: TFJob)."""
+        return kind_named(str(self.options.get("kind") or "TFJob"))
+
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
@@ -178,7 +184,7 @@ class TFJobTrigger(_ClusterTrigger):
         from airflow_tfjob.follow import FollowOptions, follow_job
 
         hook = self._hook()
-        ref = f"{self.namespace}/{self.name}"
+        ref = f"{self.kind.kind} {self.namespace}/{self.name}"
         # from_dict ignores unknown keys: a trigger serialized by another provider version still runs.
         options = FollowOptions.from_dict(self.options)
         if self.deadline is not None:
@@ -202,11 +208,11 @@ class TFJobTrigger(_ClusterTrigger):
                 except Exception as exc:
                     # Reported, not raised: a crashed trigger would resume the task with a bare
                     # "__fail__" and no message; the operator decides what to do with the job.
-                    self.log.exception("Following TFJob %s failed", ref)
-                    payload = self._payload("error", f"Following TFJob {ref} failed: {exc!r}")
+                    self.log.exception("Following %s failed", ref)
+                    payload = self._payload("error", f"Following {ref} failed: {exc!r}")
             else:
                 follow.cancel()
-                payload = self._payload("timeout", f"TFJob {ref} did not finish before its deadline.")
+                payload = self._payload("timeout", f"{ref} did not finish before its deadline.")
         finally:
             if not follow.done():
                 follow.cancel()
@@ -221,10 +227,14 @@ class TFJobTrigger(_ClusterTrigger):
         from airflow_tfjob.secrets import amask_job_secrets
 
         try:
-            await amask_job_secrets(await hook.find_tfjob(self.name, self.namespace))
+            await amask_job_secrets(await hook.find_job(self.kind, self.name, self.namespace))
         except Exception as error:  # the follow reports real API trouble
             self.log.warning(
-                "Could not read TFJob %s/%s to mask its secrets: %s", self.namespace, self.name, error
+                "Could not read %s %s/%s to mask its secrets: %s",
+                self.kind.kind,
+                self.namespace,
+                self.name,
+                error,
             )
 
     async def _is_restart(self, hook: AsyncTFJobHook) -> bool:
@@ -237,18 +247,25 @@ class TFJobTrigger(_ClusterTrigger):
             return False
         stamp = repr(float(self.deferred_at))
         try:
-            job = self._job_at_start = await hook.find_tfjob(self.name, self.namespace)
+            job = self._job_at_start = await hook.find_job(self.kind, self.name, self.namespace)
             if job is None:
                 return False
             annotations = (job.get("metadata") or {}).get("annotations") or {}
             if annotations.get(ANNOTATION_TRIGGER_STARTED) == stamp:
                 return True
-            await hook.patch_tfjob(
-                self.name, self.namespace, {"metadata": {"annotations": {ANNOTATION_TRIGGER_STARTED: stamp}}}
+            await hook.patch_job(
+                self.kind,
+                self.name,
+                self.namespace,
+                {"metadata": {"annotations": {ANNOTATION_TRIGGER_STARTED: stamp}}},
             )
         except Exception as error:
             self.log.warning(
-                "Could not record the trigger's start on TFJob %s/%s: %s", self.namespace, self.name, error
+                "Could not record the trigger's start on %s %s/%s: %s",
+                self.kind.kind,
+                self.namespace,
+                self.name,
+                error,
             )
         return False
 
@@ -288,12 +305,15 @@ class TFJobTrigger(_ClusterTrigger):
                 grace_period_seconds=self.kill_grace_period,
                 why=why,
                 wait_timeout=DELETE_WAIT,
+                kind=self.kind,
             )
         except Exception:
-            self.log.exception("Could not delete TFJob %s/%s", self.namespace, self.name)
+            self.log.exception("Could not delete %s %s/%s", self.kind.kind, self.namespace, self.name)
             return False
         if not gone:
-            self.log.warning("TFJob %s/%s: deletion requested, not finished yet", self.namespace, self.name)
+            self.log.warning(
+                "%s %s/%s: deletion requested, not finished yet", self.kind.kind, self.namespace, self.name
+            )
         return True
 
     async def on_kill(self) -> None:
@@ -305,7 +325,10 @@ class TFJobTrigger(_ClusterTrigger):
         """
         if not self.delete_on_kill:
             self.log.info(
-                "Task killed; keeping TFJob %s/%s (delete_on_kill=False)", self.namespace, self.name
+                "Task killed; keeping %s %s/%s (delete_on_kill=False)",
+                self.kind.kind,
+                self.namespace,
+                self.name,
             )
             return
         task = asyncio.get_running_loop().create_task(
@@ -334,10 +357,10 @@ def condition_reached(status: JobStatus, target_condition: str) -> bool:
     return status.state in _REACHED[target_condition]
 
 
-def failure_message(name: str, namespace: str, status: JobStatus) -> str:
+def failure_message(name: str, namespace: str, status: JobStatus, kind: str = "TFJob") -> str:
     failing = ", ".join(status.failed_replica_types) or "unknown"
     return (
-        f"TFJob {namespace}/{name} failed ({status.reason}): {status.message} [failing replicas: {failing}]"
+        f"{kind} {namespace}/{name} failed ({status.reason}): {status.message} [failing replicas: {failing}]"
     )
 
 
@@ -358,11 +381,14 @@ class TFJobConditionTrigger(_ClusterTrigger):
         config_file: str | None = None,
         in_cluster: bool | None = None,
         api_retry_timeout: float | None = None,
+        kind: str = "TFJob",
     ) -> None:
         super().__init__(kubernetes_conn_id, cluster_context, config_file, in_cluster, api_retry_timeout)
         self.name = name
         self.namespace = namespace
         self.target_condition = target_condition
+        # By name (JSON); a trigger serialized before kinds existed has none and watches TFJobs.
+        self.kind = kind_named(kind).kind
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -372,6 +398,7 @@ class TFJobConditionTrigger(_ClusterTrigger):
                 "namespace": self.namespace,
                 "target_condition": self.target_condition,
                 **self._connection(),
+                "kind": self.kind,
             },
         )
 
@@ -390,14 +417,15 @@ class TFJobConditionTrigger(_ClusterTrigger):
         from airflow_tfjob.watch import shared_watch
 
         try:
-            async with shared_watch(self._hook(), self.namespace).subscribe(self.name) as sub:
+            watch = shared_watch(self._hook(), self.namespace, kind=kind_named(self.kind))
+            async with watch.subscribe(self.name) as sub:
                 async for obj in sub:
                     if obj is None:
                         continue  # not created yet (or deleted and maybe re-created): keep waiting
                     status = interpret(obj)
                     if status.state is JobState.FAILED:
                         yield self._event(
-                            "failed", failure_message(self.name, self.namespace, status), status
+                            "failed", failure_message(self.name, self.namespace, status, self.kind), status
                         )
                         return
                     if condition_reached(status, self.target_condition):

@@ -1,7 +1,8 @@
 """Pieces shared by the digits training programs: arguments, TF_CONFIG, data, metric lines.
 
-The programs run as the container command of TFJob replicas, so everything here must work with
-nothing but TensorFlow and scikit-learn installed (no Airflow, no provider).
+The programs run as the container command of TFJob, PyTorchJob and XGBoostJob replicas, so
+everything here must work with nothing but scikit-learn and the program's own framework installed
+(no Airflow, no provider, no TensorFlow for the PyTorch and XGBoost programs).
 """
 
 from __future__ import annotations
@@ -9,6 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
+import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +68,46 @@ class Role:
 
     def __str__(self) -> str:
         return f"{self.task_type}-{self.task_index}"
+
+
+@dataclass(frozen=True)
+class Rendezvous:
+    """Where a PyTorchJob's or XGBoostJob's replicas meet, from the variables the operator injects.
+
+    training-operator v1.9.4 sets MASTER_ADDR and MASTER_PORT (the master-0 replica's Service and
+    port), WORLD_SIZE (all replicas) and RANK (Master 0, Worker i+1) in every replica of both kinds.
+    Absent, the program trains alone on a free local port, which is how it is debugged by hand.
+    """
+
+    addr: str
+    port: int
+    world_size: int
+    rank: int
+
+    @classmethod
+    def from_env(cls) -> Rendezvous:
+        if "MASTER_ADDR" not in os.environ:
+            return cls("127.0.0.1", 0, 1, 0)
+        values = []
+        for name in ("MASTER_PORT", "WORLD_SIZE", "RANK"):
+            raw = os.environ.get(name, "")
+            if not raw.isdigit():
+                raise SystemExit(
+                    f"MASTER_ADDR is set but {name}={raw!r} is not a non-negative integer: set MASTER_PORT, "
+                    f"WORLD_SIZE and RANK too, as the training operator does in a job with a Master replica"
+                )
+            values.append(int(raw))
+        rv = cls(os.environ["MASTER_ADDR"], *values)
+        if not 0 <= rv.rank < rv.world_size:
+            raise SystemExit(f"RANK={rv.rank} is outside WORLD_SIZE={rv.world_size}")
+        return rv
+
+    @property
+    def is_master(self) -> bool:
+        return self.rank == 0
+
+    def __str__(self) -> str:
+        return "master-0" if self.rank == 0 else f"worker-{self.rank - 1}"
 
 
 @dataclass(frozen=True)
@@ -129,3 +173,15 @@ def report_test_accuracy(model: Any, data: Digits, writer: Any, step: int, resul
         with writer.as_default():
             tf.summary.scalar("test_accuracy", test_accuracy, step=step)
         writer.close()
+
+
+def exit_code(program: Callable[[], object]) -> int:
+    """Runs a replica's program: 0 on success, 1 with the traceback on stderr (the pod's exit code
+    is what the operator's success and restart rules read)."""
+    try:
+        program()
+    except Exception:
+        traceback.print_exc()
+        sys.stderr.flush()
+        return 1
+    return 0

@@ -16,11 +16,11 @@ import os
 import shutil
 import sys
 import tempfile
-import traceback
 from typing import Any
 
 from digits_common import (
     Role,
+    exit_code,
     load_digits_split,
     parse_args,
     report_epoch,
@@ -122,15 +122,5 @@ def save(model: Any, model_dir: str, role: Role, result: dict[str, Any]) -> None
         shutil.rmtree(target, ignore_errors=True)
 
 
-def main() -> int:
-    try:
-        train()
-    except Exception:
-        traceback.print_exc()
-        sys.stderr.flush()
-        return 1
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_code(train))

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 from typing import Any
 
 from digits_common import (
     SEED,
     Role,
+    exit_code,
     load_digits_split,
     parse_args,
     report_epoch,
@@ -124,19 +124,13 @@ def train(argv: list[str] | None = None) -> dict[str, Any]:
     return result
 
 
-def main() -> int:
+def main() -> None:
     role = Role.from_env()
-    try:
-        if role.task_type in ("ps", "worker") and role.cluster:
-            serve(role)
-        else:
-            train()
-    except Exception:
-        traceback.print_exc()
-        sys.stderr.flush()
-        return 1
-    return 0
+    if role.task_type in ("ps", "worker") and role.cluster:
+        serve(role)
+    else:
+        train()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_code(main))

@@ -33,7 +33,7 @@ import tempfile
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,9 @@ os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 # A replica's bare `python` must be this interpreter (the local cluster runs host processes).
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+# The integration tests' stand-ins for a task instance, its state store and the triggerer.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+from operator_support import StateStore, TaskInstance, first_event, rebuild_trigger
 
 LINES = 30
 PROGRAM = r"""
@@ -79,33 +82,9 @@ class Capture:
 
 
 @dataclass
-class Ti:
-    run_id: str
-    dag_id: str = "bench_chaos"
-    task_id: str = "train"
-    map_index: int = -1
-    try_number: int = 1
-    xcoms: dict[str, Any] = field(default_factory=dict)
-
-    def xcom_push(self, key: str, value: Any) -> None:
-        self.xcoms[key] = value
-
-
-class Store:
-    def __init__(self) -> None:
-        self.values: dict[str, Any] = {}
-
-    def get(self, key: str) -> Any:
-        return self.values.get(key)
-
-    def set(self, key: str, value: Any) -> None:
-        self.values[key] = value
-
-
-@dataclass
 class TaskRun:
     tag: str
-    ti: Ti
+    ti: TaskInstance
     deferrable: bool
     log: Capture
     outcome: str = ""
@@ -116,7 +95,7 @@ def run_task(tag: str, run: str, deferrable: bool, retry_timeout: float | None) 
 
     from airflow_tfjob.operators.tfjob import TFJobOperator
 
-    ti = Ti(run_id=f"{run}-{tag}")
+    ti = TaskInstance(dag_id="bench_chaos", run_id=f"{run}-{tag}")
     task = TaskRun(tag, ti, deferrable, Capture())
     kwargs: dict[str, Any] = {} if retry_timeout is None else {"api_retry_timeout": retry_timeout}
     op = TFJobOperator(
@@ -139,7 +118,7 @@ def run_task(tag: str, run: str, deferrable: bool, retry_timeout: float | None) 
         "ti": ti,
         "task_instance": ti,
         "run_id": ti.run_id,
-        "task_state_store": Store(),
+        "task_state_store": StateStore(),
     }
     try:
         if deferrable:
@@ -159,13 +138,9 @@ def run_task(tag: str, run: str, deferrable: bool, retry_timeout: float | None) 
 
 
 async def _fire(deferred: Any, log: Capture) -> dict[str, Any]:
-    classpath, kwargs = deferred.trigger.serialize()
-    module, _, cls = classpath.rpartition(".")
-    trigger = getattr(__import__(module, fromlist=[cls]), cls)(**kwargs)
+    trigger = rebuild_trigger(deferred)
     trigger._log = log  # the triggerer writes the trigger's lines into the task's log
-    async for event in trigger.run():
-        return dict(event.payload)
-    raise AssertionError("trigger ended without an event")
+    return await first_event(trigger)
 
 
 def line_errors(task: TaskRun) -> tuple[int, int]:

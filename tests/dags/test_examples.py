@@ -1,6 +1,7 @@
-"""The example DAGs, run end to end with `airflow dags test` on the local cluster, real TensorFlow.
+"""The example DAGs, run end to end with `airflow dags test` on the local cluster, real training.
 
-Each run trains for real (2 workers, MultiWorkerMirroredStrategy on the digits data set); the tests
+Each run trains for real on the digits data set (TensorFlow MultiWorkerMirroredStrategy on 2 workers,
+PyTorch DDP on a Master and a Worker, XGBoost's collective on a Master and 2 Workers); the tests
 check what the runs produced (metrics in XCom, exported models, promotion decisions), not only that
 they ran.
 """
@@ -141,3 +142,60 @@ def test_sweep_maps_one_job_per_trial_and_picks_the_best(env: dict[str, str]) ->
     assert choice["best"]["hyperparameters"] == grid[best]
     assert choice["best"]["test_accuracy"] == pytest.approx(accuracies[best])
     assert [row["test_accuracy"] for row in choice["trials"]] == pytest.approx(accuracies)
+
+
+@pytest.mark.pytorch
+def test_pytorchjob_sweep_ranks_real_ddp_trials(env: dict[str, str]) -> None:
+    dag_id = "example_pytorchjob_sweep"
+    conf = {"search_space": {"learning_rate": [0.0003, 0.01], "hidden_units": [32]}, "fixed": {"epochs": 3}}
+    run_id, _ = run_example(env, dag_id, conf)
+    run_states = states(env, dag_id, run_id)
+    assert [run_states[("train", i)] for i in range(2)] == ["success"] * 2
+    assert run_states[("pick_best", -1)] == "success"
+
+    (grid,) = xcoms(env, dag_id, run_id, "trials")
+    assert grid == [
+        {"epochs": "3", "learning_rate": "0.0003", "hidden_units": "32"},
+        {"epochs": "3", "learning_rate": "0.01", "hidden_units": "32"},
+    ]
+    metrics = xcoms(env, dag_id, run_id, "train", "metrics")
+    results = xcoms(env, dag_id, run_id, "train")
+    assert len({result["name"] for result in results}) == 2
+    for result in results:
+        assert result["state"] == "succeeded"
+        assert result["replica_statuses"]["Master"]["succeeded"] == 1
+    # Three epochs at 0.0003 stay far behind three at 0.01: the ranking has a clear answer.
+    assert metrics[1]["test_accuracy"] > metrics[0]["test_accuracy"]
+    assert metrics[1]["test_accuracy"] >= 0.85 and 0 < metrics[1]["loss"] < metrics[0]["loss"]
+
+    (choice,) = xcoms(env, dag_id, run_id, "pick_best")
+    assert choice["ranking"] == [1, 0]
+    assert choice["best"]["hyperparameters"] == grid[1]
+    assert choice["best"]["test_accuracy"] == pytest.approx(metrics[1]["test_accuracy"])
+
+
+@pytest.mark.pytorch
+@pytest.mark.xgboost
+def test_kubeflow_compare_trains_three_frameworks_and_compares_their_metrics(env: dict[str, str]) -> None:
+    dag_id = "example_kubeflow_compare"
+    run_id, output = run_example(env, dag_id, {"epochs": 5, "num_rounds": 20})
+    assert set(states(env, dag_id, run_id).values()) == {"success"}
+
+    accuracy = {}
+    for framework in ("tensorflow", "pytorch", "xgboost"):
+        (metrics,) = xcoms(env, dag_id, run_id, f"train_{framework}", "metrics")
+        assert metrics["missing"] == [], (framework, metrics)
+        accuracy[framework] = metrics["test_accuracy"]
+        assert 0.9 <= accuracy[framework] <= 1.0, (framework, metrics)
+    (pytorch_job,) = xcoms(env, dag_id, run_id, "train_pytorch")
+    assert pytorch_job["replica_statuses"]["Master"]["succeeded"] == 1
+    (xgboost_job,) = xcoms(env, dag_id, run_id, "train_xgboost")
+    assert xgboost_job["replica_statuses"]["Master"]["succeeded"] == 1
+    # The Master's log reached the task log: the collective ranked all three replicas.
+    assert "master-0: collective rank 0 of 3" in output, output[-4000:]
+    assert "master-0: rank 0 of 2" in output, output[-4000:]
+
+    (comparison,) = xcoms(env, dag_id, run_id, "compare")
+    assert comparison["test_accuracy"] == pytest.approx(accuracy)
+    assert comparison["winner"] == max(accuracy, key=lambda name: accuracy[name])
+    assert comparison["nn_gap"] == pytest.approx(abs(accuracy["tensorflow"] - accuracy["pytorch"]))

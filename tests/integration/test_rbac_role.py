@@ -37,6 +37,7 @@ from watch_support import wait_until
 
 import airflow_tfjob
 from airflow_tfjob.hooks.tfjob import TFJobHook
+from airflow_tfjob.kinds import KINDS
 from airflow_tfjob.local import LocalCluster
 from airflow_tfjob.local.rbac import load_grants
 from airflow_tfjob.manifest import build_tfjob
@@ -237,6 +238,39 @@ def sensor(env: Env) -> None:
     env.admin.delete_tfjob(name, "default")
 
 
+def other_kinds(env: Env) -> None:
+    """The job-object requests the provider makes, for every kind beside TFJob, as the Role's user:
+    create, get, list by labels, watch, patch and delete (Foreground) a small job that runs to its end."""
+    from kubernetes import client, config, watch
+
+    api = config.new_client_from_config(str(env.cluster.kubeconfig_for(USER)))
+    crd = client.CustomObjectsApi(api)
+    for kind in KINDS:
+        if kind.kind == "TFJob":
+            continue
+        name, labels = f"rbac-{kind.singular}", {"airflow.apache.org/task-id": "rbac"}
+        container = {"name": kind.container, "image": "x", "command": [sys.executable, "-c", "pass"]}
+        replicas = {t: {"replicas": 1, "template": {"spec": {"containers": [container]}}} for t in kind.replica_types}
+        body = {"apiVersion": "kubeflow.org/v1", "kind": kind.kind, "metadata": {"name": name, "labels": labels},
+                "spec": {kind.spec_key: replicas}}
+        args = ("kubeflow.org", "v1", "default", kind.plural)
+        crd.create_namespaced_custom_object(*args, body)
+        listed = crd.list_namespaced_custom_object(*args, label_selector="airflow.apache.org/task-id=rbac")
+        assert [i["metadata"]["name"] for i in listed["items"]] == [name]
+        succeeded = False
+        for event in watch.Watch().stream(crd.list_namespaced_custom_object, *args, timeout_seconds=60,
+                                          resource_version=listed["metadata"]["resourceVersion"]):
+            conditions = (event["object"].get("status") or {}).get("conditions") or []
+            if any(c["type"] == "Succeeded" for c in conditions):
+                succeeded = True
+                break
+        assert succeeded, f"{kind.kind} {name} did not succeed"
+        crd.patch_namespaced_custom_object(*args, name, {"metadata": {"labels": {"airflow.apache.org/tfjob-handled": "true"}}})
+        assert crd.get_namespaced_custom_object(*args, name)["metadata"]["labels"]["airflow.apache.org/tfjob-handled"]
+        crd.delete_namespaced_custom_object(*args, name, propagation_policy="Foreground")
+        wait_for(lambda a=args: not crd.list_namespaced_custom_object(*a)["items"], 30, f"{kind.kind} {name} to go")
+
+
 def tensorboard(env: Env) -> None:
     ti = TaskInstance()
     (env.tmp / "tb").mkdir()
@@ -255,6 +289,7 @@ FEATURES: dict[str, Callable[[Env], None]] = {
     "trigger kill": trigger_kill,
     "sensor": sensor,
     "tensorboard": tensorboard,
+    "other kinds": other_kinds,
 }
 
 
@@ -299,3 +334,10 @@ def test_the_shipped_role_grants_no_more_than_the_features_use(env: Env) -> None
     for permission in sorted(granted):
         print(f"{'/'.join(permission):40} " + ", ".join(f for f, p in by_feature.items() if permission in p))
     assert used == granted, f"granted but unused: {sorted(granted - used)}; used: {sorted(used - granted)}"
+
+
+def test_the_shipped_role_covers_every_kind() -> None:
+    granted = granted_permissions()
+    job_verbs = {(verb, resource) for verb, group, resource in granted if group == "kubeflow.org"}
+    assert job_verbs == {(verb, kind.plural) for kind in KINDS
+                         for verb in ("create", "get", "list", "watch", "patch", "delete")}

@@ -65,8 +65,7 @@ def test_a_deleted_jobs_ports_are_released(cluster: LocalCluster, api: client.Ap
     until(lambda: len(core.list_namespaced_pod("default", label_selector=selector).items) == 2, "2 pods")
     ports = {int(p.metadata.annotations[ANNOTATION_HOST_PORT])
              for p in core.list_namespaced_pod("default", label_selector=selector).items}
-    controller = cluster.runtime.controller
-    assert controller is not None
+    controller = cluster.runtime.controllers["TFJob"]
     assert len(ports) == 2 and uid in cluster.call(controller.ports.known_jobs)
 
     crd.delete_namespaced_custom_object("kubeflow.org", "v1", "default", "tfjobs", "ports",

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from store_reads import StoreReads
 from waiting import until_async
 
 from airflow_tfjob.local.admission import TFJobAdmission
 from airflow_tfjob.local.podlogs import PodLogs
 from airflow_tfjob.local.ports import ANNOTATION_HOST_PORT
-from airflow_tfjob.local.resources import ApiError
 from airflow_tfjob.local.runner import Runner
 from airflow_tfjob.local.store import Store
 from airflow_tfjob.local.tfjobcontroller import Controller
@@ -61,7 +61,7 @@ def tfjob(name: str, replicas: dict[str, Any], **spec: Any) -> dict[str, Any]:
 
 
 @dataclass
-class Harness:
+class Harness(StoreReads):
     store: Store
     podlogs: PodLogs
     tmp: Path
@@ -85,24 +85,6 @@ class Harness:
 
     def conditions(self, name: str) -> list[tuple[str, str, str]]:
         return [(c["type"], c["status"], c["reason"]) for c in self.status(name).get("conditions") or []]
-
-    def pod(self, name: str) -> dict[str, Any] | None:
-        try:
-            return self.store.get("pods", NS, name)
-        except ApiError:
-            return None
-
-    def pods(self, job: str) -> list[dict[str, Any]]:
-        items, _ = self.store.list("pods", NS, label_selector=f"training.kubeflow.org/job-name={job}")
-        return items
-
-    def services(self, job: str) -> list[dict[str, Any]]:
-        items, _ = self.store.list("services", NS, label_selector=f"training.kubeflow.org/job-name={job}")
-        return items
-
-    def events(self, name: str) -> list[tuple[str, str, str]]:
-        items, _ = self.store.list("events", NS, field_selector=f"involvedObject.name={name}")
-        return [(e["type"], e["reason"], e["message"]) for e in items]
 
     def has(self, name: str, ctype: str, status: str = "True") -> bool:
         return any(t == ctype and s == status for t, s, _ in self.conditions(name))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import time
 import uuid
@@ -12,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubectl_support import KUBECTL, needs_kubectl, run_kubectl
 
 from airflow_tfjob.local import LocalCluster
 
-KUBECTL = shutil.which("kubectl")
-pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed on this machine")
+pytestmark = needs_kubectl
 
 
 @pytest.fixture(scope="module")
@@ -26,10 +25,7 @@ def cluster() -> Iterator[LocalCluster]:
 
 
 def kubectl(cluster: LocalCluster, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    assert KUBECTL is not None
-    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig_path)}
-    return subprocess.run([KUBECTL, *args], env=env, capture_output=True, text=True, timeout=timeout,
-                          check=False)
+    return run_kubectl(cluster, *args, timeout=timeout)
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> str:

@@ -16,6 +16,16 @@ PUBLIC_METHODS = {
 CONSTRUCTORS = (
     "airflow_tfjob.operators.tfjob.TFJobOperator",
     "airflow_tfjob.sensors.tfjob.TFJobSensor",
+    "airflow_tfjob.operators.kubeflow.KubeflowJobOperator",
+    "airflow_tfjob.sensors.kubeflow.KubeflowJobSensor",
+    "airflow_tfjob.operators.pytorchjob.PyTorchJobOperator",
+    "airflow_tfjob.operators.xgboostjob.XGBoostJobOperator",
+    "airflow_tfjob.operators.jaxjob.JAXJobOperator",
+    "airflow_tfjob.operators.paddlejob.PaddleJobOperator",
+    "airflow_tfjob.sensors.pytorchjob.PyTorchJobSensor",
+    "airflow_tfjob.sensors.xgboostjob.XGBoostJobSensor",
+    "airflow_tfjob.sensors.jaxjob.JAXJobSensor",
+    "airflow_tfjob.sensors.paddlejob.PaddleJobSensor",
     "airflow_tfjob.triggers.tfjob.TFJobTrigger",
     "airflow_tfjob.triggers.tfjob.TFJobConditionTrigger",
     "airflow_tfjob.hooks.tfjob.TFJobHook",
@@ -23,6 +33,7 @@ CONSTRUCTORS = (
 )
 FUNCTIONS = (
     "airflow_tfjob.decorators.tfjob.tfjob_task",
+    "airflow_tfjob.decorators.pytorchjob.pytorchjob_task",
     "airflow_tfjob.follow.follow_job",
 )
 

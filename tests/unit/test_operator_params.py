@@ -16,7 +16,14 @@ from airflow_tfjob.triggers.tfjob import TARGET_CONDITIONS, condition_reached
 HEAVY_PREFIXES = ("kubernetes", "kubernetes_asyncio", "airflow.providers.cncf.kubernetes.hooks")
 
 
-@pytest.mark.parametrize("module", ["airflow_tfjob.operators.tfjob", "airflow_tfjob.sensors.tfjob"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        f"airflow_tfjob.{package}.{kind}"
+        for package in ("operators", "sensors")
+        for kind in ("tfjob", "kubeflow", "pytorchjob", "xgboostjob", "jaxjob", "paddlejob")
+    ],
+)
 def test_import_does_not_load_kubernetes_clients(module: str) -> None:
     code = (
         f"import json, sys; import {module}; "

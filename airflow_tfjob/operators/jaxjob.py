@@ -1,0 +1,16 @@
+"""JAXJobOperator: a JAXJob as an Airflow task (KubeflowJobOperator with the kind fixed; import stays cheap)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
+
+__all__ = ["JAXJobOperator"]
+
+
+class JAXJobOperator(KubeflowJobOperator):
+    """Run a Kubeflow JAXJob and wait for its outcome; the parameters are KubeflowJobOperator's
+    (the manifest or template as ``job``), without ``kind``."""
+
+    default_kind: ClassVar[str | None] = "JAXJob"
