@@ -69,6 +69,7 @@ from airflow_tfjob.manifest_kinds import (
     replica_counts,
 )
 from airflow_tfjob.manifest_params import PARAMETER_NAMES, JobParameters, TFJobParameters
+from airflow_tfjob.manifest_placement import apply_placement, placement_patch
 from airflow_tfjob.paramtypes import check_types
 from airflow_tfjob.secrets import REDACTED, redact, secret_env_names, with_secret_names
 from airflow_tfjob.shape import shape_problems
@@ -166,6 +167,10 @@ def _build(
 
     images = _per_type(kind, p.images, "images", types)
     extra_resources = _per_type(kind, p.replica_resources, "replica_resources", types)
+    placements = {
+        t: placement_patch(v, f"replica_placement.{t}")
+        for t, v in _per_type(kind, p.replica_placement, "replica_placement", types).items()
+    }
     if isinstance(p.restart_policy, Mapping):
         restart = _per_type(kind, p.restart_policy, "restart_policy", types)
     elif p.restart_policy is not None:
@@ -199,6 +204,8 @@ def _build(
         if not pod.get("containers"):
             pod["containers"] = [{"name": kind.container}]
         _apply_pod(template, pod, p, volumes)
+        if rtype in placements:
+            apply_placement(pod, placements[rtype])
         container = main_container(replica, kind)
         if container is None:
             continue  # validation names the missing container; sidecars are never touched

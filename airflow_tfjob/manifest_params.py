@@ -53,6 +53,9 @@ class TFJobParameters:
         ``{"secret"|"config_map": name, "mount_path": ..., "items": [...]}``; mounted read-only.
       node_selector, tolerations, service_account, image_pull_secrets (names), pod_labels,
       pod_annotations (e.g. ``{"sidecar.istio.io/inject": "false"}``).
+      replica_placement: per type, ``{"worker": {"node_selector": {...}, "tolerations": [...],
+        "affinity": {...}, "priority_class": "...", "scheduler_name": "..."}}``, applied after the
+        job-wide node_selector and tolerations.
     TFJob
       labels, annotations; queue: Kueue's ``kueue.x-k8s.io/queue-name`` label.
       clean_pod_policy, ttl_seconds_after_finished, active_deadline_seconds, backoff_limit, suspend,
@@ -85,6 +88,7 @@ class TFJobParameters:
     resources: Mapping[str, Any] | None = None
     gpus: int | None = None
     replica_resources: Mapping[str, Mapping[str, Any]] | None = None
+    replica_placement: Mapping[str, Mapping[str, Any]] | None = None
     volume_mounts: Sequence[Mapping[str, Any]] | None = None
     working_dir: str | None = None
     ports: Mapping[str, int] | Sequence[Mapping[str, Any] | int] | None = None

@@ -195,6 +195,7 @@ PARAMETER_TYPES: dict[str, tuple[Checker, str]] = {
     "container_resources": (MAPPING, "container_resources={'cpu': '4', 'memory': '8Gi'}"),
     "gpus": (INT, "gpus=1"),
     "replica_resources": (_mapping(MAPPING), "replica_resources={'worker': {'gpus': 1}}"),
+    "replica_placement": (_mapping(MAPPING), "replica_placement={'worker': {'node_selector': {'pool': 'gpu'}}}"),
     "volume_mounts": (MAPPINGS, "volume_mounts=[{'name': 'data', 'mountPath': '/data'}]"),
     "working_dir": (STR, "working_dir='/workspace'"),
     "ports": (

@@ -139,6 +139,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         container_resources: dict[str, Any] | None = None,
         gpus: int | None = None,
         replica_resources: dict[str, dict[str, Any]] | None = None,
+        replica_placement: dict[str, dict[str, Any]] | None = None,
         volume_mounts: list[dict[str, Any]] | None = None,
         working_dir: str | None = None,
         ports: dict[str, int] | list[Any] | None = None,

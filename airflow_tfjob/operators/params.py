@@ -95,6 +95,7 @@ PARAMETERS: tuple[Param, ...] = (
     _p("container_resources", "manifest", T, manifest_name="resources"),
     _p("gpus", "manifest"),
     _p("replica_resources", "manifest"),
+    _p("replica_placement", "manifest"),
     _p("volume_mounts", "manifest"),
     _p("working_dir", "manifest", T),
     _p("ports", "manifest"),

@@ -95,6 +95,7 @@ def test_a_replica_type_the_kind_lacks_is_refused_naming_the_parameter(kind: Job
         ("replicas", {shortcut: 1}),
         ("images", {shortcut: "x"}),
         ("replica_resources", {shortcut: {"cpu": "1"}}),
+        ("replica_placement", {shortcut: {"node_selector": {"pool": "cpu"}}}),
         ("restart_policy", {shortcut: "Never"}),
     ):
         error = _refused(build_job, kind, "j", image="i", **{param: value})
