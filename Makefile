@@ -13,7 +13,7 @@ unexport PYTHONDONTWRITEBYTECODE
 # Extra arguments of `uv pip compile` for `make lock`, e.g. LOCK_ARGS=--upgrade to move every pin.
 LOCK_ARGS ?=
 
-.PHONY: install lock demo test lint unit benchmarks clean
+.PHONY: install lock demo test lint docs unit benchmarks clean
 
 $(STAMP): pyproject.toml requirements/lock.txt scripts/venv.sh
 	PYTHON=$(PYTHON) scripts/venv.sh install $(VENV)
@@ -31,7 +31,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check airflow_tfjob tests example_dags
 	$(BIN)/mypy
 
-test: lint
+# The documentation site, into build/site (open build/site/index.html). mkdocs.yml sets strict mode:
+# any warning fails, a broken link or anchor among them.
+docs: $(STAMP)
+	$(BIN)/mkdocs build --quiet
+
+test: lint docs
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider
 
 unit: $(STAMP)

@@ -1,0 +1,111 @@
+"""The documentation site's guards: `make docs` (run by `make test`) must fail on a broken link or anchor,
+and its generated parameter table must cover every parameter of the operators.
+
+The whole site is built by `make docs`, not here (once is enough); these tests show that the settings
+it builds with do catch what they are meant to, on a two-page site that builds in about a second.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import yaml
+
+from airflow_tfjob.kinds import KINDS
+from airflow_tfjob.operators import params
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _site_config() -> dict:
+    # mkdocs.yml has no custom YAML tags, so plain YAML reads it.
+    return yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+
+
+def _hook() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("docs_parameters", ROOT / "scripts" / "docs_parameters.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _build(
+    tmp_path: Path, pages: dict[str, str], nav: list[str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Build a site of ``pages`` with the project's strictness and link validation settings."""
+    config = _site_config()
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, text in pages.items():
+        (docs / name).write_text(text)
+    site = {
+        "site_name": "check",
+        "docs_dir": str(docs),
+        "site_dir": str(tmp_path / "site"),
+        "strict": config["strict"],
+        "validation": config["validation"],
+        "markdown_extensions": config["markdown_extensions"],
+        "nav": [{name.removesuffix(".md"): name} for name in (pages if nav is None else nav)],
+    }
+    (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(site))
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "-f", str(tmp_path / "mkdocs.yml")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
+
+
+def test_the_site_settings_build_a_site_whose_links_resolve(tmp_path: Path) -> None:
+    result = _build(
+        tmp_path, {"index.md": "# Home\n\n[on](other.md#part)\n", "other.md": "# Other\n\n## Part\n"}
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_site_settings_fail_on_broken_links(tmp_path: Path) -> None:
+    # One build for every kind of broken link (each build costs a second or two).
+    broken = {
+        "[gone](missing.md)": "'missing.md', but the target is not found",
+        "[gone](other.md#no-such-part)": "the doc 'other.md' does not contain an anchor '#no-such-part'",
+        "[gone](#nowhere)": "there is no such anchor on this page",
+        "[gone](../README.md)": "'../README.md', but the target is not found",
+    }
+    result = _build(
+        tmp_path, {"index.md": "# Home\n\n" + "\n\n".join(broken), "other.md": "# Other\n\n## Part\n"}
+    )
+    assert result.returncode != 0
+    for complaint in broken.values():
+        assert complaint in result.stderr
+
+
+def test_a_page_left_out_of_the_nav_fails_the_build(tmp_path: Path) -> None:
+    result = _build(tmp_path, {"index.md": "# Home\n", "stray.md": "# Stray\n"}, nav=["index.md"])
+    assert result.returncode != 0
+    assert "stray.md" in result.stderr
+
+
+def test_the_parameter_table_has_every_parameter_and_kind() -> None:
+    table = _hook().parameters_table().splitlines()
+    header = [cell.strip() for cell in table[0].strip("|").split("|")]
+    assert header[-len(KINDS) :] == [kind.kind for kind in KINDS]
+    names = [line.split("|")[1].strip().strip("`") for line in table[2:]]
+    assert names == [row.name for row in params.GENERIC.rows]
+    by_name = {line.split("|")[1].strip().strip("`"): line for line in table[2:]}
+    # A replica shortcut is marked for exactly the kinds with that replica type.
+    ps_kinds = [cell.strip() for cell in by_name["ps"].strip().strip("|").split("|")][-len(KINDS) :]
+    assert ps_kinds == ["yes" if "PS" in kind.replica_types else "" for kind in KINDS]
+
+
+def test_the_hook_fills_only_the_page_with_the_marker() -> None:
+    hook = _hook()
+    assert hook.on_page_markdown("# Other\n", page=None) == "# Other\n"
+    filled = hook.on_page_markdown(f"# Parameters\n\n{hook.MARKER}\n", page=None)
+    assert hook.MARKER not in filled
+    assert "| `worker` |" in filled
