@@ -8,9 +8,12 @@ page carries the marker line; the hook replaces it, so the table cannot drift fr
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import griffe
+from markdown.extensions.toc import slugify
 
 from airflow_tfjob.kinds import KINDS
 from airflow_tfjob.operators import params
@@ -25,6 +28,30 @@ ROLES = {
 }
 
 
+# Where the how-to pages describe the parameters: the TFJobOperator guide's tables (one row per parameter
+# or group), then the other kinds' page for the parameters only they have. Paths relative to docs/.
+GUIDE = "howto/tfjob-operator.md"
+OTHER_KINDS = "howto/other-kinds.md"
+# The generic operator's names for what TFJobOperator's guide calls otherwise.
+GUIDE_NAMES = {"job": "tfjob"}
+
+
+def described_in(docs_dir: Path) -> dict[str, str]:
+    """Parameter name -> the link (relative to docs/) of the how-to section that describes it."""
+    links: dict[str, str] = {}
+    section = ""
+    for line in (docs_dir / GUIDE).read_text().splitlines():
+        if heading := re.match(r"#+ (.*)", line):
+            section = slugify(heading.group(1), "-")
+        elif line.startswith("| `"):
+            for name in re.findall(r"`([a-z_]+)`", line.split("|")[1]):
+                links.setdefault(name, f"{GUIDE}#{section}")
+    other = (docs_dir / OTHER_KINDS).read_text()
+    for name in re.findall(r"`([a-z_]+)`", other):
+        links.setdefault(name, OTHER_KINDS)
+    return links
+
+
 def _signature() -> dict[str, griffe.Parameter]:
     module: Any = griffe.load("airflow_tfjob.operators.kubeflow", search_paths=["."])
     init = module["KubeflowJobOperator"].members["__init__"]
@@ -36,9 +63,11 @@ def _cell(value: object) -> str:
     return f"`{value}`" if value not in (None, "", "None") else ""
 
 
-def parameters_table() -> str:
+def parameters_table(docs_dir: Path, page_dir: str = "api") -> str:
+    """The table's Markdown; links are written relative to ``page_dir`` (the page's folder in docs/)."""
     signature = _signature()
-    header = ["Parameter", "Type", "Default", "Templated", "Role", *(k.kind for k in KINDS)]
+    links = described_in(docs_dir)
+    header = ["Parameter", "Described in", "Type", "Default", "Templated", "Role", *(k.kind for k in KINDS)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in params.GENERIC.rows:
         parameter = signature.get(row.name)
@@ -46,8 +75,11 @@ def parameters_table() -> str:
             raise ValueError(f"{row.name} is in operators/params.py but not in KubeflowJobOperator.__init__")
         kinds = ["yes" if row.kinds is None or k.kind in row.kinds else "" for k in KINDS]
         default = str(parameter.default)
+        link = links.get(GUIDE_NAMES.get(row.name, row.name))
+        where = f"[how-to]({'../' * len(Path(page_dir).parts)}{link})" if link else ""
         cells = [
             f"`{row.name}`",
+            where,
             _cell(parameter.annotation),
             _cell(default),
             "yes" if row.templated else "",
@@ -58,7 +90,8 @@ def parameters_table() -> str:
     return "\n".join(lines)
 
 
-def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
+def on_page_markdown(markdown: str, page: Any, config: Any, **_: Any) -> str:
     if MARKER not in markdown:
         return markdown
-    return markdown.replace(MARKER, parameters_table())
+    page_dir = str(Path(page.file.src_uri).parent)
+    return markdown.replace(MARKER, parameters_table(Path(config["docs_dir"]), page_dir))

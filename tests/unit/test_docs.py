@@ -11,7 +11,7 @@ import importlib.util
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 import yaml
 
@@ -92,7 +92,7 @@ def test_a_page_left_out_of_the_nav_fails_the_build(tmp_path: Path) -> None:
 
 
 def test_the_parameter_table_has_every_parameter_and_kind() -> None:
-    table = _hook().parameters_table().splitlines()
+    table = _hook().parameters_table(ROOT / "docs").splitlines()
     header = [cell.strip() for cell in table[0].strip("|").split("|")]
     assert header[-len(KINDS) :] == [kind.kind for kind in KINDS]
     names = [line.split("|")[1].strip().strip("`") for line in table[2:]]
@@ -103,9 +103,21 @@ def test_the_parameter_table_has_every_parameter_and_kind() -> None:
     assert ps_kinds == ["yes" if "PS" in kind.replica_types else "" for kind in KINDS]
 
 
+def test_every_parameter_is_described_in_a_how_to() -> None:
+    # A new parameter needs a row in the TFJobOperator guide's tables (or a mention on the other kinds'
+    # page when only they have it): the generated table links each parameter to it.
+    links = _hook().described_in(ROOT / "docs")
+    undescribed = [
+        row.name for row in params.GENERIC.rows if _hook().GUIDE_NAMES.get(row.name, row.name) not in links
+    ]
+    assert undescribed == [], f"parameters no how-to page describes: {undescribed}"
+
+
 def test_the_hook_fills_only_the_page_with_the_marker() -> None:
     hook = _hook()
-    assert hook.on_page_markdown("# Other\n", page=None) == "# Other\n"
-    filled = hook.on_page_markdown(f"# Parameters\n\n{hook.MARKER}\n", page=None)
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="api/parameters.md"))
+    config = {"docs_dir": str(ROOT / "docs")}
+    assert hook.on_page_markdown("# Other\n", page=page, config=config) == "# Other\n"
+    filled = hook.on_page_markdown(f"# Parameters\n\n{hook.MARKER}\n", page=page, config=config)
     assert hook.MARKER not in filled
-    assert "| `worker` |" in filled
+    assert "| `worker` | [how-to](../howto/tfjob-operator.md#replicas) |" in filled
