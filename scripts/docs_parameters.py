@@ -1,4 +1,5 @@
-"""MkDocs hook: the table of the operators' parameters in docs/api/parameters.md, generated from the code.
+"""MkDocs hook: the tables of the operators' parameters (docs/api/parameters.md) and of the job kinds
+(docs/howto/other-kinds.md), generated from the code.
 
 The rows come from ``airflow_tfjob.operators.params`` (which kinds have each parameter, whether it is
 templated, what it is for) and the types and defaults from ``KubeflowJobOperator.__init__``'s signature,
@@ -19,6 +20,13 @@ from airflow_tfjob.kinds import KINDS
 from airflow_tfjob.operators import params
 
 MARKER = "<!-- parameters-table -->"
+KINDS_MARKER = "<!-- kinds-table -->"
+SUCCESS = {
+    "tf": "the Chief or Master if there is one, else the Workers as `success_policy` says",
+    "master-else-workers": "the Master if there is one, else every Worker",
+    "master": "the Master",
+    "all-workers": "every Worker",
+}
 ROLES = {
     "job": "names or finds the job",
     "shortcut": "replica count of one type",
@@ -90,7 +98,37 @@ def parameters_table(docs_dir: Path, page_dir: str = "api") -> str:
     return "\n".join(lines)
 
 
+def kinds_table() -> str:
+    """One row per kind from airflow_tfjob.kinds: what a DAG author needs to shape a job of it."""
+    lines = [
+        "| Kind | Replica types (shortcuts) | Exactly one | Container | Port | Default restart policy "
+        "| Succeeds when | Parameters not every kind has |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for kind in KINDS:
+        # The parameters some kinds lack (the replica shortcuts are in the second column).
+        own = [
+            row.name
+            for row in params.GENERIC.rows
+            if row.kinds is not None and kind.kind in row.kinds and row.role != "shortcut"
+        ]
+        cells = [
+            kind.kind,
+            ", ".join(f"{t} (`{t.lower()}`)" for t in kind.replica_types),
+            ", ".join(kind.single_replica_types) + (" (required)" if kind.required_types else ""),
+            f"`{kind.container}`",
+            f"{kind.port} (`{kind.port_name}`)",
+            kind.restart_policy,
+            SUCCESS[kind.success_rule],
+            ", ".join(f"`{name}`" for name in own),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, **_: Any) -> str:
+    if KINDS_MARKER in markdown:
+        markdown = markdown.replace(KINDS_MARKER, kinds_table())
     if MARKER not in markdown:
         return markdown
     page_dir = str(Path(page.file.src_uri).parent)
