@@ -8,6 +8,7 @@ it builds with do catch what they are meant to, on a two-page site that builds i
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -121,3 +122,31 @@ def test_the_hook_fills_only_the_page_with_the_marker() -> None:
     filled = hook.on_page_markdown(f"# Parameters\n\n{hook.MARKER}\n", page=page, config=config)
     assert hook.MARKER not in filled
     assert "| `worker` | [how-to](../howto/tfjob-operator.md#replicas) |" in filled
+
+
+def _anchors(markdown: str) -> set[str]:
+    from markdown.extensions.toc import slugify
+
+    text = re.sub(r"(?ms)^```.*?^```", "", markdown)  # a '#' line in a code block is no heading
+    return {slugify(title.replace("`", ""), "-") for title in re.findall(r"(?m)^#+ (.*)$", text)}
+
+
+def test_the_readme_links_resolve() -> None:
+    # MkDocs checks the site's links; the README is outside the site, so its links are checked here.
+    readme = (ROOT / "README.md").read_text()
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", readme):
+        if re.match(r"[a-z]+://", target):
+            continue
+        path, _, anchor = target.partition("#")
+        file = ROOT / path if path else ROOT / "README.md"
+        if not file.exists() or (anchor and anchor not in _anchors(file.read_text())):
+            broken.append(target)
+    assert broken == []
+
+
+def test_the_readme_quick_start_is_the_two_commands() -> None:
+    readme = (ROOT / "README.md").read_text()
+    quick_start = readme.split("## Quick start", 1)[1]
+    first_block = re.search(r"(?s)```\n(.*?)```", quick_start)
+    assert first_block and first_block.group(1).split("\n")[:-1] == ["make demo", "make test"]
