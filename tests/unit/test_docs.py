@@ -27,8 +27,8 @@ def _site_config() -> dict:
     return yaml.safe_load((ROOT / "mkdocs.yml").read_text())
 
 
-def _hook() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("docs_parameters", ROOT / "scripts" / "docs_parameters.py")
+def _script(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -93,7 +93,7 @@ def test_a_page_left_out_of_the_nav_fails_the_build(tmp_path: Path) -> None:
 
 
 def test_the_parameter_table_has_every_parameter_and_kind() -> None:
-    table = _hook().parameters_table(ROOT / "docs").splitlines()
+    table = _script("docs_parameters").parameters_table(ROOT / "docs").splitlines()
     header = [cell.strip() for cell in table[0].strip("|").split("|")]
     assert header[-len(KINDS) :] == [kind.kind for kind in KINDS]
     names = [line.split("|")[1].strip().strip("`") for line in table[2:]]
@@ -107,15 +107,17 @@ def test_the_parameter_table_has_every_parameter_and_kind() -> None:
 def test_every_parameter_is_described_in_a_how_to() -> None:
     # A new parameter needs a row in the TFJobOperator guide's tables (or a mention on the other kinds'
     # page when only they have it): the generated table links each parameter to it.
-    links = _hook().described_in(ROOT / "docs")
+    links = _script("docs_parameters").described_in(ROOT / "docs")
     undescribed = [
-        row.name for row in params.GENERIC.rows if _hook().GUIDE_NAMES.get(row.name, row.name) not in links
+        row.name
+        for row in params.GENERIC.rows
+        if _script("docs_parameters").GUIDE_NAMES.get(row.name, row.name) not in links
     ]
     assert undescribed == [], f"parameters no how-to page describes: {undescribed}"
 
 
 def test_the_hook_fills_only_the_page_with_the_marker() -> None:
-    hook = _hook()
+    hook = _script("docs_parameters")
     page = SimpleNamespace(file=SimpleNamespace(src_uri="api/parameters.md"))
     config = {"docs_dir": str(ROOT / "docs")}
     assert hook.on_page_markdown("# Other\n", page=page, config=config) == "# Other\n"
@@ -150,3 +152,9 @@ def test_the_readme_quick_start_is_the_two_commands() -> None:
     quick_start = readme.split("## Quick start", 1)[1]
     first_block = re.search(r"(?s)```\n(.*?)```", quick_start)
     assert first_block and first_block.group(1).split("\n")[:-1] == ["make demo", "make test"]
+
+
+def test_docstring_roles_become_code_spans() -> None:
+    plain = _script("docs_griffe").plain
+    text = "See :class:`~airflow_tfjob.kinds.JobKind`, :func:`airflow_tfjob.manifest.build_job` and ``x``."
+    assert plain(text) == "See `JobKind`, `airflow_tfjob.manifest.build_job` and ``x``."
