@@ -1,4 +1,4 @@
-"""MkDocs hook: the tables of the operators' parameters (docs/api/parameters.md) and of the job kinds
+"""MkDocs hook: the tables of the operators' and sensors' parameters (docs/api/parameters.md) and of the job kinds
 (docs/howto/other-kinds.md), generated from the code.
 
 The rows come from ``airflow_tfjob.operators.params`` (which kinds have each parameter, whether it is
@@ -9,6 +9,7 @@ page carries the marker line; the hook replaces it, so the table cannot drift fr
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from airflow_tfjob.operators import params
 
 MARKER = "<!-- parameters-table -->"
 KINDS_MARKER = "<!-- kinds-table -->"
+SENSOR_MARKER = "<!-- sensor-parameters-table -->"
+SENSOR_GUIDE = "howto/sensors.md"
 SUCCESS = {
     "tf": "the Chief or Master if there is one, else the Workers as `success_policy` says",
     "master-else-workers": "the Master if there is one, else every Worker",
@@ -60,10 +63,37 @@ def described_in(docs_dir: Path) -> dict[str, str]:
     return links
 
 
-def _signature() -> dict[str, griffe.Parameter]:
-    module: Any = griffe.load("airflow_tfjob.operators.kubeflow", search_paths=["."])
-    init = module["KubeflowJobOperator"].members["__init__"]
-    return {p.name: p for p in init.parameters}
+def _class(path: str) -> Any:
+    module, _, name = path.rpartition(".")
+    return griffe.load(module, search_paths=["."])[name]
+
+
+def _signature(cls: Any) -> dict[str, griffe.Parameter]:
+    return {p.name: p for p in cls.members["__init__"].parameters if p.name not in ("self", "kwargs")}
+
+
+def _relative(link: str, page_dir: str) -> str:
+    return f"{'../' * len(Path(page_dir).parts)}{link}"
+
+
+def sensor_table(docs_dir: Path, page_dir: str = "api") -> str:
+    """KubeflowJobSensor's own parameters; templated ones from its ``template_fields``."""
+    cls = _class("airflow_tfjob.sensors.kubeflow.KubeflowJobSensor")
+    templated = ast.literal_eval(str(cls.members["template_fields"].value))
+    guide = (docs_dir / SENSOR_GUIDE).read_text()
+    lines = ["| Parameter | Described in | Type | Default | Templated |", "|---|---|---|---|---|"]
+    for name, parameter in _signature(cls).items():
+        where = f"[how-to]({_relative(SENSOR_GUIDE, page_dir)})" if f"`{name}`" in guide else ""
+        default = "" if parameter.default is None else str(parameter.default)
+        cells = [
+            f"`{name}`",
+            where,
+            _cell(parameter.annotation),
+            _cell(default),
+            "yes" if name in templated else "",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def _cell(value: object) -> str:
@@ -73,7 +103,7 @@ def _cell(value: object) -> str:
 
 def parameters_table(docs_dir: Path, page_dir: str = "api") -> str:
     """The table's Markdown; links are written relative to ``page_dir`` (the page's folder in docs/)."""
-    signature = _signature()
+    signature = _signature(_class("airflow_tfjob.operators.kubeflow.KubeflowJobOperator"))
     links = described_in(docs_dir)
     header = ["Parameter", "Described in", "Type", "Default", "Templated", "Role", *(k.kind for k in KINDS)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -84,7 +114,7 @@ def parameters_table(docs_dir: Path, page_dir: str = "api") -> str:
         kinds = ["yes" if row.kinds is None or k.kind in row.kinds else "" for k in KINDS]
         default = str(parameter.default)
         link = links.get(GUIDE_NAMES.get(row.name, row.name))
-        where = f"[how-to]({'../' * len(Path(page_dir).parts)}{link})" if link else ""
+        where = f"[how-to]({_relative(link, page_dir)})" if link else ""
         cells = [
             f"`{row.name}`",
             where,
@@ -129,7 +159,9 @@ def kinds_table() -> str:
 def on_page_markdown(markdown: str, page: Any, config: Any, **_: Any) -> str:
     if KINDS_MARKER in markdown:
         markdown = markdown.replace(KINDS_MARKER, kinds_table())
-    if MARKER not in markdown:
-        return markdown
-    page_dir = str(Path(page.file.src_uri).parent)
-    return markdown.replace(MARKER, parameters_table(Path(config["docs_dir"]), page_dir))
+    docs_dir, page_dir = Path(config["docs_dir"]), str(Path(page.file.src_uri).parent)
+    if SENSOR_MARKER in markdown:
+        markdown = markdown.replace(SENSOR_MARKER, sensor_table(docs_dir, page_dir))
+    if MARKER in markdown:
+        markdown = markdown.replace(MARKER, parameters_table(docs_dir, page_dir))
+    return markdown

@@ -108,11 +108,8 @@ def test_every_parameter_is_described_in_a_how_to() -> None:
     # A new parameter needs a row in the TFJobOperator guide's tables (or a mention on the other kinds'
     # page when only they have it): the generated table links each parameter to it.
     links = _script("docs_parameters").described_in(ROOT / "docs")
-    undescribed = [
-        row.name
-        for row in params.GENERIC.rows
-        if _script("docs_parameters").GUIDE_NAMES.get(row.name, row.name) not in links
-    ]
+    names = _script("docs_parameters").GUIDE_NAMES
+    undescribed = [row.name for row in params.GENERIC.rows if names.get(row.name, row.name) not in links]
     assert undescribed == [], f"parameters no how-to page describes: {undescribed}"
 
 
@@ -158,3 +155,27 @@ def test_docstring_roles_become_code_spans() -> None:
     plain = _script("docs_griffe").plain
     text = "See :class:`~airflow_tfjob.kinds.JobKind`, :func:`airflow_tfjob.manifest.build_job` and ``x``."
     assert plain(text) == "See `JobKind`, `airflow_tfjob.manifest.build_job` and ``x``."
+
+
+def test_the_sensor_table_marks_the_templated_parameters() -> None:
+    from airflow_tfjob.sensors.kubeflow import KubeflowJobSensor
+
+    rows = _script("docs_parameters").sensor_table(ROOT / "docs").splitlines()[2:]
+    cells = {
+        row.split("|")[1].strip().strip("`"): row.strip().strip("|").split("|")[-1].strip() for row in rows
+    }
+    assert set(cells) == {
+        "kind",
+        "name",
+        "namespace",
+        "target_condition",
+        "kubernetes_conn_id",
+        "cluster_context",
+        "config_file",
+        "in_cluster",
+        "api_retry_timeout",
+        "deferrable",
+    }
+    assert {name for name, templated in cells.items() if templated == "yes"} == set(
+        KubeflowJobSensor.template_fields
+    )
