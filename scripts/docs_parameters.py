@@ -40,7 +40,8 @@ ROLES = {
 
 
 # Where the how-to pages describe the parameters: the TFJobOperator guide's tables (one row per parameter
-# or group), then the other kinds' page for the parameters only they have. Paths relative to docs/.
+# or group), then the other how-to pages' tables, then the other kinds' page for the parameters only
+# they have. Paths relative to docs/.
 GUIDE = "howto/tfjob-operator.md"
 OTHER_KINDS = "howto/other-kinds.md"
 # The generic operator's names for what TFJobOperator's guide calls otherwise.
@@ -50,13 +51,15 @@ GUIDE_NAMES = {"job": "tfjob"}
 def described_in(docs_dir: Path) -> dict[str, str]:
     """Parameter name -> the link (relative to docs/) of the how-to section that describes it."""
     links: dict[str, str] = {}
-    section = ""
-    for line in (docs_dir / GUIDE).read_text().splitlines():
-        if heading := re.match(r"#+ (.*)", line):
-            section = slugify(heading.group(1), "-")
-        elif line.startswith("| `"):
-            for name in re.findall(r"`([a-z_]+)`", line.split("|")[1]):
-                links.setdefault(name, f"{GUIDE}#{section}")
+    others = sorted(str(p.relative_to(docs_dir)) for p in (docs_dir / "howto").glob("*.md"))
+    for page in [GUIDE, *(p for p in others if p != GUIDE)]:
+        section = ""
+        for line in (docs_dir / page).read_text().splitlines():
+            if heading := re.match(r"#+ (.*)", line):
+                section = slugify(heading.group(1), "-")
+            elif line.startswith("| `"):
+                for name in re.findall(r"`([a-z_]+)`", line.split("|")[1]):
+                    links.setdefault(name, f"{page}#{section}")
     other = (docs_dir / OTHER_KINDS).read_text()
     for name in re.findall(r"`([a-z_]+)`", other):
         links.setdefault(name, OTHER_KINDS)
