@@ -62,14 +62,9 @@ class TaskLog(logging.Handler):
             obj._log = logger  # type: ignore[assignment]
 
     def operator_lines(self, job_name: str) -> list[str]:
-        """The lines outside replica output, events and the submitted manifest; the job's name as <job>."""
+        """The lines outside replica output and events; the job's name as <job>."""
         lines: list[str] = []
-        in_manifest = False
         for line in self.lines:
-            if in_manifest:
-                in_manifest = line != "}"
-                continue
-            in_manifest = line.startswith("Creating TFJob ")
             if not line.startswith("["):
                 lines.append(line.replace(job_name, "<job>"))
         return lines
