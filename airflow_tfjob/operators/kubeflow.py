@@ -171,6 +171,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         get_logs: bool = True,
         metrics: list[str] | None = None,
         metrics_history: bool = False,
+        progress: dict[str, Any] | None = None,
         startup_timeout: float | None = 600.0,
         log_rate_per_replica: int = 1000,
         log_total_cap: int = 1_000_000,
@@ -324,6 +325,9 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
 
     def follow_options(self, *, deadline: float | None) -> FollowOptions:
         from airflow_tfjob.follow import FollowOptions
+        from airflow_tfjob.progress import progress_spec
+
+        progress = progress_spec(self.progress, self.hyperparameters)
 
         return FollowOptions(
             log_replicas=self.log_replicas,
@@ -336,6 +340,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
             log_rate_per_replica=self.log_rate_per_replica,
             log_total_cap=self.log_total_cap,
             kind=self.kind,
+            progress=progress.to_dict() if progress is not None else None,
         )
 
     def _deadline(self, started: float) -> float | None:
@@ -455,7 +460,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         master replica; ``self._job`` is the finished job object.
         """
         assert self._job is not None and outcome.status is not None
-        return outcome_mod.result(self._job, outcome.status, outcome.metrics)
+        return outcome_mod.result(self._job, outcome.status, outcome.metrics, outcome.progress)
 
     def on_kill(self) -> None:
         if self._job_ref is None:

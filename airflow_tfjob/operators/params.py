@@ -127,6 +127,7 @@ PARAMETERS: tuple[Param, ...] = (
     _p("get_logs", "own"),
     _p("metrics", "own"),
     _p("metrics_history", "own"),
+    _p("progress", "own", T),
     _p("startup_timeout", "own"),
     _p("log_rate_per_replica", "own"),
     _p("log_total_cap", "own"),
@@ -248,6 +249,7 @@ class StoredParameters:
     get_logs: bool
     metrics: list[str]
     metrics_history: bool
+    progress: Any
     startup_timeout: float | None
     log_rate_per_replica: int
     log_total_cap: int
