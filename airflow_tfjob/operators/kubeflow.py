@@ -201,6 +201,8 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         self._job_ref: tuple[str, str] | None = None
         # The finished job, for result_from_outcome.
         self._job: dict[str, Any] | None = None
+        # Set once this task deleted its TensorBoard: the link to it is cleared when the task ends.
+        self._tensorboard_removed = False
         # A mistake in a parameter that is not a template fails the DAG's parse, not a run.
         check_operator_parameters(self._own_parameters())
         check_parameter_types(self._typed_parameters(), at_parse=True)
@@ -319,7 +321,8 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
     def _stop_tensorboard(self, hook: TFJobHook, name: str, namespace: str, *, force: bool = False) -> None:
         from airflow_tfjob.tensorboard import stop_for_job
 
-        stop_for_job(hook, self._tensorboard_spec(), name, namespace, self.log, force=force)
+        if stop_for_job(hook, self._tensorboard_spec(), name, namespace, self.log, force=force):
+            self._tensorboard_removed = True  # links.TensorBoardLink: no link to a deleted board
 
     # ------------------------------------------------------------------ following
 

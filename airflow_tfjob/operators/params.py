@@ -243,6 +243,7 @@ class StoredParameters:
     config_file: str | None
     in_cluster: bool | None
     api_retry_timeout: float | None
+    hyperparameters: Any
     env: Any
     secret_env: Any
     log_replicas: str
