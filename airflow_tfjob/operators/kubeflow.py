@@ -74,6 +74,8 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
     as "worker:0", or a comma-separated list); ``log_rate_per_replica`` (lines per second per replica
     that reach the task log, default 1000) and ``log_total_cap`` (lines per job, default 1,000,000),
     0 meaning no limit: a runaway job cannot flood the task log, and a line says how many were dropped.
+    ``progress={"metric": "epoch", "total": 10}`` (``total`` a number or a hyperparameter's name) adds
+    throttled ``[progress]`` lines (percentage, pace, time left) and a ``progress`` key to the result.
 
     TensorBoard: ``tensorboard=True`` with ``tensorboard_log_dir`` (or ``tensorboard`` as a log
     directory, a dict of :class:`~airflow_tfjob.tensorboard.TensorBoardSpec` fields, or a spec)
@@ -262,6 +264,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
     def build_manifest(self, context: Context) -> dict[str, Any]:
         """The job the task wants (with its identity and intended policy), validated."""
         from airflow_tfjob import manifest as manifest_mod
+        from airflow_tfjob.progress import progress_spec
         from airflow_tfjob.validation import validate_job
 
         base = None
@@ -284,6 +287,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         for warning in validate_job(manifest):
             self.log.warning("%s %s: %s", self.kind, metadata["name"], warning)
         check_log_replicas_against_job(self.log_replicas, manifest)
+        progress_spec(self.progress, self.hyperparameters)  # a total naming no hyperparameter: refused now
         check_request_size(manifest)
         return manifest
 

@@ -6,6 +6,7 @@ The clock is a list the test advances: every figure below is exact.
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -164,3 +165,27 @@ def test_a_total_naming_a_missing_hyperparameter_is_refused_at_run_time() -> Non
     check_progress({"metric": "epoch", "total": "epochs"})  # a name: known only once rendered
     with pytest.raises(TFJobValidationError, match="hyperparameter 'epochs', whose value None"):
         progress_spec({"metric": "epoch", "total": "epochs"}, {"epoch": 3})
+
+
+def test_the_operator_refuses_a_bad_progress_at_parse_time() -> None:
+    from airflow_tfjob.operators.tfjob import TFJobOperator
+
+    with pytest.raises(TFJobValidationError) as error:
+        TFJobOperator(task_id="t", image="python:3.11", command=["true"], progress={"metric": "epoch"})
+    assert error.value.field == "progress.total"
+
+
+def test_the_operator_refuses_a_total_naming_no_hyperparameter_before_submitting() -> None:
+    from airflow_tfjob.operators.tfjob import TFJobOperator
+
+    op = TFJobOperator(
+        task_id="t",
+        image="python:3.11",
+        command=["true"],
+        hyperparameters={"epoch": 3},
+        progress={"metric": "epoch", "total": "epochs"},
+        render_only=True,
+    )
+    ti = SimpleNamespace(dag_id="d", task_id="t", run_id="manual__1", map_index=-1, try_number=1)
+    with pytest.raises(TFJobValidationError, match="names the hyperparameter 'epochs'"):
+        op.execute({"ti": ti, "run_id": ti.run_id})  # type: ignore[typeddict-item]
