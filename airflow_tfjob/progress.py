@@ -126,7 +126,8 @@ class ProgressTracker:
     """Turns successive values of the metric into throttled progress lines and a timeline.
 
     The rate is measured from the first value seen (so a job's start-up does not count against its
-    training speed) or, before a second value, from ``started`` with nothing done.
+    training speed) or, before a second value, from ``started`` with nothing done. A value below the
+    previous one (a restarted replica training again) starts the measure over from that point.
     """
 
     def __init__(self, spec: ProgressSpec, clock: Callable[[], float], started: float | None = None) -> None:
@@ -137,6 +138,7 @@ class ProgressTracker:
         self.dropped = 0
         self._last_line_at: float | None = None
         self._last_tenth = -1
+        self._base = 0  # index in the timeline the rate is measured from
 
     # -- feeding ------------------------------------------------------------------------------
 
@@ -150,10 +152,16 @@ class ProgressTracker:
         if self.timeline and value == self.timeline[-1][1]:
             return None  # printed again (another metric on its own line): no progress
         if len(self.timeline) >= MAX_TIMELINE:
-            self.timeline.pop(1)  # keep the first point: the rate is measured from it
+            # Keep the point the rate is measured from; drop the oldest other one.
+            drop = 1 if self._base == 0 else 0
+            self.timeline.pop(drop)
+            self._base = max(0, self._base - (1 - drop))
             self.dropped += 1
+        restarted = bool(self.timeline) and value < self.timeline[-1][1]
         self.timeline.append((now, value))
         tenth = min(10, int(self.fraction * 10))
+        if restarted:
+            self._base, self._last_tenth = len(self.timeline) - 1, tenth - 1  # a line at once
         due = self._last_line_at is None or now - self._last_line_at >= self.spec.every
         if tenth > self._last_tenth or due:
             self._last_line_at, self._last_tenth = now, max(tenth, self._last_tenth)
@@ -172,9 +180,9 @@ class ProgressTracker:
 
     def rate(self) -> float | None:
         """Units of the metric per second, or None before there is a measure."""
-        if len(self.timeline) >= 2:
-            (t0, v0), (t1, v1) = self.timeline[0], self.timeline[-1]
-        elif self.timeline:
+        if len(self.timeline) - self._base >= 2:
+            (t0, v0), (t1, v1) = self.timeline[self._base], self.timeline[-1]
+        elif self.timeline and self._base == 0:
             (t0, v0), (t1, v1) = (self.started, 0.0), self.timeline[-1]
         else:
             return None
@@ -220,6 +228,7 @@ class ProgressTracker:
             "timeline_dropped": self.dropped,
             "last_line_at": self._last_line_at,
             "last_tenth": self._last_tenth,
+            "rate_from": self._base,
         }
 
     @classmethod
@@ -230,4 +239,5 @@ class ProgressTracker:
         last = data.get("last_line_at")
         tracker._last_line_at = None if last is None else float(last)
         tracker._last_tenth = int(data.get("last_tenth", -1))
+        tracker._base = int(data.get("rate_from") or 0)
         return tracker

@@ -189,3 +189,18 @@ def test_the_operator_refuses_a_total_naming_no_hyperparameter_before_submitting
     ti = SimpleNamespace(dag_id="d", task_id="t", run_id="manual__1", map_index=-1, try_number=1)
     with pytest.raises(TFJobValidationError, match="names the hyperparameter 'epochs'"):
         op.execute({"ti": ti, "run_id": ti.run_id})  # type: ignore[typeddict-item]
+
+
+def test_a_restarted_replica_counting_again_restarts_the_measure() -> None:
+    clock = Clock()
+    tracker = ProgressTracker(ProgressSpec("epoch", 10, every=60), clock)
+    for epoch in (1, 2, 3, 4):
+        clock.now += 10
+        tracker.feed(epoch)
+    clock.now += 100  # the replica died and came back
+    assert tracker.feed(1) == "progress: epoch 1/10 (10%)"  # shown at once; no pace measured yet
+    clock.now += 5
+    assert tracker.feed(2) == "progress: epoch 2/10 (20%), 5 s per epoch, about 40 s left"
+    assert [v for _, v in tracker.timeline] == [1, 2, 3, 4, 1, 2]
+    again = ProgressTracker.restore(json.loads(json.dumps(tracker.state())), clock)
+    assert again.rate() == pytest.approx(0.2)
