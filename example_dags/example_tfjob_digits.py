@@ -69,6 +69,9 @@ with DAG(
         env=TRAINING_ENV,
         pvc=PVC,
         log_replicas="all",
+        # A TensorBoard on the run's logs while it trains: the task's "TensorBoard" link.
+        tensorboard=True,
+        tensorboard_log_dir=run_dir + "/logs",
         metrics=["test_accuracy", "accuracy", "loss"],
         clean_pod_policy="Running",
     )
