@@ -96,7 +96,7 @@ def test_digits_in_a_deployment(airflow: Deployment) -> None:
     airflow.call("PATCH", f"/dags/{DAG_ID}", json={"is_paused": False})
 
     # ---- run 1: links and live replica logs while the task is deferred, then the log view in a browser
-    first = trigger(airflow, epochs=12)
+    first = trigger(airflow, epochs=6)
     served = wait_deferred_with_links(airflow, first)
     assert served["TensorBoard"].startswith("http://"), served  # type: ignore[union-attr]
 
@@ -114,7 +114,7 @@ def test_digits_in_a_deployment(airflow: Deployment) -> None:
     wait_deferred_with_links(airflow, second)
     job = airflow.wait("run 2's TFJob", lambda: next((j for j in tfjobs(airflow) if j["metadata"]["name"] not in known), None), 30)
     name = job["metadata"]["name"]
-    pods = airflow.wait("run 2's replica processes", lambda: replica_pids(airflow, name), 60)
+    pods = airflow.wait("run 2's replica and TensorBoard processes", lambda: replica_pids(airflow, name), 60)
     airflow.call("PATCH", ti_path(second), json={"new_state": "failed"})
     marked = time.monotonic()
     airflow.wait(f"TFJob {name}, its pods and processes gone", lambda: gone(airflow, name, pods), 10)
@@ -174,18 +174,17 @@ def tfjobs(airflow: Deployment) -> list[dict[str, Any]]:
 
 
 def pod_names(airflow: Deployment, job: str) -> list[str]:
+    """The job's pods: its replicas and its TensorBoard (all named after the job)."""
     _, core = _clients(airflow)
-    pods = core.list_namespaced_pod("default", label_selector=f"training.kubeflow.org/job-name={job}")
-    return [pod.metadata.name for pod in pods.items]
+    return [pod.metadata.name for pod in core.list_namespaced_pod("default").items
+            if pod.metadata.name.startswith(f"{job}-")]
 
 
 def replica_pids(airflow: Deployment, job: str) -> dict[str, list[int]]:
-    """The processes running each replica pod of `job` (the local cluster sets HOSTNAME to the pod's
-    name); empty until every replica has one."""
-    names = pod_names(airflow, job)
-    found = {name: _processes_with(f"HOSTNAME={name}") for name in names if name.startswith(job)}
-    replicas = {n: p for n, p in found.items() if "tensorboard" not in n}
-    return found if len(replicas) >= len(REPLICAS) and all(replicas.values()) else {}
+    """The processes running each pod of `job` (the local cluster sets HOSTNAME to the pod's name);
+    empty until both replicas and the board have theirs."""
+    found = {name: _processes_with(f"HOSTNAME={name}") for name in pod_names(airflow, job)}
+    return found if len(found) == len(REPLICAS) + 1 and all(found.values()) else {}
 
 
 def gone(airflow: Deployment, job: str, pids: dict[str, list[int]]) -> bool:
