@@ -88,22 +88,35 @@ class ReplicaLogsLink(BaseOperatorLink):
             return ""
 
 
-def operator_links(kind: JobKind, replicas: Any) -> tuple[BaseOperatorLink, ...]:
-    """The task's links: TensorBoard, and a log link per replica known when the DAG is parsed (counts
-    given as numbers; templated ones add none, as the UI's links are fixed at parse time)."""
-    names = []
-    for rtype, count in (replicas.items() if isinstance(replicas, Mapping) else ()):
-        canonical = kind.canonical_type(rtype)
-        if canonical is not None and isinstance(count, int) and not isinstance(count, bool):
-            names += [replica_name(canonical, index) for index in range(count)]
+def operator_links(kind: JobKind, operator: Any) -> tuple[BaseOperatorLink, ...]:
+    """The task's links: TensorBoard, and a log link per replica counted when the DAG is parsed, from
+    ``replicas=`` and the shortcuts (``worker=2``). Templated counts add none: the UI's links are fixed
+    at parse time. Nothing is checked here (conflicts are refused when the manifest is built)."""
+    given = getattr(operator, "replicas", None)
+    counts: dict[str, Any] = {}
+    for key, count in (given.items() if isinstance(given, Mapping) else ()):
+        counts[kind.canonical_type(key) or key] = count
+    for rtype in kind.replica_types:
+        counts.setdefault(rtype, getattr(operator, rtype.lower(), None))
+    names = [
+        replica_name(rtype, index)
+        for rtype in kind.replica_types
+        if isinstance(counts.get(rtype), int) and not isinstance(counts[rtype], bool)
+        for index in range(counts[rtype])
+    ]
     return (TensorBoardLink(), *(ReplicaLogsLink(name) for name in names))
 
 
 def logs_url_template(conn_id: str) -> str | None:
-    """The connection's template for a replica's log URL, or the dashboard's log view; None: neither."""
+    """The connection's template for a replica's log URL, or the dashboard's log view; None: neither
+    (or no such connection: the operator may take its cluster from ``config_file`` alone)."""
     from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
 
-    extra = BaseHook.get_connection(conn_id).extra_dejson
+    try:
+        extra = BaseHook.get_connection(conn_id).extra_dejson
+    except AirflowNotFoundException:
+        return None
     template = extra.get(TEMPLATE_FIELD) or extra.get(f"extra__kubernetes__{TEMPLATE_FIELD}")
     if template:
         return str(template)

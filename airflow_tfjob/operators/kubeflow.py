@@ -203,8 +203,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         check_operator_parameters(self._own_parameters())
         check_parameter_types(self._typed_parameters(), at_parse=True)
         # The UI's links are fixed at parse time: one "Logs <replica>" per replica counted here.
-        replicas = params.manifest_arguments(self, self.job_kind).get("replicas")
-        self.operator_extra_links = links.operator_links(self.job_kind, replicas)
+        self.operator_extra_links = links.operator_links(self.job_kind, self)
 
     @property
     def job_kind(self) -> JobKind:

@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from deployment import REPO, Deployment, deployment
+from deployment import REPO, Deployment, StepTimeout, deployment
 
 pytestmark = [pytest.mark.e2e, pytest.mark.tensorflow, pytest.mark.timeout(420)]
 
@@ -151,9 +151,9 @@ def log_view(airflow: Deployment, run_id: str, served: dict[str, str | None]) ->
                 expect(link).to_be_visible(timeout=30_000)
                 assert link.get_attribute("href") == url, (name, url)
             page.screenshot(path=str(LINKS_SCREENSHOT), full_page=True)
-        except Exception:
+        except Exception as error:
             page.screenshot(path=str(shot), full_page=True)
-            raise
+            raise StepTimeout(f"the task's page ({shot}): {error}\n{airflow.log_tails()}") from error
         finally:
             browser.close()
 

@@ -74,6 +74,10 @@ def test_no_template_no_url(connection: Any) -> None:
     assert links.replica_log_url(None, "job", "ns", "worker-0", "tensorflow") == ""
 
 
+def test_no_connection_no_url() -> None:
+    assert links.logs_url_template("no_such_connection") is None
+
+
 def test_bad_template_names_the_fields() -> None:
     with pytest.raises(ValueError, match=r"logs_url_template.*\{namespace\}, \{pod\}"):
         links.check_template("https://x/{pod_name}")
