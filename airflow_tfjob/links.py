@@ -142,13 +142,23 @@ def check_template(template: str) -> None:
         ) from error
 
 
-def push_replica_links(
-    kind: JobKind, job: Mapping[str, Any], conn_id: str, push: Callable[[str, str], None], logger: Any
+def push_links(
+    kind: JobKind,
+    job: Mapping[str, Any],
+    conn_id: str,
+    push: Callable[[str, str], None],
+    logger: Any,
+    *,
+    tensorboard: bool = False,
 ) -> None:
     """Push every replica's log URL of the submitted ``job``, so the links work while the task defers.
 
+    With a board, an empty TensorBoard link first: the board's URL replaces it once the board answers,
+    and a board that never does leaves an XCom that the end-of-task link lookup finds (no 404 logged).
     A connection that cannot be read or a bad template costs the links, never the task.
     """
+    if tensorboard:
+        push(XCOM_KEY, "")
     try:
         template = logs_url_template(conn_id)
         if template:

@@ -236,7 +236,10 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
         self._job_ref = (name, namespace)
         # Links before anything waits, so they work while the job runs and the task is deferred.
-        links.push_replica_links(self.job_kind, job, self.kubernetes_conn_id, context["ti"].xcom_push, self.log)
+        links.push_links(
+            self.job_kind, job, self.kubernetes_conn_id, context["ti"].xcom_push, self.log,
+            tensorboard=self._tensorboard_spec() is not None,
+        )
         self._start_tensorboard(hook, job, context)
         options = self.follow_options(deadline=self._deadline(started))
         if self.deferrable:

@@ -91,7 +91,7 @@ def job(name: str = "j", **replicas: int) -> dict[str, Any]:
 def test_pushed_for_every_replica_of_the_submitted_job(connection: Any) -> None:
     connection(logs_url_template="{pod}/{container}")
     pushed: dict[str, str] = {}
-    links.push_replica_links(PYTORCHJOB, job(Master=1, Worker=2), "kubernetes_default",
+    links.push_links(PYTORCHJOB, job(Master=1, Worker=2), "kubernetes_default",
                              pushed.__setitem__, logging.getLogger("t"))
     assert pushed == {
         "replica_logs_url_master-0": "j-master-0/pytorch",
@@ -103,7 +103,7 @@ def test_pushed_for_every_replica_of_the_submitted_job(connection: Any) -> None:
 def test_nothing_pushed_without_a_template(connection: Any) -> None:
     connection()
     pushed: dict[str, str] = {}
-    links.push_replica_links(PYTORCHJOB, job(Master=1), "kubernetes_default", pushed.__setitem__,
+    links.push_links(PYTORCHJOB, job(Master=1), "kubernetes_default", pushed.__setitem__,
                              logging.getLogger("t"))
     assert pushed == {}
 
@@ -111,7 +111,7 @@ def test_nothing_pushed_without_a_template(connection: Any) -> None:
 def test_a_bad_template_costs_the_links_not_the_task(connection: Any, caplog: pytest.LogCaptureFixture) -> None:
     connection(logs_url_template="{nope}")
     pushed: dict[str, str] = {}
-    links.push_replica_links(TFJOB, job(), "kubernetes_default", pushed.__setitem__, logging.getLogger("t"))
+    links.push_links(TFJOB, job(), "kubernetes_default", pushed.__setitem__, logging.getLogger("t"))
     assert pushed == {}
     assert "Replica log links are not available" in caplog.text
 
@@ -134,3 +134,13 @@ def test_get_link_never_raises(connection: Any) -> None:
     op._job_ref = ("j", "ns")
     ti_key: Any = None
     assert op.operator_extra_links[1].get_link(op, ti_key=ti_key) == ""
+
+
+def test_a_board_gets_an_empty_link_first(connection: Any) -> None:
+    # Replaced by the board's URL once it answers; a board that never does leaves an XCom, so the
+    # end-of-task lookup of the TensorBoard link finds one instead of logging a 404.
+    connection()
+    pushed: dict[str, str] = {}
+    links.push_links(TFJOB, job(), "kubernetes_default", pushed.__setitem__, logging.getLogger("t"),
+                     tensorboard=True)
+    assert pushed == {"tensorboard_url": ""}
