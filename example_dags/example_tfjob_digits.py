@@ -32,6 +32,9 @@ TRAINING_DIR = os.environ.get(
 )
 DATA_DIR = os.environ.get("TFJOB_EXAMPLES_DATA_DIR", "/tmp/tfjob-examples")
 PVC = os.environ.get("TFJOB_EXAMPLES_PVC")  # "claim-name:/mount/path", e.g. "models:/tmp/tfjob-examples"
+# "1": a TensorBoard on the run's logs while it trains (the task's "TensorBoard" link; the deployment test
+# turns it on). Off by default: the demo does not wait for a board's start-up.
+TENSORBOARD = os.environ.get("TFJOB_EXAMPLES_TENSORBOARD", "") in ("1", "true", "True")
 # Keeps the replicas' logs to the program's own lines.
 TRAINING_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
 
@@ -69,9 +72,8 @@ with DAG(
         env=TRAINING_ENV,
         pvc=PVC,
         log_replicas="all",
-        # A TensorBoard on the run's logs while it trains: the task's "TensorBoard" link.
-        tensorboard=True,
-        tensorboard_log_dir=run_dir + "/logs",
+        tensorboard=TENSORBOARD,
+        tensorboard_log_dir=run_dir + "/logs" if TENSORBOARD else None,
         metrics=["test_accuracy", "accuracy", "loss"],
         clean_pod_policy="Running",
     )

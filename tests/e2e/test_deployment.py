@@ -41,6 +41,7 @@ def airflow() -> Iterator[Deployment]:
         # The example's train task defers to the triggerer, as the test is about.
         "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True",
         "TFJOB_EXAMPLES_DATA_DIR": str(home / "data"),
+        "TFJOB_EXAMPLES_TENSORBOARD": "1",
         "TF_CPP_MIN_LOG_LEVEL": "2",
     }
     try:
