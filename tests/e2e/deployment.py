@@ -92,6 +92,9 @@ class Deployment:
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            # Five processes write to one SQLite file: with sqlite3's default 5 s busy timeout a
+            # PATCH of the API server once failed with a database error under load here.
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home / 'airflow.db'}?timeout=30",
             "AIRFLOW__CORE__PARALLELISM": "4",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
