@@ -16,14 +16,13 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.sdk import BaseOperator, conf
+from airflow.sdk import BaseOperator, BaseOperatorLink, conf
 
-from airflow_tfjob import cleanup, templates
+from airflow_tfjob import cleanup, links, templates
 from airflow_tfjob.connection import connection_of, hook_kwargs
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
 from airflow_tfjob.kinds import JobKind, kind_named
 from airflow_tfjob.limits import check_request_size
-from airflow_tfjob.links import TensorBoardLink
 from airflow_tfjob.operators import outcome as outcome_mod
 from airflow_tfjob.operators import params, submit
 from airflow_tfjob.operators.checks import (
@@ -74,6 +73,8 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
     as "worker:0", or a comma-separated list); ``log_rate_per_replica`` (lines per second per replica
     that reach the task log, default 1000) and ``log_total_cap`` (lines per job, default 1,000,000),
     0 meaning no limit: a runaway job cannot flood the task log, and a line says how many were dropped.
+    ``progress={"metric": "epoch", "total": 10}`` (``total`` a number or a hyperparameter's name) adds
+    throttled ``[progress]`` lines (percentage, pace, time left) and a ``progress`` key to the result.
 
     TensorBoard: ``tensorboard=True`` with ``tensorboard_log_dir`` (or ``tensorboard`` as a log
     directory, a dict of :class:`~airflow_tfjob.tensorboard.TensorBoardSpec` fields, or a spec)
@@ -99,7 +100,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
     # Only the job parameter may name a template file: see operators/templating.py.
     template_ext: Sequence[str] = (".yaml", ".yml", ".json")
     template_fields_renderers = params.renderers("job")
-    operator_extra_links = (TensorBoardLink(),)
+    operator_extra_links: tuple[BaseOperatorLink, ...] = (links.TensorBoardLink(),)
     ui_color = "#ff6f00"
     ui_fgcolor = "#ffffff"
     # Master-replica log lines starting with this carry the task's return value (``@task.tfjob``
@@ -171,6 +172,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         get_logs: bool = True,
         metrics: list[str] | None = None,
         metrics_history: bool = False,
+        progress: dict[str, Any] | None = None,
         startup_timeout: float | None = 600.0,
         log_rate_per_replica: int = 1000,
         log_total_cap: int = 1_000_000,
@@ -200,9 +202,13 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         self._job_ref: tuple[str, str] | None = None
         # The finished job, for result_from_outcome.
         self._job: dict[str, Any] | None = None
+        # Set once this task deleted its TensorBoard: the link to it is cleared when the task ends.
+        self._tensorboard_removed = False
         # A mistake in a parameter that is not a template fails the DAG's parse, not a run.
         check_operator_parameters(self._own_parameters())
         check_parameter_types(self._typed_parameters(), at_parse=True)
+        # The UI's links are fixed at parse time: one "Logs <replica>" per replica counted here.
+        self.operator_extra_links = links.operator_links(self.job_kind, self)
 
     @property
     def job_kind(self) -> JobKind:
@@ -234,6 +240,11 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         job = self.find_or_create(hook, manifest, context)
         name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
         self._job_ref = (name, namespace)
+        # Links before anything waits, so they work while the job runs and the task is deferred.
+        links.push_links(
+            self.job_kind, job, self.kubernetes_conn_id, context["ti"].xcom_push, self.log,
+            tensorboard=self._tensorboard_spec() is not None,
+        )
         self._start_tensorboard(hook, job, context)
         options = self.follow_options(deadline=self._deadline(started))
         if self.deferrable:
@@ -259,6 +270,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
     def build_manifest(self, context: Context) -> dict[str, Any]:
         """The job the task wants (with its identity and intended policy), validated."""
         from airflow_tfjob import manifest as manifest_mod
+        from airflow_tfjob.progress import progress_spec
         from airflow_tfjob.validation import validate_job
 
         base = None
@@ -281,6 +293,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         for warning in validate_job(manifest):
             self.log.warning("%s %s: %s", self.kind, metadata["name"], warning)
         check_log_replicas_against_job(self.log_replicas, manifest)
+        progress_spec(self.progress, self.hyperparameters)  # a total naming no hyperparameter: refused now
         check_request_size(manifest)
         return manifest
 
@@ -318,12 +331,16 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
     def _stop_tensorboard(self, hook: TFJobHook, name: str, namespace: str, *, force: bool = False) -> None:
         from airflow_tfjob.tensorboard import stop_for_job
 
-        stop_for_job(hook, self._tensorboard_spec(), name, namespace, self.log, force=force)
+        if stop_for_job(hook, self._tensorboard_spec(), name, namespace, self.log, force=force):
+            self._tensorboard_removed = True  # links.TensorBoardLink: no link to a deleted board
 
     # ------------------------------------------------------------------ following
 
     def follow_options(self, *, deadline: float | None) -> FollowOptions:
         from airflow_tfjob.follow import FollowOptions
+        from airflow_tfjob.progress import progress_spec
+
+        progress = progress_spec(self.progress, self.hyperparameters)
 
         return FollowOptions(
             log_replicas=self.log_replicas,
@@ -336,6 +353,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
             log_rate_per_replica=self.log_rate_per_replica,
             log_total_cap=self.log_total_cap,
             kind=self.kind,
+            progress=progress.to_dict() if progress is not None else None,
         )
 
     def _deadline(self, started: float) -> float | None:
@@ -455,7 +473,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         master replica; ``self._job`` is the finished job object.
         """
         assert self._job is not None and outcome.status is not None
-        return outcome_mod.result(self._job, outcome.status, outcome.metrics)
+        return outcome_mod.result(self._job, outcome.status, outcome.metrics, outcome.progress)
 
     def on_kill(self) -> None:
         if self._job_ref is None:
