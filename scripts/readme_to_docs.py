@@ -5,8 +5,13 @@
 Writes docs/<page>.md for each section (headings two levels up, links between sections rewritten to
 the pages, links to repository files turned into code), and README.md as its head (title, overview,
 quick start) plus a pointer to the site. It did the move once; it is kept for merging a branch that
-edited the README's user guide before the move: take that branch's README whole, run this on it,
-then review the diff of docs/ (a new ### section must first be given a page in PAGES).
+edited the README's user guide before the move (a new ### section must first be given a page in
+PAGES, and a new page a place in mkdocs.yml's nav):
+
+    base=$(git merge-base HEAD BRANCH); moved=<the last commit before the move>
+    git merge-file -p <(git show BRANCH:README.md) <(git show $base:README.md) \
+        <(git show $moved:README.md) > /tmp/README.full.md
+    python scripts/readme_to_docs.py /tmp/README.full.md && make docs && git diff docs README.md
 """
 
 from __future__ import annotations
