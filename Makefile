@@ -13,7 +13,7 @@ unexport PYTHONDONTWRITEBYTECODE
 # Extra arguments of `uv pip compile` for `make lock`, e.g. LOCK_ARGS=--upgrade to move every pin.
 LOCK_ARGS ?=
 
-.PHONY: install lock demo test lint docs unit e2e benchmarks clean
+.PHONY: install lock demo test lint docs browser unit e2e benchmarks clean
 
 $(STAMP): pyproject.toml requirements/lock.txt scripts/venv.sh
 	PYTHON=$(PYTHON) scripts/venv.sh install $(VENV)
@@ -36,11 +36,14 @@ lint: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/mkdocs build --quiet
 
-test: lint docs
+browser:
+	scripts/browser.sh
+
+test: lint docs browser
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider
 
 # The deployment test alone (make test runs it too, as part of the pytest run: tests/e2e).
-e2e: $(STAMP)
+e2e: $(STAMP) browser
 	status=0; PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider tests/e2e || status=$$?; \
 	echo "e2e: screenshots: $(CURDIR)/build/e2e/log-view.png and links.png, components' logs: $(CURDIR)/build/e2e/logs/"; exit $$status
 
