@@ -135,6 +135,10 @@ class Deployment:
                 pass
             _signal_group(proc, signal.SIGKILL)
             proc.wait()
+        # A LocalExecutor worker puts itself in a process group of its own (and overwrites its
+        # environment with its title), so the groups above can miss it: it is known by its working
+        # directory, which is this deployment's home.
+        _kill_processes_in(self.home)
         if self._api is not None:
             self._api.close()
 
@@ -186,6 +190,22 @@ class Deployment:
         response = self.api.request(method, path, **kwargs)
         assert response.status_code < 300, f"{method} {path}: {response.status_code} {response.text}"
         return response.json() if response.content else None
+
+
+def _kill_processes_in(home: Path) -> None:
+    root = str(home.resolve())
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue  # gone, or not ours to read
+        if cwd == root or cwd.startswith(root + os.sep):
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
