@@ -174,6 +174,10 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         metrics_history: bool = False,
         progress: dict[str, Any] | None = None,
         startup_timeout: float | None = 600.0,
+        queue_timeout: float | None = None,
+        on_preemption: str = "wait",
+        kueue_require_admission: bool = False,
+        kueue_workload_window: float = 30.0,
         log_rate_per_replica: int = 1000,
         log_total_cap: int = 1_000_000,
         tensorboard: bool | str | dict[str, Any] | TensorBoardSpec | None = None,
@@ -354,6 +358,10 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
             log_total_cap=self.log_total_cap,
             kind=self.kind,
             progress=progress.to_dict() if progress is not None else None,
+            queue_timeout=self.queue_timeout,
+            on_preemption=self.on_preemption,
+            kueue_require_admission=self.kueue_require_admission,
+            kueue_workload_window=self.kueue_workload_window,
         )
 
     def _deadline(self, started: float) -> float | None:
@@ -473,7 +481,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         master replica; ``self._job`` is the finished job object.
         """
         assert self._job is not None and outcome.status is not None
-        return outcome_mod.result(self._job, outcome.status, outcome.metrics, outcome.progress)
+        return outcome_mod.result(self._job, outcome.status, outcome.metrics, outcome.progress, outcome.queue)
 
     def on_kill(self) -> None:
         if self._job_ref is None:
