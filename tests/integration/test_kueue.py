@@ -1,0 +1,318 @@
+"""Jobs behind Kueue on the local cluster's Kueue emulation: what the task log tells and what the task
+decides while a job is queued, admitted, running, preempted and resumed, in both modes.
+
+One cluster for the module, Kueue on with the TFJob integration enabled (PyTorchJob's left off, as a
+v0.19 install ships it, for the ignored-label cases), and one ClusterQueue per situation so that the
+tests do not share quota: ``one`` (1 cpu: one job at a time), ``prio`` (1 cpu, lower priorities
+preempted), ``two`` (2 cpu: the sweep), ``none`` (no quota: a job waits forever).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowException
+from operator_support import TaskInstance, context_for, defer, first_event, rebuild_trigger, wait_for
+from test_deferred_parity import TaskLog
+
+from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
+from airflow_tfjob.operators.tfjob import TFJobOperator
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+
+NS = "default"
+
+# A replica that prints numbered lines, one every STEP seconds, LINES of them, then exits 0. With
+# RECORD it also appends each line to that file (what the replica really printed, across runs), and
+# with SPANS its start and end times (which jobs ran at the same time); with GATE it first waits until
+# that file exists (a job that holds its quota until the test lets it go).
+COUNTER = r"""
+import os, sys, time
+while os.environ.get("GATE") and not os.path.exists(os.environ["GATE"]):
+    time.sleep(0.05)
+lines, step = int(os.environ.get("LINES", "3")), float(os.environ.get("STEP", "0.1"))
+record = open(os.environ["RECORD"], "a") if os.environ.get("RECORD") else None
+spans = os.environ.get("SPANS")
+def say(text):
+    print(text, flush=True)
+    if record:
+        record.write(text + "\n")
+        record.flush()
+if spans:
+    open(spans, "a").write(f"{os.environ['JOB']} start {time.time()}\n")
+for i in range(lines):
+    say(f"line {i}")
+    time.sleep(step)
+say("done")
+if spans:
+    open(spans, "a").write(f"{os.environ['JOB']} end {time.time()}\n")
+"""
+
+
+def queues() -> list[dict[str, Any]]:
+    from airflow_tfjob.local.kueue.options import queue_objects
+
+    objects: list[dict[str, Any]] = []
+    for name, cpu, extra in (
+        ("one", 1, {}),
+        ("prio", 1, {"preemption": "LowerPriority", "priorities": {"low": 10, "high": 1000}}),
+        ("two", 2, {}),
+        ("none", 0, {}),
+    ):
+        objects += queue_objects(
+            cluster_queue=f"cq-{name}", local_queue=name, namespace=NS, quota={"cpu": cpu}, flavor=f"f-{name}", **extra
+        )
+    return objects
+
+
+@pytest.fixture(scope="module")
+def kueue_cluster() -> Iterator[Any]:
+    from airflow_tfjob.local import LocalCluster
+
+    with LocalCluster(kueue={"integrations": ["kubeflow.org/tfjob"], "objects": queues()}) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def conn(kueue_cluster: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    extra = {"kube_config_path": str(kueue_cluster.kubeconfig_path), "namespace": NS}
+    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+    return "kubernetes_default"
+
+
+def operator(log: TaskLog, cls: type[KubeflowJobOperator] = TFJobOperator, **kwargs: Any) -> Any:
+    params: dict[str, Any] = {
+        "task_id": "queued",
+        "image": "local/python",
+        "command": [sys.executable, "-c", COUNTER],
+        "namespace": NS,
+        "worker": 1,
+        "container_resources": {"cpu": "1"},
+        "startup_timeout": 60,
+        "kueue_workload_window": 5,
+        "log_replicas": "all",
+        **kwargs,
+    }
+    op = cls(**params)
+    log.attach(op)
+    # TaskLog.attach knows TFJobOperator; any kind's operator logs the same way.
+    op._cached_logger = logging.getLogger(f"test.parity.{id(log)}")
+    return op
+
+
+def kueue_lines(log: TaskLog) -> list[str]:
+    return [line for line in log.lines if line.startswith("[kueue] ")]
+
+
+def first(lines: list[str], prefix: str) -> int:
+    return next(i for i, line in enumerate(lines) if line.startswith(prefix))
+
+
+def run_in_thread(op: Any, ti: TaskInstance) -> tuple[threading.Thread, dict[str, Any]]:
+    """Run a synchronous task in the background; its result or its error lands in the dict."""
+    out: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            out["result"] = op.execute(context_for(ti))
+        except BaseException as error:  # the test reads it
+            out["error"] = error
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    return thread, out
+
+
+def test_a_job_queued_behind_another_is_told_queued_admitted_running_and_its_startup_clock_waits(
+    conn: str,
+) -> None:
+    """The second job waits longer than its startup_timeout for the first's quota: the start-up
+    clock starts at admission, so it does not fire; the task log tells queued -> admitted -> running."""
+    first_log, second_log = TaskLog(), TaskLog()
+    blocker = operator(first_log, task_id="blocker", env={"LINES": "40", "STEP": "0.1"}, kueue_queue="one")
+    thread, blocked = run_in_thread(blocker, TaskInstance(task_id="blocker"))
+    wait_for(lambda: any(line.startswith("[worker-0] line 0") for line in first_log.lines), 60, "blocker running")
+    second = operator(second_log, task_id="second", kueue_queue="one", startup_timeout=2)
+    result = second.execute(context_for(TaskInstance(task_id="second")))
+    thread.join(60)
+    assert "result" in blocked, blocked.get("error")
+
+    lines = kueue_lines(second_log)
+    queued, admitted, running = (first(lines, p) for p in ("[kueue] queued", "[kueue] admitted", "[kueue] running"))
+    assert queued < admitted < running
+    assert "in LocalQueue one" in lines[queued]
+    assert result["state"] == "succeeded"
+    assert result["queue_wait_seconds"] >= 2  # longer than the startup_timeout that did not fire
+    assert result["preemptions"] == 0
+    assert len(lines) == len(set(lines))  # each change once
+
+
+def test_queue_timeout_fires_naming_the_queue_and_deletes_the_job(conn: str) -> None:
+    from airflow_tfjob.hooks.tfjob import TFJobHook
+
+    log, ti = TaskLog(), TaskInstance(task_id="starved")
+    op = operator(log, task_id="starved", kueue_queue="none", queue_timeout=2)
+    with pytest.raises(AirflowException) as raised:
+        op.execute(context_for(ti))
+    message = str(raised.value)
+    assert "not admitted within queue_timeout=2 s" in message
+    assert "queued in LocalQueue none" in message and "0 workload(s) ahead" in message
+    assert "insufficient quota for cpu in flavor f-none" in message  # Kueue's own message
+    assert "deleted" in message
+    name = op._job_ref[0]
+    hook = TFJobHook(conn_id=conn)
+    wait_for(lambda: hook.find_job("TFJob", name, NS) is None, 30, "the timed-out job deleted")
+
+
+def _replica_lines(log: TaskLog) -> list[str]:
+    return [line.removeprefix("[worker-0] ") for line in log.lines if line.startswith("[worker-0] ")]
+
+
+def test_a_preempted_job_keeps_every_line_resumes_in_place_and_succeeds(conn: str, tmp_path: Any) -> None:
+    low_log, high_log = TaskLog(), TaskLog()
+    record = tmp_path / "low.txt"
+    low = operator(
+        low_log, task_id="low", kueue_queue="prio", labels={"kueue.x-k8s.io/priority-class": "low"},
+        env={"LINES": "40", "STEP": "0.1", "RECORD": str(record)},
+    )  # fmt: skip
+    thread, out = run_in_thread(low, TaskInstance(task_id="low"))
+    wait_for(lambda: "line 10" in _replica_lines(low_log), 60, "the low-priority job half-way")
+    high = operator(
+        high_log, task_id="high", kueue_queue="prio", labels={"kueue.x-k8s.io/priority-class": "high"},
+    )  # fmt: skip
+    high_result = high.execute(context_for(TaskInstance(task_id="high")))
+    thread.join(120)
+    assert "result" in out, out.get("error")
+    result = out["result"]
+
+    assert high_result["state"] == "succeeded" and result["state"] == "succeeded"
+    assert result["preemptions"] == 1
+    lines = kueue_lines(low_log)
+    preempted = first(lines, "[kueue] preempted: Preempted to accommodate a workload")
+    assert "due to prioritization in the ClusterQueue" in lines[preempted]
+    assert first(lines, "[kueue] running") < preempted < first(lines, "[kueue] resumed") < first(
+        lines, "[kueue] running again after a preemption"
+    )
+    # Every line each run of the replica printed, in order, and the recreated pod told apart.
+    shown = _replica_lines(low_log)
+    assert [line for line in shown if not line.startswith("---")] == record.read_text().splitlines()
+    assert any(line.startswith("--- pod recreated") for line in shown)
+    assert shown.count("done") == 1 and record.read_text().count("line 0\n") == 2
+    # The same job from start to end: one job of this task, never re-created.
+    assert low._job_ref[0] == result["name"]
+
+
+def test_on_preemption_fail_fails_the_task_with_kueues_message_and_deletes_the_job(conn: str) -> None:
+    from airflow_tfjob.hooks.tfjob import TFJobHook
+
+    low_log, high_log = TaskLog(), TaskLog()
+    low = operator(
+        low_log, task_id="low-fail", kueue_queue="prio", labels={"kueue.x-k8s.io/priority-class": "low"},
+        env={"LINES": "200", "STEP": "0.1"}, on_preemption="fail",
+    )  # fmt: skip
+    thread, out = run_in_thread(low, TaskInstance(task_id="low-fail"))
+    wait_for(lambda: "line 3" in _replica_lines(low_log), 60, "the low-priority job running")
+    high = operator(high_log, task_id="high", kueue_queue="prio", labels={"kueue.x-k8s.io/priority-class": "high"})
+    assert high.execute(context_for(TaskInstance(task_id="high-2")))["state"] == "succeeded"
+    thread.join(60)
+    error = out.get("error")
+    assert isinstance(error, AirflowException), out
+    assert "was preempted (on_preemption='fail'): Preempted to accommodate a workload" in str(error)
+    hook = TFJobHook(conn_id=conn)
+    wait_for(lambda: hook.find_job("TFJob", low._job_ref[0], NS) is None, 30, "the preempted job deleted")
+
+
+def test_a_queue_label_kueue_ignores_is_warned_about_naming_the_integration(conn: str) -> None:
+    from airflow_tfjob.operators.pytorchjob import PyTorchJobOperator
+
+    log = TaskLog()
+    op = operator(log, cls=PyTorchJobOperator, task_id="ignored", kueue_queue="one", kueue_workload_window=1,
+                  env={"LINES": "30", "STEP": "0.1"})  # fmt: skip
+    result = op.execute(context_for(TaskInstance(task_id="ignored")))
+    assert result["state"] == "succeeded"  # Kueue let it run outside its quota
+    warnings = [line for line in kueue_lines(log) if line.startswith("[kueue] warning:")]
+    assert len(warnings) == 1
+    assert "no Kueue Workload appeared for it within 1 s" in warnings[0]
+    assert '"kubeflow.org/pytorchjob"' in warnings[0] and "kueue-manager-config" in warnings[0]
+    assert "runs outside Kueue's quota" in warnings[0]
+
+
+def test_a_queue_label_kueue_ignores_fails_the_task_when_admission_is_required(conn: str) -> None:
+    from airflow_tfjob.hooks.tfjob import TFJobHook
+    from airflow_tfjob.operators.pytorchjob import PyTorchJobOperator
+
+    log = TaskLog()
+    op = operator(log, cls=PyTorchJobOperator, task_id="required", kueue_queue="one", kueue_workload_window=1,
+                  kueue_require_admission=True, env={"LINES": "300", "STEP": "0.1"})  # fmt: skip
+    with pytest.raises(AirflowException, match=r"kueue_require_admission=True.*was deleted"):
+        op.execute(context_for(TaskInstance(task_id="required")))
+    hook = TFJobHook(conn_id=conn)
+    wait_for(lambda: hook.find_job("PyTorchJob", op._job_ref[0], NS) is None, 30, "the ignored job deleted")
+
+
+def most_at_once(spans: str) -> int:
+    """The largest number of replicas running at the same moment, from their start and end times."""
+    moments = []
+    for line in spans.splitlines():
+        _job, what, at = line.split()
+        moments.append((float(at), 1 if what == "start" else -1))
+    running = most = 0
+    for _at, step in sorted(moments):
+        running += step
+        most = max(most, running)
+    return most
+
+
+def test_a_sweep_of_six_mapped_jobs_on_a_quota_of_two_runs_two_at_a_time_deferred(conn: str, tmp_path: Any) -> None:
+    """Six map indexes of one task, deferred together while a blocker holds the queue's whole quota:
+    the triggers follow them in one event loop, as the triggerer does; once the blocker is let go
+    Kueue admits them two at a time, and every task succeeds and tells its wait."""
+    spans, gate = tmp_path / "spans.txt", tmp_path / "gate"
+    blocker_log = TaskLog()
+    blocker = operator(blocker_log, task_id="sweep-blocker", kueue_queue="two", container_resources={"cpu": "2"},
+                       env={"GATE": str(gate)})  # fmt: skip
+    thread, blocked = run_in_thread(blocker, TaskInstance(task_id="sweep-blocker"))
+    wait_for(lambda: "[kueue] running (admitted by ClusterQueue cq-two)" in blocker_log.lines, 60, "the blocker running")
+    run_id = TaskInstance().run_id
+    trials = []
+    for index in range(6):
+        log, ti = TaskLog(), TaskInstance(task_id="trial", map_index=index, run_id=run_id)
+        params = {"task_id": "trial", "kueue_queue": "two", "deferrable": True,
+                  "env": {"LINES": "10", "STEP": "0.1", "SPANS": str(spans), "JOB": str(index)}}  # fmt: skip
+        trigger = rebuild_trigger(defer(operator(log, **params), ti))
+        log.attach(trigger)
+        trials.append((log, ti, params, trigger))
+
+    def open_the_gate() -> None:
+        wait_for(lambda: all(kueue_lines(log) for log, *_ in trials), 60, "every trial told queued")
+        gate.touch()
+
+    opener = threading.Thread(target=open_the_gate, daemon=True)
+    opener.start()
+
+    async def follow_all() -> list[dict[str, Any]]:
+        return list(await asyncio.gather(*(first_event(trigger) for *_, trigger in trials)))
+
+    events = asyncio.run(follow_all())
+    results = [
+        operator(log, **params).execute_complete(context_for(ti), event)
+        for (log, ti, params, _), event in zip(trials, events, strict=True)
+    ]
+    thread.join(60)
+    assert "result" in blocked, blocked.get("error")
+    assert [r["state"] for r in results] == ["succeeded"] * 6
+    assert len({r["name"] for r in results}) == 6
+    assert most_at_once(spans.read_text()) == 2
+    assert all(r["queue_wait_seconds"] > 0 for r in results)
+    for log, *_ in trials:
+        lines = kueue_lines(log)
+        assert first(lines, "[kueue] queued in LocalQueue two") < first(lines, "[kueue] admitted") < first(
+            lines, "[kueue] running"
+        )
