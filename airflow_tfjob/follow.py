@@ -229,7 +229,10 @@ class _JobFollow:
             ]
             if job_warn:
                 reasons.append(f"{job_warn[-1].get('reason')}: {job_warn[-1].get('message')}")
-        message = f"{self.ref} did not start within {self.options.startup_timeout:g} s: " + "; ".join(reasons)
+        since = " of its admission by Kueue" if self.queue is not None else ""
+        message = f"{self.ref} did not start within {self.options.startup_timeout:g} s{since}: " + "; ".join(
+            reasons
+        )
         return FollowOutcome("startup_timeout", status, message)
 
     # -- main -----------------------------------------------------------------------------------

@@ -34,9 +34,12 @@ from airflow_tfjob.kueue.workload import (
     QueueState,
     QueueView,
     integration_hint,
+    newest,
     position_of,
     queue_label,
     view,
+    where,
+    why,
 )
 from airflow_tfjob.status import JobStatus
 
@@ -151,9 +154,7 @@ class QueueTracker:
             if found is None:
                 self.api_missing = f"the cluster serves no Kueue Workload API ({GROUP})"
             elif found:
-                self.workload = max(
-                    found, key=lambda w: str((w.get("metadata") or {}).get("creationTimestamp"))
-                )
+                self.workload = newest(found)
         queue = (self.workload or {}).get("spec", {}).get("queueName") or queue_label(job)
         self.position = None
         if self.positions and queue and self.workload is not None and _queued(self.workload):
@@ -241,22 +242,14 @@ class QueueTracker:
         return f"admitted by ClusterQueue {current.cluster_queue}{waited}"
 
     def _where(self, current: QueueView) -> str:
-        text = f"in LocalQueue {current.queue}"
-        if self.position is not None:
-            local, cluster = self.position
-            text += f" ({local} workload(s) ahead in the LocalQueue, {cluster} in its ClusterQueue)"
-        return text
+        return where(current, self.position)
 
     def _waited_so_far(self, current: QueueView) -> str:
         if current.queued_since is None:
             return ""
         return f", waiting {_seconds(max(0.0, time.time() - current.queued_since))}"
 
-    @staticmethod
-    def _why(current: QueueView) -> str:
-        if current.message:
-            return f": {current.reason}: {current.message}" if current.reason else f": {current.message}"
-        return ": waiting for Kueue to reserve quota"
+    _why = staticmethod(why)
 
     def _missing_for_good(self) -> bool:
         return (

@@ -209,6 +209,45 @@ def position_of(
     return None
 
 
+def where(current: QueueView, position: tuple[int, int] | None) -> str:
+    """``in LocalQueue q (n workload(s) ahead in the LocalQueue, m in its ClusterQueue)``."""
+    text = f"in LocalQueue {current.queue}"
+    if position is not None:
+        local, cluster = position
+        text += f" ({local} workload(s) ahead in the LocalQueue, {cluster} in its ClusterQueue)"
+    return text
+
+
+def why(current: QueueView) -> str:
+    """``: <reason>: <message>`` as Kueue wrote them (they say what is short), or what is awaited."""
+    if current.message:
+        return f": {current.reason}: {current.message}" if current.reason else f": {current.message}"
+    return ": waiting for Kueue to reserve quota"
+
+
+def describe(current: QueueView, position: tuple[int, int] | None = None) -> str:
+    """One phrase on the job's place in Kueue (the sensor's poke line)."""
+    if current.state is QueueState.NO_WORKLOAD:
+        return f"Kueue: no Workload for the job (LocalQueue {current.queue})"
+    if current.state is QueueState.QUEUED:
+        again = " again after an eviction" if current.eviction is not None else ""
+        return f"Kueue: queued{again} " + where(current, position) + why(current)
+    if current.state is QueueState.PREEMPTED:
+        return f"Kueue: evicted ({current.reason}): {current.message}"
+    if current.state is QueueState.FINISHED:
+        return f"Kueue: finished ({current.reason})"
+    if current.state is QueueState.ADMITTED:
+        return f"Kueue: admitted by ClusterQueue {current.cluster_queue}"
+    return f"Kueue: running (admitted by ClusterQueue {current.cluster_queue})"
+
+
+def newest(workloads: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """The job's current Workload among those found (a deleted one may linger while a new one exists)."""
+    if not workloads:
+        return None
+    return max(workloads, key=lambda w: str((w.get("metadata") or {}).get("creationTimestamp")))
+
+
 def framework_name(kind: JobKind | str) -> str:
     """The kind's name in Kueue's ``integrations.frameworks`` (§9.1): ``kubeflow.org/tfjob``..."""
     name = kind if isinstance(kind, str) else kind.kind

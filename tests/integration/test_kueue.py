@@ -100,11 +100,14 @@ def operator(log: TaskLog, cls: type[KubeflowJobOperator] = TFJobOperator, **kwa
         "log_replicas": "all",
         **kwargs,
     }
-    op = cls(**params)
-    log.attach(op)
-    # TaskLog.attach knows TFJobOperator; any kind's operator logs the same way.
-    op._cached_logger = logging.getLogger(f"test.parity.{id(log)}")
-    return op
+    return logged(log, cls(**params))
+
+
+def logged(log: TaskLog, task: Any) -> Any:
+    """The task (any operator or sensor) writing its log to ``log``."""
+    log.attach(task)  # registers the handler; a TFJobOperator is then set, other classes below
+    task._cached_logger = logging.getLogger(f"test.parity.{id(log)}")
+    return task
 
 
 def kueue_lines(log: TaskLog) -> list[str]:
@@ -169,6 +172,25 @@ def test_queue_timeout_fires_naming_the_queue_and_deletes_the_job(conn: str) -> 
     name = op._job_ref[0]
     hook = TFJobHook(conn_id=conn)
     wait_for(lambda: hook.find_job("TFJob", name, NS) is None, 30, "the timed-out job deleted")
+    # Its Workload went with it (owner garbage collection): the task deleted nothing of Kueue's itself.
+    wait_for(lambda: not workloads_of(hook, name), 30, "the job's Workload collected with it")
+
+
+def workloads_of(hook: Any, job_name: str) -> list[dict[str, Any]]:
+    listed = hook.custom_object_client.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", NS, "workloads")
+    return [
+        w for w in listed["items"] if any(ref["name"] == job_name for ref in w["metadata"].get("ownerReferences", []))
+    ]
+
+
+def test_execution_timeout_while_queued_says_the_job_was_still_queued(conn: str) -> None:
+    from datetime import timedelta
+
+    from airflow.sdk.exceptions import AirflowTaskTimeout
+
+    op = operator(TaskLog(), task_id="deadline", kueue_queue="none", execution_timeout=timedelta(seconds=2))
+    with pytest.raises(AirflowTaskTimeout, match="passed its deadline while queued in LocalQueue none"):
+        op.execute(context_for(TaskInstance(task_id="deadline")))
 
 
 def _replica_lines(log: TaskLog) -> list[str]:
@@ -316,3 +338,38 @@ def test_a_sweep_of_six_mapped_jobs_on_a_quota_of_two_runs_two_at_a_time_deferre
         assert first(lines, "[kueue] queued in LocalQueue two") < first(lines, "[kueue] admitted") < first(
             lines, "[kueue] running"
         )
+
+
+def test_the_sensor_and_its_trigger_say_where_a_queued_job_stands(conn: str) -> None:
+    from airflow_tfjob.hooks.tfjob import TFJobHook
+    from airflow_tfjob.sensors.tfjob import TFJobSensor
+    from airflow_tfjob.triggers.tfjob import TFJobConditionTrigger
+
+    hook = TFJobHook(conn_id=conn)
+    job = operator(TaskLog(), task_id="sensed", kueue_queue="none").build_manifest(
+        context_for(TaskInstance(task_id="sensed"))
+    )
+    name = job["metadata"]["name"]
+    hook.create_job("TFJob", job, NS)
+    try:
+        sensor_log = TaskLog()
+        sensor = logged(sensor_log, TFJobSensor(task_id="wait", name=name, namespace=NS, target_condition="Running"))
+        assert wait_for(lambda: not sensor.poke({}) and "Kueue: queued" in sensor_log.lines[-1], 30, "queued told")
+        assert "in LocalQueue none (0 workload(s) ahead" in sensor_log.lines[-1]
+        assert "insufficient quota for cpu in flavor f-none" in sensor_log.lines[-1]
+
+        trigger_log = TaskLog()
+        trigger = TFJobConditionTrigger(name=name, namespace=NS, target_condition="Running")
+        trigger_log.attach(trigger)
+
+        async def watch_until_told() -> None:
+            waiting = asyncio.ensure_future(first_event(trigger))
+            while not any("Kueue: queued in LocalQueue none" in line for line in trigger_log.lines):
+                assert not waiting.done(), waiting.result()  # a queued job reaches no target
+                await asyncio.sleep(0.1)
+            waiting.cancel()
+            await asyncio.gather(waiting, return_exceptions=True)
+
+        asyncio.run(watch_until_told())
+    finally:
+        hook.delete_job("TFJob", name, NS)

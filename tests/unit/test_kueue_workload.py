@@ -7,6 +7,7 @@ import pytest
 from airflow_tfjob.kinds import KINDS, TFJOB
 from airflow_tfjob.kueue.workload import (
     QueueState,
+    describe,
     framework_name,
     integration_hint,
     owned_by,
@@ -121,3 +122,17 @@ def test_framework_names_are_kueues() -> None:
         "kubeflow.org/paddlejob",
     ]
     assert "kueue-manager-config" in integration_hint(TFJOB) and "kueue-system" in integration_hint(TFJOB)
+
+
+def test_the_sensors_phrase_for_each_state() -> None:
+    phrases = [describe(view(job, interpret(job), wl)) for _, job, wl in k.lifecycle()]
+    assert phrases[1] == f"Kueue: queued in LocalQueue user-queue: Pending: {k.PENDING}"
+    assert phrases[2] == "Kueue: admitted by ClusterQueue cluster-queue"
+    assert phrases[3] == "Kueue: running (admitted by ClusterQueue cluster-queue)"
+    assert phrases[4] == f"Kueue: evicted (Preempted): {k.PREEMPTED}"
+    assert phrases[5].startswith("Kueue: queued again after an eviction in LocalQueue user-queue: Pending: Preempted")
+    assert phrases[8] == "Kueue: finished (Succeeded)"
+    _, job, wl = k.lifecycle()[1]
+    assert "(1 workload(s) ahead in the LocalQueue, 3 in its ClusterQueue)" in describe(
+        view(job, interpret(job), wl), (1, 3)
+    )
