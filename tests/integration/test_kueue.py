@@ -373,3 +373,39 @@ def test_the_sensor_and_its_trigger_say_where_a_queued_job_stands(conn: str) -> 
         asyncio.run(watch_until_told())
     finally:
         hook.delete_job("TFJob", name, NS)
+
+
+def test_the_hooks_kueue_calls_sync_and_async_alike(conn: str, local_cluster: Any) -> None:
+    """The Workload by the job's UID and the queue position, through both hooks over HTTP; on a
+    cluster without Kueue (the session's), None for both: no Workload API, no positions."""
+    from airflow_tfjob.hooks.tfjob import AsyncTFJobHook, TFJobHook
+
+    hook, ahook = TFJobHook(conn_id=conn), AsyncTFJobHook(conn_id=conn)
+    job = operator(TaskLog(), task_id="hooked", kueue_queue="none").build_manifest(
+        context_for(TaskInstance(task_id="hooked"))
+    )
+    uid = hook.create_job("TFJob", job, NS)["metadata"]["uid"]
+    try:
+        found = wait_for(lambda: hook.list_workloads(NS, uid), 30, "the job's Workload")
+        assert [w["metadata"]["ownerReferences"][0]["uid"] for w in found] == [uid]
+
+        async def both() -> tuple[Any, Any]:
+            return await ahook.list_workloads(NS, uid), await ahook.pending_workloads(NS, "none")
+
+        afound, apending = asyncio.run(both())
+        assert [w["metadata"]["name"] for w in afound] == [w["metadata"]["name"] for w in found]
+        pending = wait_for(lambda: hook.pending_workloads(NS, "none")["items"], 30, "the job pending")
+        assert [(p["metadata"]["name"], p["positionInLocalQueue"]) for p in pending] == [(found[0]["metadata"]["name"], 0)]
+        assert [p["metadata"]["name"] for p in apending["items"]] == [found[0]["metadata"]["name"]]
+        assert hook.pending_workloads(NS, "no-such-queue") is None  # 404: no positions, not an error
+    finally:
+        hook.delete_job("TFJob", job["metadata"]["name"], NS)
+
+    extra = {"kube_config_path": str(local_cluster.kubeconfig_path), "namespace": NS}
+    plain, aplain = TFJobHook(config_file=extra["kube_config_path"]), AsyncTFJobHook(config_file=extra["kube_config_path"])
+
+    async def without_kueue() -> tuple[Any, Any]:
+        return await aplain.list_workloads(NS, uid), await aplain.pending_workloads(NS, "none")
+
+    assert (plain.list_workloads(NS, uid), plain.pending_workloads(NS, "none")) == (None, None)
+    assert asyncio.run(without_kueue()) == (None, None)
