@@ -8,7 +8,7 @@ marks the Workload Finished when the job ends. Kinds whose integration is off ar
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from airflow_tfjob.kinds import JobKind
 from airflow_tfjob.local.events import record_event
@@ -77,9 +77,10 @@ def _job_condition(job: JsonDict, type_: str) -> JsonDict | None:
 class JobReconciler:
     """ReconcileGenericJob for one managed kind; `reconcile` is called on job and Workload changes."""
 
-    def __init__(self, store: Store, kind: JobKind) -> None:
+    def __init__(self, store: Store, kind: JobKind, created: Callable[[str], None] = lambda _uid: None) -> None:
         self.store = store
         self.kind = kind
+        self.created = created  # tells the scheduler the creation order of Workloads
 
     def workload_of(self, job: JsonDict) -> JsonDict | None:
         uid = job["metadata"]["uid"]
@@ -139,6 +140,7 @@ class JobReconciler:
             created = self.store.create("workloads", job["metadata"]["namespace"], wl)
         except ApiError as exc:
             return exc.code == 409
+        self.created(created["metadata"]["uid"])
         self._event(job, "CreatedWorkload", f"Created Workload: {created['metadata']['namespace']}/"
                                             f"{created['metadata']['name']}")
         return True
@@ -273,7 +275,11 @@ def remove_finalizer(store: Store, wl: JsonDict) -> None:
         return
     try:
         current = store.get("workloads", wl["metadata"]["namespace"], wl["metadata"]["name"])
-        current["metadata"]["finalizers"] = [f for f in finalizers if f != FINALIZER]
+        kept = [f for f in finalizers if f != FINALIZER]
+        if kept:
+            current["metadata"]["finalizers"] = kept
+        else:
+            current["metadata"].pop("finalizers", None)
         store.replace("workloads", wl["metadata"]["namespace"], wl["metadata"]["name"], current)
     except ApiError:
         pass

@@ -10,7 +10,6 @@ from typing import Any
 from aiohttp import web
 
 from airflow_tfjob.local.apirequest import JSON_TYPE, parse_int, route_not_found
-from airflow_tfjob.local.kueue.queues import pending_in
 from airflow_tfjob.local.kueue.scheduler import Scheduler, snapshot
 from airflow_tfjob.local.kueue.workloads import priority
 from airflow_tfjob.local.resources import ApiError, JsonDict
@@ -84,8 +83,7 @@ class VisibilityApi:
                 "resources": resources}
 
     def _ordered(self, cq: str) -> list[JsonDict]:
-        sticky = self.scheduler.sticky.get(cq)
-        return pending_in(snapshot(self.store), cq, [sticky] if sticky else [])
+        return self.scheduler.ordered(snapshot(self.store), cq)
 
     def cluster_queue(self, name: str, limit: int, offset: int) -> list[JsonDict]:
         try:
