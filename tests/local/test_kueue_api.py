@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client
+from kubernetes import client, watch
 from kueue_support import KUEUE, NS, V2, Kube, admitted, cond, labelled_job, suspended, wait_then_exit
 from waiting import until
 
@@ -80,7 +80,7 @@ def test_objects_given_at_start_exist_with_their_status(kube: Kube) -> None:
     lq = kube.crd.get_namespaced_custom_object(KUEUE, V2, NS, "localqueues", "lq")
     until(lambda: cond(kube.crd.get_namespaced_custom_object(KUEUE, V2, NS, "localqueues", "lq"), "Active")
           == ("True", "Ready", "Can submit new workloads to localQueue"), "LocalQueue lq to be active")
-    assert lq["spec"] == {"clusterQueue": "cq"}
+    assert lq["spec"] == {"clusterQueue": "cq", "stopPolicy": "None"}  # with the CRD's default
     wpc = kube.crd.get_cluster_custom_object(KUEUE, V2, "workloadpriorityclasses", "high")
     assert wpc["value"] == 1000
 
@@ -218,7 +218,21 @@ def test_the_v1beta1_view_shows_the_same_workload_with_a_deprecation_warning(kub
             "spec": {"cohort": "team", "resourceGroups": []}}
     kube.crd.create_cluster_custom_object(KUEUE, "v1beta1", "clusterqueues", body)
     stored = kube.crd.get_cluster_custom_object(KUEUE, V2, "clusterqueues", "via-v1beta1")
-    assert stored["spec"]["cohortName"] == "team" and "cohort" not in stored["spec"]
+    assert stored["spec"] == {  # renamed, and the CRD's defaults written
+        "cohortName": "team", "resourceGroups": [], "queueingStrategy": "BestEffortFIFO", "stopPolicy": "None",
+        "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
+        "preemption": {"withinClusterQueue": "Never", "reclaimWithinCohort": "Never",
+                       "borrowWithinCohort": {"policy": "Never"}}}
+    (tmp_path / "go").touch()
+
+
+def test_a_v1beta1_watch_streams_converted_workloads(kube: Kube, tmp_path: Path) -> None:
+    kube.create(labelled_job(TFJOB, "watched", "lq", wait_then_exit(tmp_path / "go"), priority="high"))
+    name = kube.wait_workload(TFJOB, "watched", admitted, "admitted")["metadata"]["name"]
+    stream = watch.Watch().stream(kube.crd.list_namespaced_custom_object, KUEUE, "v1beta1", NS, "workloads",
+                                  field_selector=f"metadata.name={name}", timeout_seconds=5)
+    obj = next(iter(stream))["object"]  # the initial ADDED event
+    assert (obj["apiVersion"], obj["spec"]["priorityClassName"]) == ("kueue.x-k8s.io/v1beta1", "high")
     (tmp_path / "go").touch()
 
 

@@ -94,9 +94,16 @@ class KueueController:
                 except ApiError as exc:
                     log.debug("kueue: reconcile of %s %s/%s: %s", kind, namespace, name, exc.message)
                     done = False
+                except Exception:  # a bug must not stop the emulation: log it and retry
+                    log.exception("kueue: reconcile of %s %s/%s failed", kind, namespace, name)
+                    done = False
                 if not done:
                     loop.call_later(_RETRY, self.enqueue, kind, namespace, name)
             if self._cycle:
                 self._cycle = False
-                self.scheduler.cycle()
+                try:
+                    self.scheduler.cycle()
+                except Exception:
+                    log.exception("kueue: scheduling cycle failed")
+                    loop.call_later(_RETRY, self._schedule)
             await asyncio.sleep(0)

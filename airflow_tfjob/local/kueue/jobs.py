@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 
 from airflow_tfjob.kinds import JobKind
 from airflow_tfjob.local.events import record_event
+from airflow_tfjob.local.kueue.defaults import apply_kueue_defaults
 from airflow_tfjob.local.kueue.workloads import (
     COMPONENT,
     FINALIZER,
@@ -34,13 +35,14 @@ log = logging.getLogger(__name__)
 
 class KueueWebhook:
     """BaseWebhook.Default in front of the cluster's own admission: on CREATE of a managed kind with a
-    queue label, `runPolicy.suspend = true` (ApplyDefaultForSuspend)."""
+    queue label, `runPolicy.suspend = true` (ApplyDefaultForSuspend); and the Kueue CRDs' defaults."""
 
     def __init__(self, inner: Admission | None, kinds: Sequence[JobKind]) -> None:
         self.inner = inner
         self.plurals = {k.plural for k in kinds}
 
     def admit(self, rtype: str, operation: str, obj: JsonDict, old: JsonDict | None) -> None:
+        apply_kueue_defaults(rtype, obj)
         if operation == "CREATE" and rtype in self.plurals and queue_name(obj):
             spec = obj.get("spec")
             if isinstance(spec, dict):
