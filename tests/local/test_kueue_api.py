@@ -59,7 +59,9 @@ def test_discovery_lists_kueue_kinds_in_both_versions_and_the_visibility_group(k
         assert listed["workloads"].short_names == ["kwl", "kueueworkload", "kueueworkloads"]
         assert listed["clusterqueues"].short_names == ["cq"]
     visibility = kube.crd.get_api_resources("visibility.kueue.x-k8s.io", "v1beta1").resources
-    assert {r.name for r in visibility} == {"clusterqueues/pendingworkloads", "localqueues/pendingworkloads"}
+    assert {r.name: r.verbs for r in visibility} == {
+        "clusterqueues": [], "clusterqueues/pendingworkloads": ["get"],
+        "localqueues": [], "localqueues/pendingworkloads": ["get"]}
 
 
 def test_without_kueue_nothing_of_it_is_served(local_cluster: LocalCluster) -> None:

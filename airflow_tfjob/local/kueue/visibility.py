@@ -73,12 +73,15 @@ class VisibilityApi:
 
     @staticmethod
     def resource_list(version: str) -> JsonDict:
-        resources = [
-            {"name": "clusterqueues/pendingworkloads", "singularName": "", "namespaced": False,
-             "kind": _SUMMARY, "verbs": ["get"]},
-            {"name": "localqueues/pendingworkloads", "singularName": "", "namespaced": True,
-             "kind": _SUMMARY, "verbs": ["get"]},
-        ]
+        """pkg/visibility/storage/storage.go: the queues themselves serve no verb, only their subresource."""
+        resources = []
+        for plural, namespaced in (("clusterqueues", False), ("localqueues", True)):
+            resources += [
+                {"name": plural, "singularName": plural[:-1], "namespaced": namespaced, "kind": _SUMMARY,
+                 "verbs": []},
+                {"name": f"{plural}/pendingworkloads", "singularName": "", "namespaced": namespaced,
+                 "kind": _SUMMARY, "verbs": ["get"]},
+            ]
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{GROUP}/{version}",
                 "resources": resources}
 
