@@ -25,6 +25,7 @@ from airflow_tfjob.local.kueue.workloads import (
     is_true,
     new_workload,
     ordered_replica_types,
+    pods_ready_condition,
     set_condition,
 )
 from airflow_tfjob.local.resources import ApiError, JsonDict, clone
@@ -108,17 +109,15 @@ class JobReconciler:
             return True
         if wl is None or wl["metadata"].get("deletionTimestamp"):
             return self._without_workload(job, queue)
+        if self._pods_ready(job, wl):  # step 5 of ReconcileGenericJob, before eviction
+            wl = self.workload_of(job) or wl
         if is_true(wl, "Evicted"):
             self._evicted(job, wl)
         elif is_true(wl, "Admitted") and has_reservation(wl):
             if _suspended(job):
                 self._start(job, wl)
-            else:
-                self._pods_ready(job, wl)
-        else:
-            if not _suspended(job):
-                self._stop(job, wl, "Not admitted by cluster queue")
-            self._pods_ready(job, wl)
+        elif not _suspended(job):
+            self._stop(job, wl, "Not admitted by cluster queue")
         return True
 
     # ---- the steps
@@ -217,23 +216,16 @@ class JobReconciler:
         set_condition(status, "PodsReady", "False", "WaitForStart", "Not all pods are ready or succeeded", generation)
         self._write_status(wl, status)
 
-    def _pods_ready(self, job: JsonDict, wl: JsonDict) -> None:
-        """PodsReady (waitForPodsReady, on by default in v0.19): the job's Running condition."""
-        status = clone(wl.get("status") or {})
-        generation = wl["metadata"].get("generation")
+    def _pods_ready(self, job: JsonDict, wl: JsonDict) -> bool:
+        """PodsReady (waitForPodsReady, on by default in v0.19): KubeflowJob.PodsReady is the job's
+        Running condition."""
+        value, reason, message = pods_ready_condition(wl, _job_condition(job, "Running") is not None)
         before = condition(wl, "PodsReady")
-        if is_true(wl, "Admitted") and _job_condition(job, "Running") is not None:
-            reason = "Recovered" if before is not None and before.get("reason") == "WaitForRecovery" else "Started"
-            if before is not None and before.get("status") == "True":
-                return
-            set_condition(status, "PodsReady", "True", reason,
-                          "All pods reached readiness and the workload is running", generation)
-        else:
-            if before is not None and before.get("status") == "False":
-                return
-            set_condition(status, "PodsReady", "False", "WaitForStart", "Not all pods are ready or succeeded",
-                          generation)
-        self._write_status(wl, status)
+        if before is not None and (before.get("status"), before.get("reason")) == (value, reason):
+            return False  # HasConditionWithTypeAndReason
+        status = clone(wl.get("status") or {})
+        set_condition(status, "PodsReady", value, reason, message, wl["metadata"].get("generation"))
+        return self._write_status(wl, status)
 
     def _finish(self, job: JsonDict, wl: JsonDict, finished: JsonDict) -> None:
         if not is_true(wl, "Finished"):
