@@ -3,6 +3,8 @@ read to learn which kinds, verbs and short names the local cluster serves."""
 
 from __future__ import annotations
 
+from functools import cache
+
 from airflow_tfjob.local.resources import RESOURCES, JsonDict, ResourceType
 
 KUBERNETES_VERSION = {
@@ -54,6 +56,7 @@ def api_resource_list(group: str, version: str, features: frozenset[str] = froze
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}
 
 
+@cache
 def api_groups(features: frozenset[str] = frozenset()) -> dict[str, tuple[str, ...]]:
     """The served groups and their versions, preferred (storage) version first."""
     seen: dict[str, tuple[str, ...]] = {}

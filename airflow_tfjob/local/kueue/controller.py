@@ -28,8 +28,8 @@ class KueueController:
         self.store = store
         self.options = options
         self.kinds: dict[str, JobKind] = {k.kind: k for k in kinds_managed(options)}
-        self.reconcilers = {k.kind: JobReconciler(store, k) for k in self.kinds.values()}
         self.scheduler = Scheduler(store)
+        self.reconcilers = {k.kind: JobReconciler(store, k, self.scheduler.arrived) for k in self.kinds.values()}
         self._jobs: set[tuple[str, str, str]] = set()  # (kind, namespace, name)
         self._cycle = False
         self._wake = asyncio.Event()
@@ -61,6 +61,7 @@ class KueueController:
 
     def _on_workload(self, etype: str, wl: JsonDict) -> None:
         meta = wl["metadata"]
+        self.scheduler.arrived(meta.get("uid", ""), gone=etype == "DELETED")
         for ref in meta.get("ownerReferences") or []:
             if ref.get("controller") and ref.get("apiVersion") == API_VERSION and ref.get("kind") in self.kinds:
                 self.enqueue(ref["kind"], meta["namespace"], ref.get("name", ""))
@@ -93,9 +94,16 @@ class KueueController:
                 except ApiError as exc:
                     log.debug("kueue: reconcile of %s %s/%s: %s", kind, namespace, name, exc.message)
                     done = False
+                except Exception:  # a bug must not stop the emulation: log it and retry
+                    log.exception("kueue: reconcile of %s %s/%s failed", kind, namespace, name)
+                    done = False
                 if not done:
                     loop.call_later(_RETRY, self.enqueue, kind, namespace, name)
             if self._cycle:
                 self._cycle = False
-                self.scheduler.cycle()
+                try:
+                    self.scheduler.cycle()
+                except Exception:
+                    log.exception("kueue: scheduling cycle failed")
+                    loop.call_later(_RETRY, self._schedule)
             await asyncio.sleep(0)

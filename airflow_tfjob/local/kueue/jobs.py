@@ -8,10 +8,11 @@ marks the Workload Finished when the job ends. Kinds whose integration is off ar
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from airflow_tfjob.kinds import JobKind
 from airflow_tfjob.local.events import record_event
+from airflow_tfjob.local.kueue.defaults import apply_kueue_defaults
 from airflow_tfjob.local.kueue.workloads import (
     COMPONENT,
     FINALIZER,
@@ -24,6 +25,7 @@ from airflow_tfjob.local.kueue.workloads import (
     is_true,
     new_workload,
     ordered_replica_types,
+    pods_ready_condition,
     set_condition,
 )
 from airflow_tfjob.local.resources import ApiError, JsonDict, clone
@@ -34,13 +36,14 @@ log = logging.getLogger(__name__)
 
 class KueueWebhook:
     """BaseWebhook.Default in front of the cluster's own admission: on CREATE of a managed kind with a
-    queue label, `runPolicy.suspend = true` (ApplyDefaultForSuspend)."""
+    queue label, `runPolicy.suspend = true` (ApplyDefaultForSuspend); and the Kueue CRDs' defaults."""
 
     def __init__(self, inner: Admission | None, kinds: Sequence[JobKind]) -> None:
         self.inner = inner
         self.plurals = {k.plural for k in kinds}
 
     def admit(self, rtype: str, operation: str, obj: JsonDict, old: JsonDict | None) -> None:
+        apply_kueue_defaults(rtype, obj)
         if operation == "CREATE" and rtype in self.plurals and queue_name(obj):
             spec = obj.get("spec")
             if isinstance(spec, dict):
@@ -77,9 +80,10 @@ def _job_condition(job: JsonDict, type_: str) -> JsonDict | None:
 class JobReconciler:
     """ReconcileGenericJob for one managed kind; `reconcile` is called on job and Workload changes."""
 
-    def __init__(self, store: Store, kind: JobKind) -> None:
+    def __init__(self, store: Store, kind: JobKind, created: Callable[[str], None] = lambda _uid: None) -> None:
         self.store = store
         self.kind = kind
+        self.created = created  # tells the scheduler the creation order of Workloads
 
     def workload_of(self, job: JsonDict) -> JsonDict | None:
         uid = job["metadata"]["uid"]
@@ -105,17 +109,15 @@ class JobReconciler:
             return True
         if wl is None or wl["metadata"].get("deletionTimestamp"):
             return self._without_workload(job, queue)
+        if self._pods_ready(job, wl):  # step 5 of ReconcileGenericJob, before eviction
+            wl = self.workload_of(job) or wl
         if is_true(wl, "Evicted"):
             self._evicted(job, wl)
         elif is_true(wl, "Admitted") and has_reservation(wl):
             if _suspended(job):
                 self._start(job, wl)
-            else:
-                self._pods_ready(job, wl)
-        else:
-            if not _suspended(job):
-                self._stop(job, wl, "Not admitted by cluster queue")
-            self._pods_ready(job, wl)
+        elif not _suspended(job):
+            self._stop(job, wl, "Not admitted by cluster queue")
         return True
 
     # ---- the steps
@@ -139,6 +141,7 @@ class JobReconciler:
             created = self.store.create("workloads", job["metadata"]["namespace"], wl)
         except ApiError as exc:
             return exc.code == 409
+        self.created(created["metadata"]["uid"])
         self._event(job, "CreatedWorkload", f"Created Workload: {created['metadata']['namespace']}/"
                                             f"{created['metadata']['name']}")
         return True
@@ -213,23 +216,16 @@ class JobReconciler:
         set_condition(status, "PodsReady", "False", "WaitForStart", "Not all pods are ready or succeeded", generation)
         self._write_status(wl, status)
 
-    def _pods_ready(self, job: JsonDict, wl: JsonDict) -> None:
-        """PodsReady (waitForPodsReady, on by default in v0.19): the job's Running condition."""
-        status = clone(wl.get("status") or {})
-        generation = wl["metadata"].get("generation")
+    def _pods_ready(self, job: JsonDict, wl: JsonDict) -> bool:
+        """PodsReady (waitForPodsReady, on by default in v0.19): KubeflowJob.PodsReady is the job's
+        Running condition."""
+        value, reason, message = pods_ready_condition(wl, _job_condition(job, "Running") is not None)
         before = condition(wl, "PodsReady")
-        if is_true(wl, "Admitted") and _job_condition(job, "Running") is not None:
-            reason = "Recovered" if before is not None and before.get("reason") == "WaitForRecovery" else "Started"
-            if before is not None and before.get("status") == "True":
-                return
-            set_condition(status, "PodsReady", "True", reason,
-                          "All pods reached readiness and the workload is running", generation)
-        else:
-            if before is not None and before.get("status") == "False":
-                return
-            set_condition(status, "PodsReady", "False", "WaitForStart", "Not all pods are ready or succeeded",
-                          generation)
-        self._write_status(wl, status)
+        if before is not None and (before.get("status"), before.get("reason")) == (value, reason):
+            return False  # HasConditionWithTypeAndReason
+        status = clone(wl.get("status") or {})
+        set_condition(status, "PodsReady", value, reason, message, wl["metadata"].get("generation"))
+        return self._write_status(wl, status)
 
     def _finish(self, job: JsonDict, wl: JsonDict, finished: JsonDict) -> None:
         if not is_true(wl, "Finished"):
@@ -273,7 +269,11 @@ def remove_finalizer(store: Store, wl: JsonDict) -> None:
         return
     try:
         current = store.get("workloads", wl["metadata"]["namespace"], wl["metadata"]["name"])
-        current["metadata"]["finalizers"] = [f for f in finalizers if f != FINALIZER]
+        kept = [f for f in finalizers if f != FINALIZER]
+        if kept:
+            current["metadata"]["finalizers"] = kept
+        else:
+            current["metadata"].pop("finalizers", None)
         store.replace("workloads", wl["metadata"]["namespace"], wl["metadata"]["name"], current)
     except ApiError:
         pass

@@ -1,5 +1,5 @@
 """The Kueue emulation's options: which integrations are on (Kueue's framework names), which Kueue
-objects to create at start, and the WaitForPodsReady timeout. Checked before anything starts, with an
+objects to create at start. Checked before anything starts, with an
 error naming the option and the fix.
 
 Defaults are those of a v0.19.2 install from the release manifests (docs/reference/kueue-behaviour.md
@@ -42,13 +42,10 @@ def framework_name(kind: JobKind) -> str:
 class KueueOptions:
     """`integrations`: Kueue framework names that are on (default: v0.19.2's shipped set, TFJob & co off);
     `objects`: Kueue objects (ResourceFlavor, ClusterQueue, LocalQueue, WorkloadPriorityClass, as dicts in
-    v1beta2 form) created when the cluster starts, e.g. from `queue_objects(...)`;
-    `pods_ready_timeout`: seconds from admission until a job whose pods are not ready is evicted (None:
-    PodsReady conditions are written, nothing is evicted; a real v0.19 install evicts after 1800 s)."""
+    v1beta2 form) created when the cluster starts, e.g. from `queue_objects(...)`."""
 
     integrations: tuple[str, ...] = DEFAULT_INTEGRATIONS
     objects: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
-    pods_ready_timeout: float | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.integrations, str) or not all(isinstance(i, str) for i in self.integrations):
@@ -64,11 +61,6 @@ class KueueOptions:
                 raise ValueError(f"kueue objects[{i}]: expected a Kueue object with a kind "
                                  f"(e.g. ClusterQueue), got {obj!r}")
         object.__setattr__(self, "objects", tuple(self.objects))
-        timeout = self.pods_ready_timeout
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                    or timeout <= 0):
-            raise ValueError(f"kueue pods_ready_timeout must be a positive number of seconds or None, "
-                             f"got {timeout!r}")
 
     def manages(self, kind: JobKind) -> bool:
         return framework_name(kind) in self.integrations

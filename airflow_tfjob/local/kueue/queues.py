@@ -4,11 +4,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from airflow_tfjob.local.kueue.workloads import has_reservation, is_true, priority
 from airflow_tfjob.local.resources import JsonDict
+
+_NEWEST = 2**62  # a Workload the controller has not seen arrive yet was created last
 
 
 @dataclass
@@ -53,18 +55,22 @@ def blocker(snap: Snapshot, wl: JsonDict) -> str | None:
     return None
 
 
-def order_key(wl: JsonDict) -> tuple[int, str, str]:
-    """Higher priority first, then the older creation timestamp (kept across preemptions), then UID."""
+def order_key(wl: JsonDict, arrival: Mapping[str, int]) -> tuple[int, str, int, str]:
+    """Higher priority first, then the older creation timestamp (kept across preemptions); Workloads
+    created within the same second in the order they were created (Kueue: by UID), then UID."""
     meta = wl["metadata"]
-    return (-priority(wl), meta.get("creationTimestamp", ""), meta.get("uid", ""))
+    uid = meta.get("uid", "")
+    return (-priority(wl), meta.get("creationTimestamp", ""), arrival.get(uid, _NEWEST), uid)
 
 
-def pending_in(snap: Snapshot, cq_name: str, sticky: Iterable[str] = ()) -> list[JsonDict]:
+def pending_in(snap: Snapshot, cq_name: str, sticky: Iterable[str] = (),
+               arrival: Mapping[str, int] | None = None) -> list[JsonDict]:
     """The ClusterQueue's pending Workloads in queue order; a preemptor waiting for its victims first."""
     first = set(sticky)
+    seen = arrival or {}
     found = [wl for wl in snap.workloads
              if is_pending(wl) and snap.cluster_queue_of(wl) == cq_name and blocker(snap, wl) is None]
-    return sorted(found, key=lambda wl: (wl["metadata"].get("uid") not in first, order_key(wl)))
+    return sorted(found, key=lambda wl: (wl["metadata"].get("uid") not in first, order_key(wl, seen)))
 
 
 def namespace_matches(cq: JsonDict, namespace: JsonDict | None) -> bool:

@@ -58,6 +58,18 @@ class Scheduler:
         self.store = store
         # A preemptor waiting for its victims stays at the head of its ClusterQueue: cq -> workload uid.
         self.sticky: dict[str, str] = {}
+        # Workload uid -> the order the controller saw them created in (ties within a second).
+        self.arrival: dict[str, int] = {}
+
+    def arrived(self, uid: str, gone: bool = False) -> None:
+        if gone:
+            self.arrival.pop(uid, None)
+        elif uid not in self.arrival:
+            self.arrival[uid] = len(self.arrival) and max(self.arrival.values()) + 1
+
+    def ordered(self, snap: Snapshot, cq: str) -> list[JsonDict]:
+        sticky = self.sticky.get(cq)
+        return pending_in(snap, cq, [sticky] if sticky else [], self.arrival)
 
     def cycle(self) -> None:
         snap = snapshot(self.store)
@@ -80,9 +92,8 @@ class Scheduler:
                     and (wl["status"]["admission"].get("clusterQueue") == name)]
         for wl in admitted:
             quota.add(used, quota.workload_usage(wl))
-        sticky = self.sticky.get(name)
         parked: set[tuple[object, ...]] = set()
-        for wl in pending_in(snap, name, [sticky] if sticky else []):
+        for wl in self.ordered(snap, name):
             shape = _shape(wl)
             if shape in parked:
                 continue  # equivalence hashing: parked with an identical head, not evaluated

@@ -10,7 +10,6 @@ from typing import Any
 from aiohttp import web
 
 from airflow_tfjob.local.apirequest import JSON_TYPE, parse_int, route_not_found
-from airflow_tfjob.local.kueue.queues import pending_in
 from airflow_tfjob.local.kueue.scheduler import Scheduler, snapshot
 from airflow_tfjob.local.kueue.workloads import priority
 from airflow_tfjob.local.resources import ApiError, JsonDict
@@ -74,18 +73,20 @@ class VisibilityApi:
 
     @staticmethod
     def resource_list(version: str) -> JsonDict:
-        resources = [
-            {"name": "clusterqueues/pendingworkloads", "singularName": "", "namespaced": False,
-             "kind": _SUMMARY, "verbs": ["get"]},
-            {"name": "localqueues/pendingworkloads", "singularName": "", "namespaced": True,
-             "kind": _SUMMARY, "verbs": ["get"]},
-        ]
+        """pkg/visibility/storage/storage.go: the queues themselves serve no verb, only their subresource."""
+        resources = []
+        for plural, namespaced in (("clusterqueues", False), ("localqueues", True)):
+            resources += [
+                {"name": plural, "singularName": plural[:-1], "namespaced": namespaced, "kind": _SUMMARY,
+                 "verbs": []},
+                {"name": f"{plural}/pendingworkloads", "singularName": "", "namespaced": namespaced,
+                 "kind": _SUMMARY, "verbs": ["get"]},
+            ]
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{GROUP}/{version}",
                 "resources": resources}
 
     def _ordered(self, cq: str) -> list[JsonDict]:
-        sticky = self.scheduler.sticky.get(cq)
-        return pending_in(snapshot(self.store), cq, [sticky] if sticky else [])
+        return self.scheduler.ordered(snapshot(self.store), cq)
 
     def cluster_queue(self, name: str, limit: int, offset: int) -> list[JsonDict]:
         try:

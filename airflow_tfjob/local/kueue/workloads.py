@@ -100,6 +100,23 @@ def count_eviction(status: JsonDict, reason: str, cause: str = "") -> None:
     evictions.append({"reason": reason, "underlyingCause": cause, "count": 1})
 
 
+_NOT_READY = "Not all pods are ready or succeeded"
+_RECOVERING = "At least one pod has failed, waiting for recovery"
+
+
+def pods_ready_condition(wl: JsonDict, job_ready: bool) -> tuple[str, str, str]:
+    """generatePodsReadyCondition: (status, reason, message) of PodsReady for a Workload."""
+    if not is_true(wl, "Admitted"):
+        return "False", "WaitForStart", _NOT_READY
+    current = condition(wl, "PodsReady")
+    if job_ready:
+        recovered = current is not None and current.get("reason") in ("WaitForRecovery", "Recovered")
+        return "True", "Recovered" if recovered else "Started", "All pods reached readiness and the workload is running"
+    if current is not None and (current.get("status") == "True" or current.get("reason") == "WaitForRecovery"):
+        return "False", "WaitForRecovery", _RECOVERING
+    return "False", "WaitForStart", _NOT_READY
+
+
 # ---- building a job's Workload (ConstructWorkload)
 
 
