@@ -8,22 +8,19 @@ the cluster's Kueue options give a timeout (v0.19's default, 30 min, would never
 from __future__ import annotations
 
 import datetime as dt
-import logging
 
-from airflow_tfjob.local.events import record_event
 from airflow_tfjob.local.kueue.queues import backing_off
 from airflow_tfjob.local.kueue.workloads import (
-    COMPONENT,
     condition,
     count_eviction,
     is_true,
     key,
     set_condition,
 )
-from airflow_tfjob.local.resources import ApiError, JsonDict, clone
+from airflow_tfjob.local.kueue.writes import event, write_status
+from airflow_tfjob.local.resources import JsonDict, clone
 from airflow_tfjob.local.store import Store
 
-log = logging.getLogger(__name__)
 REASON = "PodsReadyTimeout"
 
 
@@ -82,8 +79,8 @@ class PodsReadyTimeout:
         count = int(requeue.get("count") or 0) + 1
         wait = min(self.backoff_base * 2 ** (count - 1), self.backoff_max)
         requeue.update(count=count, requeueAt=_rfc3339(now + dt.timedelta(seconds=wait)))
-        if self._write(wl, status):
-            self._event(wl, f"EvictedDueTo{REASON}", message)
+        if write_status(self.store, "workloads", wl, status):
+            event(self.store, wl, f"EvictedDueTo{REASON}", message)
         return None
 
     def _backoff(self, wl: JsonDict, now: dt.datetime) -> float | None:
@@ -96,19 +93,6 @@ class PodsReadyTimeout:
         status.get("requeueState", {}).pop("requeueAt", None)
         set_condition(status, "Requeued", "True", "BackoffFinished", "The workload backoff was finished",
                       wl["metadata"].get("generation"))
-        self._write(wl, status)
+        write_status(self.store, "workloads", wl, status)
         return None
 
-    def _write(self, wl: JsonDict, status: JsonDict) -> bool:
-        ns, name = key(wl)
-        try:
-            self.store.update_status("workloads", ns, name, status)
-        except ApiError:
-            return False
-        return True
-
-    def _event(self, wl: JsonDict, reason: str, message: str) -> None:
-        try:
-            record_event(self.store, wl, "Normal", reason, message, COMPONENT)
-        except ApiError:
-            log.debug("could not record %s on %s", reason, key(wl))
