@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--kueue-objects", type=Path, action="append", default=[], metavar="YAML",
                        help="a YAML file of Kueue objects (ResourceFlavor, ClusterQueue, LocalQueue, "
                             "WorkloadPriorityClass) created at start; repeatable; implies --kueue")
+    serve.add_argument("--kueue-pods-ready-timeout", type=float, default=None, metavar="SECONDS",
+                       help="evict an admitted job whose pods are not ready after SECONDS (WaitForPodsReady; "
+                            "Kueue's default is 1800; default here: off); implies --kueue")
     serve.add_argument("--log-level", default="WARNING", help="logging level for stderr (default WARNING)")
     return parser
 
@@ -92,8 +95,8 @@ def build_runtime(args: argparse.Namespace) -> ClusterRuntime:
     for user, source in args.role:
         roles.setdefault(user, []).append(source)
     kueue: dict[str, Any] | None = None
-    if args.kueue or args.kueue_integrations is not None or args.kueue_objects:
-        kueue = {"objects": load_objects(args.kueue_objects)}
+    if args.kueue or args.kueue_integrations is not None or args.kueue_objects or args.kueue_pods_ready_timeout:
+        kueue = {"objects": load_objects(args.kueue_objects), "pods_ready_timeout": args.kueue_pods_ready_timeout}
         if args.kueue_integrations is not None:
             kueue["integrations"] = args.kueue_integrations
     return ClusterRuntime(

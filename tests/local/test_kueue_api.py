@@ -125,7 +125,9 @@ def test_integrations_default_to_v0_19_2s_shipped_set() -> None:
 @pytest.mark.parametrize(("value", "message"), [
     ({"integrations": ["kubeflow.org/tfjobs"]}, "kueue integrations: unsupported value 'kubeflow.org/tfjobs'"),
     ({"integrations": "kubeflow.org/tfjob"}, "kueue integrations must be a list of names"),
-    ({"queues": []}, "kueue: unknown option 'queues'; known: integrations, objects"),
+    ({"queues": []}, "kueue: unknown option 'queues'; known: backoff_base_seconds, integrations, objects, "
+                     "pods_ready_timeout"),
+    ({"pods_ready_timeout": 0}, "kueue pods_ready_timeout must be a positive number of seconds, got 0"),
     ({"objects": [{"metadata": {}}]}, "kueue objects[0]: expected a Kueue object with a kind"),
     ({"objects": [{"kind": "Workload", "metadata": {"name": "w"}}]}, "kueue objects[0]: kind 'Workload' is not one"),
     ("yes", "kueue must be True, a mapping"),
@@ -150,6 +152,9 @@ def test_cli_options_build_the_same_setup(tmp_path: Path) -> None:
         build_runtime_or_exit(["serve", "--kueue-integrations", "tfjob"])
     off = build_runtime(build_parser().parse_args(["serve", "--workdir", str(tmp_path / "off")]))
     assert off.kueue is None
+    timed = build_runtime(build_parser().parse_args(["serve", "--kueue-pods-ready-timeout", "5", "--workdir",
+                                                     str(tmp_path / "timed")]))
+    assert timed.kueue is not None and timed.kueue.options.pods_ready_timeout == 5
 
 
 def build_runtime_or_exit(argv: list[str]) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from airflow_tfjob.kinds import API_VERSION, JobKind
 from airflow_tfjob.local.kueue.jobs import JobReconciler, remove_finalizer
 from airflow_tfjob.local.kueue.options import KueueOptions, kinds_managed
+from airflow_tfjob.local.kueue.podsready import PodsReadyTimeout
 from airflow_tfjob.local.kueue.scheduler import Scheduler
 from airflow_tfjob.local.resources import ApiError, JsonDict
 from airflow_tfjob.local.store import Store
@@ -29,6 +30,8 @@ class KueueController:
         self.options = options
         self.kinds: dict[str, JobKind] = {k.kind: k for k in kinds_managed(options)}
         self.scheduler = Scheduler(store)
+        self.pods_ready = PodsReadyTimeout(store, options.pods_ready_timeout, options.backoff_base_seconds)
+        self._timer: asyncio.TimerHandle | None = None
         self.reconcilers = {k.kind: JobReconciler(store, k, self.scheduler.arrived) for k in self.kinds.values()}
         self._jobs: set[tuple[str, str, str]] = set()  # (kind, namespace, name)
         self._cycle = False
@@ -72,6 +75,14 @@ class KueueController:
     def _on_queue_object(self, _etype: str, _obj: JsonDict) -> None:
         self._schedule()
 
+    def _wake_at(self, delay: float | None) -> None:
+        """One timer for the next PodsReady deadline or backoff end (changes wake the loop anyway)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if delay is not None:
+            self._timer = asyncio.get_running_loop().call_later(delay + 0.05, self._schedule)
+
     def enqueue(self, kind: str, namespace: str, name: str) -> None:
         self._jobs.add((kind, namespace, name))
         self._schedule()
@@ -103,6 +114,7 @@ class KueueController:
                 self._cycle = False
                 try:
                     self.scheduler.cycle()
+                    self._wake_at(self.pods_ready.sweep(self.store.list("workloads")[0]))
                 except Exception:
                     log.exception("kueue: scheduling cycle failed")
                     loop.call_later(_RETRY, self._schedule)

@@ -11,10 +11,8 @@ import logging
 from collections.abc import Callable, Sequence
 
 from airflow_tfjob.kinds import JobKind
-from airflow_tfjob.local.events import record_event
 from airflow_tfjob.local.kueue.defaults import apply_kueue_defaults
 from airflow_tfjob.local.kueue.workloads import (
-    COMPONENT,
     FINALIZER,
     JOB_UID_LABEL,
     PODSET_LABEL,
@@ -28,6 +26,7 @@ from airflow_tfjob.local.kueue.workloads import (
     pods_ready_condition,
     set_condition,
 )
+from airflow_tfjob.local.kueue.writes import event, write_status
 from airflow_tfjob.local.resources import ApiError, JsonDict, clone
 from airflow_tfjob.local.store import Admission, Store
 
@@ -250,17 +249,10 @@ class JobReconciler:
         return True
 
     def _write_status(self, wl: JsonDict, status: JsonDict) -> bool:
-        try:
-            self.store.update_status("workloads", wl["metadata"]["namespace"], wl["metadata"]["name"], status)
-        except ApiError:
-            return False
-        return True
+        return write_status(self.store, "workloads", wl, status)
 
     def _event(self, job: JsonDict, reason: str, message: str) -> None:
-        try:
-            record_event(self.store, job, "Normal", reason, message[:1024], COMPONENT)
-        except ApiError:
-            pass
+        event(self.store, job, reason, message)
 
 
 def remove_finalizer(store: Store, wl: JsonDict) -> None:

@@ -1,5 +1,5 @@
 """The Kueue emulation's options: which integrations are on (Kueue's framework names), which Kueue
-objects to create at start. Checked before anything starts, with an
+objects to create at start, the WaitForPodsReady timeout. Checked before anything starts, with an
 error naming the option and the fix.
 
 Defaults are those of a v0.19.2 install from the release manifests (docs/reference/kueue-behaviour.md
@@ -42,10 +42,14 @@ def framework_name(kind: JobKind) -> str:
 class KueueOptions:
     """`integrations`: Kueue framework names that are on (default: v0.19.2's shipped set, TFJob & co off);
     `objects`: Kueue objects (ResourceFlavor, ClusterQueue, LocalQueue, WorkloadPriorityClass, as dicts in
-    v1beta2 form) created when the cluster starts, e.g. from `queue_objects(...)`."""
+    v1beta2 form) created when the cluster starts, e.g. from `queue_objects(...)`;
+    `pods_ready_timeout`: WaitForPodsReady's timeout in seconds (None: PodsReady conditions only, no
+    eviction; a v0.19 install evicts after 1800), and `backoff_base_seconds` its requeue backoff (60)."""
 
     integrations: tuple[str, ...] = DEFAULT_INTEGRATIONS
     objects: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+    pods_ready_timeout: float | None = None
+    backoff_base_seconds: float = 60.0
 
     def __post_init__(self) -> None:
         if isinstance(self.integrations, str) or not all(isinstance(i, str) for i in self.integrations):
@@ -61,6 +65,11 @@ class KueueOptions:
                 raise ValueError(f"kueue objects[{i}]: expected a Kueue object with a kind "
                                  f"(e.g. ClusterQueue), got {obj!r}")
         object.__setattr__(self, "objects", tuple(self.objects))
+        for name in ("pods_ready_timeout", "backoff_base_seconds"):
+            value = getattr(self, name)
+            if (value is not None or name == "backoff_base_seconds") and (
+                    isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+                raise ValueError(f"kueue {name} must be a positive number of seconds, got {value!r}")
 
     def manages(self, kind: JobKind) -> bool:
         return framework_name(kind) in self.integrations

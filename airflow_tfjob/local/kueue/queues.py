@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from airflow_tfjob.local.kueue.workloads import has_reservation, is_true, priority
+from airflow_tfjob.local.kueue.workloads import condition, has_reservation, is_true, priority
 from airflow_tfjob.local.resources import JsonDict
 
 _NEWEST = 2**62  # a Workload the controller has not seen arrive yet was created last
@@ -33,10 +33,17 @@ class Snapshot:
         return (lq.get("spec") or {}).get("clusterQueue") if lq else None
 
 
+def backing_off(wl: JsonDict) -> bool:
+    """Evicted for PodsReadyTimeout and requeued, its backoff not over (Requeued=False/PodsReadyTimeout):
+    not in the queue yet."""
+    requeued = condition(wl, "Requeued")
+    return requeued is not None and (requeued.get("status"), requeued.get("reason")) == ("False", "PodsReadyTimeout")
+
+
 def is_pending(wl: JsonDict) -> bool:
-    """A Workload the queue manager holds: not finished, active, no quota reservation."""
+    """A Workload the queue manager holds: not finished, active, no quota reservation, not backing off."""
     return (not is_true(wl, "Finished") and (wl.get("spec") or {}).get("active") is not False
-            and not has_reservation(wl) and not wl["metadata"].get("deletionTimestamp"))
+            and not has_reservation(wl) and not wl["metadata"].get("deletionTimestamp") and not backing_off(wl))
 
 
 def blocker(snap: Snapshot, wl: JsonDict) -> str | None:
@@ -55,12 +62,20 @@ def blocker(snap: Snapshot, wl: JsonDict) -> str | None:
     return None
 
 
+def queue_timestamp(wl: JsonDict) -> str:
+    """Ordering.GetQueueOrderTimestamp: the creation time, but the eviction time after an eviction for
+    PodsReadyTimeout (requeuingStrategy.timestamp: Eviction); a preempted Workload keeps its place."""
+    evicted = condition(wl, "Evicted")
+    if evicted is not None and (evicted.get("status"), evicted.get("reason")) == ("True", "PodsReadyTimeout"):
+        return str(evicted.get("lastTransitionTime", ""))
+    return str(wl["metadata"].get("creationTimestamp", ""))
+
+
 def order_key(wl: JsonDict, arrival: Mapping[str, int]) -> tuple[int, str, int, str]:
-    """Higher priority first, then the older creation timestamp (kept across preemptions); Workloads
-    created within the same second in the order they were created (Kueue: by UID), then UID."""
-    meta = wl["metadata"]
-    uid = meta.get("uid", "")
-    return (-priority(wl), meta.get("creationTimestamp", ""), arrival.get(uid, _NEWEST), uid)
+    """Higher priority first, then the older queue timestamp; Workloads created within the same second
+    in the order they were created (Kueue: by UID), then UID."""
+    uid = wl["metadata"].get("uid", "")
+    return (-priority(wl), queue_timestamp(wl), arrival.get(uid, _NEWEST), uid)
 
 
 def pending_in(snap: Snapshot, cq_name: str, sticky: Iterable[str] = (),

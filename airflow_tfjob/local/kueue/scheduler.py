@@ -8,15 +8,12 @@ docs/reference/kueue-behaviour.md §5, §7."""
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from collections.abc import Callable
 from decimal import Decimal
 
-from airflow_tfjob.local.events import record_event
 from airflow_tfjob.local.kueue import quota
 from airflow_tfjob.local.kueue.queues import Snapshot, blocker, is_pending, namespace_matches, pending_in
 from airflow_tfjob.local.kueue.workloads import (
-    COMPONENT,
     JOB_UID_LABEL,
     condition,
     count_eviction,
@@ -27,10 +24,10 @@ from airflow_tfjob.local.kueue.workloads import (
     reset_to_previously,
     set_condition,
 )
-from airflow_tfjob.local.resources import ApiError, JsonDict, clone, now_rfc3339
+from airflow_tfjob.local.kueue.writes import event, write_status
+from airflow_tfjob.local.resources import JsonDict, clone, now_rfc3339
 from airflow_tfjob.local.store import Store
 
-log = logging.getLogger(__name__)
 _WHY = {"InClusterQueue": "prioritization in the ClusterQueue"}
 
 
@@ -236,7 +233,7 @@ class Scheduler:
             else:
                 set_condition(status, "Active", "True", "Ready", "Can admit new workloads",
                               cq["metadata"].get("generation"))
-            self._write_status("clusterqueues", None, name, cq, status)
+            self._write_status("clusterqueues", cq, status)
         for (ns, name), lq in snap.local_queues.items():
             status = clone(lq.get("status") or {})
             status.update(_counts(snap, lambda wl: key(wl)[0] == ns  # noqa: B023 (called at once)
@@ -252,31 +249,17 @@ class Scheduler:
             else:
                 set_condition(status, "Active", "True", "Ready", "Can submit new workloads to localQueue",
                               lq["metadata"].get("generation"))
-            self._write_status("localqueues", ns, name, lq, status)
+            self._write_status("localqueues", lq, status)
 
-    def _write_status(self, rtype: str, ns: str | None, name: str, obj: JsonDict, status: JsonDict) -> None:
+    def _write_status(self, rtype: str, obj: JsonDict, status: JsonDict) -> None:
         if status != obj.get("status"):
-            try:
-                self.store.update_status(rtype, ns, name, status)
-            except ApiError:
-                pass
-
-    # ---- store helpers
+            write_status(self.store, rtype, obj, status)
 
     def _write(self, wl: JsonDict, status: JsonDict) -> bool:
-        ns, name = key(wl)
-        try:
-            self.store.update_status("workloads", ns, name, status)
-        except ApiError:
-            return False
-        wl["status"] = status
-        return True
+        return write_status(self.store, "workloads", wl, status)
 
     def _event(self, wl: JsonDict, reason: str, message: str, type_: str = "Normal") -> None:
-        try:
-            record_event(self.store, wl, type_, reason, message[:1024], COMPONENT)
-        except ApiError:
-            log.debug("could not record %s on %s", reason, key(wl))
+        event(self.store, wl, reason, message, type_)
 
 
 def wl_cq(wl: JsonDict, snap: Snapshot) -> str:

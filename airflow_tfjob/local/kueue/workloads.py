@@ -15,7 +15,6 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 PODSET_LABEL = "kueue.x-k8s.io/podset"
 FINALIZER = "kueue.x-k8s.io/resource-in-use"
-COMPONENT = "kueue-admission"
 # KubeflowJob's OrderedReplicaTypes: every kind's types sorted by this (TFJob's order).
 _PODSET_ORDER = ("Chief", "Master", "PS", "Worker", "Evaluator")
 
