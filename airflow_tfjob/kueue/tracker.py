@@ -23,6 +23,7 @@ operator deletes the job for each, so no failure leaves a job behind):
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -47,6 +48,9 @@ if TYPE_CHECKING:
     from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
 
 log = logging.getLogger(__name__)
+
+# Kueue's preemption message: "Preempted to accommodate a workload (UID: <wl>, JobUID: <job>) due to ..."
+_PREEMPTOR = re.compile(r"JobUID: ([^)\s,]+)\)")
 
 #: The follow events the tracker ends a follow with; the operator deletes the job for each.
 FAILURE_EVENTS = ("queue_timeout", "preempted", "kueue_ignored")
@@ -94,6 +98,7 @@ class QueueTracker:
         self.admissions: set[float] = set()
         self.waited = 0.0
         self.warned = False
+        self.preemptor: str | None = None  # the job that preempted this one, when it can be named
 
     # -- the follow core's calls -----------------------------------------------------------------
 
@@ -112,6 +117,8 @@ class QueueTracker:
         current = view(job, status, self.workload)
         if self.position is not None and current.state is not QueueState.QUEUED:
             self.position = None
+        if current.eviction is not None and (current.eviction.reason, current.eviction.since) not in self.evictions:
+            self.preemptor = await self._preemptor(current.eviction.message)
         self._tell(current)
         self.view = current
         return self._verdict(current, status)
@@ -167,6 +174,20 @@ class QueueTracker:
                 self.positions = False
             self.position = position_of(summary, (self.workload.get("metadata") or {}).get("name"), uid)
         self._schedule(before)
+
+    async def _preemptor(self, message: str) -> str | None:
+        """The preempting job, from the JobUID Kueue's message names, when it runs in this namespace."""
+        found = _PREEMPTOR.search(message)
+        if found is None:
+            return None
+        try:
+            workloads = await self.hook.list_workloads(self.namespace, found.group(1))
+        except Exception as error:  # naming it is a nicety: the message has its UIDs anyway
+            log.debug("Could not name the job that preempted %s: %s", self.ref, error)
+            return None
+        for ref in ((newest(workloads) or {}).get("metadata") or {}).get("ownerReferences") or ():
+            return f"{ref.get('kind')} {self.namespace}/{ref.get('name')}"
+        return None
 
     def _schedule(self, before: dict[str, Any] | None) -> None:
         state = self.view.state if self.view is not None else QueueState.NO_WORKLOAD
@@ -226,8 +247,9 @@ class QueueTracker:
             what = "preempted"
         else:
             what = f"evicted ({current.eviction.reason})"
+        by = f" by {self.preemptor}" if self.preemptor and current.eviction.reason == "Preempted" else ""
         self.sink(
-            f"[kueue] {what}: {current.eviction.message}; Kueue suspends the job (its pods are deleted) "
+            f"[kueue] {what}{by}: {current.eviction.message}; Kueue suspends the job (its pods are deleted) "
             f"and queues it again in LocalQueue {current.queue}"
         )
         self.shown = None

@@ -224,7 +224,7 @@ def test_a_preempted_job_keeps_every_line_resumes_in_place_and_succeeds(conn: st
     assert high_result["state"] == "succeeded" and result["state"] == "succeeded"
     assert result["preemptions"] == 1
     lines = kueue_lines(low_log)
-    preempted = first(lines, "[kueue] preempted: Preempted to accommodate a workload")
+    preempted = first(lines, f"[kueue] preempted by TFJob {NS}/{high_result['name']}: Preempted to accommodate a")
     assert "due to prioritization in the ClusterQueue" in lines[preempted]
     assert first(lines, "[kueue] running") < preempted < first(lines, "[kueue] resumed") < first(
         lines, "[kueue] running again after a preemption"

@@ -70,6 +70,17 @@ def workload(*conditions: dict[str, Any], admitted: bool = False, preemptions: i
     }
 
 
+def preemptor_workload() -> dict[str, Any]:
+    """The Workload of the job that preempts mnist: the TFJob urgent, whose UID Kueue's message names."""
+    other = workload(RESERVED, ADMITTED, admitted=True)
+    other["metadata"].update(name="tfjob-urgent-9c0de", uid=PREEMPTOR_WL_UID)
+    other["metadata"]["labels"] = {"kueue.x-k8s.io/job-uid": PREEMPTOR_JOB_UID}
+    other["metadata"]["ownerReferences"] = [
+        {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "name": "urgent", "uid": PREEMPTOR_JOB_UID, "controller": True}
+    ]
+    return other
+
+
 def job(*conditions: dict[str, Any], suspend: bool = False, version: str = "1") -> dict[str, Any]:
     """The TFJob mnist, labelled for LocalQueue user-queue."""
     return {

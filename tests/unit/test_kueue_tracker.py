@@ -13,6 +13,7 @@ from typing import Any
 
 from airflow_tfjob.follow_outcome import FollowOptions, FollowOutcome
 from airflow_tfjob.kueue.tracker import QueueTracker
+from airflow_tfjob.kueue.workload import owned_by
 from airflow_tfjob.status import interpret
 from tests.unit import kueue_objects as k
 
@@ -22,11 +23,14 @@ class ReplayedKueue:
 
     def __init__(self) -> None:
         self.workloads: list[dict] | None = []
+        self.others: list[dict] = [k.preemptor_workload()]  # other jobs' Workloads in the namespace
         self.pending: dict | None = None
         self.pending_calls = 0
 
     async def list_workloads(self, namespace: str | None, job_uid: str) -> list[dict] | None:
-        return copy.deepcopy(self.workloads)
+        if self.workloads is None:
+            return None
+        return [copy.deepcopy(w) for w in [*self.workloads, *self.others] if owned_by(w, job_uid)]
 
     async def pending_workloads(self, namespace: str | None, local_queue: str) -> dict | None:
         self.pending_calls += 1
@@ -56,7 +60,7 @@ def test_the_lifecycle_is_told_once_per_change() -> None:
         "[kueue] queued in LocalQueue user-queue",  # Pending, with Kueue's message
         "[kueue] admitted by ClusterQueue cluster-queue after 42 s in the queue",
         "[kueue] running",
-        "[kueue] preempted",
+        "[kueue] preempted by TFJob team-a/urgent",  # the preemptor, named from the JobUID in the message
         "[kueue] queued in LocalQueue user-queue",
         "[kueue] resumed",
         "[kueue] running again after a preemption",
