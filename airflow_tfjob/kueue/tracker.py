@@ -141,7 +141,8 @@ class QueueTracker:
         if current is None or current.state is QueueState.NO_WORKLOAD:
             return f"no Kueue Workload (queue {queue_label_or(current)})"
         if current.state is QueueState.QUEUED:
-            return "queued " + self._where(current) + self._why(current)
+            again = "again after an eviction " if current.eviction is not None else ""
+            return f"queued {again}" + self._where(current) + self._why(current)
         return f"{current.state.value} (LocalQueue {current.queue}, ClusterQueue {current.cluster_queue})"
 
     # -- reading ---------------------------------------------------------------------------------

@@ -163,8 +163,10 @@ def view(job: Mapping[str, Any], status: JobStatus, workload: Mapping[str, Any] 
         conds.get(t) is not None and conds[t].true for t in ("QuotaReserved", "Admitted", "Evicted")
     )
     requeued = conds.get("Requeued")
-    # Kueue's own wait clock (workload.QueuedWaitTime): from the requeue, else from the creation.
-    since = requeued.since if requeued is not None and requeued.true and requeued.since else None
+    # Kueue's own wait clock (workload.QueuedWaitTime): from the Requeued condition's last transition
+    # when it exists (True after a preemption, False then True after a PodsReady timeout's backoff),
+    # else from the creation.
+    since = requeued.since if requeued is not None and requeued.since else None
     common: dict[str, Any] = {
         "queue": str(spec.get("queueName") or "") or queue_label(job),
         "cluster_queue": admission.get("clusterQueue") or None,

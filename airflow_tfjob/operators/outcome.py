@@ -71,7 +71,7 @@ def final_status(
         # Kueue's verdicts (kueue/tracker.py): a job left queued or suspended would hold its place.
         if job is not None:
             delete(_KUEUE_FAILURES[outcome.event])
-        raise AirflowException(f"{outcome.message} The {kind} was deleted.")
+        raise AirflowException(f"{outcome.message} (the {kind} was deleted)")
     if outcome.event == "error" or outcome.status is None or job is None:
         raise AirflowException(
             f"Lost track of {kind} {namespace}/{name}: {outcome.message or 'the job no longer exists'}"

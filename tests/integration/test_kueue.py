@@ -417,3 +417,26 @@ def test_the_hooks_kueue_calls_sync_and_async_alike(conn: str, local_cluster: An
 
     assert (plain.list_workloads(NS, uid), plain.pending_workloads(NS, "none")) == (None, None)
     assert asyncio.run(without_kueue()) == (None, None)
+
+
+def test_kueues_pods_ready_timeout_evicts_before_a_longer_startup_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Admitted pods that never start: Kueue's WaitForPodsReady evicts the job first (here after 2 s; 30
+    minutes on a real install), the task log says so, and the job, requeued behind its backoff, is
+    held to queue_timeout from its requeue."""
+    from airflow_tfjob.local import LocalCluster
+    from airflow_tfjob.local.kueue.options import queue_objects
+
+    gpu = queue_objects(cluster_queue="cq-gpu", local_queue="gpu", namespace=NS, quota={"nvidia.com/gpu": 64})
+    options = {"integrations": ["kubeflow.org/tfjob"], "objects": gpu, "pods_ready_timeout": 2}
+    with LocalCluster(kueue=options) as cluster:
+        extra = {"kube_config_path": str(cluster.kubeconfig_path), "namespace": NS}
+        monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+        log = TaskLog()
+        # 64 GPUs fit the queue's quota but no node of the local cluster: the pod stays Pending.
+        op = operator(log, task_id="unready", kueue_queue="gpu", gpus=64, container_resources=None,
+                      startup_timeout=60, queue_timeout=3)  # fmt: skip
+        with pytest.raises(AirflowException, match="not admitted within queue_timeout=3 s: queued again"):
+            op.execute(context_for(TaskInstance(task_id="unready")))
+    lines = kueue_lines(log)
+    evicted = first(lines, "[kueue] evicted (PodsReadyTimeout): Exceeded the PodsReady timeout default/tfjob-")
+    assert first(lines, "[kueue] admitted by ClusterQueue cq-gpu") < evicted
