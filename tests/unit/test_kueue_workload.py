@@ -11,6 +11,7 @@ from airflow_tfjob.kueue.workload import (
     framework_name,
     integration_hint,
     owned_by,
+    parse_time,
     position_of,
     preemption_count,
     view,
@@ -136,3 +137,16 @@ def test_the_sensors_phrase_for_each_state() -> None:
     assert "(1 workload(s) ahead in the LocalQueue, 3 in its ClusterQueue)" in describe(
         view(job, interpret(job), wl), (1, 3)
     )
+
+
+def test_after_a_pods_ready_timeout_the_queue_clock_starts_at_the_requeue() -> None:
+    # Requeued=False while the backoff runs (§6): Kueue's clock reads its transition all the same.
+    at = "2026-12-01T10:31:00Z"
+    wl = k.workload(
+        k.cond("QuotaReserved", "False", "Pending", "Exceeded the PodsReady timeout team-a/tfjob-mnist-3f2a1", at),
+        k.cond("Evicted", "True", "PodsReadyTimeout", "Exceeded the PodsReady timeout team-a/tfjob-mnist-3f2a1", at),
+        k.cond("Requeued", "False", "PodsReadyTimeout", "Exceeded the PodsReady timeout team-a/tfjob-mnist-3f2a1", at),
+    )
+    job = k.job(k.JOB_SUSPENDED, suspend=True)
+    seen = view(job, interpret(job), wl)
+    assert seen.state is QueueState.QUEUED and seen.queued_since == parse_time(at)
