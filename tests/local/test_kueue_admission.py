@@ -268,3 +268,19 @@ def test_a_sweep_of_six_on_a_quota_of_two_runs_two_at_a_time(kube: Kube, tmp_pat
         (tmp_path / name).touch()
         kube.wait_workload(TFJOB, name, lambda w: is_true(w, "Finished"), "finished")
         finished.append(name)
+
+
+def test_a_waiting_job_follows_its_queue_label_and_its_priority_class(kube: Kube, tmp_path: Path) -> None:
+    kube.queue("q-full", {"cpu": 0})
+    open_queue = kube.queue("q-open", {"cpu": 1})
+    kube.create(labelled_job(TFJOB, "mover", "q-full", wait_then_exit(tmp_path / "go"), priority="low"))
+    kube.wait_workload(TFJOB, "mover", pending, "pending in the full queue")
+    labels = {"kueue.x-k8s.io/priority-class": "high"}
+    kube.crd.patch_namespaced_custom_object("kubeflow.org", "v1", NS, "tfjobs", "mover", {"metadata": {"labels": labels}})
+    raised = kube.wait_workload(TFJOB, "mover", lambda w: w["spec"]["priority"] == 1000, "the new priority")
+    assert raised["spec"]["priorityClassRef"]["name"] == "high"
+    labels = {"kueue.x-k8s.io/queue-name": open_queue}
+    kube.crd.patch_namespaced_custom_object("kubeflow.org", "v1", NS, "tfjobs", "mover", {"metadata": {"labels": labels}})
+    moved = kube.wait_workload(TFJOB, "mover", admitted, "admitted in the queue it moved to")
+    assert (moved["spec"]["queueName"], moved["status"]["admission"]["clusterQueue"]) == ("q-open", "q-open")
+    (tmp_path / "go").touch()

@@ -108,7 +108,7 @@ class JobReconciler:
             return True
         if wl is None or wl["metadata"].get("deletionTimestamp"):
             return self._without_workload(job, queue)
-        if self._pods_ready(job, wl):  # step 5 of ReconcileGenericJob, before eviction
+        if self._sync_spec(job, wl, queue) or self._pods_ready(job, wl):  # step 5, before eviction
             wl = self.workload_of(job) or wl
         if is_true(wl, "Evicted"):
             self._evicted(job, wl)
@@ -214,6 +214,31 @@ class JobReconciler:
         set_condition(status, "Admitted", "False", "NoReservation", "The workload has no reservation", generation)
         set_condition(status, "PodsReady", "False", "WaitForStart", "Not all pods are ready or succeeded", generation)
         self._write_status(wl, status)
+
+    def _sync_spec(self, job: JsonDict, wl: JsonDict, queue: str) -> bool:
+        """A queue label changed while the job waits goes to spec.queueName (QueueNameChange); the
+        priority follows its WorkloadPriorityClass (UpdateWorkloadPriority)."""
+        spec = clone(wl.get("spec") or {})
+        if _suspended(job) and not has_reservation(wl):
+            spec["queueName"] = queue
+        ref = spec.get("priorityClassRef") or {}
+        if ref.get("kind") == "WorkloadPriorityClass":
+            wanted = str((job["metadata"].get("labels") or {}).get(PRIORITY_LABEL) or ref.get("name", ""))
+            try:
+                value = self.store.get("workloadpriorityclasses", None, wanted).get("value", 0)
+            except ApiError:
+                value = spec.get("priority", 0)
+            spec["priorityClassRef"] = {**ref, "name": wanted}
+            spec["priority"] = int(value)
+        if spec == wl.get("spec"):
+            return False
+        new = clone(wl)
+        new["spec"] = spec
+        try:
+            self.store.replace("workloads", wl["metadata"]["namespace"], wl["metadata"]["name"], new)
+        except ApiError:
+            return False
+        return True
 
     def _pods_ready(self, job: JsonDict, wl: JsonDict) -> bool:
         """PodsReady (waitForPodsReady, on by default in v0.19): KubeflowJob.PodsReady is the job's
