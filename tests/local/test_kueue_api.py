@@ -254,3 +254,14 @@ def test_printer_columns_are_kueues() -> None:
     cq = to_table(RESOURCES["clusterqueues"], [], "1", "None")["columnDefinitions"]
     assert [(c["name"], c["priority"]) for c in cq] == [("Name", 0), ("Cohort", 0), ("Strategy", 1),
                                                         ("Pending Workloads", 0), ("Admitted Workloads", 1), ("Age", 0)]
+
+
+def test_a_local_queue_named_default_queues_unlabelled_jobs_of_its_namespace(kube: Kube, tmp_path: Path) -> None:
+    kube.apply([{"apiVersion": f"{KUEUE}/{V2}", "kind": "LocalQueue",
+                 "metadata": {"name": "default", "namespace": "kubeflow"}, "spec": {"clusterQueue": "cq"}}])
+    job = labelled_job(TFJOB, "unlabelled", None, wait_then_exit(tmp_path / "go"))
+    created = kube.crd.create_namespaced_custom_object("kubeflow.org", "v1", "kubeflow", "tfjobs", job)
+    assert created["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "default"} and suspended(created)
+    elsewhere = kube.create(labelled_job(TFJOB, "unlabelled", None, wait_then_exit(tmp_path / "go")))
+    assert elsewhere["metadata"].get("labels") in (None, {}) and not suspended(elsewhere)  # no default queue here
+    (tmp_path / "go").touch()
