@@ -240,6 +240,10 @@ def test_a_v1beta1_watch_streams_converted_workloads(kube: Kube, tmp_path: Path)
                                   field_selector=f"metadata.name={name}", timeout_seconds=5)
     obj = next(iter(stream))["object"]  # the initial ADDED event
     assert (obj["apiVersion"], obj["spec"]["priorityClassName"]) == ("kueue.x-k8s.io/v1beta1", "high")
+    raw = kube.crd.list_namespaced_custom_object(KUEUE, "v1beta1", NS, "workloads", watch=True, timeout_seconds=1,
+                                                 _preload_content=False)
+    assert raw.headers.getlist("Warning") == ['299 - "This version is deprecated. Use v1beta2 instead."']
+    raw.release_conn()
     (tmp_path / "go").touch()
 
 
