@@ -11,6 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
+from airflow_tfjob.local import warnings
 from airflow_tfjob.local.apirequest import JSON_TYPE, ResourcePath, parse_bool, parse_int, status_body
 from airflow_tfjob.local.requestmetrics import RequestMetrics
 from airflow_tfjob.local.resources import ApiError, JsonDict
@@ -49,6 +50,8 @@ async def serve_watch(
             raise
         expired = exc
     response = web.StreamResponse(status=200, headers={"Content-Type": JSON_TYPE, "Cache-Control": "no-cache, private"})
+    for text in warnings.pending():  # e.g. a deprecated version's warning, before the stream starts
+        response.headers.add("Warning", warnings.header_value(text))
     response.enable_chunked_encoding()
     try:
         await response.prepare(request)

@@ -72,7 +72,7 @@ class Kube:
             plural = {"ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues",
                       "LocalQueue": "localqueues", "WorkloadPriorityClass": "workloadpriorityclasses"}[obj["kind"]]
             if obj["kind"] == "LocalQueue":
-                self.crd.create_namespaced_custom_object(KUEUE, V2, NS, plural, obj)
+                self.crd.create_namespaced_custom_object(KUEUE, V2, obj["metadata"].get("namespace", NS), plural, obj)
             else:
                 self.crd.create_cluster_custom_object(KUEUE, V2, plural, obj)
 

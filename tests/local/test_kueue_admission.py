@@ -246,3 +246,41 @@ def test_deleting_the_job_deletes_its_workload(kube: Kube, tmp_path: Path) -> No
     until(gone, "the Workload garbage-collected")
     until(lambda: not [j for j in kube.crd.list_namespaced_custom_object("kubeflow.org", "v1", NS, "tfjobs")["items"]
                        if j["metadata"]["name"] == "doomed"], "the job gone (foreground deletion completes)")
+
+
+def test_a_sweep_of_six_on_a_quota_of_two_runs_two_at_a_time(kube: Kube, tmp_path: Path) -> None:
+    q = kube.queue("q-sweep", {"cpu": 2})
+    names = [f"sweep-{i}" for i in range(6)]
+    for name in names:
+        kube.create(labelled_job(TFJOB, name, q, wait_then_exit(tmp_path / name)))
+    until(lambda: (cq_status(kube, q).get("admittedWorkloads"), cq_status(kube, q).get("pendingWorkloads")) == (2, 4),
+          "two admitted, four pending")
+    # BestEffortFIFO's equivalence hashing: the first pending one was evaluated, the identical ones
+    # behind it were parked with it and carry no QuotaReserved condition.
+    pending_conditions = [cond(kube.workload(TFJOB, n), "QuotaReserved") for n in names[2:]]  # type: ignore[arg-type]
+    assert pending_conditions[0] is not None and pending_conditions[0][:2] == ("False", "Pending")
+    assert pending_conditions[1:] == [None, None, None]
+    finished: list[str] = []
+    for name in names:
+        kube.wait_workload(TFJOB, name, admitted, "admitted in creation order")
+        running_now = [n for n in names if admitted(kube.workload(TFJOB, n)) and n not in finished]  # type: ignore[arg-type]
+        assert len(running_now) <= 2
+        (tmp_path / name).touch()
+        kube.wait_workload(TFJOB, name, lambda w: is_true(w, "Finished"), "finished")
+        finished.append(name)
+
+
+def test_a_waiting_job_follows_its_queue_label_and_its_priority_class(kube: Kube, tmp_path: Path) -> None:
+    kube.queue("q-full", {"cpu": 0})
+    open_queue = kube.queue("q-open", {"cpu": 1})
+    kube.create(labelled_job(TFJOB, "mover", "q-full", wait_then_exit(tmp_path / "go"), priority="low"))
+    kube.wait_workload(TFJOB, "mover", pending, "pending in the full queue")
+    labels = {"kueue.x-k8s.io/priority-class": "high"}
+    kube.crd.patch_namespaced_custom_object("kubeflow.org", "v1", NS, "tfjobs", "mover", {"metadata": {"labels": labels}})
+    raised = kube.wait_workload(TFJOB, "mover", lambda w: w["spec"]["priority"] == 1000, "the new priority")
+    assert raised["spec"]["priorityClassRef"]["name"] == "high"
+    labels = {"kueue.x-k8s.io/queue-name": open_queue}
+    kube.crd.patch_namespaced_custom_object("kubeflow.org", "v1", NS, "tfjobs", "mover", {"metadata": {"labels": labels}})
+    moved = kube.wait_workload(TFJOB, "mover", admitted, "admitted in the queue it moved to")
+    assert (moved["spec"]["queueName"], moved["status"]["admission"]["clusterQueue"]) == ("q-open", "q-open")
+    (tmp_path / "go").touch()

@@ -240,6 +240,10 @@ def test_a_v1beta1_watch_streams_converted_workloads(kube: Kube, tmp_path: Path)
                                   field_selector=f"metadata.name={name}", timeout_seconds=5)
     obj = next(iter(stream))["object"]  # the initial ADDED event
     assert (obj["apiVersion"], obj["spec"]["priorityClassName"]) == ("kueue.x-k8s.io/v1beta1", "high")
+    raw = kube.crd.list_namespaced_custom_object(KUEUE, "v1beta1", NS, "workloads", watch=True, timeout_seconds=1,
+                                                 _preload_content=False)
+    assert raw.headers.getlist("Warning") == ['299 - "This version is deprecated. Use v1beta2 instead."']
+    raw.release_conn()
     (tmp_path / "go").touch()
 
 
@@ -254,3 +258,14 @@ def test_printer_columns_are_kueues() -> None:
     cq = to_table(RESOURCES["clusterqueues"], [], "1", "None")["columnDefinitions"]
     assert [(c["name"], c["priority"]) for c in cq] == [("Name", 0), ("Cohort", 0), ("Strategy", 1),
                                                         ("Pending Workloads", 0), ("Admitted Workloads", 1), ("Age", 0)]
+
+
+def test_a_local_queue_named_default_queues_unlabelled_jobs_of_its_namespace(kube: Kube, tmp_path: Path) -> None:
+    kube.apply([{"apiVersion": f"{KUEUE}/{V2}", "kind": "LocalQueue",
+                 "metadata": {"name": "default", "namespace": "kubeflow"}, "spec": {"clusterQueue": "cq"}}])
+    job = labelled_job(TFJOB, "unlabelled", None, wait_then_exit(tmp_path / "go"))
+    created = kube.crd.create_namespaced_custom_object("kubeflow.org", "v1", "kubeflow", "tfjobs", job)
+    assert created["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "default"} and suspended(created)
+    elsewhere = kube.create(labelled_job(TFJOB, "unlabelled", None, wait_then_exit(tmp_path / "go")))
+    assert elsewhere["metadata"].get("labels") in (None, {}) and not suspended(elsewhere)  # no default queue here
+    (tmp_path / "go").touch()

@@ -21,11 +21,14 @@ _PLURALS = {r.kind: r.plural for r in RESOURCES.values() if r.group == KUEUE_GRO
 class Kueue:
     def __init__(self, options: KueueOptions) -> None:
         self.options = options
+        self._webhook = KueueWebhook(None, ())
 
-    def webhook(self, inner: Admission | None) -> Admission:
-        return KueueWebhook(inner, kinds_managed(self.options))
+    def webhook(self, inner: Admission | None) -> KueueWebhook:
+        self._webhook = KueueWebhook(inner, kinds_managed(self.options))
+        return self._webhook
 
     def controller(self, store: Store) -> KueueController:
+        self._webhook.store = store
         return KueueController(store, self.options)
 
     @staticmethod

@@ -33,19 +33,28 @@ from airflow_tfjob.local.store import Admission, Store
 log = logging.getLogger(__name__)
 
 
+# managedJobsNamespaceSelector's default: kube-system and Kueue's own namespace are never managed.
+UNMANAGED_NAMESPACES = ("kube-system", "kueue-system")
+
+
 class KueueWebhook:
-    """BaseWebhook.Default in front of the cluster's own admission: on CREATE of a managed kind with a
-    queue label, `runPolicy.suspend = true` (ApplyDefaultForSuspend); and the Kueue CRDs' defaults."""
+    """BaseWebhook.Default in front of the cluster's own admission, on CREATE of a managed kind: the
+    queue label `default` when the namespace has a LocalQueue of that name and the job names none
+    (ApplyDefaultLocalQueueWithManagedJobsNamespaceSelector), then `runPolicy.suspend = true` for a
+    labelled job (ApplyDefaultForSuspend); and the Kueue CRDs' defaults on every write of their kinds."""
 
     def __init__(self, inner: Admission | None, kinds: Sequence[JobKind]) -> None:
         self.inner = inner
         self.plurals = {k.plural for k in kinds}
+        self.store: Store | None = None  # set once the store exists (it calls this admission)
 
     def admit(self, rtype: str, operation: str, obj: JsonDict, old: JsonDict | None) -> None:
         apply_kueue_defaults(rtype, obj)
-        if operation == "CREATE" and rtype in self.plurals and queue_name(obj):
+        namespace = (obj.get("metadata") or {}).get("namespace")
+        if operation == "CREATE" and rtype in self.plurals and namespace not in UNMANAGED_NAMESPACES:
+            self._default_queue(obj, str(namespace))
             spec = obj.get("spec")
-            if isinstance(spec, dict):
+            if queue_name(obj) and isinstance(spec, dict):
                 policy = spec.get("runPolicy")
                 if policy is None:
                     policy = spec["runPolicy"] = {}
@@ -53,6 +62,20 @@ class KueueWebhook:
                     policy["suspend"] = True
         if self.inner is not None:
             self.inner.admit(rtype, operation, obj, old)
+
+    def _default_queue(self, obj: JsonDict, namespace: str) -> None:
+        if queue_name(obj) or self.store is None:
+            return
+        try:
+            self.store.get_entry("localqueues", namespace, "default")
+        except ApiError:
+            return
+        meta = obj["metadata"]
+        labels = meta.get("labels")
+        if labels is None:
+            labels = meta["labels"] = {}
+        if isinstance(labels, dict):
+            labels[QUEUE_LABEL] = "default"
 
 
 def queue_name(job: JsonDict) -> str:
@@ -98,7 +121,7 @@ class JobReconciler:
         except ApiError:
             return True
         queue = queue_name(job)
-        if not queue or job["metadata"].get("deletionTimestamp"):
+        if not queue or job["metadata"].get("deletionTimestamp") or namespace in UNMANAGED_NAMESPACES:
             return True
         wl = self.workload_of(job)
         finished = _job_condition(job, "Succeeded") or _job_condition(job, "Failed")
@@ -108,7 +131,7 @@ class JobReconciler:
             return True
         if wl is None or wl["metadata"].get("deletionTimestamp"):
             return self._without_workload(job, queue)
-        if self._pods_ready(job, wl):  # step 5 of ReconcileGenericJob, before eviction
+        if self._sync_spec(job, wl, queue) or self._pods_ready(job, wl):  # step 5, before eviction
             wl = self.workload_of(job) or wl
         if is_true(wl, "Evicted"):
             self._evicted(job, wl)
@@ -214,6 +237,31 @@ class JobReconciler:
         set_condition(status, "Admitted", "False", "NoReservation", "The workload has no reservation", generation)
         set_condition(status, "PodsReady", "False", "WaitForStart", "Not all pods are ready or succeeded", generation)
         self._write_status(wl, status)
+
+    def _sync_spec(self, job: JsonDict, wl: JsonDict, queue: str) -> bool:
+        """A queue label changed while the job waits goes to spec.queueName (QueueNameChange); the
+        priority follows its WorkloadPriorityClass (UpdateWorkloadPriority)."""
+        spec = clone(wl.get("spec") or {})
+        if _suspended(job) and not has_reservation(wl):
+            spec["queueName"] = queue
+        ref = spec.get("priorityClassRef") or {}
+        if ref.get("kind") == "WorkloadPriorityClass":
+            wanted = str((job["metadata"].get("labels") or {}).get(PRIORITY_LABEL) or ref.get("name", ""))
+            try:
+                value = self.store.get("workloadpriorityclasses", None, wanted).get("value", 0)
+            except ApiError:
+                value = spec.get("priority", 0)
+            spec["priorityClassRef"] = {**ref, "name": wanted}
+            spec["priority"] = int(value)
+        if spec == wl.get("spec"):
+            return False
+        new = clone(wl)
+        new["spec"] = spec
+        try:
+            self.store.replace("workloads", wl["metadata"]["namespace"], wl["metadata"]["name"], new)
+        except ApiError:
+            return False
+        return True
 
     def _pods_ready(self, job: JsonDict, wl: JsonDict) -> bool:
         """PodsReady (waitForPodsReady, on by default in v0.19): KubeflowJob.PodsReady is the job's
