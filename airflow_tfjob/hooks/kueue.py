@@ -30,9 +30,10 @@ if TYPE_CHECKING:
 VISIBILITY_RETRY_TIMEOUT = 5.0
 
 
-def _no_positions(exc: BaseException) -> bool:
-    """An answer meaning "no positions" (not served: 404, tried in the next version; refused: 403)."""
-    return api_status_code(exc) in (403, 404)
+def _no_positions(exc: BaseException) -> str | None:
+    """Why an answer means "no positions": "refused" (403: no other version asked), "not served"
+    (404: the next version is tried), or None (an error)."""
+    return {403: "refused", 404: "not served"}.get(api_status_code(exc) or 0)
 
 
 def _workload_versions(hook: Any) -> tuple[str, ...]:
@@ -99,7 +100,9 @@ async def pending_workloads(self: AsyncTFJobHook, namespace: str | None, local_q
             )
             return result
         except Exception as exc:
-            if not _no_positions(exc):
+            if _no_positions(exc) == "refused":
+                return None
+            if _no_positions(exc) is None:
                 raise
     return None
 
@@ -156,6 +159,8 @@ def pending_workloads_sync(self: TFJobHook, namespace: str | None, local_queue: 
             )
             return result
         except Exception as exc:
-            if not _no_positions(exc):
+            if _no_positions(exc) == "refused":
+                return None
+            if _no_positions(exc) is None:
                 raise
     return None

@@ -440,3 +440,30 @@ def test_kueues_pods_ready_timeout_evicts_before_a_longer_startup_timeout(monkey
     lines = kueue_lines(log)
     evicted = first(lines, "[kueue] evicted (PodsReadyTimeout): Exceeded the PodsReady timeout default/tfjob-")
     assert first(lines, "[kueue] admitted by ClusterQueue cq-gpu") < evicted
+
+
+def test_positions_refused_by_rbac_are_left_out_not_an_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """A user whose Role lacks localqueues/pendingworkloads (the shipped Role without that rule): the
+    visibility API answers 403, and the task follows the job all the same, without positions."""
+    from pathlib import Path
+
+    import airflow_tfjob
+    from airflow_tfjob.local import LocalCluster
+    from airflow_tfjob.local.kueue.options import queue_objects
+
+    shipped = (Path(airflow_tfjob.__file__).parent / "rbac" / "role.yaml").read_text()
+    role = tmp_path / "role.yaml"
+    role.write_text(shipped.replace('"localqueues/pendingworkloads"', '"localqueues/not-granted"'))
+    none = queue_objects(cluster_queue="cq-none", local_queue="none", namespace=NS, quota={"cpu": 0})
+    kueue = {"integrations": ["kubeflow.org/tfjob"], "objects": none}
+    with LocalCluster(auth=True, roles={"airflow": [role]}, kueue=kueue) as cluster:
+        extra = {"kube_config_path": str(cluster.kubeconfig_for("airflow")), "namespace": NS}
+        monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+        log = TaskLog()
+        op = operator(log, task_id="no-positions", kueue_queue="none", queue_timeout=2)
+        with pytest.raises(AirflowException, match=r"queue_timeout=2 s: queued in LocalQueue none: Pending: "):
+            op.execute(context_for(TaskInstance(task_id="no-positions")))
+        refused = {key: n for key, n in cluster.denied_requests().items() if key[0] == "airflow"}
+    assert sum(refused.values()) == 1, refused
+    assert list(refused) == [("airflow", "get", "localqueues/pendingworkloads", NS)], refused  # asked once
+    assert "ahead" not in " ".join(kueue_lines(log))
