@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_REFUSED = "its Workload cannot be read ({status}: refused to the connection's account)"
+
 # Kueue's preemption message: "Preempted to accommodate a workload (UID: <wl>, JobUID: <job>) due to ..."
 _PREEMPTOR = re.compile(r"JobUID: ([^)\s,]+)\)")
 
@@ -117,7 +119,10 @@ class QueueTracker:
         current = view(job, status, self.workload)
         if self.position is not None and current.state is not QueueState.QUEUED:
             self.position = None
-        if current.eviction is not None and (current.eviction.reason, current.eviction.since) not in self.evictions:
+        if (
+            current.eviction is not None
+            and (current.eviction.reason, current.eviction.since) not in self.evictions
+        ):
             self.preemptor = await self._preemptor(current.eviction.message)
         self._tell(current)
         self.view = current
@@ -155,7 +160,7 @@ class QueueTracker:
                 found = await self.hook.list_workloads(self.namespace, uid)
             except Exception as error:
                 if getattr(error, "status", None) in (401, 403):
-                    self.api_missing = f"Workloads cannot be read ({error.status}: no rights)"  # type: ignore[attr-defined]
+                    self.api_missing = _REFUSED.format(status=error.status)  # type: ignore[attr-defined]
                 else:  # the retry policy gave up: look again later, keep the last view
                     log.warning("Could not read the Kueue Workload of %s: %s", self.ref, error)
                 found = [] if self.workload is None else [self.workload]
@@ -281,6 +286,13 @@ class QueueTracker:
         )
 
     def _ignored_message(self, current: QueueView) -> str:
+        asks = f"{self.ref} asks for Kueue LocalQueue {current.queue} ({queue_label_key()}) but"
+        if self.api_missing is not None and self.api_missing.startswith(_REFUSED[:20]):
+            # Not Kueue's doing: the account cannot see whether the job is queued or admitted.
+            return (
+                f"{asks} {self.api_missing}: grant list on workloads (kueue.x-k8s.io) to the connection's "
+                "account (airflow_tfjob/rbac/role.yaml); until then the task log cannot tell queued from admitted."
+            )
         why = (
             self.api_missing
             or f"no Kueue Workload appeared for it within {self.options.kueue_workload_window:g} s"
@@ -291,8 +303,7 @@ class QueueTracker:
             else "it runs outside Kueue's quota"
         )
         return (
-            f"{self.ref} asks for Kueue LocalQueue {current.queue} ({queue_label_key()}) but {why}: "
-            f"Kueue's integration for {self.kind.kind} may be off; to enable it, "
+            f"{asks} {why}: Kueue's integration for {self.kind.kind} may be off; to enable it, "
             f"{integration_hint(self.kind)}. Meanwhile {after}."
         )
 

@@ -442,9 +442,21 @@ def test_kueues_pods_ready_timeout_evicts_before_a_longer_startup_timeout(monkey
     assert first(lines, "[kueue] admitted by ClusterQueue cq-gpu") < evicted
 
 
-def test_positions_refused_by_rbac_are_left_out_not_an_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
-    """A user whose Role lacks localqueues/pendingworkloads (the shipped Role without that rule): the
-    visibility API answers 403, and the task follows the job all the same, without positions."""
+@pytest.mark.parametrize(
+    ("withheld", "told"),
+    [
+        # no positions: the task follows the job all the same, Kueue's message without "ahead"
+        ('"localqueues/pendingworkloads"', "[kueue] queued in LocalQueue none, waiting "),
+        # no Workloads: the task log names the permission, not Kueue's integration
+        ('"workloads"', "its Workload cannot be read (403"),
+    ],
+    ids=["positions", "workloads"],
+)
+def test_kueue_reads_refused_by_rbac_are_told_not_errors(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, withheld: str, told: str
+) -> None:
+    """A user bound to the shipped Role without one of its Kueue rules: the API answers 403 once, and the
+    task follows the job all the same (here to its queue_timeout)."""
     from pathlib import Path
 
     import airflow_tfjob
@@ -452,18 +464,21 @@ def test_positions_refused_by_rbac_are_left_out_not_an_error(monkeypatch: pytest
     from airflow_tfjob.local.kueue.options import queue_objects
 
     shipped = (Path(airflow_tfjob.__file__).parent / "rbac" / "role.yaml").read_text()
+    assert withheld in shipped
     role = tmp_path / "role.yaml"
-    role.write_text(shipped.replace('"localqueues/pendingworkloads"', '"localqueues/not-granted"'))
+    role.write_text(shipped.replace(withheld, '"not-granted"'))
     none = queue_objects(cluster_queue="cq-none", local_queue="none", namespace=NS, quota={"cpu": 0})
     kueue = {"integrations": ["kubeflow.org/tfjob"], "objects": none}
     with LocalCluster(auth=True, roles={"airflow": [role]}, kueue=kueue) as cluster:
         extra = {"kube_config_path": str(cluster.kubeconfig_for("airflow")), "namespace": NS}
         monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps({"conn_type": "kubernetes", "extra": extra}))
         log = TaskLog()
-        op = operator(log, task_id="no-positions", kueue_queue="none", queue_timeout=2)
-        with pytest.raises(AirflowException, match=r"queue_timeout=2 s: queued in LocalQueue none: Pending: "):
-            op.execute(context_for(TaskInstance(task_id="no-positions")))
+        op = operator(log, task_id="refused", kueue_queue="none", queue_timeout=2)
+        with pytest.raises(AirflowException, match="queue_timeout=2 s"):
+            op.execute(context_for(TaskInstance(task_id="refused")))
         refused = {key: n for key, n in cluster.denied_requests().items() if key[0] == "airflow"}
-    assert sum(refused.values()) == 1, refused
-    assert list(refused) == [("airflow", "get", "localqueues/pendingworkloads", NS)], refused  # asked once
+    assert list(refused.values()) == [1], refused  # asked once, then left alone
+    assert any(told in line for line in kueue_lines(log)), kueue_lines(log)
     assert "ahead" not in " ".join(kueue_lines(log))
+    if withheld == '"workloads"':
+        assert "grant list on workloads (kueue.x-k8s.io)" in " ".join(kueue_lines(log))

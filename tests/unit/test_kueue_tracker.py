@@ -161,3 +161,4 @@ def test_no_kueue_api_at_all_is_told_at_once() -> None:
     outcome = observe(t, k.job(k.JOB_CREATED))
     assert outcome is not None and outcome.event == "kueue_ignored"
     assert "serves no Kueue Workload API" in outcome.message and len(lines) == 1
+
