@@ -21,6 +21,7 @@ from airflow_tfjob.constants import (
     REPLICA_TYPES,
 )
 from airflow_tfjob.secrets import masked
+from airflow_tfjob.trainjob.pods import replica_of as jobset_replica
 
 MAX_LINE_BYTES = 64 * 1024
 RING_LINES = 100
@@ -314,11 +315,13 @@ class RateLimiter:
 
 
 def pod_replica(pod: Mapping[str, Any]) -> tuple[str, int] | None:
+    """(type, index) of a replica pod: the training-operator's labels, else JobSet's (a TrainJob's
+    ``node-0``, 1; see trainjob/pods.py)."""
     labels = (pod.get("metadata") or {}).get("labels") or {}
     rtype = labels.get(LABEL_REPLICA_TYPE)
     idx = labels.get(LABEL_REPLICA_INDEX)
     if not rtype or idx is None or not str(idx).isdigit():
-        return None
+        return jobset_replica(pod)
     return str(rtype), int(idx)
 
 

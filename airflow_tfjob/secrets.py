@@ -76,6 +76,9 @@ def _env_entries(manifest: Mapping[str, Any]) -> Iterable[dict[str, Any]]:
     for kind in KINDS:
         specs = spec.get(kind.spec_key) or {}
         replicas += list(specs.values()) if isinstance(specs, Mapping) else []
+    trainer = spec.get("trainer")  # a TrainJob's (Trainer v2): one env for every node
+    if isinstance(trainer, Mapping) and isinstance(trainer.get("env"), list):
+        yield from (entry for entry in trainer["env"] if isinstance(entry, dict))
     for replica in replicas:
         if not isinstance(replica, Mapping):
             continue

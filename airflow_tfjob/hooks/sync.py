@@ -11,7 +11,7 @@ from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
 from kubernetes import client as sync_client
 from kubernetes.client.rest import ApiException as SyncApiException
 
-from airflow_tfjob.constants import CONTAINER_NAME, GROUP, VERSION
+from airflow_tfjob.constants import CONTAINER_NAME
 from airflow_tfjob.hooks.common import (
     MERGE_PATCH,
     event_sort_key,
@@ -84,7 +84,7 @@ class TFJobHook(KubernetesHook):
             f"create {row.kind} {ns}/{name}",
             "create",
             lambda: self.custom_object_client.create_namespaced_custom_object(
-                GROUP, VERSION, ns, row.plural, body
+                row.group, row.version, ns, row.plural, body
             ),
         )
         return result
@@ -96,7 +96,7 @@ class TFJobHook(KubernetesHook):
             f"get {row.kind} {ns}/{name}",
             "read",
             lambda: self.custom_object_client.get_namespaced_custom_object(
-                GROUP, VERSION, ns, row.plural, name
+                row.group, row.version, ns, row.plural, name
             ),
         )
         return result
@@ -119,7 +119,7 @@ class TFJobHook(KubernetesHook):
             f"patch {row.kind} {ns}/{name}",
             "write",
             lambda: self.custom_object_client.patch_namespaced_custom_object(
-                GROUP, VERSION, ns, row.plural, name, patch, _content_type=MERGE_PATCH
+                row.group, row.version, ns, row.plural, name, patch, _content_type=MERGE_PATCH
             ),
         )
         return result
@@ -139,7 +139,7 @@ class TFJobHook(KubernetesHook):
         self._ignore_404(
             f"delete {row.kind} {ns}/{name}",
             lambda: self.custom_object_client.delete_namespaced_custom_object(
-                GROUP, VERSION, ns, row.plural, name, body=body
+                row.group, row.version, ns, row.plural, name, body=body
             ),
         )
 
@@ -159,7 +159,7 @@ class TFJobHook(KubernetesHook):
             f"list {row.kind}s in {ns}",
             "read",
             lambda: self.custom_object_client.list_namespaced_custom_object(
-                GROUP, VERSION, ns, row.plural, label_selector=label_selector or ""
+                row.group, row.version, ns, row.plural, label_selector=label_selector or ""
             ),
         )
         return list(result.get("items") or [])
@@ -213,13 +213,15 @@ class TFJobHook(KubernetesHook):
         namespace: str | None = None,
         replica_type: str | None = None,
         replica_index: int | None = None,
+        kind: JobKind | str = TFJOB,
     ) -> list[dict]:
         ns = self._ns(namespace)
+        selector = job_pod_selector(name, replica_type, replica_index, as_kind(kind))
         resp = self._call(
             f"list pods of job {ns}/{name}",
             "read",
             lambda: self.core_v1_client.list_namespaced_pod(
-                ns, label_selector=job_pod_selector(name, replica_type, replica_index), _preload_content=False
+                ns, label_selector=selector, _preload_content=False
             ),
         )
         return list(self._raw_json(resp).get("items") or [])
