@@ -205,6 +205,32 @@ class TFJobHook(KubernetesHook):
     def wait_for_tfjob_deletion(self, name: str, namespace: str | None, timeout: float) -> bool:
         return self.wait_for_job_deletion(TFJOB, name, namespace, timeout)
 
+    def served_resources(self, group_version: str) -> set[str] | None:
+        """The resources (plurals) an API group version serves; None where the server does not serve it.
+
+        API discovery (``GET /apis/<group>/<version>``), as kubectl does it: TFJobOperator(api="auto")
+        reads whether ``kubeflow.org/v1`` serves ``tfjobs``.
+        """
+        try:
+            resp = self._call(
+                f"discover {group_version}",
+                "read",
+                lambda: self.api_client.call_api(
+                    f"/apis/{group_version}",
+                    "GET",
+                    auth_settings=["BearerToken"],
+                    _preload_content=False,
+                    _return_http_data_only=True,
+                ),
+            )
+        except SyncApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return {
+            str(r.get("name")) for r in self._raw_json(resp).get("resources") or [] if isinstance(r, dict)
+        }
+
     # -- pods, events, logs ------------------------------------------------------------------------
 
     def list_job_pods(

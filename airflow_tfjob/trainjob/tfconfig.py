@@ -32,6 +32,9 @@ ENV_CLUSTER = "TFJOB_TF_CLUSTER"
 ENV_TASK_TYPE = "TFJOB_TF_TASK_TYPE"
 ENV_COMMAND = "TFJOB_TF_COMMAND"
 ENV_WORKING_DIR = "TFJOB_TF_WORKING_DIR"
+# The launcher's source, for replicated jobs whose command is the runtime's (chief, ps): their runtime
+# runs ``python3 -c "import os; exec(os.environ['TFJOB_TF_LAUNCHER'])"``.
+ENV_LAUNCHER = "TFJOB_TF_LAUNCHER"
 # The order TensorFlow lists task types in, and the replicated job each type runs in.
 TASK_TYPES = ("chief", "ps", "worker")
 RJOB_OF_TYPE = {"chief": "chief", "ps": "ps", "worker": "node"}
