@@ -187,6 +187,10 @@ def check_operator_parameters(params: Mapping[str, Any]) -> None:
         _check_choice(problems, "on_kill_action", params["on_kill_action"], ON_KILL_ACTIONS)
     if "kill_grace_period" in params:
         _check_grace_period(problems, params["kill_grace_period"])
+    if "api" in params:
+        from airflow_tfjob.trainjob.discovery import APIS
+
+        _check_choice(problems, "api", params["api"], APIS)
     if "startup_timeout" in params:
         _check_seconds(problems, "startup_timeout", params["startup_timeout"], none_ok=True)
     if "api_retry_timeout" in params:

@@ -21,10 +21,10 @@ from airflow.sdk import BaseOperator, BaseOperatorLink, conf
 from airflow_tfjob import cleanup, links, templates
 from airflow_tfjob.connection import connection_of, hook_kwargs
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
-from airflow_tfjob.kinds import JobKind, kind_named
 from airflow_tfjob.limits import check_request_size
 from airflow_tfjob.operators import outcome as outcome_mod
 from airflow_tfjob.operators import params, submit
+from airflow_tfjob.operators.api_choice import ApiChoice
 from airflow_tfjob.operators.checks import (
     check_log_replicas_against_job,
     check_operator_parameters,
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["KubeflowJobOperator"]
 
 
-class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOperator):
+class KubeflowJobOperator(ApiChoice, TemplateFileRendering, params.StoredParameters, BaseOperator):
     """Run a Kubeflow training job of ``kind`` (TFJob, PyTorchJob, XGBoostJob, JAXJob, PaddleJob) and
     wait for its outcome.
 
@@ -186,6 +186,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         render_only: bool = False,
         allow_template_outside_dag_folder: bool = False,
         allow_template_path_from_params: bool = False,
+        api: str = "auto",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -194,8 +195,14 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         # `tfjob`: the table says under which name.
         given["kind"] = kind_name_of(kind, self.default_kind, type(self).__name__)
         given[self.job_field] = job
+        self._setup(given)
+
+    def _setup(self, given: Mapping[str, Any]) -> None:
+        """Store and check the parameters (``given``: every name of the parameter table), from any
+        signature: TrainJobOperator's is its own."""
         params.store(self, given, self.parameter_table.names)
         self.kind = given["kind"]
+        metrics = given["metrics"]
         # A bare string stays as given so that the parameter check names it (list("loss") is letters).
         self.metrics = list(metrics) if isinstance(metrics, (list, tuple)) else (metrics or [])
         # The job this task is following, for on_kill and __fail__ (name, namespace).
@@ -209,10 +216,6 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         check_parameter_types(self._typed_parameters(), at_parse=True)
         # The UI's links are fixed at parse time: one "Logs <replica>" per replica counted here.
         self.operator_extra_links = links.operator_links(self.job_kind, self)
-
-    @property
-    def job_kind(self) -> JobKind:
-        return kind_named(self.kind)
 
     # ------------------------------------------------------------------ hooks
 
@@ -233,6 +236,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         self._mask_secrets()
         # Everything is checked before the first API call: a bad value creates nothing.
         check_operator_parameters(self._own_parameters())
+        self.choose_api(self.get_hook())
         manifest = self.build_manifest(context)
         if self.render_only:
             return outcome_mod.rendered_only(manifest, self.log)
@@ -242,7 +246,11 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         self._job_ref = (name, namespace)
         # Links before anything waits, so they work while the job runs and the task is deferred.
         links.push_links(
-            self.job_kind, job, self.kubernetes_conn_id, context["ti"].xcom_push, self.log,
+            self.job_kind,
+            job,
+            self.kubernetes_conn_id,
+            context["ti"].xcom_push,
+            self.log,
             tensorboard=self._tensorboard_spec() is not None,
         )
         self._start_tensorboard(hook, job, context)
@@ -271,7 +279,6 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         """The job the task wants (with its identity and intended policy), validated."""
         from airflow_tfjob import manifest as manifest_mod
         from airflow_tfjob.progress import progress_spec
-        from airflow_tfjob.validation import validate_job
 
         base = None
         if self._job_value is not None:
@@ -281,21 +288,46 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
                 allow_outside=self.allow_template_outside_dag_folder,
             )
         check_parameter_types(self._typed_parameters())
-        manifest = manifest_mod.build_job(
-            self.job_kind, base=base, **params.manifest_arguments(self, self.job_kind)
-        )
+        manifest = self.assemble_manifest(base)
         metadata = manifest.setdefault("metadata", {})
         if self.namespace:
             metadata["namespace"] = self.namespace
         if not metadata.get("namespace"):
             metadata["namespace"] = self._default_namespace()
-        submit.stamp_identity(manifest, context, name=self.name)
-        for warning in validate_job(manifest):
+        submit.stamp_identity(manifest, context, name=self.name, max_length=self.max_name_length(manifest))
+        for warning in self.validate_manifest(manifest):
             self.log.warning("%s %s: %s", self.kind, metadata["name"], warning)
-        check_log_replicas_against_job(self.log_replicas, manifest)
         progress_spec(self.progress, self.hyperparameters)  # a total naming no hyperparameter: refused now
+        manifest = self.for_cluster(manifest)
         check_request_size(manifest)
         return manifest
+
+    # The steps of build_manifest that depend on the API (TrainJobOperator and TFJobOperator's
+    # api="trainjob" override them); everything else is shared.
+
+    def assemble_manifest(self, base: dict[str, Any] | None) -> dict[str, Any]:
+        """The manifest from the parameters over ``base`` (the ``job`` template or manifest, if any)."""
+        from airflow_tfjob import manifest as manifest_mod
+
+        return manifest_mod.build_job(
+            self.job_kind, base=base, **params.manifest_arguments(self, self.job_kind)
+        )
+
+    def max_name_length(self, manifest: Mapping[str, Any]) -> int | None:
+        """The longest name a derived job name may have (None: the kind's default)."""
+        return self.trainjob_name_length(manifest)
+
+    def validate_manifest(self, manifest: dict[str, Any]) -> list[str]:
+        """Raise TFJobValidationError for every problem; return the warnings."""
+        from airflow_tfjob.validation import validate_job
+
+        warnings = validate_job(manifest)
+        check_log_replicas_against_job(self.log_replicas, manifest)
+        return warnings
+
+    def for_cluster(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """The manifest as the cluster's API takes it (a TFJob may run as a TrainJob: ``api``)."""
+        return self.as_trainjob(manifest)
 
     def _default_namespace(self) -> str:
         """The connection's namespace when the operator names none (the hook knows it), else default."""
@@ -352,7 +384,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
             return_marker=self.return_marker,
             log_rate_per_replica=self.log_rate_per_replica,
             log_total_cap=self.log_total_cap,
-            kind=self.kind,
+            kind=self.job_kind.kind,
             progress=progress.to_dict() if progress is not None else None,
         )
 
@@ -390,6 +422,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         self._job_ref = (name, namespace)
         outcome = FollowOutcome.from_dict(event)
         hook = self.get_hook()
+        self.choose_api(hook)
         if outcome.event in ("succeeded", "failed"):
             outcome = self._drain(name, namespace, outcome)
         if outcome.event == "timeout" and not event.get("deleted"):
@@ -411,6 +444,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
 
     def _delete_after_trigger_failure(self, context: Context, next_kwargs: Mapping[str, Any]) -> None:
         hook = self.get_hook()
+        self.choose_api(hook)
         ref = self._job_ref or submit.running_job_of_this_try(
             hook, context, self.namespace or self._default_namespace(), self.job_kind
         )

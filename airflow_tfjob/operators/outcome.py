@@ -13,6 +13,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
 
 from airflow_tfjob import cleanup
 from airflow_tfjob.constants import ANNOTATION_RESULT_REPORTED
+from airflow_tfjob.kinds import TRAINJOB
 from airflow_tfjob.status import JobState, JobStatus, job_kind
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ RESULT_KEYS = (
     "name",
     "namespace",
     "uid",
+    "api",
     "state",
     "reason",
     "message",
@@ -158,10 +160,12 @@ def result(
 ) -> dict[str, Any]:
     """The task's result; with ``progress`` (the operator's parameter) its figures and timeline too."""
     meta = job["metadata"]
+    kind = job_kind(job)
     out = {
         "name": meta["name"],
         "namespace": meta["namespace"],
         "uid": meta.get("uid"),
+        "api": kind.singular,  # "tfjob", "trainjob", "pytorchjob"...: the API the job ran on
         "state": status.state.value,
         "reason": status.reason,
         "message": status.message,
@@ -172,4 +176,12 @@ def result(
     }
     if progress is not None:
         out["progress"] = dict(progress)
+    if kind is TRAINJOB:
+        from airflow_tfjob.trainjob.status import trainer_progress
+
+        reported = trainer_progress(job)  # the TrainJob's progress status, where the cluster fills it
+        if reported is not None:
+            out["trainer_status"] = reported
+            for key, value in reported["metrics"].items():
+                out["metrics"].setdefault(key, value)
     return out
