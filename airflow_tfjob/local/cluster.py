@@ -42,7 +42,7 @@ from airflow_tfjob.local.store import Store
 from airflow_tfjob.local.tls import ServerTls, make_server_tls
 from airflow_tfjob.local.trainadmission import TrainAdmission
 from airflow_tfjob.local.trainjobs import TrainJobController
-from airflow_tfjob.local.trainruntimes import SHIPPED_RUNTIMES
+from airflow_tfjob.local.trainruntimes import SHIPPED_RUNTIMES, install_trainer
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -191,6 +191,7 @@ class ClusterRuntime:
         self.url = await self.apiserver.start()
         self.write_kubeconfig(self.kubeconfig_path, ADMIN, self.credential)
         if "trainjob" in self.apis:
+            install_trainer(self.store)
             for runtime in SHIPPED_RUNTIMES:
                 self.install_runtime(runtime)
         if self._want_controller:

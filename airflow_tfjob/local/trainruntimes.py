@@ -8,8 +8,13 @@ the local cluster has no MPI plugin and no PersistentVolumeClaims. Tests add the
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from airflow_tfjob.local.resources import TRAINER_GROUP, TRAINER_VERSION, JsonDict
 from airflow_tfjob.local.trainbuild import ANCESTOR, NODE
+
+if TYPE_CHECKING:
+    from airflow_tfjob.local.store import Store
 
 FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"
 
@@ -49,3 +54,18 @@ SHIPPED_RUNTIMES: tuple[JsonDict, ...] = (
     runtime_manifest("xgboost-distributed", "xgboost", {"numNodes": 1, "xgboost": {}},
                      "ghcr.io/kubeflow/trainer/xgboost-runtime:v2.3.0"),
 )
+
+
+SYSTEM_NAMESPACE = "kubeflow-system"
+TRAINER_VERSION_INFO = "2.3.0"
+
+
+def install_trainer(store: Store) -> None:
+    """What the Trainer install leaves besides its CRDs and runtimes: the namespace `kubeflow-system` and
+    the ConfigMap `kubeflow-trainer-public` whose `kubeflow_trainer_version` the SDK reads on start (§11)."""
+    store.create("namespaces", None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}})
+    store.create("configmaps", SYSTEM_NAMESPACE, {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "kubeflow-trainer-public", "namespace": SYSTEM_NAMESPACE},
+        "data": {"kubeflow_trainer_version": TRAINER_VERSION_INFO},
+    })
