@@ -20,7 +20,7 @@ import asyncio
 import json
 import logging
 import ssl
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -44,7 +44,7 @@ from airflow_tfjob.local.openapi import v3_root
 from airflow_tfjob.local.openapiendpoint import serve_openapi
 from airflow_tfjob.local.podlogs import PodLogs
 from airflow_tfjob.local.requestmetrics import RequestMetrics, classify
-from airflow_tfjob.local.resources import ApiError, JsonDict, ResourceType, bad_request
+from airflow_tfjob.local.resources import ApiError, JsonDict, ResourceType, bad_request, group_version
 from airflow_tfjob.local.store import Store
 from airflow_tfjob.local.tables import to_table, wants_table
 from airflow_tfjob.local.watchendpoint import serve_watch
@@ -71,8 +71,11 @@ class ApiServer:
         middlewares: Sequence[Callable[..., Awaitable[web.StreamResponse]]] = (),
         metrics_sources: Sequence[Callable[[], str]] = (),
         ssl_context: ssl.SSLContext | None = None,
+        served_groups: Collection[str] | None = None,
     ) -> None:
         self.store = store
+        # The API groups answered (`--apis`); the others are 404 and absent from discovery.
+        self.served_groups = frozenset(served_groups) if served_groups is not None else None
         self.podlogs = podlogs
         self.host = host
         self.port = port
@@ -167,17 +170,18 @@ class ApiServer:
         if parts and parts[0] == "apis":
             if len(parts) == 1:
                 return self._json({"kind": "APIGroupList", "apiVersion": "v1",
-                                   "groups": [api_group(g) for g in api_groups()]})
+                                   "groups": [api_group(g) for g in api_groups(self.served_groups)]})
             group = parts[1]
-            if group not in api_groups():
+            if group not in api_groups(self.served_groups):
                 raise route_not_found()
             if len(parts) == 2:
                 return self._json(api_group(group))
-            if parts[2] != "v1":
+            version = group_version(group)
+            if parts[2] != version:
                 raise route_not_found()
             if len(parts) == 3:
-                return self._json(api_resource_list(group, "v1"))
-            return await self._resource(request, parse_resource_path(group, "v1", parts[3:]))
+                return self._json(api_resource_list(group, version))
+            return await self._resource(request, parse_resource_path(group, version, parts[3:]))
         if parts and parts[0] == "openapi":
             return await serve_openapi(request, parts)
         if path == "/version":

@@ -20,6 +20,7 @@ from pathlib import Path
 from airflow_tfjob.local import credential
 from airflow_tfjob.local.cluster import CREDENTIALS, ClusterRuntime
 from airflow_tfjob.local.faults import FaultPlan
+from airflow_tfjob.local.resources import DEFAULT_APIS, served_groups
 
 
 def _parse_gpus(value: str) -> list[str]:
@@ -31,6 +32,15 @@ def _parse_faults(value: str) -> FaultPlan:
         return FaultPlan.parse(value)
     except ValueError as exc:  # argparse shows an ArgumentTypeError's own message
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _parse_apis(value: str) -> list[str]:
+    apis = [a.strip() for a in value.split(",") if a.strip()]
+    try:
+        served_groups(apis)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--apis: {exc}") from None
+    return apis
 
 
 def _parse_role(value: str) -> tuple[str, tuple[str, str] | str]:
@@ -71,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--role", type=_parse_role, action="append", default=[], metavar="USER=PATH[:NS]",
                        help="bind USER to the Roles/ClusterRoles in a YAML file (in namespace NS, default "
                             "the Role's own or 'default'); repeatable; users without --role are admins")
+    serve.add_argument("--apis", type=_parse_apis, default=list(DEFAULT_APIS), metavar="LIST",
+                       help="API families to serve, comma-separated: 'v1' (kubeflow.org/v1 TFJob, PyTorchJob, "
+                            "...), 'trainjob' (Kubeflow Trainer v2 TrainJob, runtimes, JobSet); default "
+                            "'v1,trainjob'; 'trainjob' alone is a cluster without TFJob")
     serve.add_argument("--log-level", default="WARNING", help="logging level for stderr (default WARNING)")
     return parser
 
@@ -82,7 +96,7 @@ def build_runtime(args: argparse.Namespace) -> ClusterRuntime:
     return ClusterRuntime(
         gpus=args.gpus, workdir=args.workdir, host=args.host, port=args.port, kubeconfig_path=args.kubeconfig,
         faults=args.faults, auth=args.auth == "token", token_ttl=args.token_ttl, credential=args.credential,
-        roles=roles or None,
+        roles=roles or None, apis=args.apis,
     )
 
 

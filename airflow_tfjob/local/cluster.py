@@ -27,15 +27,22 @@ import yaml
 from airflow_tfjob.local.admission import JobAdmission
 from airflow_tfjob.local.apiserver import ApiServer
 from airflow_tfjob.local.auth import TokenAuthenticator
+from airflow_tfjob.local.batchjobs import JobController as BatchJobController
 from airflow_tfjob.local.controllers import CONTROLLERS
 from airflow_tfjob.local.credential import TokenAuthority, exec_command, write_private
 from airflow_tfjob.local.faults import FaultInjector, FaultPlan
 from airflow_tfjob.local.jobcontroller import JobController
+from airflow_tfjob.local.jobsets import JobSetController
 from airflow_tfjob.local.podlogs import PodLogs
 from airflow_tfjob.local.rbac import Authorizer, RoleSource
+from airflow_tfjob.local.reconciler import Reconciler
+from airflow_tfjob.local.resources import DEFAULT_APIS, ApiError, JsonDict, served_groups
 from airflow_tfjob.local.runner import Runner
 from airflow_tfjob.local.store import Store
 from airflow_tfjob.local.tls import ServerTls, make_server_tls
+from airflow_tfjob.local.trainadmission import TrainAdmission
+from airflow_tfjob.local.trainjobs import TrainJobController
+from airflow_tfjob.local.trainruntimes import SHIPPED_RUNTIMES, install_trainer
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -63,6 +70,18 @@ class PortAllocator:
 
     def __call__(self) -> int:
         return self.allocate()
+
+
+class Admissions:
+    """The admission chain of the store: the v1 job kinds' (admission.py), then Trainer v2's and JobSet's."""
+
+    def __init__(self) -> None:
+        self.train = TrainAdmission()
+        self.chain = (JobAdmission(), self.train)
+
+    def admit(self, rtype: str, operation: str, obj: JsonDict, old: JsonDict | None) -> None:
+        for admission in self.chain:
+            admission.admit(rtype, operation, obj, old)
 
 
 def is_loopback(host: str) -> bool:
@@ -113,8 +132,11 @@ class ClusterRuntime:
         token_ttl: float = 900.0,
         credential: str = "exec",
         roles: Mapping[str, Sequence[RoleSource]] | None = None,
+        apis: Sequence[str] = DEFAULT_APIS,
     ) -> None:
         # Every option is checked before anything is created.
+        self.apis = tuple(apis)
+        self.served_groups = served_groups(self.apis)  # ValueError naming the choices
         if not auth and not is_loopback(host):
             raise ValueError(
                 f"host {host!r} is not a loopback address: without authentication anyone who can reach it "
@@ -137,7 +159,9 @@ class ClusterRuntime:
         self.authority = TokenAuthority(self.workdir / "token-secret") if auth else None
         self.tls: ServerTls | None = make_server_tls(self.workdir / "tls", host) if auth else None
         self.authorizer = authorizer
-        self.store = Store(history_limit=history_limit, admission=JobAdmission())
+        admission = Admissions()
+        self.store = Store(history_limit=history_limit, admission=admission)
+        admission.train.store = self.store
         self.podlogs = PodLogs()
         self.ports = PortAllocator()
         self.faults = FaultInjector(faults)
@@ -154,10 +178,11 @@ class ClusterRuntime:
         self.apiserver = ApiServer(self.store, self.podlogs, host=host, port=port,
                                    bookmark_interval=bookmark_interval, middlewares=middlewares,
                                    metrics_sources=sources,
-                                   ssl_context=self.tls.server_context() if self.tls else None)
+                                   ssl_context=self.tls.server_context() if self.tls else None,
+                                   served_groups=self.served_groups)
         self._want_controller = controller
         self._want_runner = runner
-        self.controllers: dict[str, JobController] = {}  # by kind: TFJob, PyTorchJob, ...
+        self.controllers: dict[str, JobController | Reconciler] = {}  # by kind: TFJob, ..., Job, JobSet, TrainJob
         self.runner: Runner | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self.url = ""
@@ -165,17 +190,41 @@ class ClusterRuntime:
     async def start(self) -> str:
         self.url = await self.apiserver.start()
         self.write_kubeconfig(self.kubeconfig_path, ADMIN, self.credential)
+        if "trainjob" in self.apis:
+            install_trainer(self.store)
+            for runtime in SHIPPED_RUNTIMES:
+                self.install_runtime(runtime)
         if self._want_controller:
             used_ports: set[int] = set()
-            for kind, controller_type in CONTROLLERS.items():
-                controller = controller_type(self.store, port_allocator=self.ports, used_ports=used_ports)
-                self.controllers[kind] = controller
+            if "v1" in self.apis:
+                for kind, controller_type in CONTROLLERS.items():
+                    self.controllers[kind] = controller_type(self.store, port_allocator=self.ports,
+                                                             used_ports=used_ports)
+            self.controllers["Job"] = BatchJobController(self.store)
+            if "trainjob" in self.apis:
+                self.controllers["JobSet"] = JobSetController(self.store, port_allocator=self.ports,
+                                                              used_ports=used_ports)
+                self.controllers["TrainJob"] = TrainJobController(self.store)
+            for kind, controller in self.controllers.items():
                 self._tasks.append(asyncio.create_task(self._supervise(f"{kind} controller", controller.run())))
         if self._want_runner:
             self.runner = Runner(self.store, self.podlogs, node_name="local", gpus=self.gpus,
                                  workdir=self.workdir)
             self._tasks.append(asyncio.create_task(self._supervise("runner", self.runner.run())))
         return self.url
+
+    def install_runtime(self, manifest: JsonDict) -> JsonDict:
+        """Create (or replace) a ClusterTrainingRuntime or a namespaced TrainingRuntime, as `kubectl apply`
+        of its manifest would; the webhooks' refusals are raised as ApiError."""
+        plural = "clustertrainingruntimes" if manifest.get("kind") == "ClusterTrainingRuntime" else "trainingruntimes"
+        meta = manifest.get("metadata") or {}
+        namespace = None if plural.startswith("cluster") else meta.get("namespace") or "default"
+        try:
+            current = self.store.get(plural, namespace, meta.get("name", ""))
+        except ApiError:
+            return self.store.create(plural, namespace, manifest)
+        return self.store.replace(plural, namespace, current["metadata"]["name"],
+                                  {**manifest, "metadata": {**meta, "resourceVersion": current["metadata"]["resourceVersion"]}})
 
     def issue_token(self, user: str, ttl: float | None = None) -> str:
         if self.authority is None:
@@ -240,11 +289,12 @@ class LocalCluster:
         token_ttl: float = 900.0,
         credential: str = "exec",
         roles: Mapping[str, Sequence[RoleSource]] | None = None,
+        apis: Sequence[str] = DEFAULT_APIS,
     ) -> None:
         self.runtime = ClusterRuntime(
             gpus=gpus, workdir=workdir, host=host, port=port, history_limit=history_limit,
             bookmark_interval=bookmark_interval, controller=controller, runner=runner, faults=faults,
-            auth=auth, token_ttl=token_ttl, credential=credential, roles=roles,
+            auth=auth, token_ttl=token_ttl, credential=credential, roles=roles, apis=apis,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -297,6 +347,12 @@ class LocalCluster:
     def fault_counts(self) -> dict[str, int]:
         """Faults injected so far, by kind (also `tfjob_local_injected_faults_total` on /metrics)."""
         return self.runtime.faults.counts()
+
+    def install_runtime(self, manifest: JsonDict) -> JsonDict:
+        """Install a (Cluster)TrainingRuntime manifest (a dict, e.g. from yaml.safe_load), replacing one of
+        the same name: e.g. `cluster.install_runtime(runtime_manifest("tf", "tensorflow", {"numNodes": 2},
+        "tensorflow/tensorflow:2.21.0"))` (trainruntimes.py). Safe from any thread."""
+        return self.call(lambda: self.runtime.install_runtime(manifest))
 
     def issue_token(self, user: str = ADMIN, ttl: float | None = None) -> str:
         """A bearer token for `user` (valid for `ttl` seconds, default the cluster's token_ttl)."""

@@ -3,7 +3,9 @@ read to learn which kinds, verbs and short names the local cluster serves."""
 
 from __future__ import annotations
 
-from airflow_tfjob.local.resources import RESOURCES, JsonDict
+from collections.abc import Collection
+
+from airflow_tfjob.local.resources import RESOURCES, JsonDict, group_version
 
 KUBERNETES_VERSION = {
     "major": "1",
@@ -50,14 +52,16 @@ def api_resource_list(group: str, version: str) -> JsonDict:
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}
 
 
-def api_groups() -> list[str]:
+def api_groups(served: Collection[str] | None = None) -> list[str]:
+    """The named groups in declaration order; only those in `served` when given (`--apis`)."""
     seen: list[str] = []
     for info in RESOURCES.values():
-        if info.group and info.group not in seen:
+        if info.group and info.group not in seen and (served is None or info.group in served):
             seen.append(info.group)
     return seen
 
 
 def api_group(group: str) -> JsonDict:
-    gv = {"groupVersion": f"{group}/v1", "version": "v1"}
+    version = group_version(group) or "v1"
+    gv = {"groupVersion": f"{group}/{version}", "version": version}
     return {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": [gv], "preferredVersion": gv}

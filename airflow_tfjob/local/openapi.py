@@ -33,7 +33,8 @@ from airflow_tfjob.local.resources import RESOURCES, JsonDict, ResourceType
 _JOB_KINDS = {k.plural: k for k in KINDS}
 # The scale subresource's body (autoscaling/v1 Scale), described beside the kinds that have one.
 _SCALE = ResourceType("scale", "scale", "Scale", "autoscaling", "v1", True, False)
-_MODEL_NAMES = {"Event": "CoreV1Event"}  # the client's name when it is not V1<Kind>
+_MODEL_NAMES = {"Event": "CoreV1Event"}
+_OPEN_OBJECT: JsonDict = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}  # the client's name when it is not V1<Kind>
 
 
 def schema_for(info: ResourceType) -> JsonDict:
@@ -41,6 +42,8 @@ def schema_for(info: ResourceType) -> JsonDict:
     kind = _JOB_KINDS.get(info.plural)
     if kind is not None and info.group == "kubeflow.org":
         return job_schema(kind)
+    if "." in info.group:  # Trainer v2 and JobSet: checked by trainadmission.py, not by a schema here
+        return _OPEN_OBJECT
     return model_schema(_MODEL_NAMES.get(info.kind, f"V1{info.kind}"))
 
 
