@@ -308,10 +308,11 @@ class KubeflowJobOperator(ApiChoice, TemplateFileRendering, params.StoredParamet
     def assemble_manifest(self, base: dict[str, Any] | None) -> dict[str, Any]:
         """The manifest from the parameters over ``base`` (the ``job`` template or manifest, if any)."""
         from airflow_tfjob import manifest as manifest_mod
+        from airflow_tfjob.kinds import kind_named
 
-        return manifest_mod.build_job(
-            self.job_kind, base=base, **params.manifest_arguments(self, self.job_kind)
-        )
+        # The kind the parameters describe (a TFJob that for_cluster may then map onto a TrainJob).
+        kind = kind_named(self.kind)
+        return manifest_mod.build_job(kind, base=base, **params.manifest_arguments(self, kind))
 
     def max_name_length(self, manifest: Mapping[str, Any]) -> int | None:
         """The longest name a derived job name may have (None: the kind's default)."""

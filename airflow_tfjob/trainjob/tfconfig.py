@@ -12,18 +12,14 @@ provider installed), it reads
 - ``JOB_COMPLETION_INDEX`` (set by Kubernetes on Indexed Jobs): the task index;
 
 writes ``TF_CONFIG`` and execs the user's command (its arguments, or ``TFJOB_TF_COMMAND`` (JSON) in
-replicated jobs whose command the TrainJob cannot set, chief and ps). Where a stand-in for cluster DNS
-is advertised (``TFJOB_LOCAL_DNS``, the local cluster's directory of names: a file per name holding its
-address), names are read from it instead, waiting for the name to appear like a DNS lookup would.
-
-Ports: one per task, from a base derived from the job's name, so that tasks sharing a host (the local
-cluster) never collide; on a real cluster any port works (the headless Service declares none).
+replicated jobs whose command the TrainJob cannot set, chief and ps). TensorFlow resolves the names
+itself (gRPC); ``publishNotReadyAddresses`` makes them resolvable before the pods are ready. (The local
+cluster rewrites every such name in a pod's env to its local address and port, localnet.py.)
 """
 
 from __future__ import annotations
 
 import json
-import zlib
 from collections.abc import Mapping
 
 from airflow_tfjob.trainjob.pods import pod_dns_name
@@ -38,26 +34,12 @@ ENV_LAUNCHER = "TFJOB_TF_LAUNCHER"
 # The order TensorFlow lists task types in, and the replicated job each type runs in.
 TASK_TYPES = ("chief", "ps", "worker")
 RJOB_OF_TYPE = {"chief": "chief", "ps": "ps", "worker": "node"}
-PORT_BASE, PORT_SPAN = 20000, 20000
+# Every pod has its own IP, so every task can listen on the port a TFJob's replicas use.
+PORT = 2222
 
 #: The launcher, run as ``python3 -c LAUNCHER <command...>``. Kept short and dependency-free.
-LAUNCHER = r"""import json, os, sys, time
+LAUNCHER = r"""import json, os, sys
 cluster = json.loads(os.environ["TFJOB_TF_CLUSTER"])
-dns = os.environ.get("TFJOB_LOCAL_DNS")
-def resolve(address):
-    host, _, port = address.rpartition(":")
-    if not dns:
-        return address
-    for _ in range(600):
-        for name in (host, host.split(".")[0]):
-            path = os.path.join(dns, name)
-            if os.path.exists(path):
-                words = open(path).read().split()
-                if words:
-                    return words[0] + ":" + port
-        time.sleep(0.1)
-    return address
-cluster = {t: [resolve(a) for a in addrs] for t, addrs in cluster.items()}
 task = {"type": os.environ.get("TFJOB_TF_TASK_TYPE", "worker"), "index": int(os.environ.get("JOB_COMPLETION_INDEX", "0"))}
 os.environ["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": task})
 argv = sys.argv[1:] or json.loads(os.environ.get("TFJOB_TF_COMMAND", "[]"))
@@ -71,19 +53,13 @@ os.execvp(argv[0], argv)
 LAUNCHER_COMMAND = ("python3", "-c", LAUNCHER)
 
 
-def base_port(job_name: str) -> int:
-    return PORT_BASE + zlib.crc32(job_name.encode()) % PORT_SPAN
-
-
 def cluster(job_name: str, counts: Mapping[str, int]) -> dict[str, list[str]]:
     """The TF_CONFIG cluster of a TrainJob with ``counts`` tasks per type (``{"worker": 2}``)."""
-    port = base_port(job_name)
     result: dict[str, list[str]] = {}
     for ttype in TASK_TYPES:
-        addresses = []
-        for index in range(counts.get(ttype, 0)):
-            addresses.append(f"{pod_dns_name(job_name, RJOB_OF_TYPE[ttype], index)}:{port}")
-            port += 1
+        addresses = [
+            f"{pod_dns_name(job_name, RJOB_OF_TYPE[ttype], i)}:{PORT}" for i in range(counts.get(ttype, 0))
+        ]
         if addresses:
             result[ttype] = addresses
     return result
