@@ -48,7 +48,7 @@ class CleanupAPI(Protocol):
         namespace: str,
         replica_type: str | None = None,
         replica_index: int | None = None,
-        kind: JobKind | str = TFJOB,
+        kind: JobKind | str = "TFJob",
     ) -> list[dict[str, Any]]: ...
 
     def delete_job(

@@ -338,7 +338,7 @@ class AsyncTFJobHook(AsyncKubernetesHook):
         namespace: str | None = None,
         replica_type: str | None = None,
         replica_index: int | None = None,
-        kind: JobKind | str = TFJOB,
+        kind: JobKind | str = "TFJob",
     ) -> list[dict]:
         items, _ = await self.list_objects(
             "pods",

@@ -237,7 +237,7 @@ def watch_job_pods(
     namespace: str | None = None,
     resource_version: str | None = None,
     timeout_seconds: int = 300,
-    kind: JobKind | str = TFJOB,
+    kind: JobKind | str = "TFJob",
 ) -> AsyncIterator[tuple[str, dict]]:
     return self.watch_objects(
         "pods",

@@ -239,7 +239,7 @@ class TFJobHook(KubernetesHook):
         namespace: str | None = None,
         replica_type: str | None = None,
         replica_index: int | None = None,
-        kind: JobKind | str = TFJOB,
+        kind: JobKind | str = "TFJob",
     ) -> list[dict]:
         ns = self._ns(namespace)
         selector = job_pod_selector(name, replica_type, replica_index, as_kind(kind))
