@@ -76,6 +76,9 @@ class ApiServer:
         self.store = store
         # The API groups answered (`--apis`); the others are 404 and absent from discovery.
         self.served_groups = frozenset(served_groups) if served_groups is not None else None
+        # POST on trainjobs/status: Trainer's progress endpoint when the TrainJobStatus gate is on
+        # (trainjobstatus.py); a real API server answers 405 there.
+        self.status_post: Callable[[web.Request, str, str], Awaitable[web.StreamResponse]] | None = None
         self.podlogs = podlogs
         self.host = host
         self.port = port
@@ -241,6 +244,8 @@ class ApiServer:
             if p.subresource is not None:
                 raise self._method_not_allowed(method)
             return await self._delete(request, p)
+        if method == "POST" and p.subresource == "status" and rtype == "trainjobs" and self.status_post:
+            return await self.status_post(request, p.namespace or "", p.name)
         raise self._method_not_allowed(method)
 
     @staticmethod
