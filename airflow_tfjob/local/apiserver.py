@@ -76,6 +76,9 @@ class ApiServer:
         self.store = store
         # The API groups answered (`--apis`); the others are 404 and absent from discovery.
         self.served_groups = frozenset(served_groups) if served_groups is not None else None
+        # POST on trainjobs/status: Trainer's progress endpoint when the TrainJobStatus gate is on
+        # (trainjobstatus.py); a real API server answers 405 there.
+        self.status_post: Callable[[web.Request, str, str], Awaitable[web.StreamResponse]] | None = None
         self.podlogs = podlogs
         self.host = host
         self.port = port
@@ -104,7 +107,7 @@ class ApiServer:
         self.port = sockets[0].getsockname()[1]
         # Build the schemas and OpenAPI documents off the event loop now (the first build imports the
         # kubernetes client's models, about 2 s) rather than inside the first job create or kubectl call.
-        self._warmup = asyncio.get_running_loop().run_in_executor(None, v3_root)
+        self._warmup = asyncio.get_running_loop().run_in_executor(None, v3_root, self.served_groups)
         scheme = "https" if self.ssl_context is not None else "http"
         host = f"[{self.host}]" if ":" in self.host else self.host
         self.url = f"{scheme}://{host}:{self.port}"
@@ -183,7 +186,7 @@ class ApiServer:
                 return self._json(api_resource_list(group, version))
             return await self._resource(request, parse_resource_path(group, version, parts[3:]))
         if parts and parts[0] == "openapi":
-            return await serve_openapi(request, parts)
+            return await serve_openapi(request, parts, self.served_groups)
         if path == "/version":
             return self._json(KUBERNETES_VERSION)
         if path in ("/healthz", "/readyz", "/livez"):
@@ -241,6 +244,8 @@ class ApiServer:
             if p.subresource is not None:
                 raise self._method_not_allowed(method)
             return await self._delete(request, p)
+        if method == "POST" and p.subresource == "status" and rtype == "trainjobs" and self.status_post:
+            return await self.status_post(request, p.namespace or "", p.name)
         raise self._method_not_allowed(method)
 
     @staticmethod

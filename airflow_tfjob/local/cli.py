@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from airflow_tfjob.local import credential
-from airflow_tfjob.local.cluster import CREDENTIALS, ClusterRuntime
+from airflow_tfjob.local.cluster import CREDENTIALS, FEATURE_GATES, ClusterRuntime
 from airflow_tfjob.local.faults import FaultPlan
 from airflow_tfjob.local.resources import DEFAULT_APIS, served_groups
 
@@ -41,6 +41,17 @@ def _parse_apis(value: str) -> list[str]:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"--apis: {exc}") from None
     return apis
+
+
+def _parse_gates(value: str) -> dict[str, bool]:
+    gates: dict[str, bool] = {}
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        gate, sep, flag = item.partition("=")
+        if not sep or flag.lower() not in ("true", "false") or gate not in FEATURE_GATES:
+            raise argparse.ArgumentTypeError(f"--feature-gates {item!r}: expected GATE=true|false with GATE one "
+                                             f"of {', '.join(FEATURE_GATES)}, e.g. TrainJobStatus=true")
+        gates[gate] = flag.lower() == "true"
+    return gates
 
 
 def _parse_role(value: str) -> tuple[str, tuple[str, str] | str]:
@@ -85,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="API families to serve, comma-separated: 'v1' (kubeflow.org/v1 TFJob, PyTorchJob, "
                             "...), 'trainjob' (Kubeflow Trainer v2 TrainJob, runtimes, JobSet); default "
                             "'v1,trainjob'; 'trainjob' alone is a cluster without TFJob")
+    serve.add_argument("--feature-gates", type=_parse_gates, default={}, metavar="GATE=BOOL",
+                       help="Kubeflow Trainer feature gates, e.g. 'TrainJobStatus=true' (the progress status "
+                            "endpoint and env; off by default, as upstream)")
     serve.add_argument("--log-level", default="WARNING", help="logging level for stderr (default WARNING)")
     return parser
 
@@ -96,7 +110,7 @@ def build_runtime(args: argparse.Namespace) -> ClusterRuntime:
     return ClusterRuntime(
         gpus=args.gpus, workdir=args.workdir, host=args.host, port=args.port, kubeconfig_path=args.kubeconfig,
         faults=args.faults, auth=args.auth == "token", token_ttl=args.token_ttl, credential=args.credential,
-        roles=roles or None, apis=args.apis,
+        roles=roles or None, apis=args.apis, feature_gates=args.feature_gates,
     )
 
 

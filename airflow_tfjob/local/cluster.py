@@ -36,19 +36,21 @@ from airflow_tfjob.local.jobsets import JobSetController
 from airflow_tfjob.local.podlogs import PodLogs
 from airflow_tfjob.local.rbac import Authorizer, RoleSource
 from airflow_tfjob.local.reconciler import Reconciler
-from airflow_tfjob.local.resources import DEFAULT_APIS, ApiError, JsonDict, served_groups
+from airflow_tfjob.local.resources import DEFAULT_APIS, JsonDict, served_groups
 from airflow_tfjob.local.runner import Runner
 from airflow_tfjob.local.store import Store
 from airflow_tfjob.local.tls import ServerTls, make_server_tls
 from airflow_tfjob.local.trainadmission import TrainAdmission
 from airflow_tfjob.local.trainjobs import TrainJobController
-from airflow_tfjob.local.trainruntimes import SHIPPED_RUNTIMES, install_trainer
+from airflow_tfjob.local.trainjobstatus import GATE, StatusServer
+from airflow_tfjob.local.trainruntimes import SHIPPED_RUNTIMES, install_runtime, install_trainer
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 CONTEXT_NAME = "tfjob-local"
 ADMIN = "admin"
 CREDENTIALS = ("exec", "static")
+FEATURE_GATES = (GATE,)  # Kubeflow Trainer's, off by default as upstream
 
 
 class PortAllocator:
@@ -133,10 +135,16 @@ class ClusterRuntime:
         credential: str = "exec",
         roles: Mapping[str, Sequence[RoleSource]] | None = None,
         apis: Sequence[str] = DEFAULT_APIS,
+        feature_gates: Mapping[str, bool] | None = None,
     ) -> None:
         # Every option is checked before anything is created.
         self.apis = tuple(apis)
         self.served_groups = served_groups(self.apis)  # ValueError naming the choices
+        self.feature_gates = dict(feature_gates or {})
+        unknown_gates = set(self.feature_gates) - set(FEATURE_GATES)
+        if unknown_gates:
+            raise ValueError(f"feature_gates: unknown gate(s) {', '.join(sorted(unknown_gates))}; known: "
+                             f"{', '.join(FEATURE_GATES)} (e.g. {{'TrainJobStatus': True}})")
         if not auth and not is_loopback(host):
             raise ValueError(
                 f"host {host!r} is not a loopback address: without authentication anyone who can reach it "
@@ -180,6 +188,11 @@ class ClusterRuntime:
                                    metrics_sources=sources,
                                    ssl_context=self.tls.server_context() if self.tls else None,
                                    served_groups=self.served_groups)
+        self.status_server: StatusServer | None = None
+        if self.feature_gates.get(GATE) and "trainjob" in self.apis:
+            self.status_server = StatusServer(self.store, self.workdir, lambda: self.url,
+                                              self.tls.ca_path if self.tls else None)
+            self.apiserver.status_post = self.status_server.post
         self._want_controller = controller
         self._want_runner = runner
         self.controllers: dict[str, JobController | Reconciler] = {}  # by kind: TFJob, ..., Job, JobSet, TrainJob
@@ -204,7 +217,8 @@ class ClusterRuntime:
             if "trainjob" in self.apis:
                 self.controllers["JobSet"] = JobSetController(self.store, port_allocator=self.ports,
                                                               used_ports=used_ports)
-                self.controllers["TrainJob"] = TrainJobController(self.store)
+                self.controllers["TrainJob"] = TrainJobController(
+                    self.store, status_env=self.status_server.env if self.status_server else None)
             for kind, controller in self.controllers.items():
                 self._tasks.append(asyncio.create_task(self._supervise(f"{kind} controller", controller.run())))
         if self._want_runner:
@@ -214,17 +228,7 @@ class ClusterRuntime:
         return self.url
 
     def install_runtime(self, manifest: JsonDict) -> JsonDict:
-        """Create (or replace) a ClusterTrainingRuntime or a namespaced TrainingRuntime, as `kubectl apply`
-        of its manifest would; the webhooks' refusals are raised as ApiError."""
-        plural = "clustertrainingruntimes" if manifest.get("kind") == "ClusterTrainingRuntime" else "trainingruntimes"
-        meta = manifest.get("metadata") or {}
-        namespace = None if plural.startswith("cluster") else meta.get("namespace") or "default"
-        try:
-            current = self.store.get(plural, namespace, meta.get("name", ""))
-        except ApiError:
-            return self.store.create(plural, namespace, manifest)
-        return self.store.replace(plural, namespace, current["metadata"]["name"],
-                                  {**manifest, "metadata": {**meta, "resourceVersion": current["metadata"]["resourceVersion"]}})
+        return install_runtime(self.store, manifest)
 
     def issue_token(self, user: str, ttl: float | None = None) -> str:
         if self.authority is None:
@@ -290,11 +294,13 @@ class LocalCluster:
         credential: str = "exec",
         roles: Mapping[str, Sequence[RoleSource]] | None = None,
         apis: Sequence[str] = DEFAULT_APIS,
+        feature_gates: Mapping[str, bool] | None = None,
     ) -> None:
         self.runtime = ClusterRuntime(
             gpus=gpus, workdir=workdir, host=host, port=port, history_limit=history_limit,
             bookmark_interval=bookmark_interval, controller=controller, runner=runner, faults=faults,
             auth=auth, token_ttl=token_ttl, credential=credential, roles=roles, apis=apis,
+            feature_gates=feature_gates,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None

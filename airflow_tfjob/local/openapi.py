@@ -187,12 +187,18 @@ def document_hash(body: bytes) -> str:
     return hashlib.sha512(body).hexdigest().upper()
 
 
+def served(gv: str, groups: frozenset[str] | None) -> bool:
+    """Whether a group-version (`api/v1`, `apis/<group>/<version>`) is among the groups a cluster serves."""
+    return groups is None or (gv.split("/")[1] if gv.startswith("apis/") else "") in groups
+
+
 @cache
-def v3_root() -> bytes:
-    """The discovery document: each group-version with the URL of its document (content-hashed, so a
-    client's HTTP cache may keep it for good, as it does against a real server)."""
+def v3_root(groups: frozenset[str] | None = None) -> bytes:
+    """The discovery document: each group-version (of the served `groups`; None: all) with the URL of its
+    document (content-hashed, so a client's HTTP cache may keep it for good, as it does against a real
+    server)."""
     paths = {}
-    for gv in group_versions():
+    for gv in (g for g in group_versions() if served(g, groups)):
         body = v3_document(gv)
         assert body is not None
         paths[gv] = {"serverRelativeURL": f"/openapi/v3/{gv}?hash={document_hash(body)}"}
@@ -228,10 +234,12 @@ def _v2_operation(op: JsonDict) -> JsonDict:
 
 
 @cache
-def v2_document() -> bytes:
+def v2_document(groups: frozenset[str] | None = None) -> bytes:
     paths: JsonDict = {}
     definitions: JsonDict = {}
     for info in RESOURCES.values():
+        if groups is not None and info.group not in groups:
+            continue
         for path, ops in _paths(info).items():
             paths[path] = {verb: _v2_operation(op) for verb, op in ops.items()}
         definitions.update(_to_v2(_schemas(info)))

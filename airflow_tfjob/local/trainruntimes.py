@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from airflow_tfjob.local.resources import TRAINER_GROUP, TRAINER_VERSION, JsonDict
+from airflow_tfjob.local.resources import TRAINER_GROUP, TRAINER_VERSION, ApiError, JsonDict
 from airflow_tfjob.local.trainbuild import ANCESTOR, NODE
 
 if TYPE_CHECKING:
@@ -69,3 +69,18 @@ def install_trainer(store: Store) -> None:
         "metadata": {"name": "kubeflow-trainer-public", "namespace": SYSTEM_NAMESPACE},
         "data": {"kubeflow_trainer_version": TRAINER_VERSION_INFO},
     })
+
+
+def install_runtime(store: Store, manifest: JsonDict) -> JsonDict:
+    """Create or replace a ClusterTrainingRuntime or a namespaced TrainingRuntime, as `kubectl apply` of its
+    manifest would (through admission: a runtime webhook's refusal is raised as ApiError)."""
+    plural = "clustertrainingruntimes" if manifest.get("kind") == "ClusterTrainingRuntime" else "trainingruntimes"
+    meta = manifest.get("metadata") or {}
+    namespace = None if plural.startswith("cluster") else meta.get("namespace") or "default"
+    try:
+        current = store.get(plural, namespace, meta.get("name", ""))
+    except ApiError:
+        return store.create(plural, namespace, manifest)
+    version = current["metadata"]["resourceVersion"]
+    return store.replace(plural, namespace, current["metadata"]["name"],
+                         {**manifest, "metadata": {**meta, "resourceVersion": version}})

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kubectl_support import needs_kubectl, run_kubectl
 from kubernetes import client, config
 from waiting import until
 
@@ -90,6 +91,8 @@ def test_trainjob_only_mode_serves_trainer_jobset_and_batch_but_not_tfjobs(api: 
     with pytest.raises(client.ApiException) as exc:
         custom(api).list_namespaced_custom_object("kubeflow.org", "v1", NS, "tfjobs")
     assert exc.value.status == 404
+    openapi = json.loads(api.call_api("/openapi/v3", "GET", _preload_content=False).data)["paths"]
+    assert "apis/trainer.kubeflow.org/v1alpha1" in openapi and "apis/kubeflow.org/v1" not in openapi
     runtimes = custom(api).list_cluster_custom_object(G, V, "clustertrainingruntimes")["items"]
     assert {r["metadata"]["name"] for r in runtimes} >= {"torch-distributed", "jax-distributed", "xgboost-distributed"}
     assert all(r["kind"] == "ClusterTrainingRuntime" for r in runtimes)  # the SDK needs `kind` on list items
@@ -251,3 +254,19 @@ def test_runtime_webhook_refuses_a_trainer_job_with_two_replicas(api: client.Api
     assert json.loads(exc.value.body)["message"] == (
         'admission webhook "validator.clustertrainingruntime.trainer.kubeflow.org" denied the request: '
         "spec.template.spec.replicatedJobs[0].replicas: Invalid value: 2: always must be 1")
+
+
+@needs_kubectl
+def test_kubectl_lists_trainjobs_jobsets_and_jobs(cluster: LocalCluster, api: client.ApiClient, tmp_path: Any) -> None:
+    create(api, "kubectl-tj", trainer=trainer("print('hi')"))
+    wait_condition(api, "kubectl-tj", "Complete")
+    out = run_kubectl(cluster, "get", "trainjobs,jobsets,jobs", cache_dir=tmp_path)
+    assert out.returncode == 0, out.stderr
+    lines = [line.split() for line in out.stdout.splitlines() if line.strip()]
+    assert ["NAME", "STATE", "AGE"] in lines
+    assert next(line for line in lines if line[0] == "trainjob.trainer.kubeflow.org/kubectl-tj")[1] == "Complete"
+    jobset = next(line for line in lines if line[0] == "jobset.jobset.x-k8s.io/kubectl-tj")
+    assert (jobset[1], jobset[-3:-1]) == ("Completed", ["True", "false"])  # TERMINALSTATE ... COMPLETED SUSPENDED
+    assert next(line for line in lines if line[0] == "job.batch/kubectl-tj-node-0")[1:3] == ["Complete", "1/1"]
+    runtimes = run_kubectl(cluster, "get", "clustertrainingruntimes", "-o", "name", cache_dir=tmp_path)
+    assert "clustertrainingruntime.trainer.kubeflow.org/torch-distributed" in runtimes.stdout.split()

@@ -1,0 +1,134 @@
+"""Kubeflow Trainer v2 on the local cluster, beyond the plain runtime (test_trainjob.py): initializers that
+run before the trainer (dependsOn), the JAX and XGBoost plugins' env, runtime patches, and the
+progress status behind the TrainJobStatus gate (reference §3-§4, §7)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+from test_trainjob import NS, PRINT_ENV, G, V, create, custom, get, log_of, pods, trainer, wait_condition
+from waiting import until
+
+from airflow_tfjob.local import LocalCluster
+from airflow_tfjob.local.trainbuild import ANCESTOR
+from airflow_tfjob.local.trainruntimes import runtime_manifest
+
+REPORT = """import json, os, urllib.request
+request = urllib.request.Request(os.environ["KUBEFLOW_TRAINER_SERVER_URL"], method="POST",
+    data=json.dumps({"trainerStatus": {"progressPercentage": 40, "estimatedRemainingSeconds": 12,
+                     "metrics": [{"name": "loss", "value": "0.25"}], "lastUpdatedTime": "2026-01-01T00:00:00Z"}}).encode(),
+    headers={"Authorization": "Bearer " + open(os.environ["KUBEFLOW_TRAINER_SERVER_TOKEN"]).read(),
+             "Content-Type": "application/json"})
+print(urllib.request.urlopen(request).status)
+"""
+
+
+def with_initializer(name: str) -> dict[str, Any]:
+    """A runtime `dataset-initializer` -> `node` (dependsOn Complete), as torch-distributed-with-cache."""
+    runtime = runtime_manifest(name, "plain", {"numNodes": 1}, "python:3.12")
+    node = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
+    node["dependsOn"] = [{"name": "dataset-initializer", "status": "Complete"}]
+    mount = {"name": "initializer", "mountPath": "/workspace"}
+    init = {"name": "dataset-initializer", "template": {
+        "metadata": {"labels": {ANCESTOR: "dataset-initializer"}},
+        "spec": {"template": {"spec": {"containers": [{
+            "name": "dataset-initializer", "image": "python:3.12", "volumeMounts": [mount],
+            "command": ["python", "-c", "import os; print('fetched', os.environ['STORAGE_URI'])"]}]}}}}}
+    runtime["spec"]["template"]["spec"]["replicatedJobs"].insert(0, init)
+    return runtime
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    with LocalCluster(apis=["trainjob"], feature_gates={"TrainJobStatus": True}) as c:
+        c.install_runtime(runtime_manifest("plain", "plain", {"numNodes": 1}, "python:3.12"))
+        c.install_runtime(with_initializer("with-dataset"))
+        yield c
+
+
+@pytest.fixture(scope="module")
+def api(cluster: LocalCluster) -> client.ApiClient:
+    return config.new_client_from_config(str(cluster.kubeconfig_path))
+
+
+def test_the_dataset_initializer_completes_before_the_trainer_starts(api: client.ApiClient) -> None:
+    create(api, "init", "with-dataset", trainer=trainer("print('trained')"),
+           initializer={"dataset": {"storageUri": "hf://tiny/set"}})
+    wait_condition(api, "init", "Complete")
+    batch = client.BatchV1Api(api)
+    jobs = {j.metadata.name: j for j in batch.list_namespaced_job(NS, label_selector="jobset.sigs.k8s.io/jobset-name=init").items}
+    assert set(jobs) == {"init-dataset-initializer-0", "init-node-0"}
+    assert jobs["init-node-0"].metadata.creation_timestamp >= jobs["init-dataset-initializer-0"].status.completion_time
+    by_step = {p.metadata.labels["jobset.sigs.k8s.io/replicatedjob-name"]: p for p in pods(api, "init")}
+    assert by_step["dataset-initializer"].metadata.name.startswith("init-dataset-initializer-0-0-")
+    raw = client.CoreV1Api(api).read_namespaced_pod_log(by_step["dataset-initializer"].metadata.name, NS,
+                                                       _preload_content=False)
+    assert raw.data.decode() == "fetched hf://tiny/set\n"
+    assert [s["name"] for s in get(api, "init")["status"]["jobsStatus"]] == ["node", "dataset-initializer"]
+
+
+def test_an_initializer_the_runtime_lacks_is_refused(api: client.ApiClient) -> None:
+    with pytest.raises(client.ApiException) as exc:
+        create(api, "no-init", "plain", initializer={"model": {"storageUri": "hf://m"}})
+    assert exc.value.status == 403
+    assert json.loads(exc.value.body)["message"].endswith(
+        "spec.runtimeRef: Invalid value: ...: must have model-initializer job when trainJob is configured with "
+        "input modelConfig")
+
+
+@pytest.mark.parametrize(("runtime", "expected"), [
+    ("jax-distributed", {"JAX_NUM_PROCESSES": "2", "JAX_COORDINATOR_ADDRESS": "127.0.0.1:{port}"}),
+    ("xgboost-distributed", {"DMLC_TRACKER_URI": "127.0.0.1", "DMLC_TRACKER_PORT": "{port}", "DMLC_NUM_WORKER": "2"}),
+])
+def test_jax_and_xgboost_plugins_env(api: client.ApiClient, runtime: str, expected: dict[str, str]) -> None:
+    name = runtime.split("-")[0] + "-env"
+    create(api, name, runtime, trainer=trainer(PRINT_ENV, 2))
+    wait_condition(api, name, "Complete")
+    found = pods(api, name)
+    port = found[0].metadata.annotations["local.tfjob.dev/host-port"]
+    for index, pod in enumerate(found):
+        env = json.loads(log_of(api, pod.metadata.name))
+        rank = "JAX_PROCESS_ID" if runtime.startswith("jax") else "DMLC_TASK_ID"
+        assert env == {**{k: v.format(port=port) for k, v in expected.items()}, rank: str(index),
+                       "JOB_COMPLETION_INDEX": str(index)}
+
+
+def test_runtime_patches_reach_the_pods_and_change_only_while_suspended(api: client.ApiClient) -> None:
+    patch = {"manager": "example.com/tests", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+        {"name": "node", "template": {"spec": {"template": {"metadata": {"labels": {"team": "ml"}}}}}}]}}}}
+    create(api, "patched", trainer=trainer("import time; time.sleep(3600)"), runtimePatches=[patch])
+    until(lambda: pods(api, "patched"), "a node pod")
+    assert pods(api, "patched")[0].metadata.labels["team"] == "ml"
+    with pytest.raises(client.ApiException) as exc:
+        custom(api).patch_namespaced_custom_object(G, V, NS, "trainjobs", "patched", {"spec": {"runtimePatches": []}})
+    assert exc.value.status == 403
+    assert "RuntimePatches can only be modified when the TrainJob is suspended before or after the update" in (
+        json.loads(exc.value.body)["message"])
+
+
+def test_progress_status_written_by_a_node_with_the_gate_on(api: client.ApiClient) -> None:
+    create(api, "progress", trainer=trainer(REPORT))
+    wait_condition(api, "progress", "Complete")
+    assert get(api, "progress")["status"]["trainerStatus"] == {
+        "progressPercentage": 40, "estimatedRemainingSeconds": 12, "metrics": [{"name": "loss", "value": "0.25"}],
+        "lastUpdatedTime": "2026-01-01T00:00:00Z"}
+    assert log_of(api, pods(api, "progress")[0].metadata.name) == "200\n"
+
+
+def test_progress_endpoint_refuses_a_wrong_token(cluster: LocalCluster, api: client.ApiClient) -> None:
+    import urllib.error
+    import urllib.request
+
+    create(api, "intruder", trainer=trainer("print('x')"))
+    wait_condition(api, "intruder", "Complete")
+    url = f"{cluster.url}/apis/{G}/{V}/namespaces/{NS}/trainjobs/intruder/status"
+    request = urllib.request.Request(url, method="POST", data=b'{"trainerStatus": null}',
+                                     headers={"Authorization": "Bearer nope"})
+    with pytest.raises(urllib.error.HTTPError) as exc:
+        urllib.request.urlopen(request)
+    assert exc.value.code == 403
+    assert "trainerStatus" not in get(api, "intruder")["status"]
