@@ -411,7 +411,10 @@ class KubeflowJobOperator(ApiChoice, TemplateFileRendering, params.StoredParamet
             kill_grace_period=self.kill_grace_period,
         )
         self.log.info(
-            "Deferring while %s %s/%s runs (logs continue in the triggerer)", self.kind, namespace, name
+            "Deferring while %s %s/%s runs (logs continue in the triggerer)",
+            self.job_kind.kind,
+            namespace,
+            name,
         )
         self.defer(trigger=trigger, method_name="execute_complete", timeout=timeout)
 
@@ -451,11 +454,17 @@ class KubeflowJobOperator(ApiChoice, TemplateFileRendering, params.StoredParamet
         )
         if ref is None:
             self.log.warning(
-                "Trigger failed (%s); no %s of this try found to delete", next_kwargs.get("error"), self.kind
+                "Trigger failed (%s); no %s of this try found to delete",
+                next_kwargs.get("error"),
+                self.job_kind.kind,
             )
             return
         self.log.error(
-            "Trigger failed (%s): deleting %s %s/%s", next_kwargs.get("error"), self.kind, ref[1], ref[0]
+            "Trigger failed (%s): deleting %s %s/%s",
+            next_kwargs.get("error"),
+            self.job_kind.kind,
+            ref[1],
+            ref[0],
         )
         self._kill(hook, ref[0], ref[1], "delete", "its trigger failed")
         self._stop_tensorboard(hook, ref[0], ref[1], force=True)
@@ -485,7 +494,7 @@ class KubeflowJobOperator(ApiChoice, TemplateFileRendering, params.StoredParamet
             namespace,
             startup_timeout=self.startup_timeout,
             delete=lambda why: self._kill(hook, name, namespace, "delete", why),
-            kind=self.kind,
+            kind=self.job_kind.kind,
         )
         assert job is not None  # final_status raised otherwise
         self._job = job
@@ -494,7 +503,7 @@ class KubeflowJobOperator(ApiChoice, TemplateFileRendering, params.StoredParamet
             hook, job, status, outcome.metrics, self.on_finish_action,
             log=self.log, push=lambda key, value: context["ti"].xcom_push(key=key, value=value),
         )  # fmt: skip
-        self.log.info("%s %s/%s succeeded: %s", self.kind, namespace, name, summarise(status))
+        self.log.info("%s %s/%s succeeded: %s", self.job_kind.kind, namespace, name, summarise(status))
         # Computed before the job is marked reported: a result that cannot be produced (a missing
         # return value) leaves the job reportable by a retry instead of training again.
         result = self.result_from_outcome(outcome, context)

@@ -34,7 +34,7 @@ from airflow_tfjob.constants import ANNOTATION_INTENDED_CLEAN_POD_POLICY
 from airflow_tfjob.kinds import TFJOB, TRAINJOB
 from airflow_tfjob.trainjob import tfconfig
 from airflow_tfjob.trainjob.manifest import PATCH_MANAGER, build_trainjob
-from airflow_tfjob.trainjob.pods import ANNOTATION_RANK0
+from airflow_tfjob.trainjob.pods import ANNOTATION_RANK0, ANNOTATION_TF_REPLICAS
 from airflow_tfjob.validation_checker import Problem, TFJobValidationError
 
 #: The shipped TensorFlow runtimes by the TFJob replica types they run.
@@ -303,6 +303,12 @@ def to_trainjob(tfjob: Mapping[str, Any]) -> dict[str, Any]:
         labels[QUEUE_LABEL] = policy["queue"]
     annotations = dict(metadata.get("annotations") or {})
     annotations[ANNOTATION_RANK0] = "chief-0-0" if tasks["chief"] else "node-0-0"
+    layout = {
+        "Chief": ["chief", tasks["chief"]],
+        "PS": ["ps", tasks["ps"]],
+        "Worker": ["node", tasks["worker"]],
+    }
+    annotations[ANNOTATION_TF_REPLICAS] = json.dumps({t: v for t, v in layout.items() if v[1]})
     annotations.setdefault(
         ANNOTATION_INTENDED_CLEAN_POD_POLICY, (spec.get("runPolicy") or {}).get("cleanPodPolicy") or "None"
     )

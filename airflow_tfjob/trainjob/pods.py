@@ -21,6 +21,9 @@ TRAINER_RJOB = "node"
 #: On a TrainJob the provider created: the replica whose log holds the metrics and the return value
 #: ("<rJob>-<jobIdx>-<podIdx>"), when it is not the trainer's node 0 (a TensorFlow chief).
 ANNOTATION_RANK0 = "tfjob.airflow.apache.org/rank0-replica"
+#: On a TFJob run as a TrainJob: its replica types as JSON, ``{"Worker": ["node", 2], "Chief": ["chief", 1]}``
+#: (replicated job, replicas), so that its status reads as the TFJob's (trainjob/status.py).
+ANNOTATION_TF_REPLICAS = "tfjob.airflow.apache.org/tf-replicas"
 
 
 def replica_of(pod: Mapping[str, Any]) -> tuple[str, int] | None:

@@ -12,11 +12,13 @@ TrainJob's creation (or its last resume) the start time. ``trainerStatus`` (the 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from airflow_tfjob.status import JobState, JobStatus, true_conditions
+from airflow_tfjob.trainjob.pods import ANNOTATION_TF_REPLICAS
 
 _COUNT_KEYS = ("active", "succeeded", "failed")
 # "jobset failed due to one or more job failures (first failed job: mnist-node-0)"
@@ -28,12 +30,40 @@ def _count(value: Any) -> int:
 
 
 def replica_statuses(job: Mapping[str, Any]) -> dict[str, dict[str, int]]:
-    """Per replicated job, its Jobs counted active / succeeded / failed (``jobsStatus``, in its order)."""
-    result: dict[str, dict[str, int]] = {}
+    """Per replicated job, its Jobs counted active / succeeded / failed (``jobsStatus``, in its order).
+
+    A TFJob the provider runs as a TrainJob (annotated with its replica types, from_tfjob.py) is counted
+    as a TFJob is, by TensorFlow replica type and pod: a complete Job's pods all succeeded, an active
+    Job's pods are active, a failed Job counts one failed pod (the one that failed it).
+    """
+    counts: dict[str, dict[str, int]] = {}
     for entry in (job.get("status") or {}).get("jobsStatus") or ():
         if isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
-            result[entry["name"]] = {key: _count(entry.get(key)) for key in _COUNT_KEYS}
+            counts[entry["name"]] = {key: _count(entry.get(key)) for key in _COUNT_KEYS}
+    tf_types = tf_replicas(job)
+    if not tf_types:
+        return counts
+    result = {}
+    for rtype, (rjob, replicas) in tf_types.items():
+        jobs = counts.get(rjob, dict.fromkeys(_COUNT_KEYS, 0))
+        result[rtype] = {
+            "active": jobs["active"] * replicas,
+            "succeeded": jobs["succeeded"] * replicas,
+            "failed": jobs["failed"],
+        }
     return result
+
+
+def tf_replicas(job: Mapping[str, Any]) -> dict[str, tuple[str, int]]:
+    """TFJob replica type -> (replicated job, replicas) of a TFJob run as a TrainJob; {} otherwise."""
+    raw = ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_TF_REPLICAS)
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else {}
+    except ValueError:
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): (str(v[0]), int(v[1])) for k, v in value.items() if isinstance(v, list) and len(v) == 2}
 
 
 def _failed_jobs(
@@ -46,7 +76,9 @@ def _failed_jobs(
         prefix = f"{(job.get('metadata') or {}).get('name', '')}-"
         return (match.group(1).removeprefix(prefix),)
     # The trainer forces one Job per replicated job (replicas: 1): job index 0.
-    return tuple(f"{name}-0" for name, c in counts.items() if c["failed"] > 0)
+    failed = [name for name, c in counts.items() if c["failed"] > 0]
+    rjobs = {rtype: rjob for rtype, (rjob, _) in tf_replicas(job).items()}
+    return tuple(f"{rjobs.get(name, name)}-0" for name in failed)
 
 
 def _start_time(job: Mapping[str, Any]) -> str | None:

@@ -210,6 +210,7 @@ def test_tfjob_operator_auto_runs_a_worker_only_tfjob_as_a_trainjob(
     result = op.execute(context_for(TaskInstance()))
     logged = "".join(capfd.readouterr())
     assert result["api"] == "trainjob" and result["state"] == "succeeded"
+    assert result["replica_statuses"] == {"Worker": {"active": 0, "succeeded": 2, "failed": 0}}  # as a TFJob's
     assert float(result["metrics"]["loss"]) == 0.5
     assert '[node-0-1] TF_CONFIG {"cluster": {"worker": ["127.0.0.1:' in logged
     assert '"task": {"type": "worker", "index": 1}}' in logged

@@ -208,6 +208,20 @@ def test_a_worker_only_tfjob_runs_on_the_tensorflow_distributed_runtime() -> Non
     assert validate_trainjob(manifest) == []
 
 
+def test_a_tfjob_run_as_a_trainjob_reports_its_replicas_as_the_tfjob_would() -> None:
+    manifest = to_trainjob(tfjob(replicas={"Chief": 1, "Worker": 2}))
+    assert json.loads(manifest["metadata"]["annotations"][pods.ANNOTATION_TF_REPLICAS]) == {
+        "Chief": ["chief", 1], "Worker": ["node", 2],
+    }  # fmt: skip
+    done = {**manifest, "status": {
+        "conditions": [{"type": "Complete", "status": "True", "reason": "AllJobsCompleted"}],
+        "jobsStatus": [node_status(succeeded=1), {**node_status(succeeded=1), "name": "chief"}],
+    }}  # fmt: skip
+    assert interpret(done).replica_statuses == {
+        "Chief": {"active": 0, "succeeded": 1, "failed": 0}, "Worker": {"active": 0, "succeeded": 2, "failed": 0},
+    }  # fmt: skip
+
+
 def test_chief_and_ps_run_the_launcher_in_their_own_replicated_jobs() -> None:
     manifest = to_trainjob(tfjob(replicas={"Chief": 1, "PS": 1, "Worker": 2}))
     assert manifest["spec"]["runtimeRef"]["name"] == "tensorflow-ps"
