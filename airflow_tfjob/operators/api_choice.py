@@ -10,7 +10,7 @@ so nothing about it has to travel through the trigger.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow_tfjob.kinds import TFJOB, TRAINJOB, JobKind, kind_named
@@ -35,15 +35,11 @@ class ApiChoice:
             return self.api
         return self._chosen_api or "tfjob"  # "auto" not asked yet (parse time, render_only): the TFJob
 
-    def choose_api(self, hook: Discovery) -> None:
-        """Ask the cluster which API an ``api="auto"`` TFJob runs on (once per operator instance)."""
-        if (
-            self.kind == TFJOB.kind
-            and self.api == "auto"
-            and self._chosen_api is None
-            and not self.render_only
-        ):
-            self._chosen_api = choose_api(hook)
+    def choose_api(self, hook: Callable[[], Discovery]) -> None:
+        """Ask the cluster which API an ``api="auto"`` TFJob runs on (once per operator instance; the
+        hook is made only then)."""
+        if self.kind == TFJOB.kind and self.api == "auto" and self._chosen_api is None and not self.render_only:
+            self._chosen_api = choose_api(hook())
 
     def trainjob_name_length(self, manifest: Mapping[str, Any]) -> int | None:
         """A derived name short enough for every pod JobSet names (TFJob's limit is longer)."""

@@ -190,7 +190,14 @@ def check_operator_parameters(params: Mapping[str, Any]) -> None:
     if "api" in params:
         from airflow_tfjob.trainjob.discovery import APIS
 
-        _check_choice(problems, "api", params["api"], APIS)
+        if params["api"] not in APIS:
+            problems.append(
+                Problem(
+                    "api",
+                    f"{params['api']!r} is not an API a TFJob runs on",
+                    f"use one of {', '.join(map(repr, APIS))}",
+                )
+            )
     if "startup_timeout" in params:
         _check_seconds(problems, "startup_timeout", params["startup_timeout"], none_ok=True)
     if "api_retry_timeout" in params:

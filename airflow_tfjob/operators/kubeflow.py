@@ -236,7 +236,7 @@ class KubeflowJobOperator(ApiChoice, TemplateFileRendering, params.StoredParamet
         self._mask_secrets()
         # Everything is checked before the first API call: a bad value creates nothing.
         check_operator_parameters(self._own_parameters())
-        self.choose_api(self.get_hook())
+        self.choose_api(self.get_hook)
         manifest = self.build_manifest(context)
         if self.render_only:
             return outcome_mod.rendered_only(manifest, self.log)
@@ -426,7 +426,7 @@ class KubeflowJobOperator(ApiChoice, TemplateFileRendering, params.StoredParamet
         self._job_ref = (name, namespace)
         outcome = FollowOutcome.from_dict(event)
         hook = self.get_hook()
-        self.choose_api(hook)
+        self.choose_api(lambda: hook)
         if outcome.event in ("succeeded", "failed"):
             outcome = self._drain(name, namespace, outcome)
         if outcome.event == "timeout" and not event.get("deleted"):
@@ -448,7 +448,7 @@ class KubeflowJobOperator(ApiChoice, TemplateFileRendering, params.StoredParamet
 
     def _delete_after_trigger_failure(self, context: Context, next_kwargs: Mapping[str, Any]) -> None:
         hook = self.get_hook()
-        self.choose_api(hook)
+        self.choose_api(lambda: hook)
         ref = self._job_ref or submit.running_job_of_this_try(
             hook, context, self.namespace or self._default_namespace(), self.job_kind
         )

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowException
 from kubernetes import config
-from operator_support import TaskInstance, context_for, defer, fire, wait_for
+from operator_support import TaskInstance, context_for, defer, fire, rebuild_trigger, wait_for
 
 from airflow_tfjob.kinds import TRAINJOB
 from airflow_tfjob.naming import identity_selector
@@ -192,11 +192,30 @@ def test_kill_deletes_the_trainjob_and_its_pods(hook: Any) -> None:
 
 def test_render_only_builds_the_trainjob_and_submits_nothing(hook: Any) -> None:
     ti = TaskInstance()
-    rendered = operator(render_only=True, secret_env={"TOKEN": "hidden"}).execute(context_for(ti))
-    manifest = rendered["manifest"]
-    assert manifest["kind"] == "TrainJob" and manifest["spec"]["trainer"]["numNodes"] == 2
+    base = "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nspec:\n  trainer: {numNodes: 4, image: base:1}\n"
+    op = operator(trainjob=base, image=None, render_only=True, secret_env={"TOKEN": "hidden"})
+    manifest = op.execute(context_for(ti))["manifest"]
+    assert manifest["kind"] == "TrainJob" and manifest["spec"]["trainer"]["numNodes"] == 2  # the parameter wins
+    assert manifest["spec"]["trainer"]["image"] == "base:1"  # the template's, where no parameter says otherwise
     assert {"name": "TOKEN", "value": "***"} in manifest["spec"]["trainer"]["env"]
     assert jobs_of(hook, ti) == []
+    # TFJobOperator: "auto" renders the TFJob without asking the cluster, "trainjob" the TrainJob.
+    tf = {"task_id": "t", "worker": 2, "image": "tf:1", "command": ["python", "t.py"], "render_only": True}
+    assert TFJobOperator(**tf).execute(context_for(ti))["manifest"]["kind"] == "TFJob"
+    mapped = TFJobOperator(**tf, api="trainjob").execute(context_for(ti))["manifest"]
+    assert mapped["kind"] == "TrainJob" and mapped["spec"]["runtimeRef"]["name"] == RUNTIME
+
+
+async def test_the_trigger_deletes_the_trainjob_on_kill(hook: Any) -> None:
+    from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+
+    deferred = defer(operator(deferrable=True, env={"SLEEP": "120"}), TaskInstance())
+    trigger = rebuild_trigger(deferred)
+    ahook = AsyncTFJobHook(conn_id=hook.conn_id)
+    assert await ahook.find_job(TRAINJOB, trigger.name, "default") is not None
+    await trigger.on_kill()
+    assert await ahook.find_job(TRAINJOB, trigger.name, "default") is None
+    assert await ahook.list_job_pods(trigger.name, "default", kind=TRAINJOB) == []
 
 
 def test_tfjob_operator_auto_runs_a_worker_only_tfjob_as_a_trainjob(
