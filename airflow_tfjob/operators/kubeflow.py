@@ -18,15 +18,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator, BaseOperatorLink, conf
 
-from airflow_tfjob import cleanup, links, templates
+from airflow_tfjob import cleanup, links
 from airflow_tfjob.connection import connection_of, hook_kwargs
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
-from airflow_tfjob.limits import check_request_size
 from airflow_tfjob.operators import outcome as outcome_mod
 from airflow_tfjob.operators import params, submit
-from airflow_tfjob.operators.api_choice import ApiChoice
+from airflow_tfjob.operators.building import ManifestBuilding
 from airflow_tfjob.operators.checks import (
-    check_log_replicas_against_job,
     check_operator_parameters,
     check_parameter_types,
     kind_name_of,
@@ -45,7 +43,7 @@ if TYPE_CHECKING:
 __all__ = ["KubeflowJobOperator"]
 
 
-class KubeflowJobOperator(ApiChoice, TemplateFileRendering, params.StoredParameters, BaseOperator):
+class KubeflowJobOperator(ManifestBuilding, TemplateFileRendering, params.StoredParameters, BaseOperator):
     """Run a Kubeflow training job of ``kind`` (TFJob, PyTorchJob, XGBoostJob, JAXJob, PaddleJob) and
     wait for its outcome.
 
@@ -274,70 +272,6 @@ class KubeflowJobOperator(ApiChoice, TemplateFileRendering, params.StoredParamet
 
         if isinstance(self.secret_env, Mapping):
             mask_values(self.secret_env.values())
-
-    def build_manifest(self, context: Context) -> dict[str, Any]:
-        """The job the task wants (with its identity and intended policy), validated."""
-        from airflow_tfjob import manifest as manifest_mod
-        from airflow_tfjob.progress import progress_spec
-
-        base = None
-        if self._job_value is not None:
-            base = manifest_mod.load_manifest(
-                self._job_value,
-                searchpath=templates.template_folders(self.dag if self.has_dag() else None),
-                allow_outside=self.allow_template_outside_dag_folder,
-            )
-        check_parameter_types(self._typed_parameters())
-        manifest = self.assemble_manifest(base)
-        metadata = manifest.setdefault("metadata", {})
-        if self.namespace:
-            metadata["namespace"] = self.namespace
-        if not metadata.get("namespace"):
-            metadata["namespace"] = self._default_namespace()
-        submit.stamp_identity(manifest, context, name=self.name, max_length=self.max_name_length(manifest))
-        for warning in self.validate_manifest(manifest):
-            self.log.warning("%s %s: %s", self.kind, metadata["name"], warning)
-        progress_spec(self.progress, self.hyperparameters)  # a total naming no hyperparameter: refused now
-        manifest = self.for_cluster(manifest)
-        check_request_size(manifest)
-        return manifest
-
-    # The steps of build_manifest that depend on the API (TrainJobOperator and TFJobOperator's
-    # api="trainjob" override them); everything else is shared.
-
-    def assemble_manifest(self, base: dict[str, Any] | None) -> dict[str, Any]:
-        """The manifest from the parameters over ``base`` (the ``job`` template or manifest, if any)."""
-        from airflow_tfjob import manifest as manifest_mod
-        from airflow_tfjob.kinds import kind_named
-
-        # The kind the parameters describe (a TFJob that for_cluster may then map onto a TrainJob).
-        kind = kind_named(self.kind)
-        return manifest_mod.build_job(kind, base=base, **params.manifest_arguments(self, kind))
-
-    def max_name_length(self, manifest: Mapping[str, Any]) -> int | None:
-        """The longest name a derived job name may have (None: the kind's default)."""
-        return self.trainjob_name_length(manifest)
-
-    def validate_manifest(self, manifest: dict[str, Any]) -> list[str]:
-        """Raise TFJobValidationError for every problem; return the warnings."""
-        from airflow_tfjob.validation import validate_job
-
-        warnings = validate_job(manifest)
-        check_log_replicas_against_job(self.log_replicas, manifest)
-        return warnings
-
-    def for_cluster(self, manifest: dict[str, Any]) -> dict[str, Any]:
-        """The manifest as the cluster's API takes it (a TFJob may run as a TrainJob: ``api``)."""
-        return self.as_trainjob(manifest)
-
-    def _default_namespace(self) -> str:
-        """The connection's namespace when the operator names none (the hook knows it), else default."""
-        if self.render_only:
-            return "default"
-        try:
-            return self.get_hook().get_namespace() or "default"
-        except Exception:  # a render without a reachable connection still works
-            return "default"
 
     # ------------------------------------------------------------------ identity: find or create
 
