@@ -69,6 +69,7 @@ class JobSetController(Reconciler):
             return None
         spec = js.get("spec") or {}
         status = clone(js.get("status") or {})
+        status.setdefault("restarts", 0)  # `json:"restarts"` without omitempty: always written
         now = now_rfc3339()
         jobs = self.owned("jobs", js)
         by_state: dict[str, list[JsonDict]] = {"active": [], "succeeded": [], "failed": []}

@@ -266,7 +266,7 @@ def test_kubectl_lists_trainjobs_jobsets_and_jobs(cluster: LocalCluster, api: cl
     assert ["NAME", "STATE", "AGE"] in lines
     assert next(line for line in lines if line[0] == "trainjob.trainer.kubeflow.org/kubectl-tj")[1] == "Complete"
     jobset = next(line for line in lines if line[0] == "jobset.jobset.x-k8s.io/kubectl-tj")
-    assert (jobset[1], jobset[-3:-1]) == ("Completed", ["True", "false"])  # TERMINALSTATE ... COMPLETED SUSPENDED
+    assert jobset[1:5] == ["Completed", "0", "True", "false"]  # TERMINALSTATE RESTARTS COMPLETED SUSPENDED
     assert next(line for line in lines if line[0] == "job.batch/kubectl-tj-node-0")[1:3] == ["Complete", "1/1"]
     runtimes = run_kubectl(cluster, "get", "clustertrainingruntimes", "-o", "name", cache_dir=tmp_path)
     assert "clustertrainingruntime.trainer.kubeflow.org/torch-distributed" in runtimes.stdout.split()
