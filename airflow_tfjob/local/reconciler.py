@@ -176,7 +176,7 @@ class Reconciler(WorkQueue):
 
     def write_status(self, rtype: str, obj: JsonDict, status: JsonDict) -> None:
         """Write `status` if it changed (a no-op write would still wake every watcher of the kind)."""
-        if obj.get("status") != status:
+        if obj.get("status") != status and (status or obj.get("status")):  # no empty `status: {}`
             meta = obj["metadata"]
             with contextlib.suppress(ApiError):
                 self.store.update_status(rtype, meta.get("namespace"), meta["name"], status)

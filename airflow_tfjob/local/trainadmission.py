@@ -221,10 +221,22 @@ class TrainAdmission:
             errors += [f"spec.trainer.env[{i}]: Forbidden: {n} is reserved for the XGBoost runtime"
                        for i, n in enumerate(env) if n in XGBOOST_RESERVED]
         if old is not None and (old.get("spec") or {}).get("runtimePatches") != spec.get("runtimePatches"):
-            if not (old.get("spec") or {}).get("suspend") and not spec.get("suspend"):
-                errors.append("spec.runtimePatches: Forbidden: RuntimePatches can only be modified when the "
-                              "TrainJob is suspended before or after the update")
+            errors += self._patch_errors(tj, old)
         return errors
+
+    def _patch_errors(self, tj: JsonDict, old: JsonDict) -> list[str]:
+        """runtimePatches change only while suspended, and not while a JobSet replicated job is active."""
+        if not (old.get("spec") or {}).get("suspend") and not tj["spec"].get("suspend"):
+            return ["spec.runtimePatches: Forbidden: RuntimePatches can only be modified when the TrainJob is "
+                    "suspended before or after the update"]
+        assert self.store is not None
+        try:
+            jobset = self.store.get("jobsets", tj["metadata"]["namespace"], tj["metadata"]["name"])
+        except ApiError:
+            return []
+        return [f"spec.runtimePatches: Forbidden: RuntimePatches cannot be modified when the JobSet's "
+                f"ReplicatedJob {s.get('name')} is still active"
+                for s in (jobset.get("status") or {}).get("replicatedJobsStatus") or [] if int(s.get("active", 0)) > 0]
 
     @staticmethod
     def _runtime_errors(runtime: JsonDict) -> list[str]:

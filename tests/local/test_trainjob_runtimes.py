@@ -155,3 +155,16 @@ def test_the_stable_pod_names_resolve_through_the_local_dns_records(api: client.
         second.status.pod_ip, first.status.pod_ip)
     go.touch()
     wait_condition(api, "dns", "Complete")
+
+
+def test_runtime_patches_changed_while_suspended_apply_on_resume(api: client.ApiClient) -> None:
+    def patch(team: str) -> dict[str, Any]:
+        return {"manager": "kueue.x-k8s.io/manager", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+            {"name": "node", "template": {"spec": {"template": {"metadata": {"labels": {"team": team}}}}}}]}}}}
+
+    create(api, "repatched", trainer=trainer("print('ok')"), suspend=True, runtimePatches=[patch("a")])
+    until(lambda: (get(api, "repatched")["status"].get("jobsStatus") or [{}])[0].get("suspended") == 1, "suspended")
+    custom(api).patch_namespaced_custom_object(G, V, NS, "trainjobs", "repatched",
+                                               {"spec": {"runtimePatches": [patch("b")], "suspend": False}})
+    wait_condition(api, "repatched", "Complete")
+    assert pods(api, "repatched")[0].metadata.labels["team"] == "b"
