@@ -73,7 +73,7 @@ class JobController(Reconciler):
         indexed = spec.get("completionMode") == "Indexed"
         done = {pod_index(p) if indexed else i
                 for i, p in enumerate(p for p in pods if (p.get("status") or {}).get("phase") == "Succeeded")}
-        completions = int(spec.get("completions") or 1)
+        completions = int(spec.get("completions", 1))
         finished = is_true(status, "Complete") or is_true(status, "Failed")
         if not finished and spec.get("suspend"):
             self._delete(active)

@@ -69,6 +69,7 @@ class JobSetController(Reconciler):
             return None
         spec = js.get("spec") or {}
         status = clone(js.get("status") or {})
+        status.setdefault("restarts", 0)  # `json:"restarts"` without omitempty: always written
         now = now_rfc3339()
         jobs = self.owned("jobs", js)
         by_state: dict[str, list[JsonDict]] = {"active": [], "succeeded": [], "failed": []}
@@ -116,11 +117,16 @@ class JobSetController(Reconciler):
 
     def _suspend_or_resume(self, js: JsonDict, status: JsonDict, active: list[JsonDict], now: str) -> None:
         suspend = bool((js.get("spec") or {}).get("suspend"))
+        rjobs = {r.get("name"): r for r in (js.get("spec") or {}).get("replicatedJobs") or []}
         for job in active:
             if bool((job.get("spec") or {}).get("suspend")) != suspend:
+                change: JsonDict = {"suspend": suspend}
+                rjob = rjobs.get((job["metadata"].get("labels") or {}).get(RJOB_NAME))
+                if not suspend and rjob is not None:
+                    change["template"] = _resumed_template(job, rjob)
                 with contextlib.suppress(ApiError):
                     self.store.patch("jobs", job["metadata"]["namespace"], job["metadata"]["name"],
-                                     {"spec": {"suspend": suspend}}, "merge")
+                                     {"spec": change}, "merge")
         if suspend:
             set_condition(status, "Suspended", "True", "SuspendedJobs", "jobset is suspended", now)
         elif is_true(status, "Suspended"):
@@ -237,6 +243,20 @@ class JobSetController(Reconciler):
                 for pod in range(rjob_count(rjob)):
                     ports[f"{name}-{rjob.get('name')}-{index}-{pod}"] = self.ports.port(uid, f"{rjob.get('name')}-{index}", pod)
         return ports
+
+
+def _resumed_template(job: JsonDict, rjob: JsonDict) -> JsonDict:
+    """What resumeJobsIfNecessary carries from the replicated job into a suspended Job's pod template on
+    resume (runtime patches applied while suspended, e.g. by Kueue): labels and annotations merged,
+    nodeSelector, tolerations and schedulingGates replaced."""
+    current = ((job.get("spec") or {}).get("template") or {})
+    wanted = (((rjob.get("template") or {}).get("spec") or {}).get("template") or {})
+    meta, wanted_meta = current.get("metadata") or {}, wanted.get("metadata") or {}
+    change: JsonDict = {"metadata": {key: {**(meta.get(key) or {}), **(wanted_meta.get(key) or {})}
+                                     for key in ("labels", "annotations")}}
+    spec = wanted.get("spec") or {}
+    change["spec"] = {key: spec.get(key) for key in ("nodeSelector", "tolerations", "schedulingGates")}
+    return change
 
 
 def _dependency_reached(status: JsonDict, wanted: object, replicas: int) -> bool:

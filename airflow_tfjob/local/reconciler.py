@@ -4,8 +4,8 @@ owns (mapped to the owner through the controller ownerReference), one reconcile 
 key (`reconcile` returns the seconds until it wants to run again), and retries with exponential backoff
 (0.5 s doubling to 60 s) when a pass raises.
 
-The v1 job kinds keep their own queue (jobcontroller.py), which also holds the host-port bookkeeping of
-their replicas; this one is for controllers whose pass is a plain function of the stored objects."""
+The v1 job kinds' controller (jobcontroller.py) runs on the same WorkQueue with watches of its own (it
+also keeps the host ports of their replicas)."""
 
 from __future__ import annotations
 
@@ -26,66 +26,27 @@ _TIMER_SLACK = 0.05
 Key = tuple[str, str]
 
 
-class Reconciler:
-    """Subclasses set `plural` (the primary kind) and `owns` (plurals of the objects it creates), and
-    implement `reconcile(namespace, name) -> float | None`."""
+class WorkQueue:
+    """One worker over a queue of (namespace, name) keys: a key is queued once however often it is
+    enqueued; `reconcile` returns the seconds until a timer queues the key again (None: no timer); a pass
+    that raises is retried after 0.5 s doubling to 60 s. Shared by the v1 job controllers
+    (jobcontroller.py) and the Reconcilers below."""
 
-    plural: str = ""
-    owns: tuple[str, ...] = ()
+    kind: str = ""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        info = RESOURCES[self.plural]
-        self.kind, self.api_version = info.kind, info.api_version
+    def __init__(self) -> None:
         self._queue: asyncio.Queue[Key] = asyncio.Queue()
         self._queued: set[Key] = set()
         self._timers: dict[Key, asyncio.TimerHandle] = {}
+        self._retry_timers: dict[Key, asyncio.TimerHandle] = {}
         self._failures: dict[Key, int] = {}
 
-    async def run(self) -> None:
-        tasks = [asyncio.create_task(self._watch(self.plural, self._on_primary), name=f"{self.plural}-watch")]
-        tasks += [asyncio.create_task(self._watch(p, self._on_owned), name=f"{self.plural}-watch-{p}")
-                  for p in self.owns]
-        tasks.append(asyncio.create_task(self._work(), name=f"{self.plural}-work"))
-        try:
-            await asyncio.gather(*tasks)
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            for handle in self._timers.values():
-                handle.cancel()
+    def reconcile(self, namespace: str, name: str) -> float | None:
+        raise NotImplementedError
 
-    async def _watch(self, rtype: str, handler: Callable[[str, JsonDict], None]) -> None:
-        while True:  # a re-watch (after the store dropped a slow watcher) starts with every object: a resync
-            watcher = self.store.watch(rtype)
-            try:
-                async for etype, obj in watcher:
-                    handler(etype, obj)
-            finally:
-                watcher.close()
-            await asyncio.sleep(0.1)
-
-    def _on_primary(self, etype: str, obj: JsonDict) -> None:
-        meta = obj.get("metadata", {})
-        key = (meta.get("namespace", ""), meta.get("name", ""))
-        if etype == "DELETED":
-            self.deleted(obj)
-            handle = self._timers.pop(key, None)
-            if handle is not None:
-                handle.cancel()
-            self._failures.pop(key, None)
-            return
-        self.enqueue(key)
-
-    def _on_owned(self, _etype: str, obj: JsonDict) -> None:
-        meta = obj.get("metadata", {})
-        for ref in meta.get("ownerReferences") or []:
-            if ref.get("controller") and ref.get("kind") == self.kind and ref.get("apiVersion") == self.api_version:
-                self.enqueue((meta.get("namespace", ""), ref.get("name", "")))
-
-    def deleted(self, obj: JsonDict) -> None:
-        """The primary object is gone (garbage collection does the rest); a hook for bookkeeping."""
+    def expected_error(self, exc: Exception) -> bool:
+        """Errors retried without a traceback in the log (an API error is part of the game)."""
+        return isinstance(exc, ApiError)
 
     def enqueue(self, key: Key) -> None:
         if key not in self._queued:
@@ -99,26 +60,102 @@ class Reconciler:
             try:
                 after = self.reconcile(*key)
             except Exception as exc:  # any failure: retry later, as controller-runtime does
-                if not isinstance(exc, ApiError):
+                if not self.expected_error(exc):
                     log.exception("reconcile of %s %s/%s failed", self.kind, *key)
-                n = self._failures.get(key, 0)
-                self._failures[key] = n + 1
-                self._set_timer(key, min(_RETRY_BASE * 2**n, _RETRY_MAX))
+                self._retry(key)
             else:
                 self._failures.pop(key, None)
                 self._set_timer(key, after)
             await asyncio.sleep(0)
 
+    def _retry(self, key: Key) -> None:
+        n = self._failures.get(key, 0)
+        self._failures[key] = n + 1
+        self._schedule(self._retry_timers, key, min(_RETRY_BASE * 2**n, _RETRY_MAX))
+
     def _set_timer(self, key: Key, after: float | None) -> None:
-        old = self._timers.pop(key, None)
+        self._schedule(self._timers, key, None if after is None else max(after, 0.0) + _TIMER_SLACK)
+
+    def _schedule(self, timers: dict[Key, asyncio.TimerHandle], key: Key, delay: float | None) -> None:
+        old = timers.pop(key, None)
         if old is not None:
             old.cancel()
-        if after is not None:
-            self._timers[key] = asyncio.get_running_loop().call_later(max(after, 0.0) + _TIMER_SLACK,
-                                                                      self.enqueue, key)
+        if delay is not None:
+            timers[key] = asyncio.get_running_loop().call_later(delay, self.enqueue, key)
 
-    def reconcile(self, namespace: str, name: str) -> float | None:
-        raise NotImplementedError
+    def forget(self, key: Key) -> None:
+        """The object is gone: no timer or retry for it any more."""
+        for timers in (self._timers, self._retry_timers):
+            handle = timers.pop(key, None)
+            if handle is not None:
+                handle.cancel()
+        self._failures.pop(key, None)
+
+    def cancel_timers(self) -> None:
+        for handle in [*self._timers.values(), *self._retry_timers.values()]:
+            handle.cancel()
+
+
+class Reconciler(WorkQueue):
+    """Subclasses set `plural` (the primary kind) and `owns` (plurals of the objects it creates), and
+    implement `reconcile(namespace, name) -> float | None`."""
+
+    plural: str = ""
+    owns: tuple[str, ...] = ()
+
+    def __init__(self, store: Store) -> None:
+        super().__init__()
+        self.store = store
+        info = RESOURCES[self.plural]
+        self.kind, self.api_version = info.kind, info.api_version
+
+    async def run(self) -> None:
+        tasks = [asyncio.create_task(self._watch(self.plural, self._on_primary), name=f"{self.plural}-watch")]
+        tasks += [asyncio.create_task(self._watch(p, self._on_owned), name=f"{self.plural}-watch-{p}")
+                  for p in self.owns]
+        tasks.append(asyncio.create_task(self._work(), name=f"{self.plural}-work"))
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self.cancel_timers()
+
+    async def _watch(self, rtype: str, handler: Callable[[str, JsonDict], None]) -> None:
+        while True:  # a re-watch (after the store dropped a slow watcher) starts with every object: a resync
+            watcher = self.store.watch(rtype)
+            if rtype == self.plural:
+                self.resynced()
+            try:
+                async for etype, obj in watcher:
+                    handler(etype, obj)
+            finally:
+                watcher.close()
+            await asyncio.sleep(0.1)
+
+    def _on_primary(self, etype: str, obj: JsonDict) -> None:
+        meta = obj.get("metadata", {})
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        if etype == "DELETED":
+            self.deleted(obj)
+            self.forget(key)
+            return
+        self.enqueue(key)
+
+    def _on_owned(self, _etype: str, obj: JsonDict) -> None:
+        meta = obj.get("metadata", {})
+        for ref in meta.get("ownerReferences") or []:
+            if ref.get("controller") and ref.get("kind") == self.kind and ref.get("apiVersion") == self.api_version:
+                self.enqueue((meta.get("namespace", ""), ref.get("name", "")))
+
+    def deleted(self, obj: JsonDict) -> None:
+        """The primary object is gone (garbage collection does the rest); a hook for bookkeeping."""
+
+    def resynced(self) -> None:
+        """The primary kind's watch was (re)opened: every existing object comes again as ADDED; a hook
+        for bookkeeping of objects deleted while no watch was open."""
+
 
     # ---- helpers for the passes
 
@@ -139,7 +176,7 @@ class Reconciler:
 
     def write_status(self, rtype: str, obj: JsonDict, status: JsonDict) -> None:
         """Write `status` if it changed (a no-op write would still wake every watcher of the kind)."""
-        if obj.get("status") != status:
+        if obj.get("status") != status and (status or obj.get("status")):  # no empty `status: {}`
             meta = obj["metadata"]
             with contextlib.suppress(ApiError):
                 self.store.update_status(rtype, meta.get("namespace"), meta["name"], status)

@@ -7,7 +7,8 @@ their objects (docs/reference/trainjob-behaviour.md §2, §5.1, §5.6), in the A
 2. the validating webhooks: HTTP 403 `admission webhook "<name>" denied the request: <errors>`
    (TrainJob: the runtime exists, the torch and XGBoost reserved env, initializer jobs for initializers,
    runtimePatches only while suspended; runtimes: ancestor replicated jobs have 1 replica and the
-   required container; JobSet: generated names within 63 characters, no dependsOn on the first job).
+   required container); JobSet's webhook answers 422 (generated names within 63 characters, no
+   dependsOn on the first job), and so does the API server for a Job with a negative count.
 The JobSet webhook's defaults (`jobSetWebhook.Default`) are written here too (`default_jobset`).
 """
 
@@ -56,23 +57,32 @@ def default_jobset(js: JsonDict) -> None:
         rule.setdefault("name", f"failurePolicyRule{j}")
 
 
-def _jobset_errors(js: JsonDict) -> list[str]:
+def _jobset_errors(js: JsonDict) -> list[tuple[str, str, str]]:
+    """JobSet's ValidateCreate: returned as apierrors.NewInvalid, so a 422 (§5.6)."""
     name = js["metadata"]["name"]
-    errors = []
+    errors: list[tuple[str, str, str]] = []
     for i, rjob in enumerate((js.get("spec") or {}).get("replicatedJobs") or []):
         job = f"{name}-{rjob.get('name')}-{int(rjob.get('replicas', 1)) - 1}"
         path = f"spec.replicatedJobs[{i}].name"
         completions = ((rjob.get("template") or {}).get("spec") or {}).get("completions")
         if len(job) > 63 or not _DNS1035.match(job):
-            errors.append(f'{path}: Invalid value: "{job}": JobSet name is too long, job names generated for '
-                          "this JobSet will exceed 63 characters")
+            errors.append((path, "FieldValueInvalid", f'Invalid value: "{job}": JobSet name is too long, job names '
+                           "generated for this JobSet will exceed 63 characters"))
         elif completions and len(f"{job}-{int(completions) - 1}-abcde") > 63:
-            errors.append(f'{path}: Invalid value: "{job}": JobSet name is too long, pod names generated for '
-                          "this JobSet will exceed 63 characters")
+            errors.append((path, "FieldValueInvalid", f'Invalid value: "{job}": JobSet name is too long, pod names '
+                           "generated for this JobSet will exceed 63 characters"))
         if i == 0 and rjob.get("dependsOn"):
-            errors.append("spec.replicatedJobs[0].dependsOn: Invalid value: ...: DependsOn can't be set for the "
-                          "first ReplicatedJob")
+            errors.append(("spec.replicatedJobs[0].dependsOn", "FieldValueInvalid",
+                           "Invalid value: ...: DependsOn can't be set for the first ReplicatedJob"))
     return errors
+
+
+def _job_errors(job: JsonDict) -> list[tuple[str, str, str]]:
+    """The API server's own Job validation, as far as a TrainJob's numNodes can reach it (§2.4)."""
+    spec = job.get("spec") or {}
+    return [(f"spec.{key}", "FieldValueInvalid", f"Invalid value: {spec[key]}: must be greater than or equal to 0")
+            for key in ("parallelism", "completions", "backoffLimit")
+            if isinstance(spec.get(key), int) and spec[key] < 0]
 
 
 def _crd_errors(tj: JsonDict, old: JsonDict | None) -> list[tuple[str, str, str]]:
@@ -120,10 +130,17 @@ class TrainAdmission:
         self.store: Store | None = None
 
     def admit(self, rtype: str, operation: str, obj: JsonDict, old: JsonDict | None) -> None:
+        causes: list[tuple[str, str, str]] = []
         if rtype == "jobsets":
             default_jobset(obj)
-            self._deny("validate-jobset-x-k8s-io-v1alpha2-jobset", _jobset_errors(obj) if old is None else [])
-        elif rtype == "trainjobs":
+            causes = _jobset_errors(obj) if old is None else []
+        elif rtype == "jobs":
+            causes = _job_errors(obj)
+        if causes:
+            raise invalid(RESOURCES[rtype], obj["metadata"].get("name", ""), causes)
+        if rtype in ("jobsets", "jobs"):
+            return
+        if rtype == "trainjobs":
             self._trainjob(obj, old)
         elif rtype in ("trainingruntimes", "clustertrainingruntimes") and (operation == "CREATE" or rtype[0] == "c"):
             labels = obj["metadata"].get("labels") or {}
@@ -204,10 +221,22 @@ class TrainAdmission:
             errors += [f"spec.trainer.env[{i}]: Forbidden: {n} is reserved for the XGBoost runtime"
                        for i, n in enumerate(env) if n in XGBOOST_RESERVED]
         if old is not None and (old.get("spec") or {}).get("runtimePatches") != spec.get("runtimePatches"):
-            if not (old.get("spec") or {}).get("suspend") and not spec.get("suspend"):
-                errors.append("spec.runtimePatches: Forbidden: RuntimePatches can only be modified when the "
-                              "TrainJob is suspended before or after the update")
+            errors += self._patch_errors(tj, old)
         return errors
+
+    def _patch_errors(self, tj: JsonDict, old: JsonDict) -> list[str]:
+        """runtimePatches change only while suspended, and not while a JobSet replicated job is active."""
+        if not (old.get("spec") or {}).get("suspend") and not tj["spec"].get("suspend"):
+            return ["spec.runtimePatches: Forbidden: RuntimePatches can only be modified when the TrainJob is "
+                    "suspended before or after the update"]
+        assert self.store is not None
+        try:
+            jobset = self.store.get("jobsets", tj["metadata"]["namespace"], tj["metadata"]["name"])
+        except ApiError:
+            return []
+        return [f"spec.runtimePatches: Forbidden: RuntimePatches cannot be modified when the JobSet's "
+                f"ReplicatedJob {s.get('name')} is still active"
+                for s in (jobset.get("status") or {}).get("replicatedJobsStatus") or [] if int(s.get("active", 0)) > 0]
 
     @staticmethod
     def _runtime_errors(runtime: JsonDict) -> list[str]:

@@ -266,7 +266,35 @@ def test_kubectl_lists_trainjobs_jobsets_and_jobs(cluster: LocalCluster, api: cl
     assert ["NAME", "STATE", "AGE"] in lines
     assert next(line for line in lines if line[0] == "trainjob.trainer.kubeflow.org/kubectl-tj")[1] == "Complete"
     jobset = next(line for line in lines if line[0] == "jobset.jobset.x-k8s.io/kubectl-tj")
-    assert (jobset[1], jobset[-3:-1]) == ("Completed", ["True", "false"])  # TERMINALSTATE ... COMPLETED SUSPENDED
+    assert jobset[1:5] == ["Completed", "0", "True", "false"]  # TERMINALSTATE RESTARTS COMPLETED SUSPENDED
     assert next(line for line in lines if line[0] == "job.batch/kubectl-tj-node-0")[1:3] == ["Complete", "1/1"]
     runtimes = run_kubectl(cluster, "get", "clustertrainingruntimes", "-o", "name", cache_dir=tmp_path)
     assert "clustertrainingruntime.trainer.kubeflow.org/torch-distributed" in runtimes.stdout.split()
+
+
+def test_suspending_a_running_trainjob_deletes_its_pods_and_resuming_makes_new_ones(api: client.ApiClient) -> None:
+    create(api, "pause", trainer=trainer("import time; time.sleep(3600)"))
+    until(lambda: [p.status.phase for p in pods(api, "pause")] == ["Running"], "node running")
+    first = pods(api, "pause")[0].metadata.name
+    custom(api).patch_namespaced_custom_object(G, V, NS, "trainjobs", "pause", {"spec": {"suspend": True}})
+    wait_condition(api, "pause", "Suspended")
+    until(lambda: not pods(api, "pause"), "pods deleted")
+    custom(api).patch_namespaced_custom_object(G, V, NS, "trainjobs", "pause", {"spec": {"suspend": False}})
+    until(lambda: [p.status.phase for p in pods(api, "pause")] == ["Running"], "a new node running")
+    assert pods(api, "pause")[0].metadata.name != first
+    assert conditions(api, "pause") == [("Suspended", "False", "Resumed")]
+
+
+def test_a_name_too_long_for_the_pods_is_a_warning_event_not_a_condition(api: client.ApiClient) -> None:
+    name = "n" * 52  # admitted (<= 63), but <name>-node-0-0-xxxxx would exceed 63 characters
+    create(api, name, trainer=trainer("print(1)"))
+    events = client.CoreV1Api(api)
+
+    def warned() -> list[str]:
+        items = events.list_namespaced_event(NS, field_selector=f"involvedObject.name={name}").items
+        return [e.message for e in items if e.reason == "TrainJobResourcesCreationFailed"]
+
+    until(warned, "TrainJobResourcesCreationFailed")
+    assert (f'spec.replicatedJobs[0].name: Invalid value: "{name}-node-0": JobSet name is too long, pod names '
+            "generated for this JobSet will exceed 63 characters") in warned()[0]
+    assert "conditions" not in (get(api, name).get("status") or {})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -132,3 +133,38 @@ def test_progress_endpoint_refuses_a_wrong_token(cluster: LocalCluster, api: cli
         urllib.request.urlopen(request)
     assert exc.value.code == 403
     assert "trainerStatus" not in get(api, "intruder")["status"]
+
+
+def test_the_stable_pod_names_resolve_through_the_local_dns_records(api: client.ApiClient, tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    # Each node looks up the other one's name, put together at run time (written whole in the command, the
+    # cluster would have made it 127.0.0.1:<port>), and stays running until the test has read both answers:
+    # a finished pod's record goes away.
+    script = ("import os, time\nother = 1 - int(os.environ['JOB_COMPLETION_INDEX'])\n"
+              "path = os.path.join(os.environ['TFJOB_LOCAL_DNS'], f'dns-node-0-{other}' + '.dns')\n"
+              "while not os.path.exists(path): time.sleep(0.05)\nprint(open(path).read().strip(), flush=True)\n"
+              f"while not os.path.exists({str(go)!r}): time.sleep(0.05)")
+    create(api, "dns", trainer=trainer(script, 2))
+    def answered() -> bool:
+        found = pods(api, "dns")
+        return len(found) == 2 and all(p.status.phase == "Running" and log_of(api, p.metadata.name) for p in found)
+
+    until(answered, "both lookups", 60)
+    first, second = pods(api, "dns")
+    assert (log_of(api, first.metadata.name).strip(), log_of(api, second.metadata.name).strip()) == (
+        second.status.pod_ip, first.status.pod_ip)
+    go.touch()
+    wait_condition(api, "dns", "Complete")
+
+
+def test_runtime_patches_changed_while_suspended_apply_on_resume(api: client.ApiClient) -> None:
+    def patch(team: str) -> dict[str, Any]:
+        return {"manager": "kueue.x-k8s.io/manager", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+            {"name": "node", "template": {"spec": {"template": {"metadata": {"labels": {"team": team}}}}}}]}}}}
+
+    create(api, "repatched", trainer=trainer("print('ok')"), suspend=True, runtimePatches=[patch("a")])
+    until(lambda: (get(api, "repatched")["status"].get("jobsStatus") or [{}])[0].get("suspended") == 1, "suspended")
+    custom(api).patch_namespaced_custom_object(G, V, NS, "trainjobs", "repatched",
+                                               {"spec": {"runtimePatches": [patch("b")], "suspend": False}})
+    wait_condition(api, "repatched", "Complete")
+    assert pods(api, "repatched")[0].metadata.labels["team"] == "b"
