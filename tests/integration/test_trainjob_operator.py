@@ -1,6 +1,7 @@
 """TrainJobOperator (Kubeflow Trainer v2) against a local cluster started in TrainJob-only mode.
 
-Success (every node's log with its `[node-0-i]` prefix, metrics, the result's shape, the sensor), a
+Success (every node's log with its `[node-0-i]` prefix, metrics, the result's shape, the sensor), the
+progress status a node reports in the result, a
 node's failure with its diagnostics, reattach on retry, deferral, suspend and resume, the active
 deadline, kill, render_only; and TFJobOperator on the same cluster: api="auto" maps a worker-only
 TFJob onto a TrainJob, and refuses what cannot be mapped (an Evaluator) before anything is created.
@@ -50,7 +51,8 @@ def local_cluster() -> Iterator[Any]:
     from airflow_tfjob.local import LocalCluster
     from airflow_tfjob.trainjob.runtimes import install
 
-    with LocalCluster(apis=["trainjob"]) as cluster:
+    # The progress status (Trainer's alpha TrainJobStatus gate) on: the nodes may report to it.
+    with LocalCluster(apis=["trainjob"], feature_gates={"TrainJobStatus": True}) as cluster:
         install(config.new_client_from_config(str(cluster.kubeconfig_path)), log=lambda _: None)
         yield cluster
 
@@ -110,6 +112,30 @@ def test_success_logs_every_node_with_metrics_and_the_result_shape(
     job = hook.get_job(TRAINJOB, result["name"], "default")
     assert job["spec"]["runtimeRef"] == {"name": RUNTIME, "kind": "ClusterTrainingRuntime", "apiGroup": "trainer.kubeflow.org"}
     assert TrainJobSensor(task_id="wait", name=result["name"], namespace="default").poke(context_for(TaskInstance()))
+
+
+REPORT_PROGRESS = r"""
+import json, os, urllib.request
+status = {"progressPercentage": 100, "estimatedRemainingSeconds": 0, "lastUpdatedTime": "2026-01-01T00:00:00Z",
+          "metrics": [{"name": "loss", "value": "0.125"}, {"name": "val_accuracy", "value": "0.97"}]}
+request = urllib.request.Request(os.environ["KUBEFLOW_TRAINER_SERVER_URL"], method="POST",
+    data=json.dumps({"trainerStatus": status}).encode(), headers={"Content-Type": "application/json",
+    "Authorization": "Bearer " + open(os.environ["KUBEFLOW_TRAINER_SERVER_TOKEN"]).read()})
+print("reported", urllib.request.urlopen(request).status, flush=True)
+print("loss=0.25", flush=True)
+"""
+
+
+def test_the_progress_status_a_node_reports_is_in_the_result(hook: Any) -> None:
+    result = operator(
+        command=[sys.executable, "-c", REPORT_PROGRESS], num_nodes=1, metrics=["loss", "val_accuracy"]
+    ).execute(context_for(TaskInstance()))
+    assert result["trainer_status"] == {
+        "percentage": 100, "remaining_seconds": 0, "updated": "2026-01-01T00:00:00Z",
+        "metrics": {"loss": 0.125, "val_accuracy": 0.97},
+    }  # fmt: skip
+    # The log's metric stands; the one only the progress status has fills the gap.
+    assert float(result["metrics"]["loss"]) == 0.25 and result["metrics"]["val_accuracy"] == 0.97
 
 
 def test_a_failing_node_fails_the_task_with_its_diagnostics(hook: Any, capfd: pytest.CaptureFixture[str]) -> None:
