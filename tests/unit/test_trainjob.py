@@ -182,7 +182,7 @@ def test_name_limits_follow_jobsets_generated_pod_names() -> None:
 
 def tfjob(**params: Any) -> dict[str, Any]:
     manifest = build_job(TFJOB, **{"image": "tf:1", "command": ["python", "train.py"], **params})
-    manifest["metadata"] = {"name": "digits", "namespace": "ml"}
+    manifest["metadata"] = {**manifest.get("metadata", {}), "name": "digits", "namespace": "ml"}
     return manifest
 
 
@@ -223,7 +223,10 @@ def test_a_tfjob_run_as_a_trainjob_reports_its_replicas_as_the_tfjob_would() -> 
 
 
 def test_chief_and_ps_run_the_launcher_in_their_own_replicated_jobs() -> None:
-    manifest = to_trainjob(tfjob(replicas={"Chief": 1, "PS": 1, "Worker": 2}))
+    from airflow_tfjob.secrets import redact
+
+    manifest = to_trainjob(tfjob(replicas={"Chief": 1, "PS": 1, "Worker": 2}, secret_env={"TOKEN": "s3cr3t"}))
+    assert "s3cr3t" in json.dumps(manifest) and "s3cr3t" not in json.dumps(redact(manifest))
     assert manifest["spec"]["runtimeRef"]["name"] == "tensorflow-ps"
     assert manifest["metadata"]["annotations"][pods.ANNOTATION_RANK0] == "chief-0-0"
     rjobs = manifest["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
