@@ -325,6 +325,14 @@ def pod_replica(pod: Mapping[str, Any]) -> tuple[str, int] | None:
     return str(rtype), int(idx)
 
 
+def main_container(pod: Mapping[str, Any], default: str = CONTAINER_NAME) -> str:
+    """The container whose log and exit code are the replica's: the kind's (``default``) where the pod
+    has it, else the pod's first (a TensorFlow chief or PS run as a TrainJob runs ``tensorflow``, not
+    ``node``: runtime patches may set env on no container named ``node``)."""
+    names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or [] if isinstance(c, Mapping)]
+    return default if default in names or not names else str(names[0])
+
+
 def container_status(pod: Mapping[str, Any], container: str = CONTAINER_NAME) -> dict[str, Any] | None:
     for cs in (pod.get("status") or {}).get("containerStatuses") or []:
         if cs.get("name") == container:

@@ -270,3 +270,40 @@ def test_tfjob_operator_refuses_an_evaluator_on_the_trainjob_api(hook: Any) -> N
     assert "Evaluator replicas (Worker=2, Evaluator=1) cannot run on a TrainJob" in str(raised.value)
     assert "api='tfjob'" in str(raised.value)
     assert jobs_of(hook, ti) == []
+
+
+TF_TASK = r"""
+import json, os, sys, time
+config = json.loads(os.environ["TF_CONFIG"])
+task = config["task"]
+print("task", task["type"], task["index"], "cluster", sorted(config["cluster"]), flush=True)
+marks = os.environ["MARK_DIR"]
+if task["type"] == "ps":
+    time.sleep(300)  # a parameter server never ends by itself: the chief's success ends the job
+if task["type"] == "worker":
+    open(os.path.join(marks, f"worker-{task['index']}"), "w").close()
+if task["type"] == "chief":  # the coordinator ends after every worker has started, as in training
+    while len(os.listdir(marks)) < len(config["cluster"]["worker"]):
+        time.sleep(0.1)
+print("loss=0.5", flush=True)
+"""
+
+
+def test_tfjob_operator_runs_chief_ps_and_workers_on_the_ps_runtime(
+    hook: Any, capfd: pytest.CaptureFixture[str], tmp_path: Any
+) -> None:
+    op = TFJobOperator(
+        task_id="train", chief=1, ps=1, worker=2, image="python:3.12", command=[sys.executable, "-c", TF_TASK],
+        env={"MARK_DIR": str(tmp_path)}, namespace="default", metrics=["loss"], log_replicas="all",
+        startup_timeout=60,
+    )  # fmt: skip
+    result = op.execute(context_for(TaskInstance()))
+    logged = "".join(capfd.readouterr())
+    assert result["api"] == "trainjob" and result["state"] == "succeeded"
+    job = hook.get_job(TRAINJOB, result["name"], "default")
+    assert job["spec"]["runtimeRef"]["name"] == "tensorflow-ps"
+    cluster = "cluster ['chief', 'ps', 'worker']"
+    assert f"[chief-0-0] task chief 0 {cluster}" in logged and f"[ps-0-0] task ps 0 {cluster}" in logged, logged
+    assert f"[node-0-1] task worker 1 {cluster}" in logged
+    assert float(result["metrics"]["loss"]) == 0.5  # read from the chief, rank 0
+    assert result["replica_statuses"]["Chief"] == {"active": 0, "succeeded": 1, "failed": 0}
