@@ -35,6 +35,18 @@ class ApiChoice:
             return self.api
         return self._chosen_api or "tfjob"  # "auto" not asked yet (parse time, render_only): the TFJob
 
+    def check_api(self) -> None:
+        """``api="trainjob"`` is TFJob's: another kind runs on Trainer v2 through TrainJobOperator."""
+        if self.kind not in (TFJOB.kind, TRAINJOB.kind) and getattr(self, "api", "auto") == "trainjob":
+            from airflow_tfjob.validation_checker import TFJobValidationError
+
+            raise TFJobValidationError(
+                "api",
+                f"'trainjob' maps TFJobs only; a {self.kind} has Trainer v2 runtimes of its own",
+                "leave api out, or run it with TrainJobOperator on a runtime (e.g. torch-distributed)",
+                kind=self.kind,
+            )
+
     def choose_api(self, hook: Callable[[], Discovery]) -> None:
         """Ask the cluster which API an ``api="auto"`` TFJob runs on (once per operator instance; the
         hook is made only then)."""

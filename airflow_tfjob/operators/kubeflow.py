@@ -211,6 +211,7 @@ class KubeflowJobOperator(ManifestBuilding, TemplateFileRendering, params.Stored
         self._tensorboard_removed = False
         # A mistake in a parameter that is not a template fails the DAG's parse, not a run.
         check_operator_parameters(self._own_parameters())
+        self.check_api()
         check_parameter_types(self._typed_parameters(), at_parse=True)
         # The UI's links are fixed at parse time: one "Logs <replica>" per replica counted here.
         self.operator_extra_links = links.operator_links(self.job_kind, self)

@@ -108,6 +108,8 @@ def test_the_digits_example_trains_alike_on_the_tfjob_and_the_trainjob_api(
     for metrics in (tfjob_metrics, trainjob_metrics):
         assert metrics["test_accuracy"] >= 0.9 and metrics["accuracy"] >= 0.9 and 0 < metrics["loss"] < 1
     assert set(tfjob_metrics) == set(trainjob_metrics)
+    # The same training (same seed, same data, same strategy): the same metrics, up to float noise.
+    assert trainjob_metrics["test_accuracy"] == pytest.approx(tfjob_metrics["test_accuracy"], abs=0.02)
     assert list(tfjob_result) == list(trainjob_result)  # name, namespace, uid, api, state, ... the same keys
     assert tfjob_result["state"] == trainjob_result["state"] == "succeeded"
     # Both workers' epochs reached the task log on both APIs, and the same progress.

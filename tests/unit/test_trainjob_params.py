@@ -26,3 +26,18 @@ def test_every_behaviour_parameter_of_the_story_is_trainjobs_too() -> None:
     # TrainJobOperator's table and signature as well: the story reads it from every operator.
     shared = [p.name for p in params.GENERIC.rows if p.role in ("own", "policy") and p.kinds is None]
     assert [name for name in shared if name not in TRAINJOB_PARAMETERS.names] == []
+
+
+def test_api_trainjob_is_refused_for_other_kinds() -> None:
+    import pytest
+
+    from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
+    from airflow_tfjob.operators.tfjob import TFJobOperator
+    from airflow_tfjob.validation_checker import TFJobValidationError
+
+    with pytest.raises(TFJobValidationError, match="TrainJobOperator"):
+        KubeflowJobOperator(task_id="t", kind="PyTorchJob", api="trainjob")
+    with pytest.raises(TFJobValidationError, match="'tfjbo' is not an API a TFJob runs on"):
+        TFJobOperator(task_id="t", api="tfjbo")
+    assert TFJobOperator(task_id="t", api="trainjob").job_kind.kind == "TrainJob"
+    assert TFJobOperator(task_id="t").job_kind.kind == "TFJob"  # "auto" before asking a cluster
