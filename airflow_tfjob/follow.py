@@ -104,6 +104,7 @@ class _JobFollow:
                 on_capture=self._on_capture,
                 container=self.kind.container,
                 rank0=self._rank0,
+                selected_as=self._tf_type if self.kind is TRAINJOB else None,
             )
 
     # -- feeds ----------------------------------------------------------------------------------
@@ -118,6 +119,10 @@ class _JobFollow:
         specs = (self.job.get("spec") or {}).get(self.kind.spec_key) or {}
         types = {str(key).lower() for key in specs}
         return None if types & {"chief", "master"} else ("worker", 0)
+
+    def _tf_type(self, rtype: str) -> str:
+        """A TrainJob replica's TFJob type where the job is a TFJob run as a TrainJob (log_replicas)."""
+        return trainjob_pods.tf_type(self.job or {}, rtype)
 
     def _on_line(self, replica: ReplicaFollower, ts: int, text: str) -> None:
         if replica.state.pod is None or not replica.master:

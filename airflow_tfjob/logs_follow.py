@@ -347,6 +347,7 @@ class JobLogFollower:
         capture_prefix: str | None = None,
         on_capture: Callable[[ReplicaFollower, str], None] | None = None,
         rank0: Callable[[], tuple[str, int] | None] | None = None,
+        selected_as: Callable[[str], str] | None = None,
     ) -> None:
         self.hook = hook
         self.namespace = namespace
@@ -360,6 +361,8 @@ class JobLogFollower:
         self.on_capture = on_capture
         # Rank 0 when no pod carries job-role=master (a PaddleJob without Master): (type, index), or None.
         self.rank0 = rank0
+        # The type `log_replicas` names a replica by, when not its own (a TFJob run as a TrainJob: "worker").
+        self.selected_as = selected_as
         self.total = TotalCap(self.limits.total_cap)
         self.replicas: dict[str, ReplicaFollower] = {}
         self.draining = False
@@ -374,7 +377,7 @@ class JobLogFollower:
         follower = self.replicas.get(name)
         master = is_master_role(pod) or (self.rank0 is not None and self.rank0() == (rtype, index))
         if follower is None:
-            selected = self.selection.matches(rtype, index, master)
+            selected = self.selection.matches(self.selected_as(rtype) if self.selected_as else rtype, index, master)
             follower = ReplicaFollower(
                 self, name, (pod.get("metadata") or {}).get("name", name), selected, self._cursors.get(name)
             )

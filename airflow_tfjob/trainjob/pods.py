@@ -9,6 +9,7 @@ replica ``<rJob>-<jobIdx>-<podIdx>`` (``[node-0-1]``), the stable part of its DN
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -56,3 +57,18 @@ def pod_dns_name(
 ) -> str:
     """The stable DNS name of a node: ``<tj>-<rJob>-<jobIdx>-<podIdx>.<subdomain>`` (§5.3)."""
     return f"{job_name}-{rjob}-{job_index}-{index}.{subdomain or job_name}"
+
+
+def tf_type(job: Mapping[str, Any], rtype: str) -> str:
+    """``"worker"`` for replica type ``"node-0"`` of a TFJob run as a TrainJob (its annotation), so that
+    ``log_replicas="worker:1"`` selects ``[node-0-1]``; ``rtype`` itself otherwise."""
+    raw = ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_TF_REPLICAS)
+    try:
+        layout = json.loads(raw) if isinstance(raw, str) else {}
+    except ValueError:
+        return rtype
+    rjob = rtype.rpartition("-")[0]
+    for tf_name, value in layout.items() if isinstance(layout, dict) else ():
+        if isinstance(value, list) and value and value[0] == rjob:
+            return str(tf_name).lower()
+    return rtype

@@ -277,33 +277,36 @@ import json, os, sys, time
 config = json.loads(os.environ["TF_CONFIG"])
 task = config["task"]
 print("task", task["type"], task["index"], "cluster", sorted(config["cluster"]), flush=True)
-marks = os.environ["MARK_DIR"]
 if task["type"] == "ps":
     time.sleep(300)  # a parameter server never ends by itself: the chief's success ends the job
-if task["type"] == "worker":
-    open(os.path.join(marks, f"worker-{task['index']}"), "w").close()
-if task["type"] == "chief":  # the coordinator ends after every worker has started, as in training
-    while len(os.listdir(marks)) < len(config["cluster"]["worker"]):
+if task["type"] == "chief":  # the coordinator ends when the test releases it
+    while not os.path.exists(os.environ["RELEASE"]):
         time.sleep(0.1)
-print("loss=0.5", flush=True)
+    print("loss=0.5", flush=True)
 """
 
 
 def test_tfjob_operator_runs_chief_ps_and_workers_on_the_ps_runtime(
     hook: Any, capfd: pytest.CaptureFixture[str], tmp_path: Any
 ) -> None:
+    release = tmp_path / "release"
     op = TFJobOperator(
         task_id="train", chief=1, ps=1, worker=2, image="python:3.12", command=[sys.executable, "-c", TF_TASK],
-        env={"MARK_DIR": str(tmp_path)}, namespace="default", metrics=["loss"], log_replicas="all",
-        startup_timeout=60,
+        env={"RELEASE": str(release)}, namespace="default", metrics=["loss"], startup_timeout=60,
+        log_replicas="chief,ps,worker:1",  # TFJob's replica types, whichever API runs the job
     )  # fmt: skip
-    result = op.execute(context_for(TaskInstance()))
-    logged = "".join(capfd.readouterr())
-    assert result["api"] == "trainjob" and result["state"] == "succeeded"
-    job = hook.get_job(TRAINJOB, result["name"], "default")
-    assert job["spec"]["runtimeRef"]["name"] == "tensorflow-ps"
+    thread, outcome = run_in_thread(op, TaskInstance())
     cluster = "cluster ['chief', 'ps', 'worker']"
-    assert f"[chief-0-0] task chief 0 {cluster}" in logged and f"[ps-0-0] task ps 0 {cluster}" in logged, logged
-    assert f"[node-0-1] task worker 1 {cluster}" in logged
+    expected = [f"[chief-0-0] task chief 0 {cluster}", f"[ps-0-0] task ps 0 {cluster}", f"[node-0-1] task worker 1 {cluster}"]
+    logged: list[str] = []
+    wait_for(lambda: logged.append("".join(capfd.readouterr())) or all(e in "".join(logged) for e in expected),
+             60, "every selected replica's first line in the task log")  # fmt: skip
+    release.touch()
+    thread.join(60)
+    logged.append("".join(capfd.readouterr()))
+    result = outcome[0]
+    assert isinstance(result, dict) and result["api"] == "trainjob" and result["state"] == "succeeded", outcome
+    assert "[node-0-0] task worker 0" not in "".join(logged)  # not selected
+    assert hook.get_job(TRAINJOB, result["name"], "default")["spec"]["runtimeRef"]["name"] == "tensorflow-ps"
     assert float(result["metrics"]["loss"]) == 0.5  # read from the chief, rank 0
     assert result["replica_statuses"]["Chief"] == {"active": 0, "succeeded": 1, "failed": 0}

@@ -217,6 +217,8 @@ def test_a_tfjob_run_as_a_trainjob_reports_its_replicas_as_the_tfjob_would() -> 
         "conditions": [{"type": "Complete", "status": "True", "reason": "AllJobsCompleted"}],
         "jobsStatus": [node_status(succeeded=1), {**node_status(succeeded=1), "name": "chief"}],
     }}  # fmt: skip
+    assert pods.tf_type(manifest, "node-0") == "worker" and pods.tf_type(manifest, "chief-0") == "chief"
+    assert pods.tf_type(trainjob(), "node-0") == "node-0"
     assert interpret(done).replica_statuses == {
         "Chief": {"active": 0, "succeeded": 1, "failed": 0}, "Worker": {"active": 0, "succeeded": 2, "failed": 0},
     }  # fmt: skip
