@@ -92,8 +92,9 @@ def shapes(output: str) -> set[str]:
         line = _JOB.sub("JOB", _REPLICA.sub("[REPLICA] ", line))
         line = re.sub(r"^Creating JOB: .*?; image ", "Creating JOB: LAYOUT; image ", line)
         line = re.sub(r"succeeded: succeeded \(\w+\)", "succeeded: succeeded (REASON)", line)
-        # Durations (a time left, a pace) take a shape of their own whatever their size.
-        found.add(re.sub(r"(?:N h )?(?:N min )?N s\b", "DURATION", _NUMBER.sub("N", line)))
+        # Durations (a time left) and the pace take a shape of their own whatever their size.
+        line = re.sub(r"N h N min|N min N s|N s\b", "DURATION", _NUMBER.sub("N", line))
+        found.add(re.sub(r"DURATION per epoch|N epochs?/s", "PACE", line))
     return found
 
 
