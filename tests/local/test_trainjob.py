@@ -173,6 +173,7 @@ def test_torch_runtime_injects_pet_env_with_local_addresses(api: client.ApiClien
 def test_node_failure_fails_the_trainjob_after_the_backoff_limit(api: client.ApiClient) -> None:
     create(api, "node-fails", trainer=trainer("import os, sys; sys.exit(int(os.environ['JOB_COMPLETION_INDEX']) * 3)", 2))
     failed = wait_condition(api, "node-fails", "Failed")
+    # backoffLimit 1 under OnFailure: the Job fails once a container restarted in place once.
     assert (failed["reason"], failed["message"]) == (
         "FailedJobs", "jobset failed due to one or more job failures (first failed job: node-fails-node-0)")
     job = client.BatchV1Api(api).read_namespaced_job("node-fails-node-0", NS)
@@ -183,7 +184,7 @@ def test_node_failure_fails_the_trainjob_after_the_backoff_limit(api: client.Api
 def test_a_node_restarts_in_place_and_the_trainjob_completes(api: client.ApiClient, tmp_path: Any) -> None:
     marker = tmp_path / "once"
     script = f"import os, sys\nif not os.path.exists({str(marker)!r}):\n    open({str(marker)!r}, 'w').close(); sys.exit(2)"
-    create(api, "restarts", trainer=trainer(script))
+    create(api, "restarts", "torch-distributed", trainer=trainer(script))  # backoffLimit 6 by default
     wait_condition(api, "restarts", "Complete")
     (pod,) = pods(api, "restarts")
     assert pod.status.container_statuses[0].restart_count == 1
