@@ -168,3 +168,35 @@ def test_runtime_patches_changed_while_suspended_apply_on_resume(api: client.Api
                                                {"spec": {"runtimePatches": [patch("b")], "suspend": False}})
     wait_condition(api, "repatched", "Complete")
     assert pods(api, "repatched")[0].metadata.labels["team"] == "b"
+
+
+PEERS = """import json, os, socket, time
+addresses = os.environ["WORKERS"].split(",")
+me = int(os.environ["JOB_COMPLETION_INDEX"])
+host, port = addresses[me].rsplit(":", 1)
+server = socket.create_server((host, int(port)))
+other_host, other_port = addresses[1 - me].rsplit(":", 1)
+for _ in range(600):
+    try:
+        peer = socket.create_connection((other_host, int(other_port)), timeout=1)
+        break
+    except OSError:
+        time.sleep(0.05)
+peer.sendall(b"hello from %d" % me)
+peer.close()
+conn, _ = server.accept()
+print(json.dumps({"cluster": addresses, "heard": conn.recv(64).decode()}))
+"""
+
+
+def test_a_tf_config_style_worker_list_of_stable_names_connects_the_nodes(api: client.ApiClient) -> None:
+    """What a TF_CONFIG built from the JobSet's stable names needs: each node binds its own address and
+    reaches the others' (the local cluster turns each name into 127.0.0.1 and that pod's port)."""
+    workers = ",".join(f"mesh-node-0-{i}.mesh:2222" for i in range(2))
+    create(api, "mesh", trainer=trainer(PEERS, 2, env=[{"name": "WORKERS", "value": workers}]))
+    wait_condition(api, "mesh", "Complete")
+    first, second = pods(api, "mesh")
+    ports = [p.metadata.annotations["local.tfjob.dev/host-port"] for p in (first, second)]
+    cluster = [f"127.0.0.1:{port}" for port in ports]
+    assert json.loads(log_of(api, first.metadata.name)) == {"cluster": cluster, "heard": "hello from 1"}
+    assert json.loads(log_of(api, second.metadata.name)) == {"cluster": cluster, "heard": "hello from 0"}
