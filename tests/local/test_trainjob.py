@@ -21,6 +21,7 @@ G, V = "trainer.kubeflow.org", "v1alpha1"
 NS = "default"
 PRINT_ENV = ("import json, os; print(json.dumps({k: v for k, v in os.environ.items() "
              "if k.startswith(('PET_', 'JOB_', 'JAX_', 'DMLC_'))}))")
+PRINT_HOSTNAME = "import os; print(os.environ['HOSTNAME'])"
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +145,9 @@ def test_plain_runtime_runs_nodes_as_processes_named_as_jobset_names_them(api: c
             "jobset.sigs.k8s.io/job-index": "0", "batch.kubernetes.io/job-completion-index": str(index)}
         assert pod.metadata.annotations["batch.kubernetes.io/job-completion-index"] == str(index)
         assert json.loads(log_of(api, pod.metadata.name)) == {"JOB_COMPLETION_INDEX": str(index)}
+        assert pod.spec.containers[0].env == [client.V1EnvVar(name="EPOCHS", value="3"), client.V1EnvVar(
+            name="JOB_COMPLETION_INDEX", value_from=client.V1EnvVarSource(field_ref=client.V1ObjectFieldSelector(
+                api_version="v1", field_path="metadata.annotations['batch.kubernetes.io/job-completion-index']")))]
     snapshot = client.CoreV1Api(api).read_namespaced_config_map("plain-ok-runtime-snapshot", NS)
     assert "name: plain" in snapshot.data["runtime"]
     service = client.CoreV1Api(api).read_namespaced_service("plain-ok", NS)
@@ -200,6 +204,12 @@ def test_suspend_then_resume(api: client.ApiClient) -> None:
     wait_condition(api, "susp", "Complete")
     assert conditions(api, "susp") == [("Suspended", "False", "Resumed"), ("Complete", "True", "AllJobsCompleted")]
     assert log_of(api, pods(api, "susp")[0].metadata.name) == "ran\n"
+
+
+def test_a_node_process_sees_its_hostname(api: client.ApiClient) -> None:
+    create(api, "host", trainer=trainer(PRINT_HOSTNAME))
+    wait_condition(api, "host", "Complete")
+    assert log_of(api, pods(api, "host")[0].metadata.name) == "host-node-0-0\n"
 
 
 def test_active_deadline_fails_the_trainjob_and_deletes_its_jobset(api: client.ApiClient) -> None:
