@@ -200,3 +200,21 @@ def test_a_tf_config_style_worker_list_of_stable_names_connects_the_nodes(api: c
     cluster = [f"127.0.0.1:{port}" for port in ports]
     assert json.loads(log_of(api, first.metadata.name)) == {"cluster": cluster, "heard": "hello from 1"}
     assert json.loads(log_of(api, second.metadata.name)) == {"cluster": cluster, "heard": "hello from 0"}
+
+
+def test_success_policy_on_the_trainer_ends_a_never_ending_ps_job(cluster: LocalCluster, api: client.ApiClient) -> None:
+    """A Chief/PS-style runtime: `ps` never exits, the success policy targets `node`; once `node` completes
+    the JobSet is Completed and JobSet deletes the still-active `ps` Job with its pods (§5.5, §10)."""
+    runtime = runtime_manifest("with-ps", "tensorflow", {"numNodes": 1}, "python:3.12")
+    spec = runtime["spec"]["template"]["spec"]
+    spec["successPolicy"] = {"operator": "All", "targetReplicatedJobs": ["node"]}
+    spec["replicatedJobs"].append({"name": "ps", "template": {"spec": {"template": {"spec": {"containers": [
+        {"name": "ps", "image": "python:3.12", "command": ["python", "-c", "import time; time.sleep(3600)"]}]}}}}})
+    cluster.install_runtime(runtime)
+    create(api, "with-ps", "with-ps", trainer=trainer("print('done')"))
+    wait_condition(api, "with-ps", "Complete")
+    batch = client.BatchV1Api(api)
+    until(lambda: [j.metadata.name for j in batch.list_namespaced_job(
+        NS, label_selector="jobset.sigs.k8s.io/jobset-name=with-ps").items] == ["with-ps-node-0"], "ps Job deleted")
+    until(lambda: [p.metadata.labels["jobset.sigs.k8s.io/replicatedjob-name"] for p in pods(api, "with-ps")] == ["node"],
+          "ps pod deleted")
