@@ -33,8 +33,22 @@ def pod_index(pod: JsonDict) -> int | None:
 
 
 def _restarts(pod: JsonDict) -> int:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    status = pod.get("status") or {}
+    statuses = [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
     return sum(int(s.get("restartCount") or 0) for s in statuses if isinstance(s, dict))
+
+
+def past_backoff_limit(spec: JsonDict, failed: list[JsonDict], active: list[JsonDict]) -> bool:
+    """Kubernetes' rule (pkg/controller/job/job_controller.go): more failed pods than backoffLimit, or,
+    under restartPolicy OnFailure, in-place restarts of the running/pending pods' containers summing to
+    backoffLimit (any restart when it is 0, `pastBackoffLimitOnFailure`)."""
+    limit = int(spec.get("backoffLimit", 6))
+    if len(failed) > limit:
+        return True
+    if ((spec.get("template") or {}).get("spec") or {}).get("restartPolicy") != "OnFailure":
+        return False
+    restarts = sum(_restarts(p) for p in active)
+    return restarts > 0 if limit == 0 else restarts >= limit
 
 
 def _ready(pod: JsonDict) -> bool:
@@ -84,9 +98,7 @@ class JobController(Reconciler):
             if is_true(status, "Suspended"):
                 set_condition(status, "Suspended", "False", "JobResumed", "Job resumed", now)
             status.setdefault("startTime", now)
-            on_failure = ((spec.get("template") or {}).get("spec") or {}).get("restartPolicy") == "OnFailure"
-            failures = len(failed) + (sum(_restarts(p) for p in active) if on_failure else 0)
-            if failures > int(spec.get("backoffLimit", 6)):
+            if past_backoff_limit(spec, failed, active):
                 set_condition(status, "Failed", "True", "BackoffLimitExceeded",
                               "Job has reached the specified backoff limit", now)
                 record_event(self.store, job, "Warning", "BackoffLimitExceeded",

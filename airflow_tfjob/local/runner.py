@@ -14,7 +14,7 @@ What it does, as a node would:
   runs the cluster first, so a bare `python` finds its packages), with the host's environment
   variables plus the container's `env` / `envFrom` (values, secretKeyRef, configMapKeyRef, fieldRef
   metadata.name / namespace / uid / labels / annotations, spec.nodeName, status.podIP / hostIP),
-  `HOSTNAME` = pod name, and `PYTHONUNBUFFERED=1` unless the container sets it, so Python output streams
+  `HOSTNAME` = `spec.hostname` or else the pod name, and `PYTHONUNBUFFERED=1` unless the container sets it, so Python output streams
   live. `$(VAR)` in env values, command and args is expanded as the kubelet does (`$$` escapes). An empty
   `command` runs `args` alone (there is no image entrypoint). `workingDir` is created when missing;
   without one the process starts in the runner's `workdir` (default: the current directory). A missing

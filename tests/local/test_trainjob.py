@@ -21,6 +21,7 @@ G, V = "trainer.kubeflow.org", "v1alpha1"
 NS = "default"
 PRINT_ENV = ("import json, os; print(json.dumps({k: v for k, v in os.environ.items() "
              "if k.startswith(('PET_', 'JOB_', 'JAX_', 'DMLC_'))}))")
+PRINT_HOSTNAME = "import os; print(os.environ['HOSTNAME'])"
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +145,9 @@ def test_plain_runtime_runs_nodes_as_processes_named_as_jobset_names_them(api: c
             "jobset.sigs.k8s.io/job-index": "0", "batch.kubernetes.io/job-completion-index": str(index)}
         assert pod.metadata.annotations["batch.kubernetes.io/job-completion-index"] == str(index)
         assert json.loads(log_of(api, pod.metadata.name)) == {"JOB_COMPLETION_INDEX": str(index)}
+        assert pod.spec.containers[0].env == [client.V1EnvVar(name="EPOCHS", value="3"), client.V1EnvVar(
+            name="JOB_COMPLETION_INDEX", value_from=client.V1EnvVarSource(field_ref=client.V1ObjectFieldSelector(
+                api_version="v1", field_path="metadata.annotations['batch.kubernetes.io/job-completion-index']")))]
     snapshot = client.CoreV1Api(api).read_namespaced_config_map("plain-ok-runtime-snapshot", NS)
     assert "name: plain" in snapshot.data["runtime"]
     service = client.CoreV1Api(api).read_namespaced_service("plain-ok", NS)
@@ -173,6 +177,7 @@ def test_torch_runtime_injects_pet_env_with_local_addresses(api: client.ApiClien
 def test_node_failure_fails_the_trainjob_after_the_backoff_limit(api: client.ApiClient) -> None:
     create(api, "node-fails", trainer=trainer("import os, sys; sys.exit(int(os.environ['JOB_COMPLETION_INDEX']) * 3)", 2))
     failed = wait_condition(api, "node-fails", "Failed")
+    # backoffLimit 1 under OnFailure: the Job fails once a container restarted in place once.
     assert (failed["reason"], failed["message"]) == (
         "FailedJobs", "jobset failed due to one or more job failures (first failed job: node-fails-node-0)")
     job = client.BatchV1Api(api).read_namespaced_job("node-fails-node-0", NS)
@@ -183,7 +188,7 @@ def test_node_failure_fails_the_trainjob_after_the_backoff_limit(api: client.Api
 def test_a_node_restarts_in_place_and_the_trainjob_completes(api: client.ApiClient, tmp_path: Any) -> None:
     marker = tmp_path / "once"
     script = f"import os, sys\nif not os.path.exists({str(marker)!r}):\n    open({str(marker)!r}, 'w').close(); sys.exit(2)"
-    create(api, "restarts", trainer=trainer(script))
+    create(api, "restarts", "torch-distributed", trainer=trainer(script))  # backoffLimit 6 by default
     wait_condition(api, "restarts", "Complete")
     (pod,) = pods(api, "restarts")
     assert pod.status.container_statuses[0].restart_count == 1
@@ -199,6 +204,12 @@ def test_suspend_then_resume(api: client.ApiClient) -> None:
     wait_condition(api, "susp", "Complete")
     assert conditions(api, "susp") == [("Suspended", "False", "Resumed"), ("Complete", "True", "AllJobsCompleted")]
     assert log_of(api, pods(api, "susp")[0].metadata.name) == "ran\n"
+
+
+def test_a_node_process_sees_its_hostname(api: client.ApiClient) -> None:
+    create(api, "host", trainer=trainer(PRINT_HOSTNAME))
+    wait_condition(api, "host", "Complete")
+    assert log_of(api, pods(api, "host")[0].metadata.name) == "host-node-0-0\n"
 
 
 def test_active_deadline_fails_the_trainjob_and_deletes_its_jobset(api: client.ApiClient) -> None:

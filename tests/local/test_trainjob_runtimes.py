@@ -168,3 +168,53 @@ def test_runtime_patches_changed_while_suspended_apply_on_resume(api: client.Api
                                                {"spec": {"runtimePatches": [patch("b")], "suspend": False}})
     wait_condition(api, "repatched", "Complete")
     assert pods(api, "repatched")[0].metadata.labels["team"] == "b"
+
+
+PEERS = """import json, os, socket, time
+addresses = os.environ["WORKERS"].split(",")
+me = int(os.environ["JOB_COMPLETION_INDEX"])
+host, port = addresses[me].rsplit(":", 1)
+server = socket.create_server((host, int(port)))
+other_host, other_port = addresses[1 - me].rsplit(":", 1)
+for _ in range(600):
+    try:
+        peer = socket.create_connection((other_host, int(other_port)), timeout=1)
+        break
+    except OSError:
+        time.sleep(0.05)
+peer.sendall(b"hello from %d" % me)
+peer.close()
+conn, _ = server.accept()
+print(json.dumps({"cluster": addresses, "heard": conn.recv(64).decode()}))
+"""
+
+
+def test_a_tf_config_style_worker_list_of_stable_names_connects_the_nodes(api: client.ApiClient) -> None:
+    """What a TF_CONFIG built from the JobSet's stable names needs: each node binds its own address and
+    reaches the others' (the local cluster turns each name into 127.0.0.1 and that pod's port)."""
+    workers = ",".join(f"mesh-node-0-{i}.mesh:2222" for i in range(2))
+    create(api, "mesh", trainer=trainer(PEERS, 2, env=[{"name": "WORKERS", "value": workers}]))
+    wait_condition(api, "mesh", "Complete")
+    first, second = pods(api, "mesh")
+    ports = [p.metadata.annotations["local.tfjob.dev/host-port"] for p in (first, second)]
+    cluster = [f"127.0.0.1:{port}" for port in ports]
+    assert json.loads(log_of(api, first.metadata.name)) == {"cluster": cluster, "heard": "hello from 1"}
+    assert json.loads(log_of(api, second.metadata.name)) == {"cluster": cluster, "heard": "hello from 0"}
+
+
+def test_success_policy_on_the_trainer_ends_a_never_ending_ps_job(cluster: LocalCluster, api: client.ApiClient) -> None:
+    """A Chief/PS-style runtime: `ps` never exits, the success policy targets `node`; once `node` completes
+    the JobSet is Completed and JobSet deletes the still-active `ps` Job with its pods (§5.5, §10)."""
+    runtime = runtime_manifest("with-ps", "tensorflow", {"numNodes": 1}, "python:3.12")
+    spec = runtime["spec"]["template"]["spec"]
+    spec["successPolicy"] = {"operator": "All", "targetReplicatedJobs": ["node"]}
+    spec["replicatedJobs"].append({"name": "ps", "template": {"spec": {"template": {"spec": {"containers": [
+        {"name": "ps", "image": "python:3.12", "command": ["python", "-c", "import time; time.sleep(3600)"]}]}}}}})
+    cluster.install_runtime(runtime)
+    create(api, "with-ps", "with-ps", trainer=trainer("print('done')"))
+    wait_condition(api, "with-ps", "Complete")
+    batch = client.BatchV1Api(api)
+    until(lambda: [j.metadata.name for j in batch.list_namespaced_job(
+        NS, label_selector="jobset.sigs.k8s.io/jobset-name=with-ps").items] == ["with-ps-node-0"], "ps Job deleted")
+    until(lambda: [p.metadata.labels["jobset.sigs.k8s.io/replicatedjob-name"] for p in pods(api, "with-ps")] == ["node"],
+          "ps pod deleted")
