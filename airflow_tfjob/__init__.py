@@ -15,7 +15,10 @@ def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-provider-tfjob",
         "name": "Kubeflow TFJob",
-        "description": "Run Kubeflow training jobs (TFJob, PyTorchJob, XGBoostJob, JAXJob, PaddleJob) from Airflow DAGs.",
+        "description": (
+            "Run Kubeflow training jobs (TFJob, PyTorchJob, XGBoostJob, JAXJob, PaddleJob, and Kubeflow "
+            "Trainer v2 TrainJob) from Airflow DAGs."
+        ),
         "versions": [__version__],
         "integrations": [
             {
@@ -39,7 +42,7 @@ def get_provider_info() -> dict[str, Any]:
 
 
 # One module per kind (and the generic one), for operators and sensors alike.
-_KIND_MODULES = ("kubeflow", "tfjob", "pytorchjob", "xgboostjob", "jaxjob", "paddlejob")
+_KIND_MODULES = ("kubeflow", "tfjob", "pytorchjob", "xgboostjob", "jaxjob", "paddlejob", "trainjob")
 
 
 def _modules(package: str) -> list[str]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from airflow_tfjob.constants import ANNOTATION_INTENDED_CLEAN_POD_POLICY, ANNOTATION_INTENDED_TTL
-from airflow_tfjob.kinds import TFJOB, JobKind
+from airflow_tfjob.kinds import TFJOB, TRAINJOB, JobKind
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -43,7 +43,12 @@ class CleanupAPI(Protocol):
     """
 
     def list_job_pods(
-        self, name: str, namespace: str, replica_type: str | None = None, replica_index: int | None = None
+        self,
+        name: str,
+        namespace: str,
+        replica_type: str | None = None,
+        replica_index: int | None = None,
+        kind: JobKind | str = "TFJob",
     ) -> list[dict[str, Any]]: ...
 
     def delete_job(
@@ -121,6 +126,8 @@ def submission_manifest(manifest: Mapping[str, Any]) -> tuple[dict[str, Any], In
         annotations.pop(ANNOTATION_INTENDED_TTL, None)
     metadata["annotations"] = annotations
     spec = out.setdefault("spec", {})
+    if out.get("kind") == TRAINJOB.kind:
+        return out, intent  # no runPolicy: the controller deletes no pod of a finished TrainJob
     run_policy = spec.get("runPolicy")
     if not isinstance(run_policy, dict):
         run_policy = spec["runPolicy"] = {}
@@ -161,7 +168,13 @@ def _pod_name(pod: Mapping[str, Any]) -> str:
 
 
 def delete_pods(
-    hook: CleanupAPI, name: str, namespace: str, *, only_active: bool, grace_period_seconds: int | None = None
+    hook: CleanupAPI,
+    name: str,
+    namespace: str,
+    *,
+    only_active: bool,
+    grace_period_seconds: int | None = None,
+    kind: JobKind = TFJOB,
 ) -> list[str]:
     """Delete the job's pods (all, or only Running/Pending ones) and each deleted pod's service.
 
@@ -169,7 +182,7 @@ def delete_pods(
     headless service is named after its pod.
     """
     deleted: list[str] = []
-    for pod in hook.list_job_pods(name, namespace):
+    for pod in hook.list_job_pods(name, namespace, kind=kind):
         if only_active and _phase(pod) not in ("Running", "Pending"):
             continue
         pod_name = _pod_name(pod)
@@ -179,7 +192,9 @@ def delete_pods(
     return deleted
 
 
-def apply_clean_pod_policy(hook: CleanupAPI, name: str, namespace: str, policy: str) -> list[str]:
+def apply_clean_pod_policy(
+    hook: CleanupAPI, name: str, namespace: str, policy: str, kind: JobKind = TFJOB
+) -> list[str]:
     """Apply a cleanPodPolicy to a finished job, with the training-operator's semantics.
 
     An unknown value behaves like All on the real operator; validation refuses it before submission,
@@ -187,7 +202,7 @@ def apply_clean_pod_policy(hook: CleanupAPI, name: str, namespace: str, policy: 
     """
     if policy == "None":
         return []
-    return delete_pods(hook, name, namespace, only_active=policy == "Running")
+    return delete_pods(hook, name, namespace, only_active=policy == "Running", kind=kind)
 
 
 def apply_ttl(
@@ -234,7 +249,7 @@ def finish(
         report.job_deleted = True
     else:
         intent = intended_cleanup(tfjob)
-        report.deleted_pods = apply_clean_pod_policy(hook, name, namespace, intent.clean_pod_policy)
+        report.deleted_pods = apply_clean_pod_policy(hook, name, namespace, intent.clean_pod_policy, kind)
         apply_ttl(hook, name, namespace, intent.ttl_seconds_after_finished, report, kind)
     log(f"Cleanup of {kind.kind} {namespace}/{name}: {report.describe()}")
     return report
@@ -300,14 +315,14 @@ def _kill_steps(name: str, namespace: str, log: Log, options: KillOptions) -> _K
     yield _Call(
         "delete_job", (kind, name, namespace), {"propagation": "Foreground", "grace_period_seconds": grace}
     )
-    pods = yield _Call("list_job_pods", (name, namespace))
+    pods = yield _Call("list_job_pods", (name, namespace), {"kind": kind})
     for pod in pods:
         yield _Call("delete_pod", (_pod_name(pod), namespace), {"grace_period_seconds": grace})
         yield _Call("delete_service", (_pod_name(pod), namespace))
     deadline = time.monotonic() + wait_timeout
     while time.monotonic() < deadline:
         if (yield _Call("find_job", (kind, name, namespace))) is None and not (
-            yield _Call("list_job_pods", (name, namespace))
+            yield _Call("list_job_pods", (name, namespace), {"kind": kind})
         ):
             return True
         yield float(options.get("poll_interval", 0.5))

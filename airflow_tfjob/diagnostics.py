@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_tfjob.constants import CONTAINER_NAME
-from airflow_tfjob.logs import container_status, pod_replica, replica_name
+from airflow_tfjob.logs import container_status, main_container, pod_replica, replica_name
 
 # Waiting reasons that mean the container will not start by itself.
 WAITING_FAILURES = (
@@ -167,13 +167,13 @@ def diagnose(
         if ident is None:
             continue
         name = replica_name(*ident)
-        failure = pod_failure(pod, container)
+        failure = pod_failure(pod, main_container(pod, container))
         if failure is None:
             continue
         seen_types.add(ident[0].lower())
         reason, code, message = failure
         pod_name = str((pod.get("metadata") or {}).get("name", ""))
-        cs = container_status(pod, container)
+        cs = container_status(pod, main_container(pod, container))
         found[name] = ReplicaDiagnosis(
             replica=name,
             pod=pod_name,

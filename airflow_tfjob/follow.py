@@ -23,6 +23,8 @@ from airflow_tfjob import diagnostics
 from airflow_tfjob.aio import wait_event
 from airflow_tfjob.constants import KUEUE_QUEUE_LABEL
 from airflow_tfjob.follow_outcome import FollowOptions, FollowOutcome
+from airflow_tfjob.hooks.common import job_pod_selector
+from airflow_tfjob.kinds import TRAINJOB
 from airflow_tfjob.logs import (
     JobLogFollower,
     LogBatcher,
@@ -35,6 +37,7 @@ from airflow_tfjob.logs import (
 from airflow_tfjob.metrics import MetricsCollector
 from airflow_tfjob.progress import ProgressSpec, ProgressTracker
 from airflow_tfjob.status import JobState, JobStatus, interpret
+from airflow_tfjob.trainjob import pods as trainjob_pods
 from airflow_tfjob.watching import reflect
 
 if TYPE_CHECKING:
@@ -104,6 +107,7 @@ class _JobFollow:
                 on_capture=self._on_capture,
                 container=self.kind.container,
                 rank0=self._rank0,
+                selected_as=self._tf_type if self.kind is TRAINJOB else None,
             )
 
     # -- feeds ----------------------------------------------------------------------------------
@@ -113,9 +117,15 @@ class _JobFollow:
         pod job-role=master (a PaddleJob in collective mode); None while the job is not known."""
         if self.job is None:
             return None
+        if self.kind is TRAINJOB:
+            return trainjob_pods.rank0(self.job)
         specs = (self.job.get("spec") or {}).get(self.kind.spec_key) or {}
         types = {str(key).lower() for key in specs}
         return None if types & {"chief", "master"} else ("worker", 0)
+
+    def _tf_type(self, rtype: str) -> str:
+        """A TrainJob replica's TFJob type where the job is a TFJob run as a TrainJob (log_replicas)."""
+        return trainjob_pods.tf_type(self.job or {}, rtype)
 
     def _on_line(self, replica: ReplicaFollower, ts: int, text: str) -> None:
         if replica.state.pod is None or not replica.master:
@@ -174,6 +184,8 @@ class _JobFollow:
     # -- start-up tracking ----------------------------------------------------------------------
 
     def _expected_replicas(self) -> int:
+        if self.kind is TRAINJOB:
+            return trainjob_pods.expected_pods(self.job or {})
         specs = ((self.job or {}).get("spec") or {}).get(self.kind.spec_key) or {}
         total = 0
         for spec in specs.values():
@@ -185,7 +197,7 @@ class _JobFollow:
         if self.logs is not None:
             live = [p for p in self.pods.values() if not (p.get("metadata") or {}).get("deletionTimestamp")]
             return live
-        pods = await self.hook.list_job_pods(self.name, self.namespace)
+        pods = await self.hook.list_job_pods(self.name, self.namespace, kind=self.kind)
         for p in pods:
             self.pods[str((p.get("metadata") or {}).get("uid") or "")] = p
         return pods
@@ -246,9 +258,9 @@ class _JobFollow:
                         lambda: self.hook.list_objects(
                             "pods",
                             self.namespace,
-                            label_selector=f"training.kubeflow.org/job-name={self.name}",
+                            label_selector=job_pod_selector(self.name, kind=self.kind),
                         ),
-                        lambda rv: self.hook.watch_job_pods(self.name, self.namespace, rv),
+                        lambda rv: self.hook.watch_job_pods(self.name, self.namespace, rv, kind=self.kind),
                         self._on_pod,
                         synced=self.pods_synced,
                         resource=f"pods of {self.ref}",
@@ -392,7 +404,7 @@ class _JobFollow:
 
     async def _diagnose(self, status: JobStatus | None) -> list[diagnostics.ReplicaDiagnosis]:
         with contextlib.suppress(Exception):
-            for p in await self.hook.list_job_pods(self.name, self.namespace):
+            for p in await self.hook.list_job_pods(self.name, self.namespace, kind=self.kind):
                 self.pods[str((p.get("metadata") or {}).get("uid") or "")] = p
         events = list(self.events.values())
         pod_names = {str((p.get("metadata") or {}).get("name", "")) for p in self.pods.values()}

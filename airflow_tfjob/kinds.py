@@ -57,6 +57,19 @@ class JobKind:
     checks_managed_by: bool = True
     # The replica type the `scale` subresource and replicaStatuses' selector are about, if any.
     scale_type: str | None = None
+    # The API group and version serving the kind (Trainer v2's TrainJob is not kubeflow.org/v1).
+    group: str = GROUP
+    version: str = VERSION
+    # The pod label naming the job a pod belongs to (what the provider selects a job's pods by).
+    pod_job_label: str = "training.kubeflow.org/job-name"
+    # The pod label naming the replica type, for a selector of one type's pods.
+    pod_type_label: str = "training.kubeflow.org/replica-type"
+    # The pod label holding the replica's index within its type.
+    pod_index_label: str = "training.kubeflow.org/replica-index"
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
 
     @property
     def reason_prefix(self) -> str:
@@ -163,8 +176,36 @@ PADDLEJOB = JobKind(
     scale_type="Worker",
 )
 
+# Kubeflow Trainer v2's TrainJob (docs/reference/trainjob-behaviour.md): not a kubeflow.org/v1 kind, so
+# not in KINDS (the local cluster serves one v1 CRD per row there); its replicas are the JobSet's
+# replicated jobs (`node`...), its pods named and labelled by JobSet. The provider's adapter is
+# airflow_tfjob/trainjob/; the fields the v1 kinds need for their replica specs are placeholders here.
+TRAINER_GROUP = "trainer.kubeflow.org"
+TRAINER_VERSION = "v1alpha1"
+TRAINJOB = JobKind(
+    kind="TrainJob",
+    plural="trainjobs",
+    singular="trainjob",
+    spec_key="",  # no replica specs: the runtime's replicated jobs are not in the TrainJob
+    replica_types=("node",),
+    container="node",
+    port_name="",
+    port=29500,
+    restart_policy="OnFailure",
+    controller="trainjob-controller",
+    success_rule="jobset",
+    failure_rule="jobset",
+    group=TRAINER_GROUP,
+    version=TRAINER_VERSION,
+    pod_job_label="jobset.sigs.k8s.io/jobset-name",
+    pod_type_label="jobset.sigs.k8s.io/replicatedjob-name",
+    pod_index_label="batch.kubernetes.io/job-completion-index",
+)
+
 KINDS: tuple[JobKind, ...] = (TFJOB, PYTORCHJOB, XGBOOSTJOB, JAXJOB, PADDLEJOB)
-_BY_NAME = {k.kind.lower(): k for k in KINDS} | {k.plural: k for k in KINDS}
+#: Every kind the provider runs: the v1 kinds and TrainJob.
+ALL_KINDS: tuple[JobKind, ...] = (*KINDS, TRAINJOB)
+_BY_NAME = {k.kind.lower(): k for k in ALL_KINDS} | {k.plural: k for k in ALL_KINDS}
 
 
 def kind_named(name: str) -> JobKind:
@@ -175,7 +216,7 @@ def kind_named(name: str) -> JobKind:
     """
     row = _BY_NAME.get(name.strip().lower())
     if row is None:
-        known = ", ".join(k.kind for k in KINDS)
+        known = ", ".join(k.kind for k in ALL_KINDS)
         raise ValueError(f"unknown job kind {name!r}: use one of {known} (MPIJob v1 is not supported)")
     return row
 

@@ -33,6 +33,7 @@ from airflow_tfjob.logs_parsing import (
     container_status,
     has_exited,
     is_master_role,
+    main_container,
     parse_timestamp,
     pod_replica,
     pod_terminal,
@@ -89,6 +90,7 @@ class ReplicaFollower:
         self.selected = selected
         self.prefix = f"[{name}] "
         self.cursor = cursor or Cursor()
+        self.container = owner.container  # the pod's main container (main_container), once it is known
         self.state = ReplicaState(container=owner.container)
         self.ring: deque[str] = deque(maxlen=owner.limits.ring_lines)
         self.rate = RateLimiter(owner.limits.rate_per_replica)
@@ -184,7 +186,7 @@ class ReplicaFollower:
             async for chunk in hook.stream_pod_log(
                 self.pod_name,
                 self.owner.namespace,
-                container=self.owner.container,
+                container=self.container,
                 since_time=self.cursor.since_time,
                 previous=previous,
                 follow=not previous,
@@ -254,7 +256,7 @@ class ReplicaFollower:
         if pod is None:
             return await self._await_pod()
         uid = (pod.get("metadata") or {}).get("uid") or ""
-        cs = container_status(pod, self.owner.container)
+        cs = container_status(pod, self.container)
         started = bool(
             cs
             and (
@@ -345,6 +347,7 @@ class JobLogFollower:
         capture_prefix: str | None = None,
         on_capture: Callable[[ReplicaFollower, str], None] | None = None,
         rank0: Callable[[], tuple[str, int] | None] | None = None,
+        selected_as: Callable[[str], str] | None = None,
     ) -> None:
         self.hook = hook
         self.namespace = namespace
@@ -358,6 +361,8 @@ class JobLogFollower:
         self.on_capture = on_capture
         # Rank 0 when no pod carries job-role=master (a PaddleJob without Master): (type, index), or None.
         self.rank0 = rank0
+        # The type `log_replicas` names a replica by, when not its own (a TFJob run as a TrainJob: "worker").
+        self.selected_as = selected_as
         self.total = TotalCap(self.limits.total_cap)
         self.replicas: dict[str, ReplicaFollower] = {}
         self.draining = False
@@ -372,11 +377,12 @@ class JobLogFollower:
         follower = self.replicas.get(name)
         master = is_master_role(pod) or (self.rank0 is not None and self.rank0() == (rtype, index))
         if follower is None:
-            selected = self.selection.matches(rtype, index, master)
+            selected = self.selection.matches(self.selected_as(rtype) if self.selected_as else rtype, index, master)
             follower = ReplicaFollower(
                 self, name, (pod.get("metadata") or {}).get("name", name), selected, self._cursors.get(name)
             )
             follower.master = master
+            follower.container = follower.state.container = main_container(pod, self.container)
             self.replicas[name] = follower
             follower.state.set(pod)
             follower.task = asyncio.get_running_loop().create_task(follower.run(), name=f"tfjob-log-{name}")

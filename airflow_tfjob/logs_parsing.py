@@ -21,6 +21,7 @@ from airflow_tfjob.constants import (
     REPLICA_TYPES,
 )
 from airflow_tfjob.secrets import masked
+from airflow_tfjob.trainjob.pods import replica_of as jobset_replica
 
 MAX_LINE_BYTES = 64 * 1024
 RING_LINES = 100
@@ -314,12 +315,22 @@ class RateLimiter:
 
 
 def pod_replica(pod: Mapping[str, Any]) -> tuple[str, int] | None:
+    """(type, index) of a replica pod: the training-operator's labels, else JobSet's (a TrainJob's
+    ``node-0``, 1; see trainjob/pods.py)."""
     labels = (pod.get("metadata") or {}).get("labels") or {}
     rtype = labels.get(LABEL_REPLICA_TYPE)
     idx = labels.get(LABEL_REPLICA_INDEX)
     if not rtype or idx is None or not str(idx).isdigit():
-        return None
+        return jobset_replica(pod)
     return str(rtype), int(idx)
+
+
+def main_container(pod: Mapping[str, Any], default: str = CONTAINER_NAME) -> str:
+    """The container whose log and exit code are the replica's: the kind's (``default``) where the pod
+    has it, else the pod's first (a TensorFlow chief or PS run as a TrainJob runs ``tensorflow``, not
+    ``node``: runtime patches may set env on no container named ``node``)."""
+    names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or [] if isinstance(c, Mapping)]
+    return default if default in names or not names else str(names[0])
 
 
 def container_status(pod: Mapping[str, Any], container: str = CONTAINER_NAME) -> dict[str, Any] | None:

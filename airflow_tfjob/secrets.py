@@ -76,6 +76,10 @@ def _env_entries(manifest: Mapping[str, Any]) -> Iterable[dict[str, Any]]:
     for kind in KINDS:
         specs = spec.get(kind.spec_key) or {}
         replicas += list(specs.values()) if isinstance(specs, Mapping) else []
+    trainer = spec.get("trainer")  # a TrainJob's (Trainer v2): one env for every node
+    if isinstance(trainer, Mapping) and isinstance(trainer.get("env"), list):
+        yield from (entry for entry in trainer["env"] if isinstance(entry, dict))
+    yield from _patched_env(spec.get("runtimePatches"))
     for replica in replicas:
         if not isinstance(replica, Mapping):
             continue
@@ -88,6 +92,23 @@ def _env_entries(manifest: Mapping[str, Any]) -> Iterable[dict[str, Any]]:
                 for entry in env if isinstance(env, list) else []:
                     if isinstance(entry, dict):
                         yield entry
+
+
+def _patched_env(patches: Any) -> Iterable[dict[str, Any]]:
+    """The env a TrainJob's runtime patches give containers (a TFJob run as a TrainJob: chief and PS)."""
+    for patch in patches if isinstance(patches, list) else []:
+        template = _path(patch, "trainingRuntimeSpec", "template", "spec")
+        for rjob in template.get("replicatedJobs") or [] if isinstance(template.get("replicatedJobs"), list) else []:
+            pod = _path(rjob, "template", "spec", "template", "spec")
+            for container in pod.get("containers") or [] if isinstance(pod.get("containers"), list) else []:
+                env = container.get("env") if isinstance(container, Mapping) else None
+                yield from (entry for entry in env or [] if isinstance(entry, dict))
+
+
+def _path(value: Any, *keys: str) -> Mapping[str, Any]:
+    for key in keys:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return value if isinstance(value, Mapping) else {}
 
 
 def secret_values(manifest: Mapping[str, Any], extra_names: Iterable[str] = ()) -> list[str]:

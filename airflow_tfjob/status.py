@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from airflow_tfjob.kinds import TFJOB, JobKind, kind_of
+from airflow_tfjob.kinds import TFJOB, TRAINJOB, JobKind, kind_of
 
 _COUNT_KEYS = ("active", "succeeded", "failed")
 # "... has failed because 1 Worker replica(s) failed." / "... is failing because "PS" replica(s) failed."
@@ -142,6 +142,10 @@ def interpret(tfjob: Mapping[str, Any]) -> JobStatus:
     """The job's state, with the reason and message of the condition that decided it (any kind: the
     replica specs are read under the kind's spec key, types in its canonical casing and order)."""
     kind = job_kind(tfjob)
+    if kind is TRAINJOB:
+        from airflow_tfjob.trainjob.status import interpret as interpret_trainjob
+
+        return interpret_trainjob(tfjob)
     status = tfjob.get("status") or {}
     conditions = true_conditions(tfjob)
     state, deciding = JobState.CREATED, None

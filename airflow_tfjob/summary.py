@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_tfjob.kinds import kind_of
+from airflow_tfjob.kinds import TRAINJOB, kind_of
 
 
 def _replica_specs(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -47,14 +47,28 @@ def image_list(manifest: Mapping[str, Any]) -> str:
     return ", ".join(f"{rtype} {' + '.join(images)}" for rtype, images in by_type.items() if images)
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _trainjob_layout(manifest: Mapping[str, Any]) -> tuple[str, str]:
+    """A TrainJob's nodes and image: ``"2 node on runtime tensorflow-distributed"``, the trainer's image."""
+    spec = _mapping(manifest.get("spec"))
+    trainer = _mapping(spec.get("trainer"))
+    runtime = _mapping(spec.get("runtimeRef")).get("name")
+    nodes = trainer.get("numNodes", "the runtime's")
+    return f"{nodes} node on runtime {runtime}", str(trainer.get("image") or "the runtime's")
+
+
 def job_summary(manifest: Mapping[str, Any], links: Mapping[str, str] | None = None) -> str:
-    """``TFJob default/digits-x: 2 Worker; image tensorflow/tensorflow:2.21.0`` (and its links, if any)."""
+    """``TFJob default/digits-x: 2 Worker; image tensorflow/tensorflow:2.21.0`` (and its links, if any);
+    a TrainJob's: ``TrainJob default/digits-x: 2 node on runtime tensorflow-distributed; image ...``."""
     metadata = manifest.get("metadata") or {}
-    kind = kind_of(dict(manifest)).kind
-    line = (
-        f"{kind} {metadata.get('namespace', '')}/{metadata.get('name', '')}: {replica_layout(manifest)}; "
-        f"image {image_list(manifest)}"
+    kind = kind_of(dict(manifest))
+    layout, images = (
+        _trainjob_layout(manifest) if kind is TRAINJOB else (replica_layout(manifest), image_list(manifest))
     )
+    line = f"{kind.kind} {metadata.get('namespace', '')}/{metadata.get('name', '')}: {layout}; image {images}"
     for name, url in (links or {}).items():
         if url:
             line += f"; {name} {url}"

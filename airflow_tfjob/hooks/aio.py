@@ -339,9 +339,12 @@ class AsyncTFJobHook(AsyncKubernetesHook):
         namespace: str | None = None,
         replica_type: str | None = None,
         replica_index: int | None = None,
+        kind: JobKind | str = "TFJob",
     ) -> list[dict]:
         items, _ = await self.list_objects(
-            "pods", namespace, label_selector=job_pod_selector(name, replica_type, replica_index)
+            "pods",
+            namespace,
+            label_selector=job_pod_selector(name, replica_type, replica_index, as_kind(kind)),
         )
         return items
 

@@ -6,16 +6,15 @@ import json
 import time
 from typing import Any
 
-from airflow_tfjob.constants import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 from airflow_tfjob.hooks.retry import api_status_code
-from airflow_tfjob.kinds import API_VERSION, KINDS, JobKind
+from airflow_tfjob.kinds import ALL_KINDS, TFJOB, JobKind
 
 MERGE_PATCH = "application/merge-patch+json"
 
 # Paths of the collections the hooks read, by plural: every job kind's, pods and events. Kept here so
 # that list and watch build the same URL.
 COLLECTIONS = {
-    **{k.plural: f"/apis/{API_VERSION}/namespaces/{{namespace}}/{k.plural}" for k in KINDS},
+    **{k.plural: f"/apis/{k.api_version}/namespaces/{{namespace}}/{k.plural}" for k in ALL_KINDS},
     "pods": "/api/v1/namespaces/{namespace}/pods",
     "events": "/api/v1/namespaces/{namespace}/events",
 }
@@ -26,13 +25,16 @@ def job_path(kind: JobKind, namespace: str, name: str | None = None) -> str:
     return f"{path}/{name}" if name else path
 
 
-def job_pod_selector(name: str, replica_type: str | None = None, replica_index: int | None = None) -> str:
-    """Label selector of a job's pods (optionally one replica type / index), as the operator labels them."""
-    parts = [f"{LABEL_JOB_NAME}={name}"]
+def job_pod_selector(
+    name: str, replica_type: str | None = None, replica_index: int | None = None, kind: JobKind = TFJOB
+) -> str:
+    """Label selector of a job's pods (optionally one replica type / index), as the kind's controller
+    labels them (a TrainJob's: JobSet's jobset-name and replicatedjob-name, the Job's completion index)."""
+    parts = [f"{kind.pod_job_label}={name}"]
     if replica_type:
-        parts.append(f"{LABEL_REPLICA_TYPE}={replica_type.lower()}")
+        parts.append(f"{kind.pod_type_label}={replica_type.lower()}")
     if replica_index is not None:
-        parts.append(f"{LABEL_REPLICA_INDEX}={replica_index}")
+        parts.append(f"{kind.pod_index_label}={replica_index}")
     return ",".join(parts)
 
 

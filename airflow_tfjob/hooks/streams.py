@@ -237,12 +237,13 @@ def watch_job_pods(
     namespace: str | None = None,
     resource_version: str | None = None,
     timeout_seconds: int = 300,
+    kind: JobKind | str = "TFJob",
 ) -> AsyncIterator[tuple[str, dict]]:
     return self.watch_objects(
         "pods",
         namespace,
         resource_version,
-        label_selector=job_pod_selector(name),
+        label_selector=job_pod_selector(name, kind=as_kind(kind)),
         timeout_seconds=timeout_seconds,
     )
 

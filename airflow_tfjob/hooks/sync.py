@@ -11,7 +11,7 @@ from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
 from kubernetes import client as sync_client
 from kubernetes.client.rest import ApiException as SyncApiException
 
-from airflow_tfjob.constants import CONTAINER_NAME, GROUP, VERSION
+from airflow_tfjob.constants import CONTAINER_NAME
 from airflow_tfjob.hooks import kueue as kueue_calls
 from airflow_tfjob.hooks.common import (
     MERGE_PATCH,
@@ -85,7 +85,7 @@ class TFJobHook(KubernetesHook):
             f"create {row.kind} {ns}/{name}",
             "create",
             lambda: self.custom_object_client.create_namespaced_custom_object(
-                GROUP, VERSION, ns, row.plural, body
+                row.group, row.version, ns, row.plural, body
             ),
         )
         return result
@@ -97,7 +97,7 @@ class TFJobHook(KubernetesHook):
             f"get {row.kind} {ns}/{name}",
             "read",
             lambda: self.custom_object_client.get_namespaced_custom_object(
-                GROUP, VERSION, ns, row.plural, name
+                row.group, row.version, ns, row.plural, name
             ),
         )
         return result
@@ -120,7 +120,7 @@ class TFJobHook(KubernetesHook):
             f"patch {row.kind} {ns}/{name}",
             "write",
             lambda: self.custom_object_client.patch_namespaced_custom_object(
-                GROUP, VERSION, ns, row.plural, name, patch, _content_type=MERGE_PATCH
+                row.group, row.version, ns, row.plural, name, patch, _content_type=MERGE_PATCH
             ),
         )
         return result
@@ -140,7 +140,7 @@ class TFJobHook(KubernetesHook):
         self._ignore_404(
             f"delete {row.kind} {ns}/{name}",
             lambda: self.custom_object_client.delete_namespaced_custom_object(
-                GROUP, VERSION, ns, row.plural, name, body=body
+                row.group, row.version, ns, row.plural, name, body=body
             ),
         )
 
@@ -160,7 +160,7 @@ class TFJobHook(KubernetesHook):
             f"list {row.kind}s in {ns}",
             "read",
             lambda: self.custom_object_client.list_namespaced_custom_object(
-                GROUP, VERSION, ns, row.plural, label_selector=label_selector or ""
+                row.group, row.version, ns, row.plural, label_selector=label_selector or ""
             ),
         )
         return list(result.get("items") or [])
@@ -206,6 +206,32 @@ class TFJobHook(KubernetesHook):
     def wait_for_tfjob_deletion(self, name: str, namespace: str | None, timeout: float) -> bool:
         return self.wait_for_job_deletion(TFJOB, name, namespace, timeout)
 
+    def served_resources(self, group_version: str) -> set[str] | None:
+        """The resources (plurals) an API group version serves; None where the server does not serve it.
+
+        API discovery (``GET /apis/<group>/<version>``), as kubectl does it: TFJobOperator(api="auto")
+        reads whether ``kubeflow.org/v1`` serves ``tfjobs``.
+        """
+        try:
+            resp = self._call(
+                f"discover {group_version}",
+                "read",
+                lambda: self.api_client.call_api(
+                    f"/apis/{group_version}",
+                    "GET",
+                    auth_settings=["BearerToken"],
+                    _preload_content=False,
+                    _return_http_data_only=True,
+                ),
+            )
+        except SyncApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return {
+            str(r.get("name")) for r in self._raw_json(resp).get("resources") or [] if isinstance(r, dict)
+        }
+
     # -- pods, events, logs ------------------------------------------------------------------------
 
     def list_job_pods(
@@ -214,13 +240,15 @@ class TFJobHook(KubernetesHook):
         namespace: str | None = None,
         replica_type: str | None = None,
         replica_index: int | None = None,
+        kind: JobKind | str = "TFJob",
     ) -> list[dict]:
         ns = self._ns(namespace)
+        selector = job_pod_selector(name, replica_type, replica_index, as_kind(kind))
         resp = self._call(
             f"list pods of job {ns}/{name}",
             "read",
             lambda: self.core_v1_client.list_namespaced_pod(
-                ns, label_selector=job_pod_selector(name, replica_type, replica_index), _preload_content=False
+                ns, label_selector=selector, _preload_content=False
             ),
         )
         return list(self._raw_json(resp).get("items") or [])

@@ -20,7 +20,7 @@ import asyncio
 import json
 import logging
 import ssl
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -73,9 +73,15 @@ class ApiServer:
         metrics_sources: Sequence[Callable[[], str]] = (),
         ssl_context: ssl.SSLContext | None = None,
         extensions: Extensions | None = None,
+        served_groups: Collection[str] | None = None,
     ) -> None:
         self.store = store
         self.extensions = extensions or Extensions()
+        # The API groups answered (`--apis`); the others are 404 and absent from discovery.
+        self.served_groups = frozenset(served_groups) if served_groups is not None else None
+        # POST on trainjobs/status: Trainer's progress endpoint when the TrainJobStatus gate is on
+        # (trainjobstatus.py); a real API server answers 405 there.
+        self.status_post: Callable[[web.Request, str, str], Awaitable[web.StreamResponse]] | None = None
         self.podlogs = podlogs
         self.host = host
         self.port = port
@@ -104,7 +110,7 @@ class ApiServer:
         self.port = sockets[0].getsockname()[1]
         # Build the schemas and OpenAPI documents off the event loop now (the first build imports the
         # kubernetes client's models, about 2 s) rather than inside the first job create or kubectl call.
-        self._warmup = asyncio.get_running_loop().run_in_executor(None, v3_root)
+        self._warmup = asyncio.get_running_loop().run_in_executor(None, v3_root, self.served_groups)
         scheme = "https" if self.ssl_context is not None else "http"
         host = f"[{self.host}]" if ":" in self.host else self.host
         self.url = f"{scheme}://{host}:{self.port}"
@@ -169,7 +175,7 @@ class ApiServer:
             return await self._resource(request, parse_resource_path("", "v1", parts[2:]))
         if parts and parts[0] == "apis":
             features, aggregated = self.extensions.features, self.extensions.aggregated
-            groups = api_groups(features)
+            groups = api_groups(features, self.served_groups)
             if len(parts) == 1:
                 listed = [api_group(g, v) for g, v in groups.items()]
                 listed += [api_group(a.group, a.versions) for a in aggregated.values()]
@@ -191,7 +197,7 @@ class ApiServer:
                 raise route_not_found()
             return await self._resource(request, p)
         if parts and parts[0] == "openapi":
-            return await serve_openapi(request, parts)
+            return await serve_openapi(request, parts, self.served_groups)
         if path == "/version":
             return self._json(KUBERNETES_VERSION)
         if path in ("/healthz", "/readyz", "/livez"):
@@ -256,6 +262,8 @@ class ApiServer:
             if p.subresource is not None:
                 raise self._method_not_allowed(method)
             return await self._delete(request, p, out)
+        if method == "POST" and p.subresource == "status" and rtype == "trainjobs" and self.status_post:
+            return await self.status_post(request, p.namespace or "", p.name)
         raise self._method_not_allowed(method)
 
     def _view(self, p: ResourcePath) -> VersionView | None:

@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from airflow_tfjob.local import credential
-from airflow_tfjob.local.cluster import CREDENTIALS, ClusterRuntime
+from airflow_tfjob.local.cluster import CREDENTIALS, FEATURE_GATES, ClusterRuntime
 from airflow_tfjob.local.faults import FaultPlan
 from airflow_tfjob.local.kueue.options import load_objects, parse_integrations
+from airflow_tfjob.local.resources import DEFAULT_APIS, served_groups
 
 
 def _parse_gpus(value: str) -> list[str]:
@@ -33,6 +34,26 @@ def _parse_faults(value: str) -> FaultPlan:
         return FaultPlan.parse(value)
     except ValueError as exc:  # argparse shows an ArgumentTypeError's own message
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _parse_apis(value: str) -> list[str]:
+    apis = [a.strip() for a in value.split(",") if a.strip()]
+    try:
+        served_groups(apis)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--apis: {exc}") from None
+    return apis
+
+
+def _parse_gates(value: str) -> dict[str, bool]:
+    gates: dict[str, bool] = {}
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        gate, sep, flag = item.partition("=")
+        if not sep or flag.lower() not in ("true", "false") or gate not in FEATURE_GATES:
+            raise argparse.ArgumentTypeError(f"--feature-gates {item!r}: expected GATE=true|false with GATE one "
+                                             f"of {', '.join(FEATURE_GATES)}, e.g. TrainJobStatus=true")
+        gates[gate] = flag.lower() == "true"
+    return gates
 
 
 def _parse_role(value: str) -> tuple[str, tuple[str, str] | str]:
@@ -86,6 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--kueue-pods-ready-timeout", type=float, default=None, metavar="SECONDS",
                        help="evict an admitted job whose pods are not ready after SECONDS (WaitForPodsReady; "
                             "Kueue's default is 1800; default here: off); implies --kueue")
+    serve.add_argument("--apis", type=_parse_apis, default=list(DEFAULT_APIS), metavar="LIST",
+                       help="API families to serve, comma-separated: 'v1' (kubeflow.org/v1 TFJob, PyTorchJob, "
+                            "...), 'trainjob' (Kubeflow Trainer v2 TrainJob, runtimes, JobSet); default "
+                            "'v1,trainjob'; 'trainjob' alone is a cluster without TFJob")
+    serve.add_argument("--feature-gates", type=_parse_gates, default={}, metavar="GATE=BOOL",
+                       help="Kubeflow Trainer feature gates, e.g. 'TrainJobStatus=true' (the progress status "
+                            "endpoint and env; off by default, as upstream)")
     serve.add_argument("--log-level", default="WARNING", help="logging level for stderr (default WARNING)")
     return parser
 
@@ -102,7 +130,7 @@ def build_runtime(args: argparse.Namespace) -> ClusterRuntime:
     return ClusterRuntime(
         gpus=args.gpus, workdir=args.workdir, host=args.host, port=args.port, kubeconfig_path=args.kubeconfig,
         faults=args.faults, auth=args.auth == "token", token_ttl=args.token_ttl, credential=args.credential,
-        roles=roles or None, kueue=kueue,
+        roles=roles or None, kueue=kueue, apis=args.apis, feature_gates=args.feature_gates,
     )
 
 

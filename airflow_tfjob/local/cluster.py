@@ -27,16 +27,24 @@ import yaml
 from airflow_tfjob.local.admission import JobAdmission
 from airflow_tfjob.local.apiserver import ApiServer
 from airflow_tfjob.local.auth import TokenAuthenticator
+from airflow_tfjob.local.batchjobs import JobController as BatchJobController
 from airflow_tfjob.local.controllers import CONTROLLERS
 from airflow_tfjob.local.credential import TokenAuthority, exec_command, write_private
 from airflow_tfjob.local.faults import FaultInjector, FaultPlan
 from airflow_tfjob.local.jobcontroller import JobController
+from airflow_tfjob.local.jobsets import JobSetController
 from airflow_tfjob.local.kueue.options import KueueOptions
 from airflow_tfjob.local.podlogs import PodLogs
 from airflow_tfjob.local.rbac import Authorizer, RoleSource
+from airflow_tfjob.local.reconciler import Reconciler
+from airflow_tfjob.local.resources import DEFAULT_APIS, JsonDict, served_groups
 from airflow_tfjob.local.runner import Runner
 from airflow_tfjob.local.store import Admission, Store
 from airflow_tfjob.local.tls import ServerTls, make_server_tls
+from airflow_tfjob.local.trainadmission import TrainAdmission
+from airflow_tfjob.local.trainjobs import TrainJobController
+from airflow_tfjob.local.trainjobstatus import GATE, StatusServer
+from airflow_tfjob.local.trainruntimes import SHIPPED_RUNTIMES, install_runtime, install_trainer
 
 if TYPE_CHECKING:
     from airflow_tfjob.local.kueue.controller import KueueController
@@ -46,6 +54,7 @@ T = TypeVar("T")
 CONTEXT_NAME = "tfjob-local"
 ADMIN = "admin"
 CREDENTIALS = ("exec", "static")
+FEATURE_GATES = (GATE,)  # Kubeflow Trainer's, off by default as upstream
 
 
 class PortAllocator:
@@ -67,6 +76,18 @@ class PortAllocator:
 
     def __call__(self) -> int:
         return self.allocate()
+
+
+class Admissions:
+    """The admission chain of the store: the v1 job kinds' (admission.py), then Trainer v2's and JobSet's."""
+
+    def __init__(self) -> None:
+        self.train = TrainAdmission()
+        self.chain = (JobAdmission(), self.train)
+
+    def admit(self, rtype: str, operation: str, obj: JsonDict, old: JsonDict | None) -> None:
+        for admission in self.chain:
+            admission.admit(rtype, operation, obj, old)
 
 
 def is_loopback(host: str) -> bool:
@@ -118,9 +139,18 @@ class ClusterRuntime:
         credential: str = "exec",
         roles: Mapping[str, Sequence[RoleSource]] | None = None,
         kueue: bool | Mapping[str, Any] | KueueOptions | None = None,
+        apis: Sequence[str] = DEFAULT_APIS,
+        feature_gates: Mapping[str, bool] | None = None,
     ) -> None:
         # Every option is checked before anything is created.
         kueue_options = KueueOptions.of(kueue)
+        self.apis = tuple(apis)
+        self.served_groups = served_groups(self.apis)  # ValueError naming the choices
+        self.feature_gates = dict(feature_gates or {})
+        unknown_gates = set(self.feature_gates) - set(FEATURE_GATES)
+        if unknown_gates:
+            raise ValueError(f"feature_gates: unknown gate(s) {', '.join(sorted(unknown_gates))}; known: "
+                             f"{', '.join(FEATURE_GATES)} (e.g. {{'TrainJobStatus': True}})")
         if not auth and not is_loopback(host):
             raise ValueError(
                 f"host {host!r} is not a loopback address: without authentication anyone who can reach it "
@@ -143,7 +173,8 @@ class ClusterRuntime:
         self.authority = TokenAuthority(self.workdir / "token-secret") if auth else None
         self.tls: ServerTls | None = make_server_tls(self.workdir / "tls", host) if auth else None
         self.authorizer = authorizer
-        admission: Admission = JobAdmission()
+        chain = Admissions()
+        admission: Admission = chain
         self.kueue: KueueController | None = None
         extensions = None
         if kueue_options is not None:
@@ -152,6 +183,7 @@ class ClusterRuntime:
             assembly = Kueue(kueue_options)
             admission = assembly.webhook(admission)
         self.store = Store(history_limit=history_limit, admission=admission)
+        chain.train.store = self.store
         if kueue_options is not None:
             self.kueue = assembly.controller(self.store)
             assembly.create_objects(self.store)
@@ -173,10 +205,15 @@ class ClusterRuntime:
                                    bookmark_interval=bookmark_interval, middlewares=middlewares,
                                    metrics_sources=sources,
                                    ssl_context=self.tls.server_context() if self.tls else None,
-                                   extensions=extensions)
+                                   extensions=extensions, served_groups=self.served_groups)
+        self.status_server: StatusServer | None = None
+        if self.feature_gates.get(GATE) and "trainjob" in self.apis:
+            self.status_server = StatusServer(self.store, self.workdir, lambda: self.url,
+                                              self.tls.ca_path if self.tls else None)
+            self.apiserver.status_post = self.status_server.post
         self._want_controller = controller
         self._want_runner = runner
-        self.controllers: dict[str, JobController] = {}  # by kind: TFJob, PyTorchJob, ...
+        self.controllers: dict[str, JobController | Reconciler] = {}  # by kind: TFJob, ..., Job, JobSet, TrainJob
         self.runner: Runner | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self.url = ""
@@ -184,11 +221,23 @@ class ClusterRuntime:
     async def start(self) -> str:
         self.url = await self.apiserver.start()
         self.write_kubeconfig(self.kubeconfig_path, ADMIN, self.credential)
+        if "trainjob" in self.apis:
+            install_trainer(self.store)
+            for runtime in SHIPPED_RUNTIMES:
+                self.install_runtime(runtime)
         if self._want_controller:
             used_ports: set[int] = set()
-            for kind, controller_type in CONTROLLERS.items():
-                controller = controller_type(self.store, port_allocator=self.ports, used_ports=used_ports)
-                self.controllers[kind] = controller
+            if "v1" in self.apis:
+                for kind, controller_type in CONTROLLERS.items():
+                    self.controllers[kind] = controller_type(self.store, port_allocator=self.ports,
+                                                             used_ports=used_ports)
+            self.controllers["Job"] = BatchJobController(self.store)
+            if "trainjob" in self.apis:
+                self.controllers["JobSet"] = JobSetController(self.store, port_allocator=self.ports,
+                                                              used_ports=used_ports)
+                self.controllers["TrainJob"] = TrainJobController(
+                    self.store, status_env=self.status_server.env if self.status_server else None)
+            for kind, controller in self.controllers.items():
                 self._tasks.append(asyncio.create_task(self._supervise(f"{kind} controller", controller.run())))
         if self.kueue is not None:
             self._tasks.append(asyncio.create_task(self._supervise("kueue", self.kueue.run())))
@@ -197,6 +246,9 @@ class ClusterRuntime:
                                  workdir=self.workdir)
             self._tasks.append(asyncio.create_task(self._supervise("runner", self.runner.run())))
         return self.url
+
+    def install_runtime(self, manifest: JsonDict) -> JsonDict:
+        return install_runtime(self.store, manifest)
 
     def issue_token(self, user: str, ttl: float | None = None) -> str:
         if self.authority is None:
@@ -262,11 +314,14 @@ class LocalCluster:
         credential: str = "exec",
         roles: Mapping[str, Sequence[RoleSource]] | None = None,
         kueue: bool | Mapping[str, Any] | KueueOptions | None = None,
+        apis: Sequence[str] = DEFAULT_APIS,
+        feature_gates: Mapping[str, bool] | None = None,
     ) -> None:
         self.runtime = ClusterRuntime(
             gpus=gpus, workdir=workdir, host=host, port=port, history_limit=history_limit,
             bookmark_interval=bookmark_interval, controller=controller, runner=runner, faults=faults,
-            auth=auth, token_ttl=token_ttl, credential=credential, roles=roles, kueue=kueue,
+            auth=auth, token_ttl=token_ttl, credential=credential, roles=roles, kueue=kueue, apis=apis,
+            feature_gates=feature_gates,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -319,6 +374,12 @@ class LocalCluster:
     def fault_counts(self) -> dict[str, int]:
         """Faults injected so far, by kind (also `tfjob_local_injected_faults_total` on /metrics)."""
         return self.runtime.faults.counts()
+
+    def install_runtime(self, manifest: JsonDict) -> JsonDict:
+        """Install a (Cluster)TrainingRuntime manifest (a dict, e.g. from yaml.safe_load), replacing one of
+        the same name: e.g. `cluster.install_runtime(runtime_manifest("tf", "tensorflow", {"numNodes": 2},
+        "tensorflow/tensorflow:2.21.0"))` (trainruntimes.py). Safe from any thread."""
+        return self.call(lambda: self.runtime.install_runtime(manifest))
 
     def issue_token(self, user: str = ADMIN, ttl: float | None = None) -> str:
         """A bearer token for `user` (valid for `ttl` seconds, default the cluster's token_ttl)."""

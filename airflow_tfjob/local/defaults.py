@@ -104,6 +104,31 @@ def _default_secret(secret: JsonDict) -> None:
             data[key] = base64.b64encode(str(value).encode()).decode()
 
 
+def _default_job(job: JsonDict) -> None:
+    """batch/v1 Job: the API server's defaults and the selector and labels it derives from the uid."""
+    spec = job.setdefault("spec", {})
+    if not isinstance(spec, dict):
+        return
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("parallelism", 1)
+    spec.setdefault("completions", spec["parallelism"] if spec["completionMode"] == "Indexed" else 1)
+    spec.setdefault("backoffLimit", 6)
+    spec.setdefault("suspend", False)
+    spec.setdefault("manualSelector", False)
+    spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+    uid = object_meta(job).get("uid", "")
+    name = object_meta(job).get("name", "")
+    template = spec.setdefault("template", {})
+    if isinstance(template, dict) and uid:
+        spec.setdefault("selector", {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}})
+        labels = template.setdefault("metadata", {}).setdefault("labels", {})
+        for prefix in ("batch.kubernetes.io/", ""):
+            labels.setdefault(f"{prefix}controller-uid", uid)
+            labels.setdefault(f"{prefix}job-name", name)
+        if not object_meta(job).get("labels"):  # a Job without labels takes its template's
+            object_meta(job)["labels"] = dict(labels)
+
+
 def apply_core_defaults(rtype: str, obj: JsonDict, name: str) -> None:
     if rtype == "pods":
         _default_pod(obj)
@@ -113,3 +138,5 @@ def apply_core_defaults(rtype: str, obj: JsonDict, name: str) -> None:
         _default_namespace(obj, name)
     elif rtype == "secrets":
         _default_secret(obj)
+    elif rtype == "jobs":
+        _default_job(obj)

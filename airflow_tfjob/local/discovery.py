@@ -57,11 +57,14 @@ def api_resource_list(group: str, version: str, features: frozenset[str] = froze
 
 
 @cache
-def api_groups(features: frozenset[str] = frozenset()) -> dict[str, tuple[str, ...]]:
-    """The served groups and their versions, preferred (storage) version first."""
+def api_groups(features: frozenset[str] = frozenset(),
+               served: frozenset[str] | None = None) -> dict[str, tuple[str, ...]]:
+    """The served groups and their versions, preferred (storage) version first: the kinds of the optional
+    parts that are on (`features`), of the groups in `served` when given (`--apis`)."""
     seen: dict[str, tuple[str, ...]] = {}
     for info in RESOURCES.values():
-        if info.group and info.group not in seen and _served(info, features):
+        if (info.group and info.group not in seen and _served(info, features)
+                and (served is None or info.group in served)):
             seen[info.group] = info.versions
     return seen
 

@@ -4,6 +4,9 @@ Service in a directory per namespace and holding the endpoints' IPs, and removes
 A process finds its namespace's directory in `TFJOB_LOCAL_DNS`, so "does `{job}-master-0` resolve" is
 "does `$TFJOB_LOCAL_DNS/{job}-master-0` exist".
 
+A pod with `hostname` and `subdomain` (a JobSet's pods, `<tj>-node-0-1.<tj>`) gets the record
+`<hostname>.<subdomain>` (its pod IP) while it runs, as cluster DNS answers for a headless Service.
+
 The PyTorchJob init container (`init-pytorch`) uses it: the operator's waits with
 `nslookup {job}-master-0` every 2 s (100 tries) until the master pod is ready; the local one runs
 `python -c WAIT_SCRIPT {job}-master-0`, which checks every 0.2 s (1000 tries, the same 200 s) and says

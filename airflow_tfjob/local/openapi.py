@@ -33,7 +33,8 @@ from airflow_tfjob.local.resources import BASE_RESOURCES, JsonDict, ResourceType
 _JOB_KINDS = {k.plural: k for k in KINDS}
 # The scale subresource's body (autoscaling/v1 Scale), described beside the kinds that have one.
 _SCALE = ResourceType("scale", "scale", "Scale", "autoscaling", "v1", True, False)
-_MODEL_NAMES = {"Event": "CoreV1Event"}  # the client's name when it is not V1<Kind>
+_MODEL_NAMES = {"Event": "CoreV1Event"}
+_OPEN_OBJECT: JsonDict = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}  # the client's name when it is not V1<Kind>
 
 
 def schema_for(info: ResourceType) -> JsonDict:
@@ -41,6 +42,8 @@ def schema_for(info: ResourceType) -> JsonDict:
     kind = _JOB_KINDS.get(info.plural)
     if kind is not None and info.group == "kubeflow.org":
         return job_schema(kind)
+    if "." in info.group:  # Trainer v2 and JobSet: checked by trainadmission.py, not by a schema here
+        return _OPEN_OBJECT
     return model_schema(_MODEL_NAMES.get(info.kind, f"V1{info.kind}"))
 
 
@@ -184,12 +187,18 @@ def document_hash(body: bytes) -> str:
     return hashlib.sha512(body).hexdigest().upper()
 
 
+def served(gv: str, groups: frozenset[str] | None) -> bool:
+    """Whether a group-version (`api/v1`, `apis/<group>/<version>`) is among the groups a cluster serves."""
+    return groups is None or (gv.split("/")[1] if gv.startswith("apis/") else "") in groups
+
+
 @cache
-def v3_root() -> bytes:
-    """The discovery document: each group-version with the URL of its document (content-hashed, so a
-    client's HTTP cache may keep it for good, as it does against a real server)."""
+def v3_root(groups: frozenset[str] | None = None) -> bytes:
+    """The discovery document: each group-version (of the served `groups`; None: all) with the URL of its
+    document (content-hashed, so a client's HTTP cache may keep it for good, as it does against a real
+    server)."""
     paths = {}
-    for gv in group_versions():
+    for gv in (g for g in group_versions() if served(g, groups)):
         body = v3_document(gv)
         assert body is not None
         paths[gv] = {"serverRelativeURL": f"/openapi/v3/{gv}?hash={document_hash(body)}"}
@@ -225,10 +234,12 @@ def _v2_operation(op: JsonDict) -> JsonDict:
 
 
 @cache
-def v2_document() -> bytes:
+def v2_document(groups: frozenset[str] | None = None) -> bytes:
     paths: JsonDict = {}
     definitions: JsonDict = {}
     for info in BASE_RESOURCES:
+        if groups is not None and info.group not in groups:
+            continue
         for path, ops in _paths(info).items():
             paths[path] = {verb: _v2_operation(op) for verb, op in ops.items()}
         definitions.update(_to_v2(_schemas(info)))

@@ -28,14 +28,14 @@ def _accepts_json(request: web.Request) -> bool:
     return any(m in _JSON_ACCEPTS for m in media)
 
 
-async def serve_openapi(request: web.Request, parts: list[str]) -> web.Response:
-    """`parts` is the path split on "/", starting with "openapi"."""
+async def serve_openapi(request: web.Request, parts: list[str], groups: frozenset[str] | None = None) -> web.Response:
+    """`parts` is the path split on "/", starting with "openapi"; `groups`: the API groups served (None: all)."""
     build: Callable[[], bytes | None]
     if parts == ["openapi", "v2"]:
-        build = openapi.v2_document
+        build = lambda: openapi.v2_document(groups)  # noqa: E731
     elif parts == ["openapi", "v3"]:
-        build = openapi.v3_root
-    elif len(parts) > 2 and parts[1] == "v3":
+        build = lambda: openapi.v3_root(groups)  # noqa: E731
+    elif len(parts) > 2 and parts[1] == "v3" and openapi.served("/".join(parts[2:]), groups):
         gv = "/".join(parts[2:])
         build = lambda: openapi.v3_document(gv)  # noqa: E731
     else:

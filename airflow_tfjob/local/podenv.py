@@ -180,7 +180,8 @@ class PodEnvironment:
         # replica's bare `python` (as written for a real image) finds the same packages (TensorFlow).
         interpreter_dir = os.path.dirname(sys.executable)
         env["PATH"] = os.pathsep.join([interpreter_dir, env.get("PATH", os.defpath)])
-        env["HOSTNAME"] = self.name
+        # A pod's hostname is spec.hostname when set (a JobSet's pods: <job>-<index>), else its name.
+        env["HOSTNAME"] = str((self.pod.get("spec") or {}).get("hostname") or self.name)
         env["PYTHONUNBUFFERED"] = "1"
         if self.dns_dir is not None:
             env[DNS_ENV_VAR] = self.dns_dir  # where names of headless Services resolve (localdns.py)

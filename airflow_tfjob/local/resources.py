@@ -86,7 +86,30 @@ class ResourceType:
     @property
     def is_core(self) -> bool:
         """Built-in kinds accept strategic merge patch; custom resources do not."""
-        return self.group in ("", "apps")
+        return self.group in CORE_GROUPS
+
+
+# Groups every cluster serves, whatever `--apis` says (batch/v1 Jobs run Trainer v2's JobSets).
+CORE_GROUPS = ("", "apps", "batch")
+TRAINER_GROUP = "trainer.kubeflow.org"
+TRAINER_VERSION = "v1alpha1"
+JOBSET_GROUP = "jobset.x-k8s.io"
+JOBSET_VERSION = "v1alpha2"
+# `tfjob-local serve --apis`: the API families a cluster can serve, by name, and their groups.
+API_FAMILIES: dict[str, tuple[str, ...]] = {
+    "v1": (GROUP,),  # kubeflow.org/v1: TFJob, PyTorchJob, XGBoostJob, JAXJob, PaddleJob
+    "trainjob": (TRAINER_GROUP, JOBSET_GROUP),  # Kubeflow Trainer v2 and the JobSets it runs through
+}
+DEFAULT_APIS = ("v1", "trainjob")
+
+
+def served_groups(apis: tuple[str, ...] | list[str]) -> frozenset[str]:
+    """The API groups a cluster serving the families `apis` answers for (core groups always)."""
+    unknown = [a for a in apis if a not in API_FAMILIES]
+    if unknown or not apis:
+        raise ValueError(f"apis must be a non-empty list of {', '.join(API_FAMILIES)} "
+                         f"(e.g. 'trainjob' or 'v1,trainjob'), got {','.join(apis)!r}")
+    return frozenset(CORE_GROUPS).union(*(API_FAMILIES[a] for a in apis))
 
 
 _POD_FIELDS = (
@@ -147,8 +170,15 @@ RESOURCES: dict[str, ResourceType] = {
         ResourceType("secrets", "secret", "Secret", "", "v1", True, False, (), ("type",)),
         ResourceType("configmaps", "configmap", "ConfigMap", "", "v1", True, False, ("cm",)),
         ResourceType("deployments", "deployment", "Deployment", "apps", "v1", True, True, ("deploy",)),
+        ResourceType("jobs", "job", "Job", "batch", "v1", True, True, (), ("status.successful",)),
         *(_job_resource(k) for k in KINDS),
         *(_kueue_resource(*row) for row in _KUEUE_KINDS),
+        ResourceType("trainjobs", "trainjob", "TrainJob", TRAINER_GROUP, TRAINER_VERSION, True, True),
+        ResourceType("trainingruntimes", "trainingruntime", "TrainingRuntime", TRAINER_GROUP, TRAINER_VERSION,
+                     True, False),
+        ResourceType("clustertrainingruntimes", "clustertrainingruntime", "ClusterTrainingRuntime",
+                     TRAINER_GROUP, TRAINER_VERSION, False, False),
+        ResourceType("jobsets", "jobset", "JobSet", JOBSET_GROUP, JOBSET_VERSION, True, True),
     )
 }
 JOB_PLURALS: tuple[str, ...] = tuple(k.plural for k in KINDS)

@@ -14,7 +14,7 @@ What it does, as a node would:
   runs the cluster first, so a bare `python` finds its packages), with the host's environment
   variables plus the container's `env` / `envFrom` (values, secretKeyRef, configMapKeyRef, fieldRef
   metadata.name / namespace / uid / labels / annotations, spec.nodeName, status.podIP / hostIP),
-  `HOSTNAME` = pod name, and `PYTHONUNBUFFERED=1` unless the container sets it, so Python output streams
+  `HOSTNAME` = `spec.hostname` or else the pod name, and `PYTHONUNBUFFERED=1` unless the container sets it, so Python output streams
   live. `$(VAR)` in env values, command and args is expanded as the kubelet does (`$$` escapes). An empty
   `command` runs `args` alone (there is no image entrypoint). `workingDir` is created when missing;
   without one the process starts in the runner's `workdir` (default: the current directory). A missing
@@ -38,6 +38,8 @@ What it does, as a node would:
   then SIGKILL after the grace period (`deletionGracePeriodSeconds`; a repeated delete that shortens it
   brings the SIGKILL forward), the pod gets its final status and `store.finalize_pod_deletion` removes
   it; its logs are forgotten once the object is gone.
+* Headless Services: a record per Service with a running selected pod (localdns.py), and one per pod
+  whose hostname/subdomain name it under the Service (`<hostname>.<subdomain>`: a JobSet's pods).
 * LoadBalancer Services: once a Running pod with an IP matches a Service's selector,
   `status.loadBalancer.ingress = [{"ip": <pod IP>}]` (a one-endpoint load balancer), cleared when none does.
 * No orphans. `shutdown()` sends SIGTERM to every process group it started, then SIGKILL, and waits.
@@ -159,6 +161,9 @@ class Runner:
                 run.removed()
                 self._ips.give(run.pod_ip)
             self.podlogs.forget_pod(ns, name)
+            spec = pod.get("spec") or {}
+            if spec.get("hostname") and spec.get("subdomain"):
+                self.dns.publish(ns, f"{spec['hostname']}.{spec['subdomain']}", [])
             self._release_gpus(uid)
             self._sync_services(ns, meta.get("labels") or {})
             return
@@ -258,6 +263,8 @@ class Runner:
             meta = svc["metadata"]
             ips = [] if etype == "DELETED" else self._ready_ips(meta["namespace"], spec.get("selector") or {})
             self.dns.publish(meta["namespace"], meta["name"], ips)
+            if etype != "DELETED":
+                self._publish_hostnames(meta["namespace"], meta["name"], spec.get("selector") or {})
         elif etype != "DELETED" and spec.get("type") == "LoadBalancer":
             self._sync_service(svc)
 
@@ -291,6 +298,21 @@ class Runner:
             and pod["status"].get("podIP")
             and not pod["metadata"].get("deletionTimestamp")
         ]
+
+    def _publish_hostnames(self, namespace: str, service: str, selector: dict[str, str]) -> None:
+        """`<hostname>.<service>` of each selected pod whose subdomain is the Service (a JobSet's pods):
+        a record while the pod runs, none otherwise, as cluster DNS answers for a headless Service."""
+        if not selector:
+            return
+        expr = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+        with contextlib.suppress(ApiError):
+            pods, _ = self.store.list("pods", namespace, label_selector=expr)
+            for pod in pods:
+                spec, status = pod.get("spec") or {}, pod.get("status") or {}
+                if spec.get("hostname") and spec.get("subdomain") == service:
+                    running = (status.get("phase") == "Running" and status.get("podIP")
+                               and not pod["metadata"].get("deletionTimestamp"))
+                    self.dns.publish(namespace, f"{spec['hostname']}.{service}", [status["podIP"]] if running else [])
 
     def _sync_service(self, svc: JsonDict) -> None:
         """A one-endpoint load balancer: the first ready pod's IP is the ingress."""

@@ -96,9 +96,36 @@ def _job_state(job: JsonDict) -> str:
     return str(last.get("type", ""))
 
 
+def _jobset_cells(js: JsonDict) -> list[Any]:
+    """JobSet v0.12.0's printer columns: terminalState, restarts, the Completed condition, spec.suspend."""
+    status = js.get("status") or {}
+    completed = next((c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Completed"), "")
+    return [status.get("terminalState", ""), str(status.get("restarts", "")), completed or "",
+            str((js.get("spec") or {}).get("suspend", "")).lower()]
+
+
+def _batch_job_cells(job: JsonDict) -> list[Any]:
+    """kubectl's Job columns (simplified): the finishing condition or Running, succeeded/completions, duration."""
+    status, spec = job.get("status") or {}, job.get("spec") or {}
+    state = "Running"
+    for cond in status.get("conditions") or []:
+        if cond.get("status") == "True" and cond.get("type") in ("Complete", "Failed", "Suspended"):
+            state = cond["type"]
+    duration = ""
+    if status.get("startTime"):
+        start = dt.datetime.fromisoformat(status["startTime"].replace("Z", "+00:00"))
+        end = (dt.datetime.fromisoformat(status["completionTime"].replace("Z", "+00:00"))
+               if status.get("completionTime") else dt.datetime.now(dt.timezone.utc))
+        duration = human_duration((end - start).total_seconds())
+    return [state, f"{status.get('succeeded', 0)}/{spec.get('completions', 1)}", duration]
+
+
 _COLUMNS: dict[str, list[tuple[str, str]]] = {
     "pods": [("Ready", "string"), ("Status", "string"), ("Restarts", "integer")],
-    **{plural: [("State", "string")] for plural in JOB_PLURALS},
+    **{plural: [("State", "string")] for plural in (*JOB_PLURALS, "trainjobs")},
+    "jobsets": [("TerminalState", "string"), ("Restarts", "string"), ("Completed", "string"),
+                ("Suspended", "string")],
+    "jobs": [("Status", "string"), ("Completions", "string"), ("Duration", "string")],
     "services": [("Type", "string"), ("Cluster-IP", "string"), ("External-IP", "string"), ("Port(s)", "string")],
     "namespaces": [("Status", "string")],
     "configmaps": [("Data", "integer")],
@@ -156,8 +183,12 @@ def _cells(info: ResourceType, obj: JsonDict) -> list[Any]:
         extra = [cell(obj) for _, _, _, cell in _KUEUE_COLUMNS[info.plural]]
     elif info.plural == "pods":
         extra = _pod_cells(obj)
-    elif info.plural in JOB_PLURALS:
+    elif info.plural in JOB_PLURALS or info.plural == "trainjobs":
         extra = [_job_state(obj)]
+    elif info.plural == "jobsets":
+        extra = _jobset_cells(obj)
+    elif info.plural == "jobs":
+        extra = _batch_job_cells(obj)
     elif info.plural == "services":
         extra = _service_cells(obj)
     elif info.plural == "namespaces":

@@ -191,6 +191,17 @@ def check_operator_parameters(params: Mapping[str, Any]) -> None:
         _check_choice(problems, "on_kill_action", params["on_kill_action"], ON_KILL_ACTIONS)
     if "kill_grace_period" in params:
         _check_grace_period(problems, params["kill_grace_period"])
+    if "api" in params:
+        from airflow_tfjob.trainjob.discovery import APIS
+
+        if params["api"] not in APIS:
+            problems.append(
+                Problem(
+                    "api",
+                    f"{params['api']!r} is not an API a TFJob runs on",
+                    f"use one of {', '.join(map(repr, APIS))}",
+                )
+            )
     if "startup_timeout" in params:
         _check_seconds(problems, "startup_timeout", params["startup_timeout"], none_ok=True)
     if "queue_timeout" in params:

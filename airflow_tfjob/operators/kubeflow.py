@@ -18,15 +18,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator, BaseOperatorLink, conf
 
-from airflow_tfjob import cleanup, links, templates
+from airflow_tfjob import cleanup, links
 from airflow_tfjob.connection import connection_of, hook_kwargs
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
-from airflow_tfjob.kinds import JobKind, kind_named
-from airflow_tfjob.limits import check_request_size
 from airflow_tfjob.operators import outcome as outcome_mod
 from airflow_tfjob.operators import params, submit
+from airflow_tfjob.operators.building import ManifestBuilding
 from airflow_tfjob.operators.checks import (
-    check_log_replicas_against_job,
     check_operator_parameters,
     check_parameter_types,
     kind_name_of,
@@ -45,7 +43,7 @@ if TYPE_CHECKING:
 __all__ = ["KubeflowJobOperator"]
 
 
-class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOperator):
+class KubeflowJobOperator(ManifestBuilding, TemplateFileRendering, params.StoredParameters, BaseOperator):
     """Run a Kubeflow training job of ``kind`` (TFJob, PyTorchJob, XGBoostJob, JAXJob, PaddleJob) and
     wait for its outcome.
 
@@ -190,6 +188,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         render_only: bool = False,
         allow_template_outside_dag_folder: bool = False,
         allow_template_path_from_params: bool = False,
+        api: str = "auto",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -198,8 +197,14 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         # `tfjob`: the table says under which name.
         given["kind"] = kind_name_of(kind, self.default_kind, type(self).__name__)
         given[self.job_field] = job
+        self._setup(given)
+
+    def _setup(self, given: Mapping[str, Any]) -> None:
+        """Store and check the parameters (``given``: every name of the parameter table), from any
+        signature: TrainJobOperator's is its own."""
         params.store(self, given, self.parameter_table.names)
         self.kind = given["kind"]
+        metrics = given["metrics"]
         # A bare string stays as given so that the parameter check names it (list("loss") is letters).
         self.metrics = list(metrics) if isinstance(metrics, (list, tuple)) else (metrics or [])
         # The job this task is following, for on_kill and __fail__ (name, namespace).
@@ -210,13 +215,10 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         self._tensorboard_removed = False
         # A mistake in a parameter that is not a template fails the DAG's parse, not a run.
         check_operator_parameters(self._own_parameters())
+        self.check_api()
         check_parameter_types(self._typed_parameters(), at_parse=True)
         # The UI's links are fixed at parse time: one "Logs <replica>" per replica counted here.
         self.operator_extra_links = links.operator_links(self.job_kind, self)
-
-    @property
-    def job_kind(self) -> JobKind:
-        return kind_named(self.kind)
 
     # ------------------------------------------------------------------ hooks
 
@@ -237,6 +239,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         self._mask_secrets()
         # Everything is checked before the first API call: a bad value creates nothing.
         check_operator_parameters(self._own_parameters())
+        self.choose_api(self.get_hook)
         manifest = self.build_manifest(context)
         if self.render_only:
             return outcome_mod.rendered_only(manifest, self.log)
@@ -246,7 +249,11 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         self._job_ref = (name, namespace)
         # Links before anything waits, so they work while the job runs and the task is deferred.
         links.push_links(
-            self.job_kind, job, self.kubernetes_conn_id, context["ti"].xcom_push, self.log,
+            self.job_kind,
+            job,
+            self.kubernetes_conn_id,
+            context["ti"].xcom_push,
+            self.log,
             tensorboard=self._tensorboard_spec() is not None,
         )
         self._start_tensorboard(hook, job, context)
@@ -270,45 +277,6 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
 
         if isinstance(self.secret_env, Mapping):
             mask_values(self.secret_env.values())
-
-    def build_manifest(self, context: Context) -> dict[str, Any]:
-        """The job the task wants (with its identity and intended policy), validated."""
-        from airflow_tfjob import manifest as manifest_mod
-        from airflow_tfjob.progress import progress_spec
-        from airflow_tfjob.validation import validate_job
-
-        base = None
-        if self._job_value is not None:
-            base = manifest_mod.load_manifest(
-                self._job_value,
-                searchpath=templates.template_folders(self.dag if self.has_dag() else None),
-                allow_outside=self.allow_template_outside_dag_folder,
-            )
-        check_parameter_types(self._typed_parameters())
-        manifest = manifest_mod.build_job(
-            self.job_kind, base=base, **params.manifest_arguments(self, self.job_kind)
-        )
-        metadata = manifest.setdefault("metadata", {})
-        if self.namespace:
-            metadata["namespace"] = self.namespace
-        if not metadata.get("namespace"):
-            metadata["namespace"] = self._default_namespace()
-        submit.stamp_identity(manifest, context, name=self.name)
-        for warning in validate_job(manifest):
-            self.log.warning("%s %s: %s", self.kind, metadata["name"], warning)
-        check_log_replicas_against_job(self.log_replicas, manifest)
-        progress_spec(self.progress, self.hyperparameters)  # a total naming no hyperparameter: refused now
-        check_request_size(manifest)
-        return manifest
-
-    def _default_namespace(self) -> str:
-        """The connection's namespace when the operator names none (the hook knows it), else default."""
-        if self.render_only:
-            return "default"
-        try:
-            return self.get_hook().get_namespace() or "default"
-        except Exception:  # a render without a reachable connection still works
-            return "default"
 
     # ------------------------------------------------------------------ identity: find or create
 
@@ -356,7 +324,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
             return_marker=self.return_marker,
             log_rate_per_replica=self.log_rate_per_replica,
             log_total_cap=self.log_total_cap,
-            kind=self.kind,
+            kind=self.job_kind.kind,
             progress=progress.to_dict() if progress is not None else None,
             queue_timeout=self.queue_timeout,
             on_preemption=self.on_preemption,
@@ -386,7 +354,10 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
             kill_grace_period=self.kill_grace_period,
         )
         self.log.info(
-            "Deferring while %s %s/%s runs (logs continue in the triggerer)", self.kind, namespace, name
+            "Deferring while %s %s/%s runs (logs continue in the triggerer)",
+            self.job_kind.kind,
+            namespace,
+            name,
         )
         self.defer(trigger=trigger, method_name="execute_complete", timeout=timeout)
 
@@ -398,6 +369,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
         self._job_ref = (name, namespace)
         outcome = FollowOutcome.from_dict(event)
         hook = self.get_hook()
+        self.choose_api(lambda: hook)
         if outcome.event in ("succeeded", "failed"):
             outcome = self._drain(name, namespace, outcome)
         if outcome.event == "timeout" and not event.get("deleted"):
@@ -419,16 +391,23 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
 
     def _delete_after_trigger_failure(self, context: Context, next_kwargs: Mapping[str, Any]) -> None:
         hook = self.get_hook()
+        self.choose_api(lambda: hook)
         ref = self._job_ref or submit.running_job_of_this_try(
             hook, context, self.namespace or self._default_namespace(), self.job_kind
         )
         if ref is None:
             self.log.warning(
-                "Trigger failed (%s); no %s of this try found to delete", next_kwargs.get("error"), self.kind
+                "Trigger failed (%s); no %s of this try found to delete",
+                next_kwargs.get("error"),
+                self.job_kind.kind,
             )
             return
         self.log.error(
-            "Trigger failed (%s): deleting %s %s/%s", next_kwargs.get("error"), self.kind, ref[1], ref[0]
+            "Trigger failed (%s): deleting %s %s/%s",
+            next_kwargs.get("error"),
+            self.job_kind.kind,
+            ref[1],
+            ref[0],
         )
         self._kill(hook, ref[0], ref[1], "delete", "its trigger failed")
         self._stop_tensorboard(hook, ref[0], ref[1], force=True)
@@ -458,7 +437,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
             namespace,
             startup_timeout=self.startup_timeout,
             delete=lambda why: self._kill(hook, name, namespace, "delete", why),
-            kind=self.kind,
+            kind=self.job_kind.kind,
         )
         assert job is not None  # final_status raised otherwise
         self._job = job
@@ -467,7 +446,7 @@ class KubeflowJobOperator(TemplateFileRendering, params.StoredParameters, BaseOp
             hook, job, status, outcome.metrics, self.on_finish_action,
             log=self.log, push=lambda key, value: context["ti"].xcom_push(key=key, value=value),
         )  # fmt: skip
-        self.log.info("%s %s/%s succeeded: %s", self.kind, namespace, name, summarise(status))
+        self.log.info("%s %s/%s succeeded: %s", self.job_kind.kind, namespace, name, summarise(status))
         # Computed before the job is marked reported: a result that cannot be produced (a missing
         # return value) leaves the job reportable by a retry instead of training again.
         result = self.result_from_outcome(outcome, context)

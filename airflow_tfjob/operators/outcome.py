@@ -13,6 +13,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
 
 from airflow_tfjob import cleanup
 from airflow_tfjob.constants import ANNOTATION_RESULT_REPORTED
+from airflow_tfjob.kinds import TRAINJOB
 from airflow_tfjob.status import JobState, JobStatus, job_kind
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ RESULT_KEYS = (
     "name",
     "namespace",
     "uid",
+    "api",
     "state",
     "reason",
     "message",
@@ -173,10 +175,12 @@ def result(
     """The task's result; with ``progress`` (the operator's parameter) its figures and timeline too;
     for a job queued by Kueue, the seconds it waited in the queue and how often it was preempted."""
     meta = job["metadata"]
+    kind = job_kind(job)
     out = {
         "name": meta["name"],
         "namespace": meta["namespace"],
         "uid": meta.get("uid"),
+        "api": kind.singular,  # "tfjob", "trainjob", "pytorchjob"...: the API the job ran on
         "state": status.state.value,
         "reason": status.reason,
         "message": status.message,
@@ -190,4 +194,12 @@ def result(
     if queue is not None:
         out["queue_wait_seconds"] = queue.get("wait_seconds", 0.0)
         out["preemptions"] = queue.get("preemptions", 0)
+    if kind is TRAINJOB:
+        from airflow_tfjob.trainjob.status import trainer_progress
+
+        reported = trainer_progress(job)  # the TrainJob's progress status, where the cluster fills it
+        if reported is not None:
+            out["trainer_status"] = reported
+            for key, value in reported["metrics"].items():
+                out["metrics"].setdefault(key, value)
     return out

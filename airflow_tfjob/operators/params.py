@@ -145,6 +145,7 @@ PARAMETERS: tuple[Param, ...] = (
     _p("render_only", "own"),
     _p("allow_template_outside_dag_folder", "policy"),
     _p("allow_template_path_from_params", "policy"),
+    _p("api", "own", kinds=("TFJob",)),
 )
 
 
@@ -272,6 +273,7 @@ class StoredParameters:
     render_only: bool
     allow_template_outside_dag_folder: bool
     allow_template_path_from_params: bool
+    api: str
 
 
 def store(operator: Any, given: Mapping[str, Any], names: tuple[str, ...] = NAMES) -> None:

@@ -132,9 +132,12 @@ def task_identity(context: Context) -> tuple[str, str, str, int, int]:
     )
 
 
-def stamp_identity(tfjob: dict[str, Any], context: Context, *, name: str | None) -> None:
-    """Name the job (``name``, the manifest's, or one derived from the task instance) and label it
-    with the task instance's identity, by which a later try finds it again."""
+def stamp_identity(
+    tfjob: dict[str, Any], context: Context, *, name: str | None, max_length: int | None = None
+) -> None:
+    """Name the job (``name``, the manifest's, or one derived from the task instance, of at most
+    ``max_length`` characters when given) and label it with the task instance's identity, by which a
+    later try finds it again."""
     dag_id, task_id, run_id, map_index, try_number = task_identity(context)
     metadata = tfjob.setdefault("metadata", {})
     if name:
@@ -143,7 +146,7 @@ def stamp_identity(tfjob: dict[str, Any], context: Context, *, name: str | None)
         replicas = (tfjob.get("spec") or {}).get(job_kind(tfjob).spec_key) or {}
         metadata["name"] = naming.job_name(
             dag_id, task_id, run_id, map_index, try_number,
-            max_length=naming.max_name_length(replicas),
+            max_length=max_length or naming.max_name_length(replicas),
         )  # fmt: skip
     metadata.setdefault("labels", {}).update(
         naming.identity_labels(dag_id, task_id, run_id, map_index, try_number)

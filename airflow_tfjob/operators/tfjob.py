@@ -124,6 +124,7 @@ class TFJobOperator(KubeflowJobOperator):
         render_only: bool = False,
         allow_template_outside_dag_folder: bool = False,
         allow_template_path_from_params: bool = False,
+        api: str = "auto",
         **kwargs: Any,
     ) -> None:
         given = {key: value for key, value in locals().items() if key in params.NAMES}

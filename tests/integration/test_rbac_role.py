@@ -4,7 +4,7 @@ Every feature runs against a cluster that authenticates the provider as user "ai
 shipped Role as-is: a sync run (logs of all replicas, events, metrics, cleanPodPolicy Running), a
 deferred run (cleanPodPolicy All, TTL), a failed job (diagnostics, restarted container, deleted on
 finish), a retried task (an earlier failure marked handled, a running job reattached by its labels),
-the operator's and the trigger's kill paths, the sensor in both modes, and TensorBoard. Each must give
+the operator's and the trigger's kill paths, the sensor in both modes, TensorBoard, and a TrainJob. Each must give
 the right task outcome with no request denied. The cluster counts the requests it let through by
 user: the (verb, API group, resource) the features used together must be exactly what the Role grants.
 Test-side checks go through an administrator's connection, which is not counted.
@@ -42,6 +42,7 @@ from airflow_tfjob.local import LocalCluster
 from airflow_tfjob.local.rbac import load_grants
 from airflow_tfjob.manifest import build_tfjob
 from airflow_tfjob.operators.tfjob import TFJobOperator
+from airflow_tfjob.operators.trainjob import TrainJobOperator
 from airflow_tfjob.sensors.tfjob import TFJobSensor
 from airflow_tfjob.tensorboard import XCOM_KEY
 
@@ -281,6 +282,17 @@ def kueue(env: Env) -> None:
     wait_for(lambda: env.gone(op._job_ref[0]), 30, "the queued job deleted")
 
 
+def trainjob_run(env: Env) -> None:
+    """A TrainJob (Trainer v2) run to its end and deleted after its logs are read: every trainjobs verb
+    but a kill's, whose requests are the v1 kinds' (the same cleanup code)."""
+    result = TrainJobOperator(
+        task_id="train", runtime="torch-distributed", image="x", num_nodes=1, namespace="default",
+        command=[sys.executable, "-c", "print('loss=0.5')"], kubernetes_conn_id=CONN, metrics=["loss"],
+        on_finish_action="delete",
+    ).execute(context_for(TaskInstance()))  # fmt: skip
+    assert result["state"] == "succeeded" and float(result["metrics"]["loss"]) == 0.5
+
+
 def tensorboard(env: Env) -> None:
     ti = TaskInstance()
     (env.tmp / "tb").mkdir()
@@ -301,6 +313,7 @@ FEATURES: dict[str, Callable[[Env], None]] = {
     "tensorboard": tensorboard,
     "other kinds": other_kinds,
     "kueue": kueue,
+    "trainjob run": trainjob_run,
 }
 
 
@@ -356,3 +369,5 @@ def test_the_shipped_role_covers_every_kind() -> None:
     job_verbs = {(verb, resource) for verb, group, resource in granted if group == "kubeflow.org"}
     assert job_verbs == {(verb, kind.plural) for kind in KINDS
                          for verb in ("create", "get", "list", "watch", "patch", "delete")}
+    trainjob_verbs = {(verb, resource) for verb, group, resource in granted if group == "trainer.kubeflow.org"}
+    assert trainjob_verbs == {(verb, "trainjobs") for verb in ("create", "get", "list", "watch", "patch", "delete")}

@@ -37,3 +37,26 @@ def test_entry_point_script_exists() -> None:
     out = subprocess.run([str(scripts / "tfjob-local"), "serve", "--help"], capture_output=True, text=True,
                          timeout=60, check=True).stdout
     assert "--kubeconfig" in out and "--gpus" in out
+
+
+def test_serve_apis_trainjob_serves_trainjobs_and_no_tfjobs(tmp_path: Path) -> None:
+    proc, _url, kubeconfig = start_serve("--kubeconfig", str(tmp_path / "kc.yaml"), "--apis", "trainjob",
+                                         "--feature-gates", "TrainJobStatus=true")
+    try:
+        api = config.new_client_from_config(str(kubeconfig))
+        groups = {g.name for g in client.ApisApi(api).get_api_versions().groups}
+        assert "trainer.kubeflow.org" in groups and "kubeflow.org" not in groups
+        api.close()
+    finally:
+        code, _ = stop_serve(proc, signal.SIGTERM)
+    assert code == 0
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--apis", "tfjob"], "--apis: apis must be a non-empty list of v1, trainjob"),
+    (["--feature-gates", "TrainJobStatus=yes"], "expected GATE=true|false with GATE one of TrainJobStatus"),
+])
+def test_serve_refuses_unknown_apis_and_gates(args: list[str], message: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "airflow_tfjob.local.cli", "serve", *args], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and message in done.stderr

@@ -26,6 +26,8 @@ CONSTRUCTORS = (
     "airflow_tfjob.sensors.xgboostjob.XGBoostJobSensor",
     "airflow_tfjob.sensors.jaxjob.JAXJobSensor",
     "airflow_tfjob.sensors.paddlejob.PaddleJobSensor",
+    "airflow_tfjob.operators.trainjob.TrainJobOperator",
+    "airflow_tfjob.sensors.trainjob.TrainJobSensor",
     "airflow_tfjob.triggers.tfjob.TFJobTrigger",
     "airflow_tfjob.triggers.tfjob.TFJobConditionTrigger",
     "airflow_tfjob.hooks.tfjob.TFJobHook",
