@@ -21,6 +21,7 @@ LOCK_PYTHON=3.11
 LOCK_PLATFORM=x86_64-unknown-linux-gnu
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 LOCK=requirements/lock.txt
+SDK_LOCK=requirements/kubeflow-sdk.txt
 PYTHON="${PYTHON:-python3}"
 # A pin with a local version label (torch==2.13.0+cpu) names a build that PyPI does not serve (PyPI's
 # torch 2.13.0 is the CUDA one, gigabytes of it): this machine's pip finds it in its find-links, so uv
@@ -105,6 +106,12 @@ lock() {
     command+=("$@" -o "$LOCK")
     "$uv" "${command[@]:1}" --quiet --custom-compile-command "make lock, which runs: ${command[*]}"
     echo "==> $LOCK: $(grep -c -E '^[A-Za-z0-9._-]+==' "$LOCK") packages pinned" >&2
+    # The Kubeflow SDK pins kubernetes below the provider's range, so its test runs it in a venv of its
+    # own (tests/local/test_trainjob_sdk.py), installed from this lock of its own.
+    local -a sdk=(uv pip compile requirements/kubeflow-sdk.in --python-version "$LOCK_PYTHON"
+        --python-platform "$LOCK_PLATFORM" "$@" -o "$SDK_LOCK")
+    "$uv" "${sdk[@]:1}" --quiet --custom-compile-command "make lock, which runs: ${sdk[*]}"
+    echo "==> $SDK_LOCK: $(grep -c -E '^[A-Za-z0-9._-]+==' "$SDK_LOCK") packages pinned" >&2
 }
 
 case "${1:-}" in

@@ -46,7 +46,10 @@ def sdk_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
                         cwd=ROOT).stdout.strip()
     venv = tmp_path_factory.mktemp("kubeflow-sdk") / "venv"
     subprocess.run([uv, "venv", "--quiet", "--python", sys.executable, str(venv)], check=True)
-    subprocess.run([uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), SDK], check=True)
+    # Every package pinned by `make lock` (requirements/kubeflow-sdk.txt, from kubeflow-sdk.in naming SDK).
+    assert SDK in (ROOT / "requirements" / "kubeflow-sdk.txt").read_text().split(), "run make lock"
+    subprocess.run([uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
+                    "-r", str(ROOT / "requirements" / "kubeflow-sdk.txt")], check=True)
     return venv / "bin" / "python"
 
 
