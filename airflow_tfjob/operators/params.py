@@ -138,6 +138,9 @@ PARAMETERS: tuple[Param, ...] = (
     _p("on_kill_action", "own"),
     _p("kill_grace_period", "own"),
     _p("render_only", "own"),
+    _p("model_asset", "own"),
+    _p("lineage_inputs", "own", T),
+    _p("lineage_outputs", "own", T),
     _p("allow_template_outside_dag_folder", "policy"),
     _p("allow_template_path_from_params", "policy"),
 )
