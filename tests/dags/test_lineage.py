@@ -9,13 +9,20 @@ from the asset event the training task emitted under ``airflow dags test``; its 
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_cli import AIRFLOW, airflow_db, dags_test, migrated_airflow_env, xcom_value
+from airflow_cli import (
+    airflow,
+    airflow_db,
+    dags_test,
+    last_asset_event,
+    migrated_airflow_env,
+    run_asset_triggered,
+    xcom_value,
+)
 
 pytestmark = [pytest.mark.dags, pytest.mark.cluster, pytest.mark.timeout(600)]
 
@@ -34,17 +41,10 @@ def env(local_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         "AIRFLOW__CORE__PARALLELISM": "1",
     }
     env = migrated_airflow_env(home, DAGS, local_cluster.kubeconfig_path, extra, migrate_timeout=300)
-    # The deployment DAG must be known and unpaused for an asset event to queue a run of it.
+    # The deployment DAG must be known (serialized) for an asset event to queue a run of it; it
+    # stays paused (queuing nothing) until the asset test unpauses it.
     airflow(env, "dags", "reserialize")
-    airflow(env, "dags", "unpause", "lineage_deploy")
     yield env
-
-
-def airflow(env: dict[str, str], *args: str, check: bool = True) -> str:
-    done = subprocess.run([AIRFLOW, *args], env=env, capture_output=True, text=True, timeout=300)
-    output = done.stdout + done.stderr
-    assert done.returncode == 0 or not check, output[-8000:]
-    return output
 
 
 def lineage_events(env: dict[str, str], job: str) -> list[dict[str, Any]]:
@@ -96,34 +96,14 @@ def test_openlineage_events_of_a_succeeded_and_a_failed_job(env: dict[str, str])
     assert datasets(fail, "inputs") == [("s3://datasets", "digits")]
 
 
-def deploy_runs(env: dict[str, str]) -> list[str]:
-    with airflow_db(env) as db:
-        rows = db.execute(
-            "select run_id from dag_run where dag_id = 'lineage_deploy' and run_type = 'asset_triggered' order by id"
-        ).fetchall()
-    return [run_id for (run_id,) in rows]
-
-
 def train_and_deploy(env: dict[str, str], accuracy: float) -> dict[str, Any]:
     """Trains (the asset event), lets the scheduler create the deployment run, runs its task."""
-    before = deploy_runs(env)
     dags_test(env, "lineage_train", "-c", json.dumps({"accuracy": accuracy}), timeout=300)
+    event_id, extra, _ = last_asset_event(env)
+    assert extra["metrics"]["accuracy"] == accuracy
     with airflow_db(env) as db:
-        event_id, extra, source_run = db.execute(
-            "select id, extra, source_run_id from asset_event order by id desc limit 1"
-        ).fetchone()
-        queued = db.execute("select target_dag_id from asset_dag_run_queue").fetchall()
-    assert json.loads(extra)["metrics"]["accuracy"] == accuracy
-    assert queued == [("lineage_deploy",)]
-    airflow(env, "scheduler", "--num-runs", "1")
-    (run_id,) = [run for run in deploy_runs(env) if run not in before]
-    with airflow_db(env) as db:
-        consumed = db.execute(
-            "select e.event_id from dagrun_asset_event e join dag_run r on r.id = e.dag_run_id where r.run_id = ?",
-            (run_id,),
-        ).fetchall()
-    assert (event_id,) in consumed, (event_id, consumed, source_run)
-    output = airflow(env, "tasks", "test", "lineage_deploy", "deploy", run_id)
+        assert db.execute("select target_dag_id from asset_dag_run_queue").fetchall() == [("lineage_deploy",)]
+    _, output = run_asset_triggered(env, "lineage_deploy", "deploy", event_id)
     line = next(line for line in output.splitlines() if "DEPLOY DECISION" in line)
     decision: dict[str, Any] = json.loads(line.split("DEPLOY DECISION ", 1)[1])
     return decision
@@ -132,6 +112,7 @@ def train_and_deploy(env: dict[str, str], accuracy: float) -> dict[str, Any]:
 def test_model_asset_event_schedules_the_deployment_which_promotes_only_better_models(
     env: dict[str, str],
 ) -> None:
+    airflow(env, "dags", "unpause", "lineage_deploy")
     first = train_and_deploy(env, 0.8)
     assert first["accuracy"] == 0.8 and first["promote"] is True
     assert first["job"]["kind"] == "TFJob" and first["job"]["uid"]
