@@ -21,12 +21,11 @@ from urllib.parse import urlsplit
 
 from airflow_tfjob.status import job_kind
 
-#: The run facet's key and the schema its documents claim (a custom facet, kept with the provider).
+#: The run facets' keys. The custom facet's schema URL names where it is described (OpenLineage
+#: requires one per facet); the project has no published home yet, so it is the README's section.
 RUN_FACET = "kubeflowJob"
 ERROR_FACET = "kubeflowJobError"
-_SCHEMA = (
-    "https://github.com/airflow-provider-tfjob/airflow-provider-tfjob/blob/main/docs/lineage.md#kubeflowjob"
-)
+_SCHEMA = "https://github.com/airflow-provider-tfjob/airflow-provider-tfjob#lineage-assets-and-openlineage"
 
 
 def dataset_name(uri: str) -> tuple[str, str]:
