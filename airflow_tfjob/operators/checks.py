@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_tfjob.cleanup import ON_FINISH_ACTIONS, ON_KILL_ACTIONS
-from airflow_tfjob.operators.lineage import lineage_problems
 from airflow_tfjob.validation import Problem, TFJobValidationError
 
 if TYPE_CHECKING:
@@ -224,6 +223,9 @@ def check_operator_parameters(params: Mapping[str, Any]) -> None:
             )
     for name in ("model_asset", "lineage_inputs", "lineage_outputs"):
         if name in params:
+            # Imported here: the sensor reads this module and has no lineage parameters.
+            from airflow_tfjob.operators.lineage import lineage_problems
+
             problems += lineage_problems(name, params[name])
     if "tensorboard" in params:
         _check_tensorboard(
