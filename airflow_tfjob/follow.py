@@ -32,6 +32,7 @@ from airflow_tfjob.logs import (
     parse_timestamp,
 )
 from airflow_tfjob.metrics import MetricsCollector
+from airflow_tfjob.progress import ProgressSpec, ProgressTracker
 from airflow_tfjob.status import JobState, JobStatus, interpret
 from airflow_tfjob.watching import reflect
 
@@ -74,6 +75,7 @@ class _JobFollow:
         self.earlier = earlier
         if earlier is not None:
             self.metrics.restore(earlier.metrics)
+        self.progress = _tracker(options.progress, earlier.progress if earlier is not None else None)
         self.tasks: list[asyncio.Task[None]] = []
         self.logs: JobLogFollower | None = None
         self.startup_base = time.time()
@@ -93,7 +95,8 @@ class _JobFollow:
                     rate_per_replica=options.log_rate_per_replica, total_cap=options.log_total_cap
                 ),
                 cursors={k: v for k, v in (cursors or {}).items() if not k.startswith("_")},
-                on_line=self._on_line if options.metrics else None,  # a call per line only if needed
+                # A call per line only if needed.
+                on_line=self._on_line if options.metrics or self.progress is not None else None,
                 capture_prefix=options.return_marker,
                 on_capture=self._on_capture,
                 container=self.kind.container,
@@ -112,9 +115,14 @@ class _JobFollow:
         return None if types & {"chief", "master"} else ("worker", 0)
 
     def _on_line(self, replica: ReplicaFollower, ts: int, text: str) -> None:
-        if self.options.metrics and replica.state.pod is not None:
-            if replica.master:
-                self.metrics.feed(f"{format_timestamp(ts)} {text}" if self.options.metrics_history else text)
+        if replica.state.pod is None or not replica.master:
+            return
+        if self.options.metrics:
+            self.metrics.feed(f"{format_timestamp(ts)} {text}" if self.options.metrics_history else text)
+        if self.progress is not None:
+            line = self.progress.feed_line(text)
+            if line is not None:
+                self.sink(f"[progress] {line}")
 
     def _on_capture(self, replica: ReplicaFollower, payload: str) -> None:
         self.return_payload = payload
@@ -357,6 +365,7 @@ class _JobFollow:
                 )
         outcome.cursors = self.logs.cursors() if self.logs is not None else {}
         outcome.return_payload = self.return_payload
+        outcome.progress = self.progress.state() if self.progress is not None else None
         return outcome
 
     async def _diagnose(self, status: JobStatus | None) -> list[diagnostics.ReplicaDiagnosis]:
@@ -388,6 +397,15 @@ class _JobFollow:
             tail=self.options.diagnostics_tail,
             container=self.kind.container,
         )
+
+
+def _tracker(spec: Mapping[str, Any] | None, earlier: Mapping[str, Any] | None) -> ProgressTracker | None:
+    """The progress tracker of a follow: a drain continues the earlier follow's (its timeline, its pace)."""
+    if not spec:
+        return None
+    if earlier:
+        return ProgressTracker.restore(earlier, time.time)
+    return ProgressTracker(ProgressSpec.from_dict(spec), time.time)
 
 
 def _as_ended(status: JobStatus | None, latest: Mapping[str, Any] | None) -> JobStatus | None:

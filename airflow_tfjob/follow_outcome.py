@@ -35,11 +35,13 @@ class FollowOptions:
     report_missing_metrics: bool = True
     # The job's kind by name (JSON-serialisable): its plural, spec key and container are read from it.
     kind: str = "TFJob"
+    # ProgressSpec as a dict (progress.py): progress lines from the master replica's metric, or None.
+    progress: dict[str, Any] | None = None
 
     @property
     def reads_logs(self) -> bool:
-        """Whether following reads replica logs at all (to show them, for metrics, or for a return value)."""
-        return self.get_logs or bool(self.metrics) or bool(self.return_marker)
+        """Whether following reads replica logs at all (to show them, for metrics, progress or a return value)."""
+        return self.get_logs or bool(self.metrics) or bool(self.return_marker) or bool(self.progress)
 
     @property
     def job_kind(self) -> JobKind:
@@ -65,10 +67,12 @@ class FollowOutcome:
     diagnostics: list[str] = field(default_factory=list)
     cursors: dict[str, Any] = field(default_factory=dict)
     return_payload: str | None = None  # text after the return marker on the master's last such line
+    progress: dict[str, Any] | None = None  # ProgressTracker.state(): the figures and the timeline
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "return_payload": self.return_payload,
+            "progress": self.progress,
             "event": self.event,
             "status": self.status.to_dict() if self.status else None,
             "message": self.message,
@@ -88,4 +92,5 @@ class FollowOutcome:
             diagnostics=list(data.get("diagnostics") or []),
             cursors=dict(data.get("cursors") or {}),
             return_payload=data.get("return_payload"),
+            progress=data.get("progress"),
         )

@@ -248,16 +248,20 @@ def start_for_job(
 
 def stop_for_job(
     hook: BoardAPI, spec: TensorBoardSpec | None, name: str, namespace: str, log: Any, *, force: bool = False
-) -> None:
-    """Remove the board after the job ended, unless the spec keeps it (force: the job is gone too)."""
+) -> bool:
+    """Remove the board after the job ended, unless the spec keeps it (force: the job is gone too).
+
+    True when the board was removed: its link then points nowhere, and the operator clears it.
+    """
     if spec is None:
-        return
+        return False
     # Only the names matter to stop(); the uid is for the owner reference of new objects.
     board = TensorBoard(hook, spec, {"metadata": {"name": name, "namespace": namespace, "uid": ""}})
     try:
         if board.stop(force=force):
-            log.info("TensorBoard %s/%s removed", namespace, board.name)
-        else:
-            log.info("TensorBoard %s/%s kept (tensorboard_keep=True)", namespace, board.name)
+            log.info("TensorBoard %s/%s removed (the task's TensorBoard link is cleared)", namespace, board.name)
+            return True
+        log.info("TensorBoard %s/%s kept (tensorboard_keep=True)", namespace, board.name)
     except TensorBoardError as error:
         log.warning("Could not remove TensorBoard %s/%s: %s", namespace, board.name, error)
+    return False

@@ -72,7 +72,7 @@ with DAG(
         image="{{ params.tf_image }}",
         command=["{{ params.python }}", "{{ params.training_dir }}/digits_mwms.py"],
         hyperparameters=HYPERPARAMETERS,
-        env={"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"},
+        env={"TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0", "PYTHONUNBUFFERED": "1"},
         metrics=METRICS,
         clean_pod_policy="Running",
     )

@@ -46,7 +46,7 @@ TRAINING_DIR = os.environ.get(
 DATA_DIR = os.environ.get("TFJOB_EXAMPLES_DATA_DIR", "/tmp/tfjob-examples")
 PVC = os.environ.get("TFJOB_EXAMPLES_PVC")  # "claim-name:/mount/path", e.g. "models:/tmp/tfjob-examples"
 # Keeps the replicas' logs to the program's own lines.
-TRAINING_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
+TRAINING_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0", "PYTHONUNBUFFERED": "1"}
 
 # The models this DAG produces; one event per succeeded training, its extra the final metrics.
 MODEL = Asset("example_tfjob_retraining_model", uri=f"file://{DATA_DIR}/retraining/candidates")

@@ -31,7 +31,7 @@ TRAINING_DIR = os.environ.get(
     "TFJOB_EXAMPLES_TRAINING_DIR", str(Path(__file__).resolve().parent / "training")
 )
 # Keeps the replicas' logs to the program's own lines.
-TRAINING_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
+TRAINING_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0", "PYTHONUNBUFFERED": "1"}
 
 OBJECTIVE = "test_accuracy"
 

@@ -204,6 +204,8 @@ def check_operator_parameters(params: Mapping[str, Any]) -> None:
         _check_log_replicas(problems, params["log_replicas"])
     if "metrics" in params:
         _check_metrics(problems, params["metrics"])
+    if "progress" in params:
+        _check_progress(problems, params["progress"])
     if "log_rate_per_replica" in params:
         _check_count(problems, "log_rate_per_replica", params["log_rate_per_replica"], "lines per second")
     if "log_total_cap" in params:
@@ -236,6 +238,15 @@ def check_operator_parameters(params: Mapping[str, Any]) -> None:
         )
     if problems:
         raise TFJobValidationError(problems)
+
+
+def _check_progress(problems: list[Problem], value: Any) -> None:
+    from airflow_tfjob.progress import check_progress
+
+    try:
+        check_progress(value)
+    except TFJobValidationError as error:
+        problems.extend(error.problems)
 
 
 def check_log_replicas_against_job(value: Any, manifest: Mapping[str, Any]) -> None:

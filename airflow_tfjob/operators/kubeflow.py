@@ -75,6 +75,8 @@ class KubeflowJobOperator(LineageMixin, TemplateFileRendering, params.StoredPara
     as "worker:0", or a comma-separated list); ``log_rate_per_replica`` (lines per second per replica
     that reach the task log, default 1000) and ``log_total_cap`` (lines per job, default 1,000,000),
     0 meaning no limit: a runaway job cannot flood the task log, and a line says how many were dropped.
+    ``progress={"metric": "epoch", "total": 10}`` (``total`` a number or a hyperparameter's name) adds
+    throttled ``[progress]`` lines (percentage, pace, time left) and a ``progress`` key to the result.
 
     TensorBoard: ``tensorboard=True`` with ``tensorboard_log_dir`` (or ``tensorboard`` as a log
     directory, a dict of :class:`~airflow_tfjob.tensorboard.TensorBoardSpec` fields, or a spec)
@@ -180,6 +182,7 @@ class KubeflowJobOperator(LineageMixin, TemplateFileRendering, params.StoredPara
         get_logs: bool = True,
         metrics: list[str] | None = None,
         metrics_history: bool = False,
+        progress: dict[str, Any] | None = None,
         startup_timeout: float | None = 600.0,
         log_rate_per_replica: int = 1000,
         log_total_cap: int = 1_000_000,
@@ -212,6 +215,8 @@ class KubeflowJobOperator(LineageMixin, TemplateFileRendering, params.StoredPara
         self._job_ref: tuple[str, str] | None = None
         # The finished job, for result_from_outcome.
         self._job: dict[str, Any] | None = None
+        # Set once this task deleted its TensorBoard: the link to it is cleared when the task ends.
+        self._tensorboard_removed = False
         # A mistake in a parameter that is not a template fails the DAG's parse, not a run.
         check_operator_parameters(self._own_parameters())
         check_parameter_types(self._typed_parameters(), at_parse=True)
@@ -272,6 +277,7 @@ class KubeflowJobOperator(LineageMixin, TemplateFileRendering, params.StoredPara
     def build_manifest(self, context: Context) -> dict[str, Any]:
         """The job the task wants (with its identity and intended policy), validated."""
         from airflow_tfjob import manifest as manifest_mod
+        from airflow_tfjob.progress import progress_spec
         from airflow_tfjob.validation import validate_job
 
         base = None
@@ -294,6 +300,7 @@ class KubeflowJobOperator(LineageMixin, TemplateFileRendering, params.StoredPara
         for warning in validate_job(manifest):
             self.log.warning("%s %s: %s", self.kind, metadata["name"], warning)
         check_log_replicas_against_job(self.log_replicas, manifest)
+        progress_spec(self.progress, self.hyperparameters)  # a total naming no hyperparameter: refused now
         check_request_size(manifest)
         return manifest
 
@@ -331,12 +338,16 @@ class KubeflowJobOperator(LineageMixin, TemplateFileRendering, params.StoredPara
     def _stop_tensorboard(self, hook: TFJobHook, name: str, namespace: str, *, force: bool = False) -> None:
         from airflow_tfjob.tensorboard import stop_for_job
 
-        stop_for_job(hook, self._tensorboard_spec(), name, namespace, self.log, force=force)
+        if stop_for_job(hook, self._tensorboard_spec(), name, namespace, self.log, force=force):
+            self._tensorboard_removed = True  # links.TensorBoardLink: no link to a deleted board
 
     # ------------------------------------------------------------------ following
 
     def follow_options(self, *, deadline: float | None) -> FollowOptions:
         from airflow_tfjob.follow import FollowOptions
+        from airflow_tfjob.progress import progress_spec
+
+        progress = progress_spec(self.progress, self.hyperparameters)
 
         return FollowOptions(
             log_replicas=self.log_replicas,
@@ -349,6 +360,7 @@ class KubeflowJobOperator(LineageMixin, TemplateFileRendering, params.StoredPara
             log_rate_per_replica=self.log_rate_per_replica,
             log_total_cap=self.log_total_cap,
             kind=self.kind,
+            progress=progress.to_dict() if progress is not None else None,
         )
 
     def _deadline(self, started: float) -> float | None:
@@ -470,7 +482,7 @@ class KubeflowJobOperator(LineageMixin, TemplateFileRendering, params.StoredPara
         master replica; ``self._job`` is the finished job object.
         """
         assert self._job is not None and outcome.status is not None
-        return outcome_mod.result(self._job, outcome.status, outcome.metrics)
+        return outcome_mod.result(self._job, outcome.status, outcome.metrics, outcome.progress)
 
     def on_kill(self) -> None:
         if self._job_ref is None:

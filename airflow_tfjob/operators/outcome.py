@@ -150,9 +150,15 @@ def rendered_only(tfjob: dict[str, Any], log: Any) -> dict[str, Any]:
     return {"rendered_only": True, "manifest": bounded(shown)}
 
 
-def result(job: Mapping[str, Any], status: JobStatus, metrics: Mapping[str, Any]) -> dict[str, Any]:
+def result(
+    job: Mapping[str, Any],
+    status: JobStatus,
+    metrics: Mapping[str, Any],
+    progress: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The task's result; with ``progress`` (the operator's parameter) its figures and timeline too."""
     meta = job["metadata"]
-    return {
+    out = {
         "name": meta["name"],
         "namespace": meta["namespace"],
         "uid": meta.get("uid"),
@@ -164,3 +170,6 @@ def result(job: Mapping[str, Any], status: JobStatus, metrics: Mapping[str, Any]
         "completion_time": status.completion_time,
         "metrics": dict(metrics),
     }
+    if progress is not None:
+        out["progress"] = dict(progress)
+    return out

@@ -127,6 +127,7 @@ PARAMETERS: tuple[Param, ...] = (
     _p("get_logs", "own"),
     _p("metrics", "own"),
     _p("metrics_history", "own"),
+    _p("progress", "own", T),
     _p("startup_timeout", "own"),
     _p("log_rate_per_replica", "own"),
     _p("log_total_cap", "own"),
@@ -245,12 +246,14 @@ class StoredParameters:
     config_file: str | None
     in_cluster: bool | None
     api_retry_timeout: float | None
+    hyperparameters: Any
     env: Any
     secret_env: Any
     log_replicas: str
     get_logs: bool
     metrics: list[str]
     metrics_history: bool
+    progress: Any
     startup_timeout: float | None
     log_rate_per_replica: int
     log_total_cap: int

@@ -269,6 +269,7 @@ def create(
     from airflow_tfjob.cleanup import submission_manifest
     from airflow_tfjob.limits import shown_json
     from airflow_tfjob.secrets import redact
+    from airflow_tfjob.summary import job_summary
 
     dag_id, task_id, run_id, map_index, _ = task_identity(context)
     name, namespace = tfjob["metadata"]["name"], tfjob["metadata"]["namespace"]
@@ -297,13 +298,13 @@ def create(
     # the job (by name for on_kill, by submission id for the next try).
     on_submit(name, namespace)
     state_set(context, {"name": name, "namespace": namespace, "uid": None, "submission": sid})
+    # One line at INFO (what a person reads while the job starts); the manifest itself at DEBUG.
     log.info(
-        "Creating %s %s/%s (cleanPodPolicy %s and TTL %s applied by this task once logs are read):\n%s",
-        kind.kind,
-        namespace,
-        name,
+        "Creating %s (cleanPodPolicy %s and TTL %s applied by this task once logs are read; "
+        "the manifest is logged at DEBUG)",
+        job_summary(body),
         intent.clean_pod_policy,
         intent.ttl_seconds_after_finished,
-        shown_json(redact(body)),
     )
+    log.debug("%s %s/%s manifest:\n%s", kind.kind, namespace, name, shown_json(redact(body)))
     return create_or_adopt(hook, body, log=log.warning, timeout=hook.retry_policy.timeout)

@@ -108,6 +108,7 @@ class TFJobOperator(KubeflowJobOperator):
         get_logs: bool = True,
         metrics: list[str] | None = None,
         metrics_history: bool = False,
+        progress: dict[str, Any] | None = None,
         startup_timeout: float | None = 600.0,
         log_rate_per_replica: int = 1000,
         log_total_cap: int = 1_000_000,

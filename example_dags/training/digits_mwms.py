@@ -7,7 +7,8 @@ Keras 3 ``model.fit`` does not work under MultiWorkerMirroredStrategy (keras-tea
 the loop is written with ``strategy.run`` / ``strategy.reduce`` around Keras layers and optimizer.
 
 Output (Katib StdOut format, from every worker so that any replica's log tells the story):
-``epoch=N loss=... accuracy=...`` per epoch and ``test_accuracy=...`` at the end.
+``epoch=N loss=... accuracy=...`` per epoch and ``test_accuracy=...`` at the end. The workers leave
+together (:func:`leave_together`), so a successful run logs no coordination error.
 """
 
 from __future__ import annotations
@@ -102,7 +103,40 @@ def train(argv: list[str] | None = None) -> dict[str, Any]:
     report_test_accuracy(model, data, writer, args.epochs, result)
 
     save(model, args.model_dir, role, result)
+    leave_together(role)
     return result
+
+
+# Generous: a worker may still be saving its copy of the model when the others arrive.
+BARRIER_TIMEOUT_MS = 300_000
+
+
+def leave_together(role: Role) -> None:
+    """End the run with no worker logging a coordination error.
+
+    Every worker sends heartbeats to the coordination service, which runs in the leader (the
+    chief, else worker-0). A worker still running after the leader exited logs "Failed to send RPC
+    to coordination service" on its next heartbeat, in a run that succeeded. So all wait at a barrier,
+    then the others leave first (at once: no heartbeat in between) and the leader last, once each
+    has said it is leaving.
+    """
+    if not role.cluster:
+        return
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    ctx.wait_at_barrier("digits-finished", BARRIER_TIMEOUT_MS)
+    if not role.is_master:
+        ctx.set_config_key_value(f"digits-left/{role}", "1")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)  # the interpreter's slow teardown would leave the heartbeat thread running
+    for task_type in ("chief", "worker"):
+        for index in range(len(role.cluster.get(task_type, []))):
+            other = Role(task_type, index, role.cluster)
+            if other.is_master:
+                continue
+            ctx.get_config_key_value(f"digits-left/{other}", BARRIER_TIMEOUT_MS)
 
 
 def save(model: Any, model_dir: str, role: Role, result: dict[str, Any]) -> None:

@@ -93,6 +93,14 @@ def test_digits_demo_trains_to_the_accuracy_gate(env: dict[str, str]) -> None:
     assert result["replica_statuses"]["Worker"]["succeeded"] == 2
     # Live logs of both workers reached the task log (log_replicas="all"): every epoch twice.
     assert output.count("epoch=10 loss=") >= 2, output[-4000:]
+    # What a person reads: the job in one line, progress per epoch, and no TensorFlow start-up notice
+    # nor coordination error from the replicas.
+    assert f"Creating TFJob default/{result['name']}: 2 Worker; image " in output
+    assert "[progress] progress: epoch 10/10 (100%)" in output
+    for noise in ("oneDNN", "absl::InitializeLog", "coordination service"):
+        assert noise not in output, noise
+    progress = result["progress"]
+    assert [value for _, value in progress["timeline"]] == [float(n) for n in range(1, 11)]
     # The master replica exported the model and its metrics, the same ones the log reported.
     run_dir = Path(env["TFJOB_EXAMPLES_DATA_DIR"]) / "digits" / run_id.replace(":", "-").replace("+", "-")
     saved = json.loads((run_dir / "model" / "metrics.json").read_text())

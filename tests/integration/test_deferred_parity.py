@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import re
+import sys
 from typing import Any
 
 import pytest
@@ -62,14 +63,9 @@ class TaskLog(logging.Handler):
             obj._log = logger  # type: ignore[assignment]
 
     def operator_lines(self, job_name: str) -> list[str]:
-        """The lines outside replica output, events and the submitted manifest; the job's name as <job>."""
+        """The lines outside replica output and events; the job's name as <job>."""
         lines: list[str] = []
-        in_manifest = False
         for line in self.lines:
-            if in_manifest:
-                in_manifest = line != "}"
-                continue
-            in_manifest = line.startswith("Creating TFJob ")
             if not line.startswith("["):
                 lines.append(line.replace(job_name, "<job>"))
         return lines
@@ -141,6 +137,11 @@ def test_deferred_result_and_task_log_are_the_synchronous_ones(k8s_conn: str) ->
     assert deferred_log.replica_lines() == sync_log.replica_lines()
     assert set(sync_log.replica_lines()) == {"chief-0", "worker-0"}
     _assert_same_operator_lines(sync_log, sync["name"], deferred_log, deferred["name"])
+    # The submitted job in one line (the manifest is at DEBUG, below what the task log shows).
+    assert sync_log.operator_lines(sync["name"])[0] == (
+        "Creating TFJob default/<job>: 1 Chief, 1 Worker; image local/python (cleanPodPolicy None and TTL "
+        "None applied by this task once logs are read; the manifest is logged at DEBUG)"
+    )
     for log in (sync_log, deferred_log):
         assert not [line for line in log.lines if "never reported" in line or "may appear again" in line]
         assert not [line for line in log.lines if "triggerer restarted" in line]
@@ -174,3 +175,40 @@ def test_a_failed_job_fails_the_task_alike_in_both_modes(k8s_conn: str) -> None:
     _assert_same_operator_lines(sync_log, sync_name, deferred_log, deferred_name)
     for log in (sync_log, deferred_log):
         assert log.lines.count("metrics never reported by the master replica: accuracy, loss") == 1
+
+
+# Prints `epoch=N` for N up to --epochs (the hyperparameter), as the training examples do.
+EPOCHS_PROGRAM = r"""
+import sys, time
+epochs = int(next(a for a in sys.argv if a.startswith("--epochs=")).split("=", 1)[1])
+for epoch in range(1, epochs + 1):
+    time.sleep(0.2)
+    print(f"epoch={epoch} loss={1 / epoch:.4f}", flush=True)
+"""
+
+
+def test_progress_lines_and_timeline_alike_in_both_modes(k8s_conn: str) -> None:
+    """The total read from a hyperparameter; one line per fifth (each a tenth crossed), whichever
+    process (triggerer or worker) read the epoch; the result's timeline holds every epoch once."""
+    job: dict[str, Any] = {
+        "command": [sys.executable, "-c", EPOCHS_PROGRAM],
+        "hyperparameters": {"epochs": 5},
+        "progress": {"metric": "epoch", "total": "epochs"},
+        "env": {},
+        "metrics": [],
+    }
+    results, logs = [], []
+    for run, dag_id in ((run_sync, "progress_sync"), (run_deferred, "progress_deferred")):
+        log = TaskLog()
+        results.append(run(TaskInstance(dag_id=dag_id), log, **job))
+        logs.append(log)
+    for result, log in zip(results, logs, strict=True):
+        shown = [line for line in log.lines if line.startswith("[progress] ")]
+        assert [re.sub(r"\)(, .*)?$", ")", line) for line in shown] == [
+            f"[progress] progress: epoch {n}/5 ({n * 20}%)" for n in range(1, 6)
+        ]
+        assert shown[-1].endswith(", done")
+        progress = result["progress"]
+        assert [value for _, value in progress["timeline"]] == [1.0, 2.0, 3.0, 4.0, 5.0]
+        assert (progress["metric"], progress["total"], progress["percent"]) == ("epoch", 5.0, 100.0)
+        assert progress["eta_seconds"] == 0.0 and progress["rate_per_second"] > 0

@@ -91,6 +91,8 @@ def test_sync_board_serves_while_the_job_runs_then_goes_with_it(hook: Any, tmp_p
     # Deleted when the task ended (the pod's process then stops gracefully): not kept by the job.
     assert hook.find_tfjob(results[0]["name"], "default") is not None
     wait_for(lambda: board_objects(hook, results[0]["name"]) == [], 60, "board removed after the task")
+    # What Airflow pushes over the link's XCom as the task ends: nothing, so no link to a deleted board.
+    assert TensorBoardLink().get_link(op, ti_key=None) == ""  # type: ignore[arg-type]
 
 
 def test_deferred_board_is_kept_when_asked_and_goes_with_the_job(hook: Any, tmp_path: Path) -> None:

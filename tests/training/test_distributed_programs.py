@@ -1,4 +1,5 @@
-"""The PyTorch and XGBoost digits programs across real processes, without a cluster.
+"""The TensorFlow (MultiWorkerMirroredStrategy), PyTorch and XGBoost digits programs across real
+processes, without a cluster.
 
 Each replica is started by hand with the environment training-operator v1.9.4 injects into a
 PyTorchJob's or XGBoostJob's replicas (kubeflow-v1-kinds.md §1.4, §2.3), with loopback addresses
@@ -9,6 +10,7 @@ replicas trained one model together rather than each its own.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -46,13 +48,29 @@ def _operator_env(kind: str, world_size: int, rank: int, port: int) -> dict[str,
     return env
 
 
+def _tf_config_env(world_size: int, index: int, ports: list[int]) -> dict[str, str]:
+    """A TFJob of Workers only, as the operator describes it to worker ``index`` (no TF settings of ours)."""
+    env = {k: v for k, v in os.environ.items() if k not in INJECTED and not k.startswith("TF_")}
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    env.update(
+        PYTHONUNBUFFERED="1",
+        TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}),
+    )
+    return env
+
+
 def _run_job(kind: str, program: str, world_size: int, *args: str) -> list[subprocess.CompletedProcess[str]]:
     """Starts every replica at once (as the local cluster does), waits for all, returns them by rank."""
     port = _free_port()
+    ports = [_free_port() for _ in range(world_size)]
     procs = [
         subprocess.Popen(
             [sys.executable, str(TRAINING / program), *args],
-            env=_operator_env(kind, world_size, rank, port),
+            env=(
+                _tf_config_env(world_size, rank, ports)
+                if kind == "TFJob"
+                else _operator_env(kind, world_size, rank, port)
+            ),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -83,6 +101,20 @@ def _metric_lines(stdout: str) -> list[list[tuple[str, float]]]:
 def _assert_all_succeeded(replicas: list[subprocess.CompletedProcess[str]]) -> None:
     for rank, replica in enumerate(replicas):
         assert replica.returncode == 0, f"rank {rank} exited {replica.returncode}:\n{replica.stderr[-3000:]}"
+
+
+@pytest.mark.tensorflow
+def test_mirrored_workers_print_only_their_own_lines_and_leave_together(tmp_path: Path) -> None:
+    """Nothing on stderr from either worker: no TensorFlow start-up notice (the program's defaults),
+    and no coordination error from a worker outliving the leader (they leave together)."""
+    replicas = _run_job("TFJob", "digits_mwms.py", 2, "--epochs=2", f"--model_dir={tmp_path}")
+    _assert_all_succeeded(replicas)
+    for replica in replicas:
+        assert replica.stderr == ""
+    lines = _metric_lines(replicas[0].stdout)
+    assert [line[0] for line in lines[:2]] == [("epoch", 1), ("epoch", 2)]
+    assert _metric_lines(replicas[1].stdout) == lines
+    assert (tmp_path / "model.keras").exists()
 
 
 @pytest.mark.pytorch
