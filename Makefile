@@ -13,7 +13,7 @@ unexport PYTHONDONTWRITEBYTECODE
 # Extra arguments of `uv pip compile` for `make lock`, e.g. LOCK_ARGS=--upgrade to move every pin.
 LOCK_ARGS ?=
 
-.PHONY: install lock demo test lint unit benchmarks clean
+.PHONY: install lock demo test lint docs browser unit e2e benchmarks clean
 
 $(STAMP): pyproject.toml requirements/lock.txt scripts/venv.sh
 	PYTHON=$(PYTHON) scripts/venv.sh install $(VENV)
@@ -31,8 +31,21 @@ lint: $(STAMP)
 	$(BIN)/ruff check airflow_tfjob tests example_dags
 	$(BIN)/mypy
 
-test: lint
+# The documentation site, into build/site (open build/site/index.html). mkdocs.yml sets strict mode:
+# any warning fails, a broken link or anchor among them.
+docs: $(STAMP)
+	$(BIN)/mkdocs build --quiet
+
+browser:
+	scripts/browser.sh
+
+test: lint docs browser
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider
+
+# The deployment test alone (make test runs it too, as part of the pytest run: tests/e2e).
+e2e: $(STAMP) browser
+	status=0; PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider tests/e2e || status=$$?; \
+	echo "e2e: screenshots: $(CURDIR)/build/e2e/log-view.png and links.png, components' logs: $(CURDIR)/build/e2e/logs/"; exit $$status
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit

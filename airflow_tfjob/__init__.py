@@ -30,7 +30,7 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {"integration-name": "Kubeflow TFJob", "python-modules": ["airflow_tfjob.triggers.tfjob"]}
         ],
-        "extra-links": ["airflow_tfjob.links.TensorBoardLink"],
+        "extra-links": ["airflow_tfjob.links.TensorBoardLink", "airflow_tfjob.links.ReplicaLogsLink"],
         "task-decorators": [
             {"name": "tfjob", "class-name": "airflow_tfjob.decorators.tfjob.tfjob_task"},
             {"name": "pytorchjob", "class-name": "airflow_tfjob.decorators.pytorchjob.pytorchjob_task"},

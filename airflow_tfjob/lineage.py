@@ -22,10 +22,12 @@ from urllib.parse import urlsplit
 from airflow_tfjob.status import job_kind
 
 #: The run facets' keys. The custom facet's schema URL names where it is described (OpenLineage
-#: requires one per facet); the project has no published home yet, so it is the README's section.
+#: requires one per facet); the project has no published home yet, so it is the documentation page's source.
 RUN_FACET = "kubeflowJob"
 ERROR_FACET = "kubeflowJobError"
-_SCHEMA = "https://github.com/airflow-provider-tfjob/airflow-provider-tfjob#lineage-assets-and-openlineage"
+_SCHEMA = (
+    "https://github.com/airflow-provider-tfjob/airflow-provider-tfjob/blob/main/docs/howto/lineage.md"
+)
 
 
 def dataset_name(uri: str) -> tuple[str, str]:

@@ -33,6 +33,9 @@ TRAINING_DIR = os.environ.get(
 )
 DATA_DIR = os.environ.get("TFJOB_EXAMPLES_DATA_DIR", "/tmp/tfjob-examples")
 PVC = os.environ.get("TFJOB_EXAMPLES_PVC")  # "claim-name:/mount/path", e.g. "models:/tmp/tfjob-examples"
+# "1": a TensorBoard on the run's logs while it trains (the task's "TensorBoard" link; the deployment test
+# turns it on). Off by default: the demo does not wait for a board's start-up.
+TENSORBOARD = os.environ.get("TFJOB_EXAMPLES_TENSORBOARD", "") in ("1", "true", "True")
 # Keeps the replicas' logs to the program's own lines: TensorFlow's C++ logging above INFO only, and
 # no oneDNN notice (printed before that setting applies; this small model does not need oneDNN).
 TRAINING_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0", "PYTHONUNBUFFERED": "1"}
@@ -71,6 +74,8 @@ with DAG(
         env=TRAINING_ENV,
         pvc=PVC,
         log_replicas="all",
+        tensorboard=TENSORBOARD,
+        tensorboard_log_dir=run_dir + "/logs" if TENSORBOARD else None,
         metrics=["test_accuracy", "accuracy", "loss"],
         # A "[progress]" line in the task log as epochs go by (the total is the epochs hyperparameter).
         progress={"metric": "epoch", "total": "epochs"},

@@ -8,7 +8,7 @@ Objects are returned as plain dicts in API form (camelCase), read from the raw J
 what `kubectl get -o json` would show whichever client fetched it.
 
 The hooks live in hooks/sync.py (TFJobHook) and hooks/aio.py (AsyncTFJobHook, its log and watch
-streams in hooks/streams.py); this module keeps the names the README documents (and the provider's
+streams in hooks/streams.py); this module keeps the names the documentation uses (and the provider's
 classpaths) importable from one place.
 """
 

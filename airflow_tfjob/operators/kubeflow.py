@@ -16,14 +16,13 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.sdk import BaseOperator, conf
+from airflow.sdk import BaseOperator, BaseOperatorLink, conf
 
-from airflow_tfjob import cleanup, templates
+from airflow_tfjob import cleanup, links, templates
 from airflow_tfjob.connection import connection_of, hook_kwargs
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
 from airflow_tfjob.kinds import JobKind, kind_named
 from airflow_tfjob.limits import check_request_size
-from airflow_tfjob.links import TensorBoardLink
 from airflow_tfjob.operators import outcome as outcome_mod
 from airflow_tfjob.operators import params, submit
 from airflow_tfjob.operators.checks import (
@@ -110,7 +109,7 @@ class KubeflowJobOperator(LineageMixin, TemplateFileRendering, params.StoredPara
     # Only the job parameter may name a template file: see operators/templating.py.
     template_ext: Sequence[str] = (".yaml", ".yml", ".json")
     template_fields_renderers = params.renderers("job")
-    operator_extra_links = (TensorBoardLink(),)
+    operator_extra_links: tuple[BaseOperatorLink, ...] = (links.TensorBoardLink(),)
     ui_color = "#ff6f00"
     ui_fgcolor = "#ffffff"
     # Master-replica log lines starting with this carry the task's return value (``@task.tfjob``
@@ -221,6 +220,8 @@ class KubeflowJobOperator(LineageMixin, TemplateFileRendering, params.StoredPara
         check_operator_parameters(self._own_parameters())
         check_parameter_types(self._typed_parameters(), at_parse=True)
         self._declare_model_asset()
+        # The UI's links are fixed at parse time: one "Logs <replica>" per replica counted here.
+        self.operator_extra_links = links.operator_links(self.job_kind, self)
 
     @property
     def job_kind(self) -> JobKind:
@@ -252,6 +253,11 @@ class KubeflowJobOperator(LineageMixin, TemplateFileRendering, params.StoredPara
         job = self.find_or_create(hook, manifest, context)
         name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
         self._job_ref = (name, namespace)
+        # Links before anything waits, so they work while the job runs and the task is deferred.
+        links.push_links(
+            self.job_kind, job, self.kubernetes_conn_id, context["ti"].xcom_push, self.log,
+            tensorboard=self._tensorboard_spec() is not None,
+        )
         self._start_tensorboard(hook, job, context)
         options = self.follow_options(deadline=self._deadline(started))
         if self.deferrable:

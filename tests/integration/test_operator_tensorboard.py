@@ -4,6 +4,7 @@ removed with the job unless kept, in both the synchronous and the deferred mode.
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import urllib.error
@@ -15,7 +16,7 @@ import pytest
 from operator_support import TaskInstance, context_for, wait_for
 from test_operator_deferrable import defer, fire
 
-from airflow_tfjob.links import TensorBoardLink
+from airflow_tfjob.links import ReplicaLogsLink, TensorBoardLink
 from airflow_tfjob.operators.tfjob import TFJobOperator
 from airflow_tfjob.tensorboard import XCOM_KEY, tensorboard_name
 
@@ -108,3 +109,29 @@ def test_deferred_board_is_kept_when_asked_and_goes_with_the_job(hook: Any, tmp_
     assert board_objects(hook, name) == ["pod", "service"], "tensorboard_keep=True leaves it running"
     hook.delete_tfjob(name, "default")  # owned by the job: garbage-collected with it
     wait_for(lambda: board_objects(hook, name) == [], 60, "board removed with its TFJob")
+
+
+def test_deferred_links_are_pushed_before_the_task_defers(
+    hook: Any, tmp_path: Path, local_cluster: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    extra = {"kube_config_path": str(local_cluster.kubeconfig_path), "namespace": "default",
+             "logs_url_template": "https://logs.example/{namespace}/{pod}?container={container}"}
+    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+    ti = TaskInstance()
+    op = make(tmp_path, deferrable=True, worker=2)
+    deferred = defer(op, ti)
+    name = deferred.trigger.name
+    pushed = {key: value for key, value in ti.xcoms.items() if key.startswith("replica_logs_url_")}
+    assert pushed == {
+        f"replica_logs_url_worker-{i}": f"https://logs.example/default/{name}-worker-{i}?container=tensorflow"
+        for i in range(2)
+    }
+    assert ti.xcoms[XCOM_KEY].startswith("http://")
+    (tmp_path / "release").write_text("go")
+    # The resumed try (a new operator object, as in the worker) rebuilds the same URLs for the push
+    # Airflow makes when the task ends.
+    resumed = make(tmp_path, deferrable=True, worker=2)
+    assert resumed.execute_complete(context_for(ti), fire(deferred))["state"] == "succeeded"
+    ti_key: Any = None
+    assert {link.xcom_key: link.get_link(resumed, ti_key=ti_key)
+            for link in resumed.operator_extra_links if isinstance(link, ReplicaLogsLink)} == pushed

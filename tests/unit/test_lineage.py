@@ -81,7 +81,7 @@ def test_operator_lineage_is_openlineage_facets() -> None:
     assert [(d.namespace, d.name) for d in lineage.outputs] == [("file", "/models/x")]
     facets = {key: Serde.to_dict(facet) for key, facet in lineage.run_facets.items()}
     assert facets["kubeflowJob"]["replicas"] == {"Master": 1, "Worker": 3}
-    assert facets["kubeflowJob"]["_schemaURL"].endswith("#lineage-assets-and-openlineage")
+    assert facets["kubeflowJob"]["_schemaURL"].endswith("/docs/howto/lineage.md")
     assert facets["kubeflowJobError"]["message"].startswith("TFJobFailed")
     assert facets["kubeflowJobError"]["stackTrace"] == "worker-1: exit code 3"
 

@@ -271,9 +271,13 @@ def test_dag_with_the_operator_serializes(tmp_path: Path) -> None:
         TFJobSensor(task_id="wait", name="job")
     data = DagSerialization.to_dict(dag)
     assert data["dag"]["dag_id"] == "serialize_me"
-    # The UI reads the TensorBoard link's URL from the XCom the operator pushes under this key.
+    # The UI reads each link's URL from the XCom the operator pushes under its key.
     train = next(t for t in data["dag"]["tasks"] if t["__var"]["task_id"] == "train")["__var"]
-    assert train["_operator_extra_links"] == {"TensorBoard": "tensorboard_url"}
+    assert train["_operator_extra_links"] == {
+        "TensorBoard": "tensorboard_url",
+        "Logs worker-0": "replica_logs_url_worker-0",
+        "Logs worker-1": "replica_logs_url_worker-1",
+    }
 
 
 def test_tensorboard_link_without_a_board_reads_no_xcom() -> None:
