@@ -22,6 +22,7 @@ from airflow_cli import (
     last_asset_event,
     migrated_airflow_env,
     run_asset_triggered,
+    xcom_of,
     xcom_value,
 )
 
@@ -39,7 +40,7 @@ def env(local_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         "TFJOB_EXAMPLES_DATA_DIR": str(tmp_path_factory.mktemp("examples-data")),
     }
     yield migrated_airflow_env(
-        home, EXAMPLES, local_cluster.kubeconfig_path, examples_env, migrate_timeout=300
+        home, EXAMPLES, local_cluster.kubeconfig_path, examples_env, migrate_timeout=300, only_creates_runs=True
     )
 
 
@@ -113,15 +114,14 @@ def retrain_and_deploy(
     env: dict[str, str], conf: dict[str, Any], logical_date: str
 ) -> tuple[str, dict, dict]:
     """A retraining run, then the deployment run its model asset event schedules: (run_id, the
-    training's metrics, the deployment's decision)."""
+    training's metrics, the deployment's decision as its task returned it)."""
     run_id, _ = run_example(env, "example_tfjob_retraining", conf, logical_date=logical_date)
     assert set(states(env, "example_tfjob_retraining", run_id).values()) == {"success"}
     (metrics,) = xcoms(env, "example_tfjob_retraining", run_id, "train", "metrics")
     event_id, extra, source_run = last_asset_event(env)
     assert (extra["metrics"], source_run) == (metrics, run_id)
-    _, output = run_asset_triggered(env, "example_tfjob_deploy", "promote_if_better", event_id)
-    line = next(line for line in output.splitlines() if "candidate test_accuracy=" in line)
-    return run_id, metrics, {"line": line, "promoted": line.endswith("promote=True")}
+    deploy_run = run_asset_triggered(env, "example_tfjob_deploy", "promote_if_better", event_id)
+    return run_id, metrics, xcom_of(env, "example_tfjob_deploy", deploy_run, "promote_if_better")
 
 
 def test_retraining_deploys_only_a_better_model(env: dict[str, str]) -> None:
@@ -131,7 +131,9 @@ def test_retraining_deploys_only_a_better_model(env: dict[str, str]) -> None:
     airflow(env, "dags", "unpause", "example_tfjob_deploy")
 
     first, metrics, decision = retrain_and_deploy(env, {"epochs": 10}, "2025-06-01")
-    assert decision["promoted"] and "best so far=None" in decision["line"]
+    assert decision["promoted"] and decision["previous"] is None, decision
+    assert decision["test_accuracy"] == metrics["test_accuracy"]
+    assert decision["job"]["kind"] == "TFJob" and decision["job"]["uid"]
     current = root / "current"
     assert current.is_symlink()
     promoted = json.loads((current / "metrics.json").read_text())
@@ -141,9 +143,8 @@ def test_retraining_deploys_only_a_better_model(env: dict[str, str]) -> None:
     # One epoch at a tiny learning rate: a clearly worse candidate, which must not replace the model.
     _, worse, decision = retrain_and_deploy(env, {"epochs": 1, "learning_rate": 0.0003}, "2025-06-02")
     assert worse["test_accuracy"] < metrics["test_accuracy"]
-    assert not decision["promoted"], decision
     # The best so far came from the asset's state, written by the first deployment.
-    assert f"best so far={metrics['test_accuracy']}" in decision["line"]
+    assert not decision["promoted"] and decision["previous"] == metrics["test_accuracy"], decision
     assert current.resolve().name == first.replace(":", "-").replace("+", "-")
     history = (root / "promotions.jsonl").read_text().splitlines()
     assert len(history) == 1 and json.loads(history[0])["run_id"] == first

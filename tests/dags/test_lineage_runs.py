@@ -4,6 +4,9 @@ and the model asset's event, which schedules a deployment DAG that reads the tra
 The asset-triggered run is created by Airflow's own scheduler (one loop, ``airflow scheduler -n 1``)
 from the asset event the training task emitted under ``airflow dags test``; its task then runs with
 ``airflow tasks test`` against that run, so what it reads is that run's triggering asset events.
+
+Every Airflow command costs seconds here, so the runs are shared: the first training's run gives the
+OpenLineage events and the deployment's first asset event.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from airflow_cli import (
     last_asset_event,
     migrated_airflow_env,
     run_asset_triggered,
-    xcom_value,
+    xcom_of,
 )
 
 pytestmark = [pytest.mark.dags, pytest.mark.cluster, pytest.mark.timeout(600)]
@@ -37,14 +40,27 @@ def env(local_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     extra = {
         "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(transport),
         "AIRFLOW__OPENLINEAGE__NAMESPACE": "tfjob-tests",
-        # One executor worker: the scheduler loop below only creates the asset-triggered run.
-        "AIRFLOW__CORE__PARALLELISM": "1",
+        # The deployment DAG is unpaused from the start (the others have no schedule): the first
+        # training's asset event queues a run of it.
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
     }
-    env = migrated_airflow_env(home, DAGS, local_cluster.kubeconfig_path, extra, migrate_timeout=300)
-    # The deployment DAG must be known (serialized) for an asset event to queue a run of it; it
-    # stays paused (queuing nothing) until the asset test unpauses it.
+    env = migrated_airflow_env(
+        home, DAGS, local_cluster.kubeconfig_path, extra, migrate_timeout=300, only_creates_runs=True
+    )
+    # The deployment DAG must be known (serialized) for an asset event to queue a run of it.
     airflow(env, "dags", "reserialize")
     yield env
+
+
+@pytest.fixture(scope="module")
+def first_training(env: dict[str, str]) -> str:
+    """The first training run (accuracy 0.75), its asset event queuing the deployment; its run id."""
+    dags_test(env, "lineage_train", "-c", json.dumps({"accuracy": 0.75}), timeout=300)
+    with airflow_db(env) as db:
+        (run_id,) = db.execute(
+            "select run_id from dag_run where dag_id = 'lineage_train' order by id desc limit 1"
+        ).fetchone()
+    return str(run_id)
 
 
 def lineage_events(env: dict[str, str], job: str) -> list[dict[str, Any]]:
@@ -57,9 +73,8 @@ def datasets(event: dict[str, Any], side: str) -> list[tuple[str, str]]:
     return [(d["namespace"], d["name"]) for d in event.get(side, [])]
 
 
-def test_openlineage_events_of_a_succeeded_and_a_failed_job(env: dict[str, str]) -> None:
-    dags_test(env, "lineage_train", "-c", json.dumps({"accuracy": 0.75}), timeout=300)
-    events = lineage_events(env, "lineage_train.train")
+def test_openlineage_events_of_a_succeeded_and_a_failed_job(env: dict[str, str], first_training: str) -> None:
+    events = lineage_events(env, "lineage_train.train")[:3]
     # Deferred: the task starts twice (execute, then execute_complete), and completes once.
     assert [e["eventType"] for e in events] == ["START", "START", "COMPLETE"]
     complete = events[-1]
@@ -77,11 +92,7 @@ def test_openlineage_events_of_a_succeeded_and_a_failed_job(env: dict[str, str])
             {"Worker": "local/python"},
         )
     job = complete["run"]["facets"]["kubeflowJob"]
-    with airflow_db(env) as db:
-        (raw,) = db.execute(
-            "select value from xcom where dag_id = 'lineage_train' and key = 'return_value'"
-        ).fetchone()
-    result = xcom_value(raw)
+    result = xcom_of(env, "lineage_train", first_training, "train")
     assert (job["name"], job["uid"], job["state"]) == (result["name"], result["uid"], "succeeded")
     assert job["metrics"] == {"accuracy": 0.75, "loss": 0.25}
     assert "kubeflowJobError" not in complete["run"]["facets"]
@@ -96,27 +107,29 @@ def test_openlineage_events_of_a_succeeded_and_a_failed_job(env: dict[str, str])
     assert datasets(fail, "inputs") == [("s3://datasets", "digits")]
 
 
-def train_and_deploy(env: dict[str, str], accuracy: float) -> dict[str, Any]:
-    """Trains (the asset event), lets the scheduler create the deployment run, runs its task."""
-    dags_test(env, "lineage_train", "-c", json.dumps({"accuracy": accuracy}), timeout=300)
+def deploy(env: dict[str, str], accuracy: float) -> dict[str, Any]:
+    """The deployment run the newest asset event (a training of ``accuracy``) scheduled; its decision."""
     event_id, extra, _ = last_asset_event(env)
     assert extra["metrics"]["accuracy"] == accuracy
     with airflow_db(env) as db:
         assert db.execute("select target_dag_id from asset_dag_run_queue").fetchall() == [("lineage_deploy",)]
-    _, output = run_asset_triggered(env, "lineage_deploy", "deploy", event_id)
-    line = next(line for line in output.splitlines() if "DEPLOY DECISION" in line)
-    decision: dict[str, Any] = json.loads(line.split("DEPLOY DECISION ", 1)[1])
+    run_id = run_asset_triggered(env, "lineage_deploy", "deploy", event_id)
+    decision: dict[str, Any] = xcom_of(env, "lineage_deploy", run_id, "deploy")
     return decision
 
 
+def train_and_deploy(env: dict[str, str], accuracy: float) -> dict[str, Any]:
+    dags_test(env, "lineage_train", "-c", json.dumps({"accuracy": accuracy}), timeout=300)
+    return deploy(env, accuracy)
+
+
 def test_model_asset_event_schedules_the_deployment_which_promotes_only_better_models(
-    env: dict[str, str],
+    env: dict[str, str], first_training: str
 ) -> None:
-    airflow(env, "dags", "unpause", "lineage_deploy")
-    first = train_and_deploy(env, 0.8)
-    assert first["accuracy"] == 0.8 and first["promote"] is True
+    first = deploy(env, 0.75)
+    assert (first["accuracy"], first["best_before"], first["promote"]) == (0.75, None, True)
     assert first["job"]["kind"] == "TFJob" and first["job"]["uid"]
     worse = train_and_deploy(env, 0.7)
-    assert (worse["accuracy"], worse["best_before"], worse["promote"]) == (0.7, 0.8, False)
+    assert (worse["accuracy"], worse["best_before"], worse["promote"]) == (0.7, 0.75, False)
     better = train_and_deploy(env, 0.9)
-    assert (better["best_before"], better["promote"]) == (0.8, True)
+    assert (better["best_before"], better["promote"]) == (0.75, True)
