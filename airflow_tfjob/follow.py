@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_tfjob import diagnostics
 from airflow_tfjob.aio import wait_event
+from airflow_tfjob.constants import KUEUE_QUEUE_LABEL
 from airflow_tfjob.follow_outcome import FollowOptions, FollowOutcome
 from airflow_tfjob.logs import (
     JobLogFollower,
@@ -38,6 +39,7 @@ from airflow_tfjob.watching import reflect
 
 if TYPE_CHECKING:
     from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+    from airflow_tfjob.kueue.tracker import QueueTracker
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +86,7 @@ class _JobFollow:
         self._early_pods: list[tuple[str, dict]] = []  # pod events that came before the job object
         self.pods_synced = asyncio.Event()  # set once the pod watch has listed: drain knows every replica
         self.return_payload: str | None = earlier.return_payload if earlier is not None else None
+        self.queue: QueueTracker | None = None  # a job with Kueue's queue label: its place in Kueue
         if options.reads_logs:
             selection = LogSelection.parse(options.log_replicas) if options.get_logs else LogSelection()
             self.logs = JobLogFollower(
@@ -226,7 +229,10 @@ class _JobFollow:
             ]
             if job_warn:
                 reasons.append(f"{job_warn[-1].get('reason')}: {job_warn[-1].get('message')}")
-        message = f"{self.ref} did not start within {self.options.startup_timeout:g} s: " + "; ".join(reasons)
+        since = " of its admission by Kueue" if self.queue is not None else ""
+        message = f"{self.ref} did not start within {self.options.startup_timeout:g} s{since}: " + "; ".join(
+            reasons
+        )
         return FollowOutcome("startup_timeout", status, message)
 
     # -- main -----------------------------------------------------------------------------------
@@ -313,21 +319,34 @@ class _JobFollow:
             seen = True
             self._job_known(obj)
             status = interpret(obj)
+            queued = await self._observe_queue(obj, status)
             if status.finished:
                 return FollowOutcome(status.state.value, status, status.message)
+            if queued is not None:
+                return queued
             if self.options.deadline is not None and time.time() >= self.options.deadline:
-                return FollowOutcome(
-                    "timeout",
-                    status,
-                    f"{self.ref} passed its deadline while {status.state.value}",
-                )
+                what = self.queue.waiting_for() if self.queue is not None else status.state.value
+                return FollowOutcome("timeout", status, f"{self.ref} passed its deadline while {what}")
             startup = await self._check_startup(status)
             if startup is not None:
                 return startup
 
+    async def _observe_queue(self, job: dict[str, Any], status: JobStatus) -> FollowOutcome | None:
+        """A job with Kueue's queue label: its place in Kueue told and held to its limits (kueue/)."""
+        if self.queue is None:
+            labels = (job.get("metadata") or {}).get("labels") or {}
+            if self.earlier is not None or not labels.get(KUEUE_QUEUE_LABEL):
+                return None  # a drain only reads what is left of the logs
+            from airflow_tfjob.kueue.tracker import QueueTracker
+
+            self.queue = QueueTracker(self.hook, self.name, self.namespace, self.options, self.sink)
+        return await self.queue.observe(job, status)
+
     def _tick(self) -> float:
         """How long to wait for the next job change before re-checking the clocks."""
         waits = [30.0]
+        if self.queue is not None:
+            waits.append(self.queue.wake_in())
         now = time.time()
         if self.options.deadline is not None:
             waits.append(max(0.05, self.options.deadline - now))
@@ -366,6 +385,9 @@ class _JobFollow:
         outcome.cursors = self.logs.cursors() if self.logs is not None else {}
         outcome.return_payload = self.return_payload
         outcome.progress = self.progress.state() if self.progress is not None else None
+        outcome.queue = self.queue.summary() if self.queue is not None else None
+        if self.earlier is not None:
+            outcome.queue = self.earlier.queue
         return outcome
 
     async def _diagnose(self, status: JobStatus | None) -> list[diagnostics.ReplicaDiagnosis]:

@@ -37,6 +37,13 @@ class FollowOptions:
     kind: str = "TFJob"
     # ProgressSpec as a dict (progress.py): progress lines from the master replica's metric, or None.
     progress: dict[str, Any] | None = None
+    # Kueue (kueue/tracker.py; only for a job with the queue label): seconds allowed in the queue
+    # (None: no limit), whether a preemption fails the follow ("wait" | "fail"), whether a job Kueue
+    # ignores fails it, and how long a Workload may take to appear before Kueue counts as ignoring it.
+    queue_timeout: float | None = None
+    on_preemption: str = "wait"
+    kueue_require_admission: bool = False
+    kueue_workload_window: float = 30.0
 
     @property
     def reads_logs(self) -> bool:
@@ -60,7 +67,9 @@ class FollowOptions:
 class FollowOutcome:
     """How following ended; JSON-serialisable through to_dict (the trigger's event payload)."""
 
-    event: str  # "succeeded" | "failed" | "timeout" | "startup_timeout" | "error"
+    # "succeeded" | "failed" | "timeout" | "startup_timeout" | "error"; Kueue's (kueue/tracker.py):
+    # "queue_timeout" | "preempted" | "kueue_ignored"
+    event: str
     status: JobStatus | None = None
     message: str = ""
     metrics: dict[str, Any] = field(default_factory=dict)
@@ -68,11 +77,13 @@ class FollowOutcome:
     cursors: dict[str, Any] = field(default_factory=dict)
     return_payload: str | None = None  # text after the return marker on the master's last such line
     progress: dict[str, Any] | None = None  # ProgressTracker.state(): the figures and the timeline
+    queue: dict[str, Any] | None = None  # QueueTracker.summary(): Kueue's queue, wait, preemptions
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "return_payload": self.return_payload,
             "progress": self.progress,
+            "queue": self.queue,
             "event": self.event,
             "status": self.status.to_dict() if self.status else None,
             "message": self.message,
@@ -93,4 +104,5 @@ class FollowOutcome:
             cursors=dict(data.get("cursors") or {}),
             return_payload=data.get("return_payload"),
             progress=data.get("progress"),
+            queue=data.get("queue"),
         )

@@ -17,6 +17,7 @@ from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHo
 from kubernetes_asyncio import client as async_client
 from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiException
 
+from airflow_tfjob.hooks import kueue as kueue_calls
 from airflow_tfjob.hooks import streams
 from airflow_tfjob.hooks.clients import ExecTokenRefresher, retire_client, shared_client
 from airflow_tfjob.hooks.common import (
@@ -390,6 +391,11 @@ class AsyncTFJobHook(AsyncKubernetesHook):
     watch_tfjobs = streams.watch_tfjobs
     watch_job_pods = streams.watch_job_pods
     watch_events = streams.watch_events
+
+    # -- Kueue (hooks/kueue.py): the job's Workloads, its queue position -------------------------
+
+    list_workloads = kueue_calls.list_workloads
+    pending_workloads = kueue_calls.pending_workloads
 
 
 def _name_of(body: dict) -> str:

@@ -12,6 +12,7 @@ from kubernetes import client as sync_client
 from kubernetes.client.rest import ApiException as SyncApiException
 
 from airflow_tfjob.constants import CONTAINER_NAME, GROUP, VERSION
+from airflow_tfjob.hooks import kueue as kueue_calls
 from airflow_tfjob.hooks.common import (
     MERGE_PATCH,
     event_sort_key,
@@ -305,3 +306,8 @@ class TFJobHook(KubernetesHook):
         self._ignore_404(
             f"delete Service {ns}/{name}", lambda: self.core_v1_client.delete_namespaced_service(name, ns)
         )
+
+    # -- Kueue (hooks/kueue.py): the job's Workloads, its queue position ---------------------------
+
+    list_workloads = kueue_calls.list_workloads_sync
+    pending_workloads = kueue_calls.pending_workloads_sync

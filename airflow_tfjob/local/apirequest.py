@@ -66,11 +66,13 @@ def decode_json(raw: bytes, content_type: str) -> Any:
 class ResourcePath:
     """A parsed resource URL: /api/v1/namespaces/ns/pods/name/log and the like."""
 
-    __slots__ = ("info", "name", "namespace", "subresource", "watch_prefix")
+    __slots__ = ("info", "name", "namespace", "subresource", "version", "watch_prefix")
 
     def __init__(self, info: ResourceType, namespace: str | None, name: str | None, sub: str | None,
-                 watch_prefix: bool) -> None:
+                 watch_prefix: bool, version: str | None = None) -> None:
         self.info = info
+        # The version the request named: info.version (storage) or one of info.extra_versions.
+        self.version = version or info.version
         self.namespace = namespace
         self.name = name
         self.subresource = sub
@@ -91,7 +93,7 @@ def parse_resource_path(group: str, version: str, parts: list[str]) -> ResourceP
     if not parts or len(parts) > 3 or not all(parts):
         raise route_not_found()
     info = RESOURCES.get(parts[0])
-    if info is None or info.group != group or info.version != version:
+    if info is None or info.group != group or (version != info.version and version not in info.extra_versions):
         raise route_not_found()
     if namespace is not None and not info.namespaced:
         raise route_not_found()
@@ -103,4 +105,4 @@ def parse_resource_path(group: str, version: str, parts: list[str]) -> ResourceP
         sub == "log" and info.plural == "pods"
     ) and not (sub == "scale" and info.scale_type is not None):
         raise route_not_found()
-    return ResourcePath(info, namespace, name, sub, watch_prefix)
+    return ResourcePath(info, namespace, name, sub, watch_prefix, version)

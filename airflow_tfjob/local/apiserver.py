@@ -38,6 +38,7 @@ from airflow_tfjob.local.apirequest import (
     route_not_found,
 )
 from airflow_tfjob.local.discovery import KUBERNETES_VERSION, api_group, api_groups, api_resource_list
+from airflow_tfjob.local.extensions import Extensions, VersionView
 from airflow_tfjob.local.fieldvalidation import validate_fields
 from airflow_tfjob.local.logendpoint import serve_pod_log
 from airflow_tfjob.local.openapi import v3_root
@@ -71,8 +72,10 @@ class ApiServer:
         middlewares: Sequence[Callable[..., Awaitable[web.StreamResponse]]] = (),
         metrics_sources: Sequence[Callable[[], str]] = (),
         ssl_context: ssl.SSLContext | None = None,
+        extensions: Extensions | None = None,
     ) -> None:
         self.store = store
+        self.extensions = extensions or Extensions()
         self.podlogs = podlogs
         self.host = host
         self.port = port
@@ -165,19 +168,28 @@ class ApiServer:
                 return self._json(api_resource_list("", "v1"))
             return await self._resource(request, parse_resource_path("", "v1", parts[2:]))
         if parts and parts[0] == "apis":
+            features, aggregated = self.extensions.features, self.extensions.aggregated
+            groups = api_groups(features)
             if len(parts) == 1:
-                return self._json({"kind": "APIGroupList", "apiVersion": "v1",
-                                   "groups": [api_group(g) for g in api_groups()]})
+                listed = [api_group(g, v) for g, v in groups.items()]
+                listed += [api_group(a.group, a.versions) for a in aggregated.values()]
+                return self._json({"kind": "APIGroupList", "apiVersion": "v1", "groups": listed})
             group = parts[1]
-            if group not in api_groups():
+            if group in aggregated:
+                return await aggregated[group].handle(request, parts[2:])
+            versions = groups.get(group)
+            if versions is None:
                 raise route_not_found()
             if len(parts) == 2:
-                return self._json(api_group(group))
-            if parts[2] != "v1":
+                return self._json(api_group(group, versions))
+            if parts[2] not in versions:
                 raise route_not_found()
             if len(parts) == 3:
-                return self._json(api_resource_list(group, "v1"))
-            return await self._resource(request, parse_resource_path(group, "v1", parts[3:]))
+                return self._json(api_resource_list(group, parts[2], features))
+            p = parse_resource_path(group, parts[2], parts[3:])
+            if p.info.feature is not None and p.info.feature not in features:
+                raise route_not_found()
+            return await self._resource(request, p)
         if parts and parts[0] == "openapi":
             return await serve_openapi(request, parts)
         if path == "/version":
@@ -187,7 +199,9 @@ class ApiServer:
         raise route_not_found()
 
     @staticmethod
-    def _json(obj: Any, status: int = 200) -> web.Response:
+    def _json(obj: Any, status: int = 200, out: Callable[[JsonDict], JsonDict] | None = None) -> web.Response:
+        if out is not None and isinstance(obj, dict) and obj.get("kind") != "Status":
+            obj = out(obj)
         return web.Response(status=status, body=json.dumps(obj).encode(), content_type=JSON_TYPE)
 
     @staticmethod
@@ -198,16 +212,19 @@ class ApiServer:
         method = request.method
         query = request.query
         rtype = p.info.plural
+        view = self._view(p)
+        out = view.from_storage if view is not None else None
         if p.name is None:
             if method == "GET":
                 if p.watch_prefix or parse_bool(query, "watch"):
-                    return await serve_watch(request, p, self.store, self.metrics, self._streams, self.bookmark_interval)
-                return self._list(p, query, wants_table(request))
+                    return await serve_watch(request, p, self.store, self.metrics, self._streams,
+                                             self.bookmark_interval, out)
+                return self._list(p, query, wants_table(request), out)
             if method == "POST":
-                body = await self._body(request)
+                body = self._to_storage(view, await self._body(request))
                 validate_fields(p.info, body, query, "create")
                 obj = self.store.create(rtype, p.namespace, body, dry_run=self._dry_run(query, None))
-                return self._json(obj, 201)
+                return self._json(obj, 201, out)
             if method == "DELETE":
                 return await self._delete_collection(request, p)
             raise self._method_not_allowed(method)
@@ -217,27 +234,43 @@ class ApiServer:
             return await serve_pod_log(request, p, self.store, self.podlogs, self._streams)
         if method == "GET":
             if p.watch_prefix:
-                return await serve_watch(request, p, self.store, self.metrics, self._streams, self.bookmark_interval)
+                return await serve_watch(request, p, self.store, self.metrics, self._streams,
+                                         self.bookmark_interval, out)
             if p.subresource == "scale":
                 return self._json(self.store.get_scale(rtype, p.namespace, p.name))
             entry = self.store.get_entry(rtype, p.namespace, p.name)
             if wants_table(request):
                 return self._json(to_table(p.info, [entry.obj], str(entry.rv), query.get("includeObject")))
-            return self._bytes(entry.json)
+            return self._json(entry.obj, 200, out) if out is not None else self._bytes(entry.json)
         if method == "PUT":
-            body = await self._body(request)
+            body = self._to_storage(view, await self._body(request))
             validate_fields(p.info, body, query, "update", p.subresource)
-            return self._json(self.store.replace(rtype, p.namespace, p.name, body, p.subresource))
+            return self._json(self.store.replace(rtype, p.namespace, p.name, body, p.subresource), 200, out)
         if method == "PATCH":
             patch_type = self._patch_type(request, p.info)
-            body = await self._body(request, allow_any=True)
+            body = self._to_storage(view, await self._body(request, allow_any=True))
             validate_fields(p.info, body, query, "patch", p.subresource)
-            return self._json(self.store.patch(rtype, p.namespace, p.name, body, patch_type, p.subresource))
+            return self._json(self.store.patch(rtype, p.namespace, p.name, body, patch_type, p.subresource),
+                              200, out)
         if method == "DELETE":
             if p.subresource is not None:
                 raise self._method_not_allowed(method)
-            return await self._delete(request, p)
+            return await self._delete(request, p, out)
         raise self._method_not_allowed(method)
+
+    def _view(self, p: ResourcePath) -> VersionView | None:
+        """The conversion of a request at a version other than the storage one (and its warning)."""
+        if p.version == p.info.version:
+            return None
+        view = self.extensions.view(p.info.group, p.version) or VersionView()
+        if view.warning:
+            warnings.add(view.warning)
+        return view
+
+    @staticmethod
+    def _to_storage(view: VersionView | None, body: Any) -> Any:
+        # A JSON patch (a list of operations) is applied as sent: its paths are not converted.
+        return view.to_storage(body) if view is not None and isinstance(body, dict) else body
 
     @staticmethod
     def _method_not_allowed(method: str) -> ApiError:
@@ -288,7 +321,8 @@ class ApiServer:
 
     # ---- list
 
-    def _list(self, p: ResourcePath, query: Mapping[str, str], table: bool = False) -> web.Response:
+    def _list(self, p: ResourcePath, query: Mapping[str, str], table: bool = False,
+              out: Callable[[JsonDict], JsonDict] | None = None) -> web.Response:
         entries, rv = self.store.list_entries(
             p.info.plural,
             p.namespace,
@@ -298,6 +332,9 @@ class ApiServer:
         )
         if table:
             return self._json(to_table(p.info, [e.obj for e in entries], str(rv), query.get("includeObject")))
+        if out is not None:
+            return self._json({"kind": f"{p.info.kind}List", "apiVersion": f"{p.info.group}/{p.version}",
+                               "metadata": {"resourceVersion": str(rv)}, "items": [out(e.obj) for e in entries]})
         head = (
             f'{{"kind":"{p.info.kind}List","apiVersion":"{p.info.api_version}",'
             f'"metadata":{{"resourceVersion":"{rv}"}},"items":['
@@ -337,7 +374,8 @@ class ApiServer:
         options["propagationPolicy"] = policy
         return options
 
-    async def _delete(self, request: web.Request, p: ResourcePath) -> web.Response:
+    async def _delete(self, request: web.Request, p: ResourcePath,
+                      out: Callable[[JsonDict], JsonDict] | None = None) -> web.Response:
         assert p.name is not None
         options = await self._delete_options(request)
         dry_run = self._dry_run(request.query, options)
@@ -353,7 +391,7 @@ class ApiServer:
         still_there = self._exists(p.info, p.namespace, p.name) and not dry_run
         if still_there or p.info.plural == "pods" or dry_run:
             status = 202 if still_there and options.get("orphanDependents") is False else 200
-            return self._json(obj, status)
+            return self._json(obj, status, out)
         meta = obj.get("metadata", {})
         return self._json({
             "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",

@@ -16,10 +16,12 @@ import logging
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from airflow_tfjob.local import credential
 from airflow_tfjob.local.cluster import CREDENTIALS, ClusterRuntime
 from airflow_tfjob.local.faults import FaultPlan
+from airflow_tfjob.local.kueue.options import load_objects, parse_integrations
 
 
 def _parse_gpus(value: str) -> list[str]:
@@ -71,6 +73,19 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--role", type=_parse_role, action="append", default=[], metavar="USER=PATH[:NS]",
                        help="bind USER to the Roles/ClusterRoles in a YAML file (in namespace NS, default "
                             "the Role's own or 'default'); repeatable; users without --role are admins")
+    serve.add_argument("--kueue", action="store_true",
+                       help="emulate Kueue v0.19.2: its kinds, Workloads for labelled jobs, quota admission, "
+                            "preemption and the visibility API (see docs/local-cluster.md)")
+    serve.add_argument("--kueue-integrations", type=parse_integrations, default=None, metavar="NAMES",
+                       help="Kueue integrations that are on, comma-separated Kueue names, e.g. "
+                            "kubeflow.org/tfjob,kubeflow.org/pytorchjob (default: v0.19.2's shipped set, in "
+                            "which the kubeflow.org v1 kinds are off); implies --kueue")
+    serve.add_argument("--kueue-objects", type=Path, action="append", default=[], metavar="YAML",
+                       help="a YAML file of Kueue objects (ResourceFlavor, ClusterQueue, LocalQueue, "
+                            "WorkloadPriorityClass) created at start; repeatable; implies --kueue")
+    serve.add_argument("--kueue-pods-ready-timeout", type=float, default=None, metavar="SECONDS",
+                       help="evict an admitted job whose pods are not ready after SECONDS (WaitForPodsReady; "
+                            "Kueue's default is 1800; default here: off); implies --kueue")
     serve.add_argument("--log-level", default="WARNING", help="logging level for stderr (default WARNING)")
     return parser
 
@@ -79,10 +94,15 @@ def build_runtime(args: argparse.Namespace) -> ClusterRuntime:
     roles: dict[str, list[tuple[str, str] | str]] = {}
     for user, source in args.role:
         roles.setdefault(user, []).append(source)
+    kueue: dict[str, Any] | None = None
+    if args.kueue or args.kueue_integrations is not None or args.kueue_objects or args.kueue_pods_ready_timeout:
+        kueue = {"objects": load_objects(args.kueue_objects), "pods_ready_timeout": args.kueue_pods_ready_timeout}
+        if args.kueue_integrations is not None:
+            kueue["integrations"] = args.kueue_integrations
     return ClusterRuntime(
         gpus=args.gpus, workdir=args.workdir, host=args.host, port=args.port, kubeconfig_path=args.kubeconfig,
         faults=args.faults, auth=args.auth == "token", token_ttl=args.token_ttl, credential=args.credential,
-        roles=roles or None,
+        roles=roles or None, kueue=kueue,
     )
 
 

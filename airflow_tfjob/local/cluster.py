@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
@@ -31,11 +31,15 @@ from airflow_tfjob.local.controllers import CONTROLLERS
 from airflow_tfjob.local.credential import TokenAuthority, exec_command, write_private
 from airflow_tfjob.local.faults import FaultInjector, FaultPlan
 from airflow_tfjob.local.jobcontroller import JobController
+from airflow_tfjob.local.kueue.options import KueueOptions
 from airflow_tfjob.local.podlogs import PodLogs
 from airflow_tfjob.local.rbac import Authorizer, RoleSource
 from airflow_tfjob.local.runner import Runner
-from airflow_tfjob.local.store import Store
+from airflow_tfjob.local.store import Admission, Store
 from airflow_tfjob.local.tls import ServerTls, make_server_tls
+
+if TYPE_CHECKING:
+    from airflow_tfjob.local.kueue.controller import KueueController
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -113,8 +117,10 @@ class ClusterRuntime:
         token_ttl: float = 900.0,
         credential: str = "exec",
         roles: Mapping[str, Sequence[RoleSource]] | None = None,
+        kueue: bool | Mapping[str, Any] | KueueOptions | None = None,
     ) -> None:
         # Every option is checked before anything is created.
+        kueue_options = KueueOptions.of(kueue)
         if not auth and not is_loopback(host):
             raise ValueError(
                 f"host {host!r} is not a loopback address: without authentication anyone who can reach it "
@@ -137,7 +143,19 @@ class ClusterRuntime:
         self.authority = TokenAuthority(self.workdir / "token-secret") if auth else None
         self.tls: ServerTls | None = make_server_tls(self.workdir / "tls", host) if auth else None
         self.authorizer = authorizer
-        self.store = Store(history_limit=history_limit, admission=JobAdmission())
+        admission: Admission = JobAdmission()
+        self.kueue: KueueController | None = None
+        extensions = None
+        if kueue_options is not None:
+            from airflow_tfjob.local.kueue.assembly import Kueue  # the emulation costs nothing when off
+
+            assembly = Kueue(kueue_options)
+            admission = assembly.webhook(admission)
+        self.store = Store(history_limit=history_limit, admission=admission)
+        if kueue_options is not None:
+            self.kueue = assembly.controller(self.store)
+            assembly.create_objects(self.store)
+            extensions = assembly.extensions(self.kueue)
         self.podlogs = PodLogs()
         self.ports = PortAllocator()
         self.faults = FaultInjector(faults)
@@ -154,7 +172,8 @@ class ClusterRuntime:
         self.apiserver = ApiServer(self.store, self.podlogs, host=host, port=port,
                                    bookmark_interval=bookmark_interval, middlewares=middlewares,
                                    metrics_sources=sources,
-                                   ssl_context=self.tls.server_context() if self.tls else None)
+                                   ssl_context=self.tls.server_context() if self.tls else None,
+                                   extensions=extensions)
         self._want_controller = controller
         self._want_runner = runner
         self.controllers: dict[str, JobController] = {}  # by kind: TFJob, PyTorchJob, ...
@@ -171,6 +190,8 @@ class ClusterRuntime:
                 controller = controller_type(self.store, port_allocator=self.ports, used_ports=used_ports)
                 self.controllers[kind] = controller
                 self._tasks.append(asyncio.create_task(self._supervise(f"{kind} controller", controller.run())))
+        if self.kueue is not None:
+            self._tasks.append(asyncio.create_task(self._supervise("kueue", self.kueue.run())))
         if self._want_runner:
             self.runner = Runner(self.store, self.podlogs, node_name="local", gpus=self.gpus,
                                  workdir=self.workdir)
@@ -240,11 +261,12 @@ class LocalCluster:
         token_ttl: float = 900.0,
         credential: str = "exec",
         roles: Mapping[str, Sequence[RoleSource]] | None = None,
+        kueue: bool | Mapping[str, Any] | KueueOptions | None = None,
     ) -> None:
         self.runtime = ClusterRuntime(
             gpus=gpus, workdir=workdir, host=host, port=port, history_limit=history_limit,
             bookmark_interval=bookmark_interval, controller=controller, runner=runner, faults=faults,
-            auth=auth, token_ttl=token_ttl, credential=credential, roles=roles,
+            auth=auth, token_ttl=token_ttl, credential=credential, roles=roles, kueue=kueue,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None

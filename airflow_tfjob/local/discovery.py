@@ -3,7 +3,9 @@ read to learn which kinds, verbs and short names the local cluster serves."""
 
 from __future__ import annotations
 
-from airflow_tfjob.local.resources import RESOURCES, JsonDict
+from functools import cache
+
+from airflow_tfjob.local.resources import RESOURCES, JsonDict, ResourceType
 
 KUBERNETES_VERSION = {
     "major": "1",
@@ -19,10 +21,14 @@ KUBERNETES_VERSION = {
 _VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
 
-def api_resource_list(group: str, version: str) -> JsonDict:
+def _served(info: ResourceType, features: frozenset[str]) -> bool:
+    return info.feature is None or info.feature in features
+
+
+def api_resource_list(group: str, version: str, features: frozenset[str] = frozenset()) -> JsonDict:
     resources: list[JsonDict] = []
     for info in RESOURCES.values():
-        if info.group != group or info.version != version:
+        if info.group != group or version not in info.versions or not _served(info, features):
             continue
         entry: JsonDict = {
             "name": info.plural,
@@ -50,14 +56,17 @@ def api_resource_list(group: str, version: str) -> JsonDict:
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}
 
 
-def api_groups() -> list[str]:
-    seen: list[str] = []
+@cache
+def api_groups(features: frozenset[str] = frozenset()) -> dict[str, tuple[str, ...]]:
+    """The served groups and their versions, preferred (storage) version first."""
+    seen: dict[str, tuple[str, ...]] = {}
     for info in RESOURCES.values():
-        if info.group and info.group not in seen:
-            seen.append(info.group)
+        if info.group and info.group not in seen and _served(info, features):
+            seen[info.group] = info.versions
     return seen
 
 
-def api_group(group: str) -> JsonDict:
-    gv = {"groupVersion": f"{group}/v1", "version": "v1"}
-    return {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": [gv], "preferredVersion": gv}
+def api_group(group: str, versions: tuple[str, ...] = ("v1",)) -> JsonDict:
+    listed = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+    return {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": listed,
+            "preferredVersion": listed[0]}

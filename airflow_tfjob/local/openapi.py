@@ -28,7 +28,7 @@ from airflow_tfjob.kinds import KINDS
 from airflow_tfjob.local.discovery import KUBERNETES_VERSION
 from airflow_tfjob.local.jobschema import job_schema
 from airflow_tfjob.local.modelschema import model_schema
-from airflow_tfjob.local.resources import RESOURCES, JsonDict, ResourceType
+from airflow_tfjob.local.resources import BASE_RESOURCES, JsonDict, ResourceType
 
 _JOB_KINDS = {k.plural: k for k in KINDS}
 # The scale subresource's body (autoscaling/v1 Scale), described beside the kinds that have one.
@@ -55,7 +55,7 @@ def definition_name(info: ResourceType, kind: str | None = None) -> str:
 def group_versions() -> list[str]:
     """`api/v1`, `apis/apps/v1`, ... in the order the resources are declared."""
     seen: list[str] = []
-    for info in RESOURCES.values():
+    for info in BASE_RESOURCES:
         gv = f"apis/{info.group}/{info.version}" if info.group else f"api/{info.version}"
         if gv not in seen:
             seen.append(gv)
@@ -63,7 +63,7 @@ def group_versions() -> list[str]:
 
 
 def _resources_of(gv: str) -> list[ResourceType]:
-    return [i for i in RESOURCES.values() if (f"apis/{i.group}/{i.version}" if i.group else f"api/{i.version}") == gv]
+    return [i for i in BASE_RESOURCES if (f"apis/{i.group}/{i.version}" if i.group else f"api/{i.version}") == gv]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -228,7 +228,7 @@ def _v2_operation(op: JsonDict) -> JsonDict:
 def v2_document() -> bytes:
     paths: JsonDict = {}
     definitions: JsonDict = {}
-    for info in RESOURCES.values():
+    for info in BASE_RESOURCES:
         for path, ops in _paths(info).items():
             paths[path] = {verb: _v2_operation(op) for verb, op in ops.items()}
         definitions.update(_to_v2(_schemas(info)))

@@ -130,6 +130,8 @@ def request_attributes(request: web.Request) -> Attributes | None:
     if verb is None or len(parts) < 3:
         return None
     group, version, rest = ("", parts[1], parts[2:]) if parts[0] == "api" else (parts[1], parts[2], parts[3:])
+    if group == VISIBILITY_GROUP:
+        return _visibility_attributes(verb, rest)
     try:
         p = parse_resource_path(group, version, rest)
     except ApiError:
@@ -137,6 +139,19 @@ def request_attributes(request: web.Request) -> Attributes | None:
     resource = f"{p.info.plural}/{p.subresource}" if p.subresource else p.info.plural
     name = p.name if verb != "create" else None
     return Attributes(verb, group, resource, p.namespace if p.info.namespaced else None, name)
+
+
+VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
+
+
+def _visibility_attributes(verb: str, rest: list[str]) -> Attributes | None:
+    """Kueue's visibility API (an aggregated API): `clusterqueues/pendingworkloads` on a ClusterQueue,
+    `localqueues/pendingworkloads` on a LocalQueue in its namespace."""
+    if len(rest) == 3 and rest[0] == "clusterqueues":
+        return Attributes(verb, VISIBILITY_GROUP, f"clusterqueues/{rest[2]}", None, rest[1])
+    if len(rest) == 5 and rest[0] == "namespaces" and rest[2] == "localqueues":
+        return Attributes(verb, VISIBILITY_GROUP, f"localqueues/{rest[4]}", rest[1], rest[3])
+    return None
 
 
 class Authorizer:

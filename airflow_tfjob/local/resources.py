@@ -65,6 +65,14 @@ class ResourceType:
     # For a job kind's CRD: the replica type its `scale` subresource is about (None: no scale).
     scale_type: str | None = None
     spec_key: str = ""
+    # An optional part of the cluster that serves this kind ("kueue"); None: always served.
+    feature: str | None = None
+    # Versions served besides `version`, which is the storage version (e.g. Kueue's deprecated v1beta1).
+    extra_versions: tuple[str, ...] = ()
+
+    @property
+    def versions(self) -> tuple[str, ...]:
+        return (self.version, *self.extra_versions)
 
     @property
     def api_version(self) -> str:
@@ -113,6 +121,22 @@ def _job_resource(kind: JobKind) -> ResourceType:
                         scale_type=kind.scale_type, spec_key=kind.spec_key)
 
 
+KUEUE_GROUP = "kueue.x-k8s.io"
+# Kueue v0.19.2's CRDs (docs/reference/kueue-behaviour.md §1): served only with the Kueue emulation on.
+_KUEUE_KINDS = (
+    ("resourceflavors", "ResourceFlavor", False, ("flavor", "flavors", "rf")),
+    ("clusterqueues", "ClusterQueue", False, ("cq",)),
+    ("localqueues", "LocalQueue", True, ("queue", "queues", "lq")),
+    ("workloadpriorityclasses", "WorkloadPriorityClass", False, ("wpc",)),
+    ("workloads", "Workload", True, ("kwl", "kueueworkload", "kueueworkloads")),
+)
+
+
+def _kueue_resource(plural: str, kind: str, namespaced: bool, short: tuple[str, ...]) -> ResourceType:
+    return ResourceType(plural, kind.lower(), kind, KUEUE_GROUP, "v1beta2", namespaced, True, short,
+                        feature="kueue", extra_versions=("v1beta1",))
+
+
 RESOURCES: dict[str, ResourceType] = {
     r.plural: r
     for r in (
@@ -124,9 +148,12 @@ RESOURCES: dict[str, ResourceType] = {
         ResourceType("configmaps", "configmap", "ConfigMap", "", "v1", True, False, ("cm",)),
         ResourceType("deployments", "deployment", "Deployment", "apps", "v1", True, True, ("deploy",)),
         *(_job_resource(k) for k in KINDS),
+        *(_kueue_resource(*row) for row in _KUEUE_KINDS),
     )
 }
 JOB_PLURALS: tuple[str, ...] = tuple(k.plural for k in KINDS)
+# The kinds every cluster serves (OpenAPI documents list only these).
+BASE_RESOURCES: tuple[ResourceType, ...] = tuple(r for r in RESOURCES.values() if r.feature is None)
 
 INITIAL_NAMESPACES = ("default", "kubeflow", "kube-system", "kube-public")
 

@@ -70,6 +70,7 @@ from airflow_tfjob.local.podrun import PodRun, killpg
 from airflow_tfjob.local.resources import ApiError, now_rfc3339
 from airflow_tfjob.local.store import Store
 from airflow_tfjob.local.watchdog import ProcessGroups
+from airflow_tfjob.local.watchers import follow_forever
 
 log = logging.getLogger(__name__)
 
@@ -123,19 +124,7 @@ class Runner:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _watch(self, rtype: str, handler: Callable[[str, JsonDict], None]) -> None:
-        while True:
-            watcher = self.store.watch(rtype)
-            try:
-                async for etype, obj in watcher:
-                    try:
-                        handler(etype, obj)
-                    except Exception:
-                        log.exception(
-                            "runner: handling %s %s failed", rtype, obj.get("metadata", {}).get("name")
-                        )
-            finally:
-                watcher.close()
-            await asyncio.sleep(0.1)
+        await follow_forever(self.store, rtype, handler, "runner")
 
     async def shutdown(self) -> None:
         """Stop every process this runner started: SIGTERM to each group, SIGKILL after a grace, wait."""

@@ -106,6 +106,44 @@ _COLUMNS: dict[str, list[tuple[str, str]]] = {
 }
 
 
+def _condition_status(obj: JsonDict, type_: str) -> str:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == type_:
+            return str(cond.get("status", ""))
+    return ""
+
+
+def _get(obj: JsonDict, *path: str) -> Any:
+    value: Any = obj
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return "" if value is None else value
+
+
+# Kueue's CRD printer columns (name, type, priority, cell), docs/reference/kueue-behaviour.md §1.
+_KUEUE_COLUMNS: dict[str, list[tuple[str, str, int, Any]]] = {
+    "workloads": [
+        ("Queue", "string", 0, lambda o: _get(o, "spec", "queueName")),
+        ("Reserved in", "string", 0, lambda o: _get(o, "status", "admission", "clusterQueue")),
+        ("Admitted", "string", 0, lambda o: _condition_status(o, "Admitted")),
+        ("Finished", "string", 0, lambda o: _condition_status(o, "Finished")),
+    ],
+    "clusterqueues": [
+        ("Cohort", "string", 0, lambda o: _get(o, "spec", "cohortName")),
+        ("Strategy", "string", 1, lambda o: _get(o, "spec", "queueingStrategy")),
+        ("Pending Workloads", "integer", 0, lambda o: _get(o, "status", "pendingWorkloads")),
+        ("Admitted Workloads", "integer", 1, lambda o: _get(o, "status", "admittedWorkloads")),
+    ],
+    "localqueues": [
+        ("ClusterQueue", "string", 0, lambda o: _get(o, "spec", "clusterQueue")),
+        ("Pending Workloads", "integer", 0, lambda o: _get(o, "status", "pendingWorkloads")),
+        ("Admitted Workloads", "integer", 0, lambda o: _get(o, "status", "admittedWorkloads")),
+    ],
+    "workloadpriorityclasses": [("Value", "integer", 0, lambda o: o.get("value", ""))],
+    "resourceflavors": [],
+}
+
+
 def _cells(info: ResourceType, obj: JsonDict) -> list[Any]:
     meta = obj.get("metadata") or {}
     if info.plural == "events":
@@ -114,7 +152,9 @@ def _cells(info: ResourceType, obj: JsonDict) -> list[Any]:
                 obj.get("reason", ""), f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}",
                 obj.get("message", "")]
     extra: list[Any] = []
-    if info.plural == "pods":
+    if info.plural in _KUEUE_COLUMNS:
+        extra = [cell(obj) for _, _, _, cell in _KUEUE_COLUMNS[info.plural]]
+    elif info.plural == "pods":
         extra = _pod_cells(obj)
     elif info.plural in JOB_PLURALS:
         extra = [_job_state(obj)]
@@ -138,11 +178,15 @@ def to_table(info: ResourceType, objects: list[JsonDict], rv: str, include_objec
         columns = [("Last Seen", "string"), ("Type", "string"), ("Reason", "string"), ("Object", "string"),
                    ("Message", "string")]
     else:
-        columns = [("Name", "string"), *_COLUMNS.get(info.plural, []), ("Age", "string")]
+        kueue = [(name, type_) for name, type_, _, _ in _KUEUE_COLUMNS.get(info.plural, [])]
+        columns = [("Name", "string"), *_COLUMNS.get(info.plural, kueue), ("Age", "string")]
     definitions = [
         {"name": name, "type": type_, "format": "name" if name == "Name" else "", "description": "", "priority": 0}
         for name, type_ in columns
     ]
+    if info.plural in _KUEUE_COLUMNS:
+        for definition, (_, _, priority, _) in zip(definitions[1:], _KUEUE_COLUMNS[info.plural], strict=False):
+            definition["priority"] = priority
     if info.plural == "pods":
         definitions += [{"name": name, "type": "string", "format": "", "description": "", "priority": 1}
                         for name in ("IP", "Node", "Nominated Node", "Readiness Gates")]

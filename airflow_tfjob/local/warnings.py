@@ -25,6 +25,11 @@ def add(*texts: str) -> None:
         collected.extend(t for t in texts if t not in collected)
 
 
+def pending() -> list[str]:
+    """What the current request collected so far (a stream sends them before it starts)."""
+    return list(_WARNINGS.get() or [])
+
+
 def take(token: contextvars.Token[list[str] | None]) -> list[str]:
     collected = _WARNINGS.get() or []
     _WARNINGS.reset(token)

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
+from airflow_tfjob.local import warnings
 from airflow_tfjob.local.apirequest import JSON_TYPE, ResourcePath, parse_bool, parse_int, status_body
 from airflow_tfjob.local.requestmetrics import RequestMetrics
 from airflow_tfjob.local.resources import ApiError, JsonDict
@@ -27,7 +29,9 @@ async def serve_watch(
     metrics: RequestMetrics,
     streams: set[asyncio.Task[Any]],
     bookmark_interval: float,
+    out: Callable[[JsonDict], JsonDict] | None = None,
 ) -> web.StreamResponse:
+    """`out` converts each object to the version the request named (None: the stored JSON as is)."""
     query = request.query
     timeout = parse_int(query, "timeoutSeconds")
     bookmarks = parse_bool(query, "allowWatchBookmarks")
@@ -46,6 +50,8 @@ async def serve_watch(
             raise
         expired = exc
     response = web.StreamResponse(status=200, headers={"Content-Type": JSON_TYPE, "Cache-Control": "no-cache, private"})
+    for text in warnings.pending():  # e.g. a deprecated version's warning, before the stream starts
+        response.headers.add("Warning", warnings.header_value(text))
     response.enable_chunked_encoding()
     try:
         await response.prepare(request)
@@ -70,12 +76,15 @@ async def serve_watch(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + (timeout if timeout is not None and timeout > 0 else DEFAULT_WATCH_TIMEOUT)
     next_bookmark = loop.time() + bookmark_interval
-    kind, api_version = p.info.kind, p.info.api_version
+    kind, api_version = p.info.kind, f"{p.info.group}/{p.version}" if p.info.group else p.version
     table = wants_table(request)
     include = query.get("includeObject")
 
     async def write(batch: list[tuple[str, Entry]]) -> None:
-        if not table:
+        if out is not None and not table and batch:
+            await response.write(b"".join(
+                json.dumps({"type": t, "object": out(e.obj)}).encode() + b"\n" for t, e in batch))
+        elif not table:
             await _write_events(response, batch)
         elif batch:
             await response.write(b"".join(

@@ -4,7 +4,9 @@ registered `Watcher`, which filters by namespace and selectors and queues it for
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from airflow_tfjob.local.resources import JsonDict, ResourceType, clone, encode
@@ -12,6 +14,8 @@ from airflow_tfjob.local.selectors import FieldSelector, LabelSelector, selected
 
 if TYPE_CHECKING:
     from airflow_tfjob.local.store import Store
+
+log = logging.getLogger(__name__)
 
 
 class Entry:
@@ -148,3 +152,20 @@ class Watcher:
             self.closed = True
             self._store._unregister(self)
             self._wake()
+
+
+async def follow_forever(store: Store, rtype: str, handler: Callable[[str, JsonDict], None], who: str) -> None:
+    """Hand every event of `rtype` to `handler` until cancelled, re-watching (a full resync: a watch
+    without resourceVersion starts with every object as ADDED) when the store drops a slow watcher. A
+    handler's exception is logged and the stream goes on."""
+    while True:
+        watcher = store.watch(rtype)
+        try:
+            async for etype, obj in watcher:
+                try:
+                    handler(etype, obj)
+                except Exception:
+                    log.exception("%s: handling %s %s failed", who, rtype, obj.get("metadata", {}).get("name"))
+        finally:
+            watcher.close()
+        await asyncio.sleep(0.1)

@@ -175,6 +175,10 @@ def _check_tensorboard(problems: list[Problem], value: Any, log_dir: Any, keep: 
         )
 
 
+#: What a preemption by Kueue does to the task: wait for the job to be admitted again, or fail it.
+ON_PREEMPTION = ("wait", "fail")
+
+
 def check_operator_parameters(params: Mapping[str, Any]) -> None:
     """Raise TFJobValidationError listing every problem among the operator's own parameters.
 
@@ -189,6 +193,15 @@ def check_operator_parameters(params: Mapping[str, Any]) -> None:
         _check_grace_period(problems, params["kill_grace_period"])
     if "startup_timeout" in params:
         _check_seconds(problems, "startup_timeout", params["startup_timeout"], none_ok=True)
+    if "queue_timeout" in params:
+        _check_seconds(problems, "queue_timeout", params["queue_timeout"], none_ok=True)
+    if "kueue_workload_window" in params:
+        _check_seconds(problems, "kueue_workload_window", params["kueue_workload_window"], none_ok=False)
+    if "on_preemption" in params:
+        _check_choice(problems, "on_preemption", params["on_preemption"], ON_PREEMPTION)
+    if not isinstance(params.get("kueue_require_admission", False), bool):
+        value = params["kueue_require_admission"]
+        problems.append(Problem("kueue_require_admission", f"{value!r} is not a boolean", "use True or False"))
     if "api_retry_timeout" in params:
         value = params["api_retry_timeout"]
         if value is not None and (not _is_number(value) or value < 0):

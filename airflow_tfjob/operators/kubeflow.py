@@ -183,6 +183,10 @@ class KubeflowJobOperator(LineageMixin, TemplateFileRendering, params.StoredPara
         metrics_history: bool = False,
         progress: dict[str, Any] | None = None,
         startup_timeout: float | None = 600.0,
+        queue_timeout: float | None = None,
+        on_preemption: str = "wait",
+        kueue_require_admission: bool = False,
+        kueue_workload_window: float = 30.0,
         log_rate_per_replica: int = 1000,
         log_total_cap: int = 1_000_000,
         tensorboard: bool | str | dict[str, Any] | TensorBoardSpec | None = None,
@@ -367,6 +371,10 @@ class KubeflowJobOperator(LineageMixin, TemplateFileRendering, params.StoredPara
             log_total_cap=self.log_total_cap,
             kind=self.kind,
             progress=progress.to_dict() if progress is not None else None,
+            queue_timeout=self.queue_timeout,
+            on_preemption=self.on_preemption,
+            kueue_require_admission=self.kueue_require_admission,
+            kueue_workload_window=self.kueue_workload_window,
         )
 
     def _deadline(self, started: float) -> float | None:
@@ -488,7 +496,7 @@ class KubeflowJobOperator(LineageMixin, TemplateFileRendering, params.StoredPara
         master replica; ``self._job`` is the finished job object.
         """
         assert self._job is not None and outcome.status is not None
-        return outcome_mod.result(self._job, outcome.status, outcome.metrics, outcome.progress)
+        return outcome_mod.result(self._job, outcome.status, outcome.metrics, outcome.progress, outcome.queue)
 
     def on_kill(self) -> None:
         if self._job_ref is None:

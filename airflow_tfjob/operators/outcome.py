@@ -34,6 +34,14 @@ RESULT_KEYS = (
 )
 
 
+# The follow events of kueue/tracker.py (FAILURE_EVENTS) and why the job is deleted for each.
+_KUEUE_FAILURES = {
+    "queue_timeout": "it was not admitted by Kueue within queue_timeout",
+    "preempted": "Kueue preempted it and on_preemption is 'fail'",
+    "kueue_ignored": "Kueue did not take it in and kueue_require_admission is set",
+}
+
+
 def final_status(
     outcome: FollowOutcome,
     job: Mapping[str, Any] | None,
@@ -59,6 +67,11 @@ def final_status(
             f"{kind} {namespace}/{name} did not start within startup_timeout={startup_timeout} s "
             f"and was deleted: {outcome.message}"
         )
+    if outcome.event in _KUEUE_FAILURES:
+        # Kueue's verdicts (kueue/tracker.py): a job left queued or suspended would hold its place.
+        if job is not None:
+            delete(_KUEUE_FAILURES[outcome.event])
+        raise AirflowException(f"{outcome.message} (the {kind} was deleted)")
     if outcome.event == "error" or outcome.status is None or job is None:
         raise AirflowException(
             f"Lost track of {kind} {namespace}/{name}: {outcome.message or 'the job no longer exists'}"
@@ -155,8 +168,10 @@ def result(
     status: JobStatus,
     metrics: Mapping[str, Any],
     progress: Mapping[str, Any] | None = None,
+    queue: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The task's result; with ``progress`` (the operator's parameter) its figures and timeline too."""
+    """The task's result; with ``progress`` (the operator's parameter) its figures and timeline too;
+    for a job queued by Kueue, the seconds it waited in the queue and how often it was preempted."""
     meta = job["metadata"]
     out = {
         "name": meta["name"],
@@ -172,4 +187,7 @@ def result(
     }
     if progress is not None:
         out["progress"] = dict(progress)
+    if queue is not None:
+        out["queue_wait_seconds"] = queue.get("wait_seconds", 0.0)
+        out["preemptions"] = queue.get("preemptions", 0)
     return out

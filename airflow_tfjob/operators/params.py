@@ -129,6 +129,10 @@ PARAMETERS: tuple[Param, ...] = (
     _p("metrics_history", "own"),
     _p("progress", "own", T),
     _p("startup_timeout", "own"),
+    _p("queue_timeout", "own"),
+    _p("on_preemption", "own"),
+    _p("kueue_require_admission", "own"),
+    _p("kueue_workload_window", "own"),
     _p("log_rate_per_replica", "own"),
     _p("log_total_cap", "own"),
     _p("tensorboard", "own"),
@@ -255,6 +259,10 @@ class StoredParameters:
     metrics_history: bool
     progress: Any
     startup_timeout: float | None
+    queue_timeout: float | None
+    on_preemption: str
+    kueue_require_admission: bool
+    kueue_workload_window: float
     log_rate_per_replica: int
     log_total_cap: int
     tensorboard: Any

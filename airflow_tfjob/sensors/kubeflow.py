@@ -124,7 +124,10 @@ class KubeflowJobSensor(BaseSensorOperator):
         status = interpret(job)
         if status.state is JobState.FAILED:
             raise AirflowFailException(failure_message(self.name, namespace, status, self.kind))
-        self.log.info("%s %s/%s: %s", self.kind, namespace, self.name, summarise(status))
+        from airflow_tfjob.kueue.note import queue_note
+
+        note = queue_note(hook, job)  # a job with a Kueue queue: queued, admitted, preempted...
+        self.log.info("%s %s/%s: %s%s", self.kind, namespace, self.name, summarise(status), f"; {note}" if note else "")
         return condition_reached(status, self.target_condition)
 
     def execute(self, context: Context) -> Any:

@@ -414,15 +414,22 @@ class TFJobConditionTrigger(_ClusterTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        from airflow_tfjob.kueue.note import aqueue_note
         from airflow_tfjob.watch import shared_watch
 
+        told = None
         try:
-            watch = shared_watch(self._hook(), self.namespace, kind=kind_named(self.kind))
+            hook = self._hook()
+            watch = shared_watch(hook, self.namespace, kind=kind_named(self.kind))
             async with watch.subscribe(self.name) as sub:
                 async for obj in sub:
                     if obj is None:
                         continue  # not created yet (or deleted and maybe re-created): keep waiting
                     status = interpret(obj)
+                    note = await aqueue_note(hook, obj)  # a job with a Kueue queue: where it stands
+                    if note is not None and note != told:
+                        told = note
+                        self.log.info("%s %s/%s: %s", self.kind, self.namespace, self.name, note)
                     if status.state is JobState.FAILED:
                         yield self._event(
                             "failed", failure_message(self.name, self.namespace, status, self.kind), status

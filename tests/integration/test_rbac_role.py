@@ -271,6 +271,16 @@ def other_kinds(env: Env) -> None:
         wait_for(lambda a=args: not crd.list_namespaced_custom_object(*a)["items"], 30, f"{kind.kind} {name} to go")
 
 
+def kueue(env: Env) -> None:
+    """A job queued by Kueue where no quota ever frees: its Workload and position read, then deleted
+    at queue_timeout."""
+    op = env.operator(kueue_queue="starved", container_resources={"cpu": "1"}, queue_timeout=2)
+    with pytest.raises(AirflowException, match=r"queue_timeout=2 s: queued in LocalQueue starved \(0 workload"):
+        op.execute(context_for(TaskInstance()))
+    assert op._job_ref is not None
+    wait_for(lambda: env.gone(op._job_ref[0]), 30, "the queued job deleted")
+
+
 def tensorboard(env: Env) -> None:
     ti = TaskInstance()
     (env.tmp / "tb").mkdir()
@@ -290,6 +300,7 @@ FEATURES: dict[str, Callable[[Env], None]] = {
     "sensor": sensor,
     "tensorboard": tensorboard,
     "other kinds": other_kinds,
+    "kueue": kueue,
 }
 
 
@@ -298,7 +309,11 @@ FEATURES: dict[str, Callable[[Env], None]] = {
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
-    with LocalCluster(auth=True, roles={USER: [ROLE]}) as c:
+    from airflow_tfjob.local.kueue import queue_objects
+
+    # Kueue on, for the one feature with a queue: a LocalQueue whose ClusterQueue has no quota.
+    queues = queue_objects(cluster_queue="starved", local_queue="starved", quota={"cpu": 0})
+    with LocalCluster(auth=True, roles={USER: [ROLE]}, kueue={"integrations": ["kubeflow.org/tfjob"], "objects": queues}) as c:
         yield c
 
 

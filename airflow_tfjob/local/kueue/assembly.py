@@ -1,0 +1,54 @@
+"""Wires the Kueue emulation into one local cluster: its webhook in front of the store's admission, its
+kinds, v1beta1 view and visibility API on the API server, its objects created at start, and its
+controller on the cluster's loop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_tfjob.local.extensions import Extensions
+from airflow_tfjob.local.kueue.controller import KueueController
+from airflow_tfjob.local.kueue.convert import VIEWS, to_v1beta2
+from airflow_tfjob.local.kueue.jobs import KueueWebhook
+from airflow_tfjob.local.kueue.options import KueueOptions, kinds_managed
+from airflow_tfjob.local.kueue.visibility import VisibilityApi
+from airflow_tfjob.local.resources import KUEUE_GROUP, RESOURCES, ApiError
+from airflow_tfjob.local.store import Admission, Store
+
+_PLURALS = {r.kind: r.plural for r in RESOURCES.values() if r.group == KUEUE_GROUP}
+
+
+class Kueue:
+    def __init__(self, options: KueueOptions) -> None:
+        self.options = options
+        self._webhook = KueueWebhook(None, ())
+
+    def webhook(self, inner: Admission | None) -> KueueWebhook:
+        self._webhook = KueueWebhook(inner, kinds_managed(self.options))
+        return self._webhook
+
+    def controller(self, store: Store) -> KueueController:
+        self._webhook.store = store
+        return KueueController(store, self.options)
+
+    @staticmethod
+    def extensions(controller: KueueController) -> Extensions:
+        visibility = VisibilityApi(controller.store, controller.scheduler)
+        return Extensions(features=frozenset({"kueue"}), views=VIEWS, aggregated={visibility.group: visibility})
+
+    def create_objects(self, store: Store) -> None:
+        """The configured Kueue objects, in order; a bad one is a ValueError naming it."""
+        for i, obj in enumerate(self.options.objects):
+            kind = obj.get("kind")
+            plural = _PLURALS.get(str(kind))
+            if plural is None or kind == "Workload":
+                raise ValueError(f"kueue objects[{i}]: kind {kind!r} is not one the emulation creates at start; "
+                                 "use ResourceFlavor, ClusterQueue, LocalQueue or WorkloadPriorityClass")
+            body: dict[str, Any] = to_v1beta2(dict(obj))
+            body.setdefault("apiVersion", f"{KUEUE_GROUP}/v1beta2")
+            namespace = (body.get("metadata") or {}).get("namespace") if RESOURCES[plural].namespaced else None
+            try:
+                store.create(plural, namespace or ("default" if RESOURCES[plural].namespaced else None), body)
+            except ApiError as exc:
+                raise ValueError(f"kueue objects[{i}] ({kind} {(body.get('metadata') or {}).get('name')!r}): "
+                                 f"{exc.message}") from None

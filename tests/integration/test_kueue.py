@@ -1,0 +1,484 @@
+"""Jobs behind Kueue on the local cluster's Kueue emulation: what the task log tells and what the task
+decides while a job is queued, admitted, running, preempted and resumed, in both modes.
+
+One cluster for the module, Kueue on with the TFJob integration enabled (PyTorchJob's left off, as a
+v0.19 install ships it, for the ignored-label cases), and one ClusterQueue per situation so that the
+tests do not share quota: ``one`` (1 cpu: one job at a time), ``prio`` (1 cpu, lower priorities
+preempted), ``two`` (2 cpu: the sweep), ``none`` (no quota: a job waits forever).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowException
+from operator_support import TaskInstance, context_for, defer, fire, first_event, rebuild_trigger, wait_for
+from test_deferred_parity import TaskLog
+
+from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
+from airflow_tfjob.operators.tfjob import TFJobOperator
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+
+NS = "default"
+
+# A replica that prints numbered lines, one every STEP seconds, LINES of them, then exits 0. With
+# RECORD it also appends each line to that file (what the replica really printed, across runs), and
+# with SPANS its start and end times (which jobs ran at the same time); with GATE it first waits until
+# that file exists (a job that holds its quota until the test lets it go).
+COUNTER = r"""
+import os, sys, time
+while os.environ.get("GATE") and not os.path.exists(os.environ["GATE"]):
+    time.sleep(0.05)
+lines, step = int(os.environ.get("LINES", "3")), float(os.environ.get("STEP", "0.1"))
+record = open(os.environ["RECORD"], "a") if os.environ.get("RECORD") else None
+spans = os.environ.get("SPANS")
+def say(text):
+    print(text, flush=True)
+    if record:
+        record.write(text + "\n")
+        record.flush()
+if spans:
+    open(spans, "a").write(f"{os.environ['JOB']} start {time.time()}\n")
+for i in range(lines):
+    say(f"line {i}")
+    time.sleep(step)
+say("done")
+if spans:
+    open(spans, "a").write(f"{os.environ['JOB']} end {time.time()}\n")
+"""
+
+
+def queues() -> list[dict[str, Any]]:
+    from airflow_tfjob.local.kueue.options import queue_objects
+
+    objects: list[dict[str, Any]] = []
+    for name, cpu, extra in (
+        ("one", 1, {}),
+        ("prio", 1, {"preemption": "LowerPriority", "priorities": {"low": 10, "high": 1000}}),
+        ("two", 2, {}),
+        ("none", 0, {}),
+    ):
+        objects += queue_objects(
+            cluster_queue=f"cq-{name}", local_queue=name, namespace=NS, quota={"cpu": cpu}, flavor=f"f-{name}", **extra
+        )
+    return objects
+
+
+@pytest.fixture(scope="module")
+def kueue_cluster() -> Iterator[Any]:
+    from airflow_tfjob.local import LocalCluster
+
+    with LocalCluster(kueue={"integrations": ["kubeflow.org/tfjob"], "objects": queues()}) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def conn(kueue_cluster: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    extra = {"kube_config_path": str(kueue_cluster.kubeconfig_path), "namespace": NS}
+    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+    return "kubernetes_default"
+
+
+def operator(log: TaskLog, cls: type[KubeflowJobOperator] = TFJobOperator, **kwargs: Any) -> Any:
+    params: dict[str, Any] = {
+        "task_id": "queued",
+        "image": "local/python",
+        "command": [sys.executable, "-c", COUNTER],
+        "namespace": NS,
+        "worker": 1,
+        "container_resources": {"cpu": "1"},
+        "startup_timeout": 60,
+        "kueue_workload_window": 5,
+        "log_replicas": "all",
+        **kwargs,
+    }
+    return logged(log, cls(**params))
+
+
+def logged(log: TaskLog, task: Any) -> Any:
+    """The task (any operator or sensor) writing its log to ``log``."""
+    log.attach(task)  # registers the handler; a TFJobOperator is then set, other classes below
+    task._cached_logger = logging.getLogger(f"test.parity.{id(log)}")
+    return task
+
+
+def kueue_lines(log: TaskLog) -> list[str]:
+    return [line for line in log.lines if line.startswith("[kueue] ")]
+
+
+def first(lines: list[str], prefix: str) -> int:
+    return next(i for i, line in enumerate(lines) if line.startswith(prefix))
+
+
+def run_in_thread(op: Any, ti: TaskInstance) -> tuple[threading.Thread, dict[str, Any]]:
+    """Run a synchronous task in the background; its result or its error lands in the dict."""
+    out: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            out["result"] = op.execute(context_for(ti))
+        except BaseException as error:  # the test reads it
+            out["error"] = error
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    return thread, out
+
+
+def test_a_job_queued_behind_another_is_told_queued_admitted_running_and_its_startup_clock_waits(
+    conn: str,
+) -> None:
+    """The second job waits longer than its startup_timeout for the first's quota: the start-up
+    clock starts at admission, so it does not fire; the task log tells queued -> admitted -> running."""
+    first_log, second_log = TaskLog(), TaskLog()
+    blocker = operator(first_log, task_id="blocker", env={"LINES": "40", "STEP": "0.1"}, kueue_queue="one")
+    thread, blocked = run_in_thread(blocker, TaskInstance(task_id="blocker"))
+    wait_for(lambda: any(line.startswith("[worker-0] line 0") for line in first_log.lines), 60, "blocker running")
+    second = operator(second_log, task_id="second", kueue_queue="one", startup_timeout=2)
+    result = second.execute(context_for(TaskInstance(task_id="second")))
+    thread.join(60)
+    assert "result" in blocked, blocked.get("error")
+
+    lines = kueue_lines(second_log)
+    queued, admitted, running = (first(lines, p) for p in ("[kueue] queued", "[kueue] admitted", "[kueue] running"))
+    assert queued < admitted < running
+    assert "in LocalQueue one" in lines[queued]
+    assert result["state"] == "succeeded"
+    assert result["queue_wait_seconds"] >= 2  # longer than the startup_timeout that did not fire
+    assert result["preemptions"] == 0
+    assert len(lines) == len(set(lines))  # each change once
+
+
+@pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferred"])
+def test_queue_timeout_fires_naming_the_queue_and_deletes_the_job(conn: str, deferrable: bool) -> None:
+    from airflow_tfjob.hooks.tfjob import TFJobHook
+
+    log, ti = TaskLog(), TaskInstance(task_id="starved")
+    op = operator(log, task_id="starved", kueue_queue="none", queue_timeout=2, deferrable=deferrable)
+    with pytest.raises(AirflowException) as raised:
+        if deferrable:
+            event = fire(defer(op, ti))
+            assert event["event"] == "queue_timeout"
+            op = operator(log, task_id="starved", kueue_queue="none", queue_timeout=2, deferrable=True)
+            op.execute_complete(context_for(ti), event)
+        else:
+            op.execute(context_for(ti))
+    message = str(raised.value)
+    assert "not admitted within queue_timeout=2 s" in message
+    assert "queued in LocalQueue none" in message and "0 workload(s) ahead" in message
+    assert "insufficient quota for cpu in flavor f-none" in message  # Kueue's own message
+    assert "deleted" in message
+    name = op._job_ref[0]
+    hook = TFJobHook(conn_id=conn)
+    wait_for(lambda: hook.find_job("TFJob", name, NS) is None, 30, "the timed-out job deleted")
+    # Its Workload went with it (owner garbage collection): the task deleted nothing of Kueue's itself.
+    wait_for(lambda: not workloads_of(hook, name), 30, "the job's Workload collected with it")
+
+
+def workloads_of(hook: Any, job_name: str) -> list[dict[str, Any]]:
+    listed = hook.custom_object_client.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", NS, "workloads")
+    return [
+        w for w in listed["items"] if any(ref["name"] == job_name for ref in w["metadata"].get("ownerReferences", []))
+    ]
+
+
+def test_execution_timeout_while_queued_says_the_job_was_still_queued(conn: str) -> None:
+    from datetime import timedelta
+
+    from airflow.sdk.exceptions import AirflowTaskTimeout
+
+    op = operator(TaskLog(), task_id="deadline", kueue_queue="none", execution_timeout=timedelta(seconds=2))
+    with pytest.raises(AirflowTaskTimeout, match="passed its deadline while queued in LocalQueue none"):
+        op.execute(context_for(TaskInstance(task_id="deadline")))
+
+
+def _replica_lines(log: TaskLog) -> list[str]:
+    return [line.removeprefix("[worker-0] ") for line in log.lines if line.startswith("[worker-0] ")]
+
+
+def test_a_preempted_job_keeps_every_line_resumes_in_place_and_succeeds(conn: str, tmp_path: Any) -> None:
+    low_log, high_log = TaskLog(), TaskLog()
+    record = tmp_path / "low.txt"
+    low = operator(
+        low_log, task_id="low", kueue_queue="prio", labels={"kueue.x-k8s.io/priority-class": "low"},
+        env={"LINES": "40", "STEP": "0.1", "RECORD": str(record)},
+    )  # fmt: skip
+    thread, out = run_in_thread(low, TaskInstance(task_id="low"))
+    wait_for(lambda: "line 10" in _replica_lines(low_log), 60, "the low-priority job half-way")
+    high = operator(
+        high_log, task_id="high", kueue_queue="prio", labels={"kueue.x-k8s.io/priority-class": "high"},
+    )  # fmt: skip
+    high_result = high.execute(context_for(TaskInstance(task_id="high")))
+    thread.join(120)
+    assert "result" in out, out.get("error")
+    result = out["result"]
+
+    assert high_result["state"] == "succeeded" and result["state"] == "succeeded"
+    assert result["preemptions"] == 1
+    lines = kueue_lines(low_log)
+    preempted = first(lines, f"[kueue] preempted by TFJob {NS}/{high_result['name']}: Preempted to accommodate a")
+    assert "due to prioritization in the ClusterQueue" in lines[preempted]
+    assert first(lines, "[kueue] running") < preempted < first(lines, "[kueue] resumed") < first(
+        lines, "[kueue] running again after a preemption"
+    )
+    # Every line each run of the replica printed, in order, and the recreated pod told apart.
+    shown = _replica_lines(low_log)
+    assert [line for line in shown if not line.startswith("---")] == record.read_text().splitlines()
+    assert any(line.startswith("--- pod recreated") for line in shown)
+    assert shown.count("done") == 1 and record.read_text().count("line 0\n") == 2
+    # The same job from start to end: one job of this task, never re-created.
+    assert low._job_ref[0] == result["name"]
+
+
+def test_on_preemption_fail_fails_the_task_with_kueues_message_and_deletes_the_job(conn: str) -> None:
+    from airflow_tfjob.hooks.tfjob import TFJobHook
+
+    low_log, high_log = TaskLog(), TaskLog()
+    low = operator(
+        low_log, task_id="low-fail", kueue_queue="prio", labels={"kueue.x-k8s.io/priority-class": "low"},
+        env={"LINES": "200", "STEP": "0.1"}, on_preemption="fail",
+    )  # fmt: skip
+    thread, out = run_in_thread(low, TaskInstance(task_id="low-fail"))
+    wait_for(lambda: "line 3" in _replica_lines(low_log), 60, "the low-priority job running")
+    high = operator(high_log, task_id="high", kueue_queue="prio", labels={"kueue.x-k8s.io/priority-class": "high"})
+    assert high.execute(context_for(TaskInstance(task_id="high-2")))["state"] == "succeeded"
+    thread.join(60)
+    error = out.get("error")
+    assert isinstance(error, AirflowException), out
+    assert "was preempted (on_preemption='fail'): Preempted to accommodate a workload" in str(error)
+    hook = TFJobHook(conn_id=conn)
+    wait_for(lambda: hook.find_job("TFJob", low._job_ref[0], NS) is None, 30, "the preempted job deleted")
+
+
+def test_a_queue_label_kueue_ignores_is_warned_about_naming_the_integration(conn: str) -> None:
+    from airflow_tfjob.operators.pytorchjob import PyTorchJobOperator
+
+    log = TaskLog()
+    op = operator(log, cls=PyTorchJobOperator, task_id="ignored", kueue_queue="one", kueue_workload_window=1,
+                  env={"LINES": "30", "STEP": "0.1"})  # fmt: skip
+    result = op.execute(context_for(TaskInstance(task_id="ignored")))
+    assert result["state"] == "succeeded"  # Kueue let it run outside its quota
+    warnings = [line for line in kueue_lines(log) if line.startswith("[kueue] warning:")]
+    assert len(warnings) == 1
+    assert "no Kueue Workload appeared for it within 1 s" in warnings[0]
+    assert '"kubeflow.org/pytorchjob"' in warnings[0] and "kueue-manager-config" in warnings[0]
+    assert "runs outside Kueue's quota" in warnings[0]
+
+
+def test_a_queue_label_kueue_ignores_fails_the_task_when_admission_is_required(conn: str) -> None:
+    from airflow_tfjob.hooks.tfjob import TFJobHook
+    from airflow_tfjob.operators.pytorchjob import PyTorchJobOperator
+
+    log = TaskLog()
+    op = operator(log, cls=PyTorchJobOperator, task_id="required", kueue_queue="one", kueue_workload_window=1,
+                  kueue_require_admission=True, env={"LINES": "300", "STEP": "0.1"})  # fmt: skip
+    with pytest.raises(AirflowException, match=r"kueue_require_admission=True.*was deleted"):
+        op.execute(context_for(TaskInstance(task_id="required")))
+    hook = TFJobHook(conn_id=conn)
+    wait_for(lambda: hook.find_job("PyTorchJob", op._job_ref[0], NS) is None, 30, "the ignored job deleted")
+
+
+def most_at_once(spans: str) -> int:
+    """The largest number of replicas running at the same moment, from their start and end times."""
+    moments = []
+    for line in spans.splitlines():
+        _job, what, at = line.split()
+        moments.append((float(at), 1 if what == "start" else -1))
+    running = most = 0
+    for _at, step in sorted(moments):
+        running += step
+        most = max(most, running)
+    return most
+
+
+def test_a_sweep_of_six_mapped_jobs_on_a_quota_of_two_runs_two_at_a_time_deferred(conn: str, tmp_path: Any) -> None:
+    """Six map indexes of one task, deferred together while a blocker holds the queue's whole quota:
+    the triggers follow them in one event loop, as the triggerer does; once the blocker is let go
+    Kueue admits them two at a time, and every task succeeds and tells its wait."""
+    spans, gate = tmp_path / "spans.txt", tmp_path / "gate"
+    blocker_log = TaskLog()
+    blocker = operator(blocker_log, task_id="sweep-blocker", kueue_queue="two", container_resources={"cpu": "2"},
+                       env={"GATE": str(gate)})  # fmt: skip
+    thread, blocked = run_in_thread(blocker, TaskInstance(task_id="sweep-blocker"))
+    wait_for(lambda: "[kueue] running (admitted by ClusterQueue cq-two)" in blocker_log.lines, 60, "the blocker running")
+    run_id = TaskInstance().run_id
+    trials = []
+    for index in range(6):
+        log, ti = TaskLog(), TaskInstance(task_id="trial", map_index=index, run_id=run_id)
+        params = {"task_id": "trial", "kueue_queue": "two", "deferrable": True,
+                  "env": {"LINES": "30", "STEP": "0.1", "SPANS": str(spans), "JOB": str(index)}}  # fmt: skip
+        trigger = rebuild_trigger(defer(operator(log, **params), ti))
+        log.attach(trigger)
+        trials.append((log, ti, params, trigger))
+
+    def open_the_gate() -> None:
+        wait_for(lambda: all(kueue_lines(log) for log, *_ in trials), 60, "every trial told queued")
+        gate.touch()
+
+    opener = threading.Thread(target=open_the_gate, daemon=True)
+    opener.start()
+
+    async def follow_all() -> list[dict[str, Any]]:
+        return list(await asyncio.gather(*(first_event(trigger) for *_, trigger in trials)))
+
+    events = asyncio.run(follow_all())
+    results = [
+        operator(log, **params).execute_complete(context_for(ti), event)
+        for (log, ti, params, _), event in zip(trials, events, strict=True)
+    ]
+    thread.join(60)
+    assert "result" in blocked, blocked.get("error")
+    assert [r["state"] for r in results] == ["succeeded"] * 6
+    assert len({r["name"] for r in results}) == 6
+    assert most_at_once(spans.read_text()) == 2
+    # Kueue's clock has whole seconds: the last wave waited for two waves of 3 s trials at least.
+    assert min(sorted(r["queue_wait_seconds"] for r in results)[-2:]) >= 5
+    for log, *_ in trials:
+        lines = kueue_lines(log)
+        assert first(lines, "[kueue] queued in LocalQueue two") < first(lines, "[kueue] admitted") < first(
+            lines, "[kueue] running"
+        )
+
+
+def test_the_sensor_and_its_trigger_say_where_a_queued_job_stands(conn: str) -> None:
+    from airflow_tfjob.hooks.tfjob import TFJobHook
+    from airflow_tfjob.sensors.tfjob import TFJobSensor
+    from airflow_tfjob.triggers.tfjob import TFJobConditionTrigger
+
+    hook = TFJobHook(conn_id=conn)
+    job = operator(TaskLog(), task_id="sensed", kueue_queue="none").build_manifest(
+        context_for(TaskInstance(task_id="sensed"))
+    )
+    name = job["metadata"]["name"]
+    hook.create_job("TFJob", job, NS)
+    try:
+        sensor_log = TaskLog()
+        sensor = logged(sensor_log, TFJobSensor(task_id="wait", name=name, namespace=NS, target_condition="Running"))
+        assert wait_for(lambda: not sensor.poke({}) and "Kueue: queued" in sensor_log.lines[-1], 30, "queued told")
+        assert "in LocalQueue none (0 workload(s) ahead" in sensor_log.lines[-1]
+        assert "insufficient quota for cpu in flavor f-none" in sensor_log.lines[-1]
+
+        trigger_log = TaskLog()
+        trigger = TFJobConditionTrigger(name=name, namespace=NS, target_condition="Running")
+        trigger_log.attach(trigger)
+
+        async def watch_until_told() -> None:
+            waiting = asyncio.ensure_future(first_event(trigger))
+            while not any("Kueue: queued in LocalQueue none" in line for line in trigger_log.lines):
+                assert not waiting.done(), waiting.result()  # a queued job reaches no target
+                await asyncio.sleep(0.1)
+            waiting.cancel()
+            await asyncio.gather(waiting, return_exceptions=True)
+
+        asyncio.run(watch_until_told())
+    finally:
+        hook.delete_job("TFJob", name, NS)
+
+
+def test_the_hooks_kueue_calls_sync_and_async_alike(conn: str, local_cluster: Any) -> None:
+    """The Workload by the job's UID and the queue position, through both hooks over HTTP; on a
+    cluster without Kueue (the session's), None for both: no Workload API, no positions."""
+    from airflow_tfjob.hooks.tfjob import AsyncTFJobHook, TFJobHook
+
+    hook, ahook = TFJobHook(conn_id=conn), AsyncTFJobHook(conn_id=conn)
+    job = operator(TaskLog(), task_id="hooked", kueue_queue="none").build_manifest(
+        context_for(TaskInstance(task_id="hooked"))
+    )
+    uid = hook.create_job("TFJob", job, NS)["metadata"]["uid"]
+    try:
+        found = wait_for(lambda: hook.list_workloads(NS, uid), 30, "the job's Workload")
+        assert [w["metadata"]["ownerReferences"][0]["uid"] for w in found] == [uid]
+
+        async def both() -> tuple[Any, Any]:
+            return await ahook.list_workloads(NS, uid), await ahook.pending_workloads(NS, "none")
+
+        afound, apending = asyncio.run(both())
+        assert [w["metadata"]["name"] for w in afound] == [w["metadata"]["name"] for w in found]
+        pending = wait_for(lambda: hook.pending_workloads(NS, "none")["items"], 30, "the job pending")
+        assert [(p["metadata"]["name"], p["positionInLocalQueue"]) for p in pending] == [(found[0]["metadata"]["name"], 0)]
+        assert [p["metadata"]["name"] for p in apending["items"]] == [found[0]["metadata"]["name"]]
+        assert hook.pending_workloads(NS, "no-such-queue") is None  # 404: no positions, not an error
+    finally:
+        hook.delete_job("TFJob", job["metadata"]["name"], NS)
+
+    extra = {"kube_config_path": str(local_cluster.kubeconfig_path), "namespace": NS}
+    plain, aplain = TFJobHook(config_file=extra["kube_config_path"]), AsyncTFJobHook(config_file=extra["kube_config_path"])
+
+    async def without_kueue() -> tuple[Any, Any]:
+        return await aplain.list_workloads(NS, uid), await aplain.pending_workloads(NS, "none")
+
+    assert (plain.list_workloads(NS, uid), plain.pending_workloads(NS, "none")) == (None, None)
+    assert asyncio.run(without_kueue()) == (None, None)
+
+
+def test_kueues_pods_ready_timeout_evicts_before_a_longer_startup_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Admitted pods that never start: Kueue's WaitForPodsReady evicts the job first (here after 2 s; 30
+    minutes on a real install), the task log says so, and the job, requeued behind its backoff, is
+    held to queue_timeout from its requeue."""
+    from airflow_tfjob.local import LocalCluster
+    from airflow_tfjob.local.kueue.options import queue_objects
+
+    gpu = queue_objects(cluster_queue="cq-gpu", local_queue="gpu", namespace=NS, quota={"nvidia.com/gpu": 64})
+    options = {"integrations": ["kubeflow.org/tfjob"], "objects": gpu, "pods_ready_timeout": 2}
+    with LocalCluster(kueue=options) as cluster:
+        extra = {"kube_config_path": str(cluster.kubeconfig_path), "namespace": NS}
+        monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+        log = TaskLog()
+        # 64 GPUs fit the queue's quota but no node of the local cluster: the pod stays Pending.
+        op = operator(log, task_id="unready", kueue_queue="gpu", gpus=64, container_resources=None,
+                      startup_timeout=60, queue_timeout=3)  # fmt: skip
+        with pytest.raises(AirflowException, match="not admitted within queue_timeout=3 s: queued again"):
+            op.execute(context_for(TaskInstance(task_id="unready")))
+    lines = kueue_lines(log)
+    evicted = first(lines, "[kueue] evicted (PodsReadyTimeout): Exceeded the PodsReady timeout default/tfjob-")
+    assert first(lines, "[kueue] admitted by ClusterQueue cq-gpu") < evicted
+
+
+@pytest.mark.parametrize(
+    ("withheld", "told"),
+    [
+        # no positions: the task follows the job all the same, Kueue's message without "ahead"
+        ('"localqueues/pendingworkloads"', "[kueue] queued in LocalQueue none, waiting "),
+        # no Workloads: the task log names the permission, not Kueue's integration
+        ('"workloads"', "its Workload cannot be read (403"),
+    ],
+    ids=["positions", "workloads"],
+)
+def test_kueue_reads_refused_by_rbac_are_told_not_errors(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, withheld: str, told: str
+) -> None:
+    """A user bound to the shipped Role without one of its Kueue rules: the API answers 403 once, and the
+    task follows the job all the same (here to its queue_timeout)."""
+    from pathlib import Path
+
+    import airflow_tfjob
+    from airflow_tfjob.local import LocalCluster
+    from airflow_tfjob.local.kueue.options import queue_objects
+
+    shipped = (Path(airflow_tfjob.__file__).parent / "rbac" / "role.yaml").read_text()
+    assert withheld in shipped
+    role = tmp_path / "role.yaml"
+    role.write_text(shipped.replace(withheld, '"not-granted"'))
+    none = queue_objects(cluster_queue="cq-none", local_queue="none", namespace=NS, quota={"cpu": 0})
+    kueue = {"integrations": ["kubeflow.org/tfjob"], "objects": none}
+    with LocalCluster(auth=True, roles={"airflow": [role]}, kueue=kueue) as cluster:
+        extra = {"kube_config_path": str(cluster.kubeconfig_for("airflow")), "namespace": NS}
+        monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+        log = TaskLog()
+        op = operator(log, task_id="refused", kueue_queue="none", queue_timeout=2)
+        with pytest.raises(AirflowException, match="queue_timeout=2 s"):
+            op.execute(context_for(TaskInstance(task_id="refused")))
+        refused = {key: n for key, n in cluster.denied_requests().items() if key[0] == "airflow"}
+    assert list(refused.values()) == [1], refused  # asked once, then left alone
+    assert any(told in line for line in kueue_lines(log)), kueue_lines(log)
+    assert "ahead" not in " ".join(kueue_lines(log))
+    if withheld == '"workloads"':
+        assert "grant list on workloads (kueue.x-k8s.io)" in " ".join(kueue_lines(log))

@@ -1,0 +1,152 @@
+"""The job's place in Kueue read from its Workload (kueue/workload.py), step by step through §3.2."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_tfjob.kinds import KINDS, TFJOB
+from airflow_tfjob.kueue.workload import (
+    QueueState,
+    describe,
+    framework_name,
+    integration_hint,
+    owned_by,
+    parse_time,
+    position_of,
+    preemption_count,
+    view,
+)
+from airflow_tfjob.status import interpret
+from tests.unit import kueue_objects as k
+
+EXPECTED = {
+    "created": QueueState.QUEUED,  # no condition yet: QuotaReserved absent counts as not reserved (§5.2)
+    "queued": QueueState.QUEUED,
+    "admitted": QueueState.ADMITTED,  # Admitted=True, the job not unsuspended yet
+    "running": QueueState.RUNNING,
+    "being preempted": QueueState.PREEMPTED,  # Evicted=True while QuotaReserved is still True
+    "requeued": QueueState.QUEUED,
+    "re-admitted": QueueState.ADMITTED,
+    "running again": QueueState.RUNNING,
+    "finished": QueueState.FINISHED,
+}
+
+
+@pytest.mark.parametrize(("step", "job", "wl"), k.lifecycle(), ids=[s for s, _, _ in k.lifecycle()])
+def test_each_step_of_the_lifecycle_reads_as_its_state(step: str, job: dict, wl: dict) -> None:
+    assert view(job, interpret(job), wl).state is EXPECTED[step]
+
+
+def test_queued_shows_kueue_reason_and_message_verbatim() -> None:
+    _, job, wl = k.lifecycle()[1]
+    seen = view(job, interpret(job), wl)
+    assert (seen.queue, seen.reason, seen.message) == ("user-queue", "Pending", k.PENDING)
+    assert seen.cluster_queue is None and seen.waited is None
+
+
+def test_any_reason_of_quota_reserved_false_is_queued_not_only_pending() -> None:
+    # UnadmittedWorkloadsObservability's granular reasons (§3.1) must read the same.
+    wl = k.workload(k.cond("QuotaReserved", "False", "WaitingForQuota", "waiting"))
+    job = k.job(k.JOB_SUSPENDED, suspend=True)
+    seen = view(job, interpret(job), wl)
+    assert (seen.state, seen.reason) == (QueueState.QUEUED, "WaitingForQuota")
+
+
+def test_admission_gives_the_wait_as_kueue_counts_it() -> None:
+    _, job, wl = k.lifecycle()[2]
+    seen = view(job, interpret(job), wl)
+    assert seen.cluster_queue == "cluster-queue"
+    assert seen.waited == 42.0  # QuotaReserved's transition minus the Workload's creation
+
+
+def test_after_a_requeue_the_wait_counts_from_the_requeue() -> None:
+    _, job, wl = k.lifecycle()[6]
+    seen = view(job, interpret(job), wl)
+    assert seen.waited == 10.0  # 10:05:13 - Requeued at 10:05:03
+    assert seen.eviction is None  # reset to False ("Previously: ...") by the re-admission
+
+
+def test_preemption_carries_kueue_message_and_count() -> None:
+    _, job, wl = k.lifecycle()[4]
+    seen = view(job, interpret(job), wl)
+    assert seen.eviction is not None and seen.eviction.reason == "Preempted"
+    assert k.PREEMPTOR_JOB_UID in seen.eviction.message
+    assert seen.preemptions == 1 == preemption_count(wl)
+    # requeued: queued again, the eviction still True until the next admission
+    _, job, wl = k.lifecycle()[5]
+    seen = view(job, interpret(job), wl)
+    assert seen.state is QueueState.QUEUED and seen.eviction is not None and seen.message == k.PREEMPTED
+
+
+def test_other_evictions_are_not_preemptions() -> None:
+    wl = k.workload(
+        k.RESERVED, k.ADMITTED,
+        k.cond("Evicted", "True", "PodsReadyTimeout", "Exceeded the PodsReady timeout team-a/tfjob-mnist-3f2a1"),
+        admitted=True,
+    )
+    job = k.job(k.JOB_RUNNING, suspend=True)
+    seen = view(job, interpret(job), wl)
+    assert seen.state is QueueState.PREEMPTED and seen.eviction is not None
+    assert seen.eviction.reason == "PodsReadyTimeout" and seen.preemptions == 0
+
+
+def test_no_workload() -> None:
+    job = k.job(k.JOB_CREATED, k.JOB_RUNNING)
+    seen = view(job, interpret(job), None)
+    assert (seen.state, seen.queue, seen.job_suspended) == (QueueState.NO_WORKLOAD, "user-queue", False)
+    job = k.job(k.JOB_SUSPENDED, suspend=True)
+    assert view(job, interpret(job), None).job_suspended
+
+
+def test_ownership_by_label_or_owner_reference() -> None:
+    wl = k.workload()
+    assert owned_by(wl, k.JOB_UID)
+    del wl["metadata"]["labels"]
+    assert owned_by(wl, k.JOB_UID)
+    assert not owned_by(wl, "another-uid")
+
+
+def test_position_from_the_pending_workloads_summary() -> None:
+    assert position_of(k.pending_summary(2, 5), k.WORKLOAD, k.JOB_UID) == (2, 5)
+    assert position_of(k.pending_summary(0, 0, name="other"), k.WORKLOAD, k.JOB_UID) == (0, 0)  # by owner
+    assert position_of({"items": []}, k.WORKLOAD, k.JOB_UID) is None
+    assert position_of(None, k.WORKLOAD, k.JOB_UID) is None
+
+
+def test_framework_names_are_kueues() -> None:
+    # §9.1: the names in integrations.frameworks
+    assert [framework_name(kind) for kind in KINDS] == [
+        "kubeflow.org/tfjob",
+        "kubeflow.org/pytorchjob",
+        "kubeflow.org/xgboostjob",
+        "kubeflow.org/jaxjob",
+        "kubeflow.org/paddlejob",
+    ]
+    assert "kueue-manager-config" in integration_hint(TFJOB) and "kueue-system" in integration_hint(TFJOB)
+
+
+def test_the_sensors_phrase_for_each_state() -> None:
+    phrases = [describe(view(job, interpret(job), wl)) for _, job, wl in k.lifecycle()]
+    assert phrases[1] == f"Kueue: queued in LocalQueue user-queue: Pending: {k.PENDING}"
+    assert phrases[2] == "Kueue: admitted by ClusterQueue cluster-queue"
+    assert phrases[3] == "Kueue: running (admitted by ClusterQueue cluster-queue)"
+    assert phrases[4] == f"Kueue: evicted (Preempted): {k.PREEMPTED}"
+    assert phrases[5].startswith("Kueue: queued again after an eviction in LocalQueue user-queue: Pending: Preempted")
+    assert phrases[8] == "Kueue: finished (Succeeded)"
+    _, job, wl = k.lifecycle()[1]
+    assert "(1 workload(s) ahead in the LocalQueue, 3 in its ClusterQueue)" in describe(
+        view(job, interpret(job), wl), (1, 3)
+    )
+
+
+def test_after_a_pods_ready_timeout_the_queue_clock_starts_at_the_requeue() -> None:
+    # Requeued=False while the backoff runs (§6): Kueue's clock reads its transition all the same.
+    at = "2026-12-01T10:31:00Z"
+    wl = k.workload(
+        k.cond("QuotaReserved", "False", "Pending", "Exceeded the PodsReady timeout team-a/tfjob-mnist-3f2a1", at),
+        k.cond("Evicted", "True", "PodsReadyTimeout", "Exceeded the PodsReady timeout team-a/tfjob-mnist-3f2a1", at),
+        k.cond("Requeued", "False", "PodsReadyTimeout", "Exceeded the PodsReady timeout team-a/tfjob-mnist-3f2a1", at),
+    )
+    job = k.job(k.JOB_SUSPENDED, suspend=True)
+    seen = view(job, interpret(job), wl)
+    assert seen.state is QueueState.QUEUED and seen.queued_since == parse_time(at)
