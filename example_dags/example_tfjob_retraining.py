@@ -1,15 +1,20 @@
-"""Daily retraining: check the data, train a candidate, promote it only if it beats the current model.
+"""Daily retraining, and a deployment that promotes a new model only if it beats the best so far.
 
-    check_data >> train >> validate >> promote
+    example_tfjob_retraining:  check_data >> train          (train's outlet: the MODEL asset)
+    example_tfjob_deploy:      promote_if_better            (scheduled on MODEL)
 
 * ``check_data`` refuses to train on a data set that is too small, has missing classes or bad values.
 * ``train`` is a TFJob (2 workers, MultiWorkerMirroredStrategy) that writes the candidate model and
-  its ``metrics.json`` under ``<data_dir>/retraining/candidates/<run>``.
-* ``validate`` compares the candidate's test accuracy with the current model's (the
-  ``metrics.json`` behind ``<data_dir>/retraining/current``) and short-circuits when it is not
-  better by at least ``min_improvement``: the current model stays.
-* ``promote`` repoints the ``current`` symlink at the candidate atomically (rename over the old link),
-  so a reader never sees a missing or half-written model, and appends to ``promotions.jsonl``.
+  its ``metrics.json`` under ``<data_dir>/retraining/candidates/<run>``. Its ``model_asset`` makes
+  the model an Airflow Asset: each succeeded job emits an asset event whose ``extra`` holds the
+  final metrics and the job's identity (and, with the OpenLineage provider, lineage events name the
+  data set as input and the model as output).
+* ``example_tfjob_deploy`` runs on each such event: it reads the metrics from the event, checks the
+  candidate's ``metrics.json`` agrees, and compares its test accuracy with the best promoted so far,
+  kept in the asset's durable state (Airflow 3.3's ``asset_state_store``). Only a candidate better
+  by at least ``min_improvement`` is promoted: the ``current`` symlink is repointed atomically (rename
+  over the old link, so a reader never sees a missing or half-written model), ``promotions.jsonl``
+  gets a line, and the asset's state records the new best.
 
 The models directory must be visible to both the replicas and the Airflow worker: a host path on
 the local cluster, a shared volume (``TFJOB_EXAMPLES_PVC``) on a real one.
@@ -23,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, Asset, Param, task
 
 from airflow_tfjob.operators.tfjob import TFJobOperator
 
@@ -43,6 +48,9 @@ PVC = os.environ.get("TFJOB_EXAMPLES_PVC")  # "claim-name:/mount/path", e.g. "mo
 # Keeps the replicas' logs to the program's own lines.
 TRAINING_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0", "PYTHONUNBUFFERED": "1"}
 
+# The models this DAG produces; one event per succeeded training, its extra the final metrics.
+MODEL = Asset("example_tfjob_retraining_model", uri=f"file://{DATA_DIR}/retraining/candidates")
+
 CANDIDATE_DIR = (
     "{{ params.data_dir }}/retraining/candidates/{{ run_id | replace(':', '-') | replace('+', '-') }}"
 )
@@ -59,7 +67,6 @@ with DAG(
         "epochs": Param(10, type="integer", minimum=1),
         "learning_rate": Param(0.01, type="number", exclusiveMinimum=0),
         "min_samples": Param(1000, type="integer", minimum=1),
-        "min_improvement": Param(0.0, type="number", minimum=0),
         "image": IMAGE,
         "python": PYTHON,
         "training_dir": TRAINING_DIR,
@@ -107,46 +114,63 @@ with DAG(
         pvc=PVC,
         metrics=["test_accuracy", "accuracy", "loss"],
         clean_pod_policy="Running",
+        model_asset=MODEL,
+        lineage_inputs=["sklearn://datasets/digits"],
     )
 
-    @task.short_circuit
-    def validate(
-        candidate_dir: str, metrics: dict[str, Any], params: dict[str, Any] | None = None
-    ) -> dict[str, Any] | None:
-        """The candidate's accuracy against the current model's; None (skip promotion) if not better."""
-        p = params or {}
-        candidate = Path(candidate_dir)
-        saved = json.loads((candidate / "metrics.json").read_text())
-        new = float(saved["test_accuracy"])
-        # The file and the log must agree: a mismatch means the model on disk is not the one that ran.
-        if abs(new - float(metrics["test_accuracy"])) > 1e-3:
-            raise ValueError(f"metrics.json says {new}, the job's log says {metrics['test_accuracy']}")
-        current_link = Path(p["data_dir"]) / "retraining" / "current"
-        current = None
-        if (current_link / "metrics.json").exists():
-            current = float(json.loads((current_link / "metrics.json").read_text())["test_accuracy"])
-        better = current is None or new >= current + float(p["min_improvement"])
-        print(f"candidate test_accuracy={new:.4f}, current={current}, promote={better}")
-        if not better:
-            return None
-        return {"candidate": str(candidate.resolve()), "test_accuracy": new, "previous": current}
-
-    @task
-    def promote(
-        decision: dict[str, Any], params: dict[str, Any] | None = None, run_id: str | None = None
-    ) -> str:
-        """Atomically points ``current`` at the candidate and records the promotion."""
-        root = Path((params or {})["data_dir"]) / "retraining"
-        link = root / "current"
-        staging = root / f".current-{os.getpid()}"
-        staging.unlink(missing_ok=True)
-        staging.symlink_to(decision["candidate"], target_is_directory=True)
-        os.replace(staging, link)
-        with (root / "promotions.jsonl").open("a", encoding="utf-8") as log:
-            log.write(json.dumps({"run_id": run_id, **decision}) + "\n")
-        print(f"promoted {decision['candidate']} (test_accuracy={decision['test_accuracy']:.4f})")
-        return decision["candidate"]
-
-    decision = validate(CANDIDATE_DIR, train.output["metrics"])
     check_data() >> train
-    promote(decision)
+
+
+def candidate_dir(data_dir: str, run_id: str) -> Path:
+    """Where the run ``run_id`` of the retraining DAG wrote its model (as CANDIDATE_DIR renders)."""
+    return Path(data_dir) / "retraining" / "candidates" / run_id.replace(":", "-").replace("+", "-")
+
+
+with DAG(
+    dag_id="example_tfjob_deploy",
+    description="Promotes a newly trained model when it beats the best so far",
+    schedule=[MODEL],
+    start_date=datetime(2025, 1, 1),
+    catchup=False,
+    tags=["tfjob", "example"],
+    params={"min_improvement": Param(0.0, type="number", minimum=0), "data_dir": DATA_DIR},
+) as deploy_dag:
+
+    @task(inlets=[MODEL])
+    def promote_if_better(
+        triggering_asset_events: Any = None,
+        asset_state_store: Any = None,
+        params: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The newest model event against the best so far (the asset's state); promote if better."""
+        p = params or {}
+        event = max(triggering_asset_events[MODEL], key=lambda e: e.timestamp)
+        new = float(event.extra["metrics"]["test_accuracy"])
+        candidate = candidate_dir(p["data_dir"], event.source_run_id)
+        # The file and the event must agree: a mismatch means the model on disk is not the one that ran.
+        saved = float(json.loads((candidate / "metrics.json").read_text())["test_accuracy"])
+        if abs(saved - new) > 1e-3:
+            raise ValueError(f"{candidate}/metrics.json says {saved}, the training reported {new}")
+        state = asset_state_store[MODEL]
+        best = state.get("best_test_accuracy")
+        better = best is None or new >= float(best) + float(p["min_improvement"])
+        decision = {"candidate": str(candidate.resolve()), "test_accuracy": new, "previous": best}
+        print(f"candidate test_accuracy={new:.4f}, best so far={best}, promote={better}")
+        if better:
+            promote(Path(p["data_dir"]) / "retraining", decision, event.source_run_id)
+            state.set("best_test_accuracy", new)
+        return {**decision, "promoted": better, "job": event.extra["job"]}
+
+    promote_if_better()
+
+
+def promote(root: Path, decision: dict[str, Any], run_id: str) -> None:
+    """Atomically points ``current`` at the candidate and records the promotion."""
+    link = root / "current"
+    staging = root / f".current-{os.getpid()}"
+    staging.unlink(missing_ok=True)
+    staging.symlink_to(decision["candidate"], target_is_directory=True)
+    os.replace(staging, link)
+    with (root / "promotions.jsonl").open("a", encoding="utf-8") as log:
+        log.write(json.dumps({"run_id": run_id, **decision}) + "\n")
+    print(f"promoted {decision['candidate']} (test_accuracy={decision['test_accuracy']:.4f})")

@@ -4,12 +4,14 @@
 # Exits non-zero if the run fails or the test accuracy is below MIN_TEST_ACCURACY (0.9).
 #
 #   scripts/demo.sh            (make demo creates .venv with the `examples` extra first)
-#   VENV=/path/to/venv EPOCHS=10 KEEP_DEMO_DIR=1 scripts/demo.sh
+#   VENV=/path/to/venv EPOCHS=10 KEEP_DEMO_DIR=1 scripts/demo.sh   (default: 5 epochs)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${VENV:-$ROOT/.venv}"
-EPOCHS="${EPOCHS:-10}"
+# 5 epochs reach a test accuracy of 0.958 here (10: 0.956) in half the training time; the demo shows
+# the same run (2 workers in sync, both logs live, progress, the accuracy gate), only shorter.
+EPOCHS="${EPOCHS:-5}"
 MIN_TEST_ACCURACY="${MIN_TEST_ACCURACY:-0.9}"
 READY_TIMEOUT="${READY_TIMEOUT:-60}"
 # The cluster runs each replica as a process on this machine: `python` must be the venv's.
@@ -17,10 +19,11 @@ export PATH="$VENV/bin:$PATH"
 
 started=$(date +%s)
 WORK="$(mktemp -d -t tfjob-demo-XXXXXX)"
-CLUSTER_PID=""
+CLUSTER_PID="" MIGRATE_PID=""
 
 stop_everything() {
     local code=$?
+    if [[ -n "$MIGRATE_PID" ]]; then kill -TERM "$MIGRATE_PID" 2>/dev/null || true; wait "$MIGRATE_PID" 2>/dev/null || true; fi
     if [[ -n "$CLUSTER_PID" ]] && kill -0 "$CLUSTER_PID" 2>/dev/null; then
         echo "==> stopping the local cluster (pid $CLUSTER_PID)"
         kill -TERM "$CLUSTER_PID" 2>/dev/null || true
@@ -46,7 +49,16 @@ done
 python -c "import importlib.util as u, sys; sys.exit(not (u.find_spec('tensorflow') and u.find_spec('sklearn')))" || {
     echo "demo: TensorFlow or scikit-learn missing in $VENV (make install)" >&2; exit 2; }
 
-echo "==> starting the local cluster"
+export AIRFLOW_HOME="$WORK/airflow"
+export AIRFLOW__CORE__LOAD_EXAMPLES=False
+export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/example_dags"
+export TFJOB_EXAMPLES_PYTHON="$VENV/bin/python"
+export TFJOB_EXAMPLES_DATA_DIR="$WORK/data"
+
+# The database needs no cluster: migrated while the cluster starts.
+echo "==> starting the local cluster; airflow db migrate"
+airflow db migrate >"$WORK/db-migrate.log" 2>&1 &
+MIGRATE_PID=$!
 tfjob-local serve >"$WORK/cluster.log" 2>&1 &
 CLUSTER_PID=$!
 url="" kubeconfig=""
@@ -65,16 +77,9 @@ while [[ -z "$kubeconfig" ]]; do
     fi
 done
 echo "    API server $url, kubeconfig $kubeconfig"
-
-export AIRFLOW_HOME="$WORK/airflow"
-export AIRFLOW__CORE__LOAD_EXAMPLES=False
-export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/example_dags"
 export AIRFLOW_CONN_KUBERNETES_DEFAULT="{\"conn_type\": \"kubernetes\", \"extra\": {\"kube_config_path\": \"$kubeconfig\", \"namespace\": \"default\"}}"
-export TFJOB_EXAMPLES_PYTHON="$VENV/bin/python"
-export TFJOB_EXAMPLES_DATA_DIR="$WORK/data"
-
-echo "==> airflow db migrate"
-airflow db migrate >"$WORK/db-migrate.log" 2>&1 || { cat "$WORK/db-migrate.log" >&2; exit 1; }
+wait "$MIGRATE_PID" || { MIGRATE_PID=""; cat "$WORK/db-migrate.log" >&2; exit 1; }
+MIGRATE_PID=""
 
 echo "==> airflow dags test example_tfjob_digits (2 workers, $EPOCHS epochs)"
 conf="{\"epochs\": $EPOCHS, \"min_test_accuracy\": $MIN_TEST_ACCURACY}"

@@ -247,6 +247,12 @@ def check_operator_parameters(params: Mapping[str, Any]) -> None:
                     "use e.g. 'kubernetes_default'",
                 )
             )
+    for name in ("model_asset", "lineage_inputs", "lineage_outputs"):
+        if name in params:
+            # Imported here: the sensor reads this module and has no lineage parameters.
+            from airflow_tfjob.operators.lineage import lineage_problems
+
+            problems += lineage_problems(name, params[name])
     if "tensorboard" in params:
         _check_tensorboard(
             problems,

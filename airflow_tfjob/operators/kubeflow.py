@@ -30,11 +30,12 @@ from airflow_tfjob.operators.checks import (
     kind_name_of,
     tensorboard_spec,
 )
+from airflow_tfjob.operators.lineage import LineageMixin
 from airflow_tfjob.operators.templating import TemplateFileRendering
 from airflow_tfjob.status import summarise
 
 if TYPE_CHECKING:
-    from airflow.sdk import Context
+    from airflow.sdk import Asset, Context
 
     from airflow_tfjob.follow import FollowOptions, FollowOutcome
     from airflow_tfjob.hooks.tfjob import AsyncTFJobHook, TFJobHook
@@ -43,7 +44,9 @@ if TYPE_CHECKING:
 __all__ = ["KubeflowJobOperator"]
 
 
-class KubeflowJobOperator(ManifestBuilding, TemplateFileRendering, params.StoredParameters, BaseOperator):
+class KubeflowJobOperator(
+    LineageMixin, ManifestBuilding, TemplateFileRendering, params.StoredParameters, BaseOperator
+):
     """Run a Kubeflow training job of ``kind`` (TFJob, PyTorchJob, XGBoostJob, JAXJob, PaddleJob) and
     wait for its outcome.
 
@@ -79,6 +82,14 @@ class KubeflowJobOperator(ManifestBuilding, TemplateFileRendering, params.Stored
     starts a TensorBoard pod and Service owned by the job once it is created, pushes its URL to
     the XCom ``tensorboard_url`` (the task's "TensorBoard" link in the UI), and removes it when the
     task ends unless ``tensorboard_keep=True`` (deleting the job removes it anyway).
+
+    Lineage: ``model_asset`` (an ``airflow.sdk.Asset`` or its URI) names the model the job writes:
+    it becomes an outlet of the task, and a succeeded job's asset event carries ``extra`` =
+    ``{"metrics": <final metrics>, "job": {kind, name, namespace, uid}}`` for DAGs scheduled on it.
+    ``lineage_inputs`` / ``lineage_outputs`` (lists of Assets, URIs or paths) name the data the job
+    reads and the other locations it writes; with the OpenLineage provider installed the task's
+    events carry them, the claims its replicas mount, the job's identity, replicas, images and
+    final metrics, and on failure the job's failure reason (see :mod:`airflow_tfjob.lineage`).
 
     Every parameter is checked before any API call (at DAG parse time when it is not a template):
     a bad value raises TFJobValidationError naming the parameter and the fix, and creates nothing.
@@ -186,6 +197,9 @@ class KubeflowJobOperator(ManifestBuilding, TemplateFileRendering, params.Stored
         on_kill_action: str = "delete",
         kill_grace_period: int | None = cleanup.KILL_GRACE_PERIOD,
         render_only: bool = False,
+        model_asset: Asset | str | None = None,
+        lineage_inputs: list[Asset | str] | None = None,
+        lineage_outputs: list[Asset | str] | None = None,
         allow_template_outside_dag_folder: bool = False,
         allow_template_path_from_params: bool = False,
         api: str = "auto",
@@ -217,6 +231,7 @@ class KubeflowJobOperator(ManifestBuilding, TemplateFileRendering, params.Stored
         check_operator_parameters(self._own_parameters())
         self.check_api()
         check_parameter_types(self._typed_parameters(), at_parse=True)
+        self._declare_model_asset()
         # The UI's links are fixed at parse time: one "Logs <replica>" per replica counted here.
         self.operator_extra_links = links.operator_links(self.job_kind, self)
 
@@ -427,6 +442,7 @@ class KubeflowJobOperator(ManifestBuilding, TemplateFileRendering, params.Stored
     def _report(
         self, context: Context, hook: TFJobHook, name: str, namespace: str, outcome: FollowOutcome
     ) -> Any:
+        self._outcome = outcome  # for the OpenLineage facets
         for line in outcome.diagnostics:
             self.log.error("%s", line)
         job = hook.find_job(self.job_kind, name, namespace)
@@ -447,6 +463,7 @@ class KubeflowJobOperator(ManifestBuilding, TemplateFileRendering, params.Stored
             log=self.log, push=lambda key, value: context["ti"].xcom_push(key=key, value=value),
         )  # fmt: skip
         self.log.info("%s %s/%s succeeded: %s", self.job_kind.kind, namespace, name, summarise(status))
+        self._publish_model(context, job, outcome.metrics)
         # Computed before the job is marked reported: a result that cannot be produced (a missing
         # return value) leaves the job reportable by a retry instead of training again.
         result = self.result_from_outcome(outcome, context)

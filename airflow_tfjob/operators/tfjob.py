@@ -21,6 +21,8 @@ from airflow_tfjob.operators.outcome import RESULT_KEYS
 from airflow_tfjob.operators.submit import STATE_KEY
 
 if TYPE_CHECKING:
+    from airflow.sdk import Asset
+
     from airflow_tfjob.tensorboard import TensorBoardSpec
 
 # Re-exported: tests, DAGs and the decorator import them from here.
@@ -122,6 +124,9 @@ class TFJobOperator(KubeflowJobOperator):
         on_kill_action: str = "delete",
         kill_grace_period: int | None = cleanup.KILL_GRACE_PERIOD,
         render_only: bool = False,
+        model_asset: Asset | str | None = None,
+        lineage_inputs: list[Asset | str] | None = None,
+        lineage_outputs: list[Asset | str] | None = None,
         allow_template_outside_dag_folder: bool = False,
         allow_template_path_from_params: bool = False,
         api: str = "auto",

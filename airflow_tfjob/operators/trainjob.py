@@ -20,6 +20,8 @@ from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
 from airflow_tfjob.operators.trainjob_params import TRAINJOB_PARAMETERS, trainjob_arguments
 
 if TYPE_CHECKING:
+    from airflow.sdk import Asset
+
     from airflow_tfjob.tensorboard import TensorBoardSpec
 
 __all__ = ["TrainJobOperator"]
@@ -102,6 +104,9 @@ class TrainJobOperator(KubeflowJobOperator):
         on_kill_action: str = "delete",
         kill_grace_period: int | None = cleanup.KILL_GRACE_PERIOD,
         render_only: bool = False,
+        model_asset: Asset | str | None = None,
+        lineage_inputs: list[Asset | str] | None = None,
+        lineage_outputs: list[Asset | str] | None = None,
         allow_template_outside_dag_folder: bool = False,
         allow_template_path_from_params: bool = False,
         **kwargs: Any,

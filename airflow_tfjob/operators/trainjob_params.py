@@ -45,6 +45,7 @@ TRAINJOB_ROWS: tuple[Param, ...] = (
         "log_rate_per_replica", "log_total_cap", "tensorboard", "tensorboard_log_dir", "tensorboard_keep"
     ),
     *_shared("deferrable", "on_finish_action", "on_kill_action", "kill_grace_period", "render_only"),
+    *_shared("model_asset", "lineage_inputs", "lineage_outputs"),
     *_shared("allow_template_outside_dag_folder", "allow_template_path_from_params"),
 )
 TRAINJOB_PARAMETERS = ParameterSet(TRAINJOB_ROWS)

@@ -21,8 +21,16 @@ def migrated_airflow_env(
     kubeconfig_path: Path | str,
     extra_env: Mapping[str, str] | None = None,
     migrate_timeout: float = 300,
+    only_creates_runs: bool = False,
 ) -> dict[str, str]:
-    """The environment of an Airflow with its own home and dags folder, its database migrated."""
+    """The environment of an Airflow with its own home and dags folder, its database migrated.
+
+    ``only_creates_runs``: the default pool gets no slot, so that a scheduler run in it (to create
+    asset-triggered runs) queues no task to its executor: that executor would run it against an
+    execution API at the default address (localhost:8080), whatever listens there, retry for about
+    12 s when nothing does, and leave the task queued for the next scheduler to reset and queue again.
+    `airflow dags test` and `tasks test` run tasks without the pool.
+    """
     extra = {"kube_config_path": str(kubeconfig_path), "namespace": "default"}
     env = {
         **os.environ,
@@ -31,11 +39,14 @@ def migrated_airflow_env(
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
         "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps({"conn_type": "kubernetes", "extra": extra}),
+        **({"AIRFLOW__CORE__DEFAULT_POOL_TASK_SLOT_COUNT": "0"} if only_creates_runs else {}),
         **(extra_env or {}),
         # The task processes `airflow dags test` starts must find this virtualenv's executables.
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
-    subprocess.run([AIRFLOW, "db", "migrate"], env=env, check=True, capture_output=True, timeout=migrate_timeout)
+    subprocess.run(
+        [AIRFLOW, "db", "migrate"], env=env, check=True, capture_output=True, timeout=migrate_timeout
+    )
     return env
 
 
@@ -60,3 +71,66 @@ def xcom_value(raw: Any) -> Any:
     # value that is itself JSON text (a serialized dict or list) is decoded once more.
     value = json.loads(raw) if isinstance(raw, (str, bytes)) else raw
     return json.loads(value) if isinstance(value, str) and value[:1] in "{[" else value
+
+
+def airflow(env: dict[str, str], *args: str, check: bool = True, timeout: float = 300) -> str:
+    """Runs `airflow ARGS...`; returns its output, failing the test with its tail if it failed (check)."""
+    done = subprocess.run([AIRFLOW, *args], env=env, capture_output=True, text=True, timeout=timeout)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0 or not check, output[-8000:]
+    return output
+
+
+def asset_triggered_runs(env: dict[str, str], dag_id: str) -> list[str]:
+    with airflow_db(env) as db:
+        rows = db.execute(
+            "select run_id from dag_run where dag_id = ? and run_type = 'asset_triggered' order by id",
+            (dag_id,),
+        ).fetchall()
+    return [run_id for (run_id,) in rows]
+
+
+def run_asset_triggered(env: dict[str, str], dag_id: str, task_id: str, event_id: int) -> str:
+    """The run Airflow's scheduler creates for `dag_id` from the queued asset events (one scheduler
+    loop), checked to have consumed asset event `event_id`; then its task `task_id` runs in that run
+    (`airflow tasks test`, which reads the run's triggering asset events). Returns the run's id; what
+    the task returned is its XCom (`xcom_of`), not its printed output, which other threads' log lines
+    may split.
+
+    The DAG must be unpaused (`airflow dags unpause`) before the event, or the event queues nothing;
+    the environment's default pool must have no slot (`migrated_airflow_env(only_creates_runs=True)`),
+    so that the scheduler queues no task to an executor of its own.
+    """
+    before = asset_triggered_runs(env, dag_id)
+    airflow(env, "scheduler", "--num-runs", "1", "--skip-serve-logs")
+    (run_id,) = [run for run in asset_triggered_runs(env, dag_id) if run not in before]
+    with airflow_db(env) as db:
+        consumed = db.execute(
+            "select e.event_id from dagrun_asset_event e join dag_run r on r.id = e.dag_run_id where r.run_id = ?",
+            (run_id,),
+        ).fetchall()
+        (queued,) = db.execute(
+            "select count(*) from task_instance where run_id = ? and state = 'queued'", (run_id,)
+        ).fetchone()
+    assert (event_id,) in consumed, (event_id, consumed)
+    assert queued == 0, "the scheduler queued a task: the default pool must have no slot"
+    airflow(env, "tasks", "test", dag_id, task_id, run_id)
+    return run_id
+
+
+def xcom_of(env: dict[str, str], dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
+    with airflow_db(env) as db:
+        (raw,) = db.execute(
+            "select value from xcom where dag_id = ? and run_id = ? and task_id = ? and key = ? and map_index = -1",
+            (dag_id, run_id, task_id, key),
+        ).fetchone()
+    return xcom_value(raw)
+
+
+def last_asset_event(env: dict[str, str]) -> tuple[int, dict[str, Any], str]:
+    """(id, extra, source_run_id) of the newest asset event."""
+    with airflow_db(env) as db:
+        event_id, extra, source_run = db.execute(
+            "select id, extra, source_run_id from asset_event order by id desc limit 1"
+        ).fetchone()
+    return event_id, json.loads(extra), source_run

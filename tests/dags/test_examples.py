@@ -15,7 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_cli import airflow_db, dags_test, migrated_airflow_env, xcom_value
+from airflow_cli import (
+    airflow,
+    airflow_db,
+    dags_test,
+    last_asset_event,
+    migrated_airflow_env,
+    run_asset_triggered,
+    xcom_of,
+    xcom_value,
+)
 
 pytestmark = [pytest.mark.dags, pytest.mark.cluster, pytest.mark.tensorflow, pytest.mark.timeout(900)]
 
@@ -30,7 +39,9 @@ def env(local_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         "TFJOB_EXAMPLES_PYTHON": sys.executable,
         "TFJOB_EXAMPLES_DATA_DIR": str(tmp_path_factory.mktemp("examples-data")),
     }
-    yield migrated_airflow_env(home, EXAMPLES, local_cluster.kubeconfig_path, examples_env, migrate_timeout=300)
+    yield migrated_airflow_env(
+        home, EXAMPLES, local_cluster.kubeconfig_path, examples_env, migrate_timeout=300, only_creates_runs=True
+    )
 
 
 def run_example(
@@ -99,13 +110,30 @@ def test_digits_demo_trains_to_the_accuracy_gate(env: dict[str, str]) -> None:
     assert any((run_dir / "logs").glob("events.out.tfevents.*"))
 
 
-def test_retraining_promotes_only_a_better_model(env: dict[str, str]) -> None:
-    dag_id = "example_tfjob_retraining"
-    root = Path(env["TFJOB_EXAMPLES_DATA_DIR"]) / "retraining"
+def retrain_and_deploy(
+    env: dict[str, str], conf: dict[str, Any], logical_date: str
+) -> tuple[str, dict, dict]:
+    """A retraining run, then the deployment run its model asset event schedules: (run_id, the
+    training's metrics, the deployment's decision as its task returned it)."""
+    run_id, _ = run_example(env, "example_tfjob_retraining", conf, logical_date=logical_date)
+    assert set(states(env, "example_tfjob_retraining", run_id).values()) == {"success"}
+    (metrics,) = xcoms(env, "example_tfjob_retraining", run_id, "train", "metrics")
+    event_id, extra, source_run = last_asset_event(env)
+    assert (extra["metrics"], source_run) == (metrics, run_id)
+    deploy_run = run_asset_triggered(env, "example_tfjob_deploy", "promote_if_better", event_id)
+    return run_id, metrics, xcom_of(env, "example_tfjob_deploy", deploy_run, "promote_if_better")
 
-    first, _ = run_example(env, dag_id, {"epochs": 10}, logical_date="2025-06-01")
-    assert set(states(env, dag_id, first).values()) == {"success"}
-    (metrics,) = xcoms(env, dag_id, first, "train", "metrics")
+
+def test_retraining_deploys_only_a_better_model(env: dict[str, str]) -> None:
+    root = Path(env["TFJOB_EXAMPLES_DATA_DIR"]) / "retraining"
+    # The deployment runs on the model asset's events: known to Airflow and unpaused beforehand.
+    airflow(env, "dags", "reserialize")
+    airflow(env, "dags", "unpause", "example_tfjob_deploy")
+
+    first, metrics, decision = retrain_and_deploy(env, {"epochs": 10}, "2025-06-01")
+    assert decision["promoted"] and decision["previous"] is None, decision
+    assert decision["test_accuracy"] == metrics["test_accuracy"]
+    assert decision["job"]["kind"] == "TFJob" and decision["job"]["uid"]
     current = root / "current"
     assert current.is_symlink()
     promoted = json.loads((current / "metrics.json").read_text())
@@ -113,17 +141,13 @@ def test_retraining_promotes_only_a_better_model(env: dict[str, str]) -> None:
     assert current.resolve().name == first.replace(":", "-").replace("+", "-")
 
     # One epoch at a tiny learning rate: a clearly worse candidate, which must not replace the model.
-    second, output = run_example(env, dag_id, {"epochs": 1, "learning_rate": 0.0003}, logical_date="2025-06-02")
-    run_states = states(env, dag_id, second)
-    assert run_states[("check_data", -1)] == run_states[("train", -1)] == "success"
-    assert run_states[("validate", -1)] == "success"
-    assert run_states[("promote", -1)] == "skipped"
-    (worse,) = xcoms(env, dag_id, second, "train", "metrics")
+    _, worse, decision = retrain_and_deploy(env, {"epochs": 1, "learning_rate": 0.0003}, "2025-06-02")
     assert worse["test_accuracy"] < metrics["test_accuracy"]
+    # The best so far came from the asset's state, written by the first deployment.
+    assert not decision["promoted"] and decision["previous"] == metrics["test_accuracy"], decision
     assert current.resolve().name == first.replace(":", "-").replace("+", "-")
     history = (root / "promotions.jsonl").read_text().splitlines()
     assert len(history) == 1 and json.loads(history[0])["run_id"] == first
-    assert "promote=False" in output
 
 
 def test_sweep_maps_one_job_per_trial_and_picks_the_best(env: dict[str, str]) -> None:

@@ -123,6 +123,15 @@ class Deployment:
             self._start(name, [airflow, name])
         self.wait("the API server", self._api_ready, 90, self.processes["api-server"])
 
+    @contextmanager
+    def paused(self, name: str) -> Iterator[None]:
+        """The component ``name`` (its whole process group) stopped with SIGSTOP, continued after."""
+        _signal_group(self.processes[name], signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            _signal_group(self.processes[name], signal.SIGCONT)
+
     def stop(self) -> None:
         """SIGTERM to every group, then SIGKILL to what is left: nothing outlives the test."""
         for proc in reversed(list(self.processes.values())):
