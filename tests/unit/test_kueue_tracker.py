@@ -11,11 +11,12 @@ import asyncio
 import copy
 from typing import Any
 
+import kueue_objects as k
+
 from airflow_tfjob.follow_outcome import FollowOptions, FollowOutcome
 from airflow_tfjob.kueue.tracker import QueueTracker
 from airflow_tfjob.kueue.workload import owned_by
 from airflow_tfjob.status import interpret
-from tests.unit import kueue_objects as k
 
 
 class ReplayedKueue:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import kueue_objects as k
 import pytest
 
 from airflow_tfjob.kinds import KINDS, TFJOB
@@ -17,7 +18,6 @@ from airflow_tfjob.kueue.workload import (
     view,
 )
 from airflow_tfjob.status import interpret
-from tests.unit import kueue_objects as k
 
 EXPECTED = {
     "created": QueueState.QUEUED,  # no condition yet: QuotaReserved absent counts as not reserved (§5.2)
