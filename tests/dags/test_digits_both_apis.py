@@ -1,4 +1,4 @@
-"""The digits example, unchanged, on both APIs: TFJob (a cluster serving kubeflow.org/v1) and Kubeflow
+"""The digits example (the demo's DAG), unchanged, on both APIs: TFJob (a cluster serving kubeflow.org/v1) and Kubeflow
 Trainer v2 (a cluster started in TrainJob-only mode, the provider's TensorFlow runtimes installed).
 TFJobOperator's default ``api="auto"`` chooses by API discovery; both runs train for real (TensorFlow
 MultiWorkerMirroredStrategy, 2 workers), reach test_accuracy >= 0.9 in XCom with the same metrics
@@ -50,7 +50,9 @@ def on_cluster(env: dict[str, str], kubeconfig: Path | str) -> dict[str, str]:
 
 
 def run(env: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any], str]:
-    """One run of the example, unchanged: (train's result, its metrics XCom, the run's output)."""
+    """One run of the example, unchanged: (train's result, its metrics XCom, the run's output), with what
+    the demo promises checked on the way: both tasks succeeded, the accuracy gate passed on the metrics
+    train reported, and the master replica exported the model with those metrics."""
     output = dags_test(env, DAG_ID, "-c", json.dumps({"epochs": 10}), "-f", str(EXAMPLES / f"{DAG_ID}.py"), timeout=1000)
     with airflow_db(env) as db:
         (run_id,) = db.execute(
@@ -59,11 +61,21 @@ def run(env: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any], str]:
         rows = dict(db.execute(
             "select key, value from xcom where dag_id = ? and run_id = ? and task_id = 'train'", (DAG_ID, run_id)
         ).fetchall())  # fmt: skip
+        (gate,) = db.execute(
+            "select value from xcom where dag_id = ? and run_id = ? and task_id = 'check_accuracy'", (DAG_ID, run_id)
+        ).fetchone()  # fmt: skip
         states = dict(db.execute(
             "select task_id, state from task_instance where dag_id = ? and run_id = ?", (DAG_ID, run_id)
         ).fetchall())  # fmt: skip
     assert states == {"train": "success", "check_accuracy": "success"}, output[-4000:]
-    return xcom_value(rows["return_value"]), xcom_value(rows["metrics"]), output
+    metrics = xcom_value(rows["metrics"])
+    assert xcom_value(gate) == pytest.approx(metrics["test_accuracy"])
+    run_dir = Path(env["TFJOB_EXAMPLES_DATA_DIR"]) / "digits" / run_id.replace(":", "-").replace("+", "-")
+    saved = json.loads((run_dir / "model" / "metrics.json").read_text())
+    assert saved["test_accuracy"] == pytest.approx(metrics["test_accuracy"], abs=1e-4)
+    assert (run_dir / "model" / "model.keras").stat().st_size > 0
+    assert any((run_dir / "logs").glob("events.out.tfevents.*"))
+    return xcom_value(rows["return_value"]), metrics, output
 
 
 # What differs between the APIs by nature, not by the provider's making: the controllers' own events
@@ -114,9 +126,15 @@ def test_the_digits_example_trains_alike_on_the_tfjob_and_the_trainjob_api(
     assert list(tfjob_result) == list(trainjob_result)  # name, namespace, uid, api, state, ... the same keys
     assert tfjob_result["state"] == trainjob_result["state"] == "succeeded"
     # Both workers' epochs reached the task log on both APIs, and the same progress.
-    for log in (tfjob_log, trainjob_log):
+    for log, result in ((tfjob_log, tfjob_result), (trainjob_log, trainjob_result)):
         assert log.count("epoch=10 loss=") >= 2
         assert "[progress] progress: epoch 10/10 (100%)" in log
+        assert [value for _, value in result["progress"]["timeline"]] == [float(n) for n in range(1, 11)]
+        # What a person reads: no TensorFlow start-up notice nor coordination error from the replicas.
+        for noise in ("oneDNN", "absl::InitializeLog", "coordination service"):
+            assert noise not in log, noise
+    # The job in one line (the layout is the API's: TrainJob nodes run the TFJob's two workers).
+    assert f"Creating TFJob default/{tfjob_result['name']}: 2 Worker; image " in tfjob_log
     # The XCom result's per-replica statuses read alike: the TrainJob's by TFJob replica type.
     assert tfjob_result["replica_statuses"] == trainjob_result["replica_statuses"] == {
         "Worker": {"active": 0, "succeeded": 2, "failed": 0}
