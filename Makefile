@@ -39,8 +39,13 @@ docs: $(STAMP)
 browser:
 	scripts/browser.sh
 
+# Two pytest workers (pytest-xdist), each taking whole test files (their module fixtures, an Airflow home or
+# a cluster, stay shared): most tests wait on processes, clusters and Airflow's start rather than compute,
+# so the two of them fit the two cores where one left the machine half idle. TEST_WORKERS=0 runs serially.
+TEST_WORKERS ?= 2
+
 test: lint docs browser
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 # The deployment test alone (make test runs it too, as part of the pytest run: tests/e2e).
 e2e: $(STAMP) browser
