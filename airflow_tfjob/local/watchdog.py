@@ -33,8 +33,12 @@ class ProcessGroups:
     def _pipe(self) -> IO[bytes] | None:
         if self._proc is None:
             self._proc = subprocess.Popen(
-                # Not `-m`: the package imports this module, and runpy warns when it runs one twice.
-                [sys.executable, "-c", "import sys; from airflow_tfjob.local.watchdog import main; sys.exit(main())"],
+                # This file as a script, isolated and without site (-I -S): it needs only the standard
+                # library, so it runs within milliseconds. Importing it from the package pulled in the
+                # whole local cluster first (aiohttp, the kubernetes client), seconds on a loaded
+                # machine during which a SIGKILLed cluster's replicas outlived it. (Not `-m`: the package
+                # imports this module, and runpy warns when it runs one twice.)
+                [sys.executable, "-I", "-S", os.path.abspath(__file__)],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True,
             )
         return self._proc.stdin
