@@ -13,7 +13,6 @@ pods are listed on demand otherwise (start-up check until every replica has star
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_tfjob import diagnostics
 from airflow_tfjob.aio import wait_event
 from airflow_tfjob.constants import KUEUE_QUEUE_LABEL
+from airflow_tfjob.follow_diagnosis import gather_diagnosis
 from airflow_tfjob.follow_outcome import FollowOptions, FollowOutcome
 from airflow_tfjob.hooks.common import job_pod_selector
 from airflow_tfjob.kinds import TRAINJOB
@@ -35,8 +35,8 @@ from airflow_tfjob.logs import (
     parse_timestamp,
 )
 from airflow_tfjob.metrics import MetricsCollector
-from airflow_tfjob.progress import ProgressSpec, ProgressTracker
-from airflow_tfjob.status import JobState, JobStatus, interpret
+from airflow_tfjob.progress import ProgressTracker
+from airflow_tfjob.status import JobState, JobStatus, as_ended, interpret
 from airflow_tfjob.trainjob import pods as trainjob_pods
 from airflow_tfjob.watching import reflect
 
@@ -80,7 +80,7 @@ class _JobFollow:
         self.earlier = earlier
         if earlier is not None:
             self.metrics.restore(earlier.metrics)
-        self.progress = _tracker(options.progress, earlier.progress if earlier is not None else None)
+        self.progress = ProgressTracker.for_follow(options.progress, earlier.progress if earlier is not None else None)
         self.tasks: list[asyncio.Task[None]] = []
         self.logs: JobLogFollower | None = None
         self.startup_base = time.time()
@@ -302,7 +302,7 @@ class _JobFollow:
             async with shared_watch(self.hook, self.namespace, kind=self.kind).subscribe(self.name) as sub:
                 outcome = await self._wait(sub)
                 outcome = await self._finish(outcome)
-                outcome.status = _as_ended(outcome.status, sub.latest)
+                outcome.status = as_ended(outcome.status, sub.latest)
                 return outcome
         finally:
             for t in self.tasks:
@@ -403,56 +403,12 @@ class _JobFollow:
         return outcome
 
     async def _diagnose(self, status: JobStatus | None) -> list[diagnostics.ReplicaDiagnosis]:
-        with contextlib.suppress(Exception):
-            for p in await self.hook.list_job_pods(self.name, self.namespace, kind=self.kind):
-                self.pods[str((p.get("metadata") or {}).get("uid") or "")] = p
-        events = list(self.events.values())
-        pod_names = {str((p.get("metadata") or {}).get("name", "")) for p in self.pods.values()}
-        for pname in sorted(pod_names):
-            with contextlib.suppress(Exception):
-                events.extend(await self.hook.list_events(self.namespace, involved_name=pname))
-        with contextlib.suppress(Exception):
-            events.extend(await self.hook.list_events(self.namespace, involved_name=self.name))
-        unique = {str((e.get("metadata") or {}).get("uid") or id(e)): e for e in events}
-        ordered = sorted(
-            unique.values(), key=lambda e: str(e.get("lastTimestamp") or e.get("firstTimestamp") or "")
-        )
         rings = {name: f.ring for name, f in self.logs.replicas.items()} if self.logs is not None else {}
-        # Latest state per pod name wins (a recreated pod replaces the old one's failure).
-        latest: dict[str, dict] = {}
-        for p in self.pods.values():
-            latest[str((p.get("metadata") or {}).get("name", ""))] = p
-        return diagnostics.diagnose(
-            self.name,
-            latest.values(),
-            ordered,
-            rings,
-            status.failed_replica_types if status else (),
-            tail=self.options.diagnostics_tail,
-            container=self.kind.container,
-        )
-
-
-def _tracker(spec: Mapping[str, Any] | None, earlier: Mapping[str, Any] | None) -> ProgressTracker | None:
-    """The progress tracker of a follow: a drain continues the earlier follow's (its timeline, its pace)."""
-    if not spec:
-        return None
-    if earlier:
-        return ProgressTracker.restore(earlier, time.time)
-    return ProgressTracker(ProgressSpec.from_dict(spec), time.time)
-
-
-def _as_ended(status: JobStatus | None, latest: Mapping[str, Any] | None) -> JobStatus | None:
-    """The job's status as it ended, read after the drain.
-
-    The training-operator writes the terminal condition first and settles the replica counts in a later
-    reconcile (a succeeded job's still-active replicas are counted succeeded): the status seen when the
-    job first showed as finished may still list a worker as active.
-    """
-    if status is None or latest is None:
-        return status
-    final = interpret(latest)
-    return final if final.state is status.state else status
+        return await gather_diagnosis(
+            self.hook, self.name, self.namespace, kind=self.kind, pods=self.pods,
+            events=list(self.events.values()), rings=rings,
+            failed_types=status.failed_replica_types if status else (), tail=self.options.diagnostics_tail,
+        )  # fmt: skip
 
 
 async def follow_job(

@@ -14,6 +14,7 @@ task's result keeps the whole timeline.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -230,6 +231,18 @@ class ProgressTracker:
             "last_tenth": self._last_tenth,
             "rate_from": self._base,
         }
+
+    @classmethod
+    def for_follow(
+        cls, spec: Mapping[str, Any] | None, earlier: Mapping[str, Any] | None
+    ) -> ProgressTracker | None:
+        """The tracker of a follow (None without ``spec``): a drain continues the earlier follow's
+        (its timeline, its pace)."""
+        if not spec:
+            return None
+        if earlier:
+            return cls.restore(earlier, time.time)
+        return cls(ProgressSpec.from_dict(spec), time.time)
 
     @classmethod
     def restore(cls, data: Mapping[str, Any], clock: Callable[[], float]) -> ProgressTracker:

@@ -185,3 +185,16 @@ def summarise(status: JobStatus) -> str:
     if status.message and status.state in (JobState.FAILED, JobState.RESTARTING, JobState.SUSPENDED):
         line += f": {status.message}"
     return line
+
+
+def as_ended(status: JobStatus | None, latest: Mapping[str, Any] | None) -> JobStatus | None:
+    """The job's status as it ended, read after the drain.
+
+    The training-operator writes the terminal condition first and settles the replica counts in a later
+    reconcile (a succeeded job's still-active replicas are counted succeeded): the status seen when the
+    job first showed as finished may still list a worker as active.
+    """
+    if status is None or latest is None:
+        return status
+    final = interpret(latest)
+    return final if final.state is status.state else status
