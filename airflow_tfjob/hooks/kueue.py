@@ -100,10 +100,11 @@ async def pending_workloads(self: AsyncTFJobHook, namespace: str | None, local_q
             )
             return result
         except Exception as exc:
-            if _no_positions(exc) == "refused":
-                return None
-            if _no_positions(exc) is None:
+            why = _no_positions(exc)
+            if why is None:
                 raise
+            if why == "refused":
+                return None
     return None
 
 
@@ -159,8 +160,9 @@ def pending_workloads_sync(self: TFJobHook, namespace: str | None, local_queue: 
             )
             return result
         except Exception as exc:
-            if _no_positions(exc) == "refused":
-                return None
-            if _no_positions(exc) is None:
+            why = _no_positions(exc)
+            if why is None:
                 raise
+            if why == "refused":
+                return None
     return None
