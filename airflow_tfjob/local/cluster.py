@@ -37,7 +37,7 @@ from airflow_tfjob.local.kueue.options import KueueOptions
 from airflow_tfjob.local.podlogs import PodLogs
 from airflow_tfjob.local.rbac import Authorizer, RoleSource
 from airflow_tfjob.local.reconciler import Reconciler
-from airflow_tfjob.local.resources import DEFAULT_APIS, KUEUE_GROUP, JsonDict, served_groups
+from airflow_tfjob.local.resources import DEFAULT_APIS, JsonDict, served_groups
 from airflow_tfjob.local.runner import Runner
 from airflow_tfjob.local.store import Admission, Store
 from airflow_tfjob.local.tls import ServerTls, make_server_tls
@@ -145,8 +145,7 @@ class ClusterRuntime:
         # Every option is checked before anything is created.
         kueue_options = KueueOptions.of(kueue)
         self.apis = tuple(apis)
-        # ValueError naming the choices; an optional part's kinds (Kueue's) are served when it is on.
-        self.served_groups = served_groups(self.apis) | (frozenset({KUEUE_GROUP}) if kueue_options else frozenset())
+        self.served_groups = served_groups(self.apis)  # ValueError naming the choices
         self.feature_gates = dict(feature_gates or {})
         unknown_gates = set(self.feature_gates) - set(FEATURE_GATES)
         if unknown_gates:

@@ -104,12 +104,14 @@ DEFAULT_APIS = ("v1", "trainjob")
 
 
 def served_groups(apis: tuple[str, ...] | list[str]) -> frozenset[str]:
-    """The API groups a cluster serving the families `apis` answers for (core groups always)."""
+    """The API groups a cluster serving the families `apis` answers for: every group it knows but those of
+    the families left out (core groups always; an optional part's, Kueue's, are gated by its feature)."""
     unknown = [a for a in apis if a not in API_FAMILIES]
     if unknown or not apis:
         raise ValueError(f"apis must be a non-empty list of {', '.join(API_FAMILIES)} "
                          f"(e.g. 'trainjob' or 'v1,trainjob'), got {','.join(apis)!r}")
-    return frozenset(CORE_GROUPS).union(*(API_FAMILIES[a] for a in apis))
+    left_out = {g for family, groups in API_FAMILIES.items() if family not in apis for g in groups}
+    return frozenset(r.group for r in RESOURCES.values()) - left_out
 
 
 _POD_FIELDS = (
