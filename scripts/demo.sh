@@ -62,9 +62,12 @@ export TFJOB_EXAMPLES_DATA_DIR="$WORK/data"
 # 3,000 modules: 16 s here instead of 5. Left to the replicas, both would compile them at once when the
 # job starts, while Airflow's start leaves a core idle before that. One import now, beside the cluster's
 # and Airflow's start, writes the bytecode the replicas then read (a node pulling the image ahead).
-TF_CPP_MIN_LOG_LEVEL=3 python -c "import keras, tensorflow, sklearn.datasets, sklearn.model_selection" \
-    >"$WORK/warm-imports.log" 2>&1 &
-WARM_PID=$!
+# WARM_IMPORTS=0 leaves it out (tests/benchmarks/bench_demo.py compares both).
+if [[ "${WARM_IMPORTS:-1}" != 0 ]]; then
+    TF_CPP_MIN_LOG_LEVEL=3 python -c "import keras, tensorflow, sklearn.datasets, sklearn.model_selection" \
+        >"$WORK/warm-imports.log" 2>&1 &
+    WARM_PID=$!
+fi
 
 # The database needs no cluster: migrated while the cluster starts.
 echo "==> starting the local cluster; airflow db migrate"
