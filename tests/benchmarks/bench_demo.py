@@ -82,7 +82,9 @@ def run_demo(source: Path, variant: str, warm: bool) -> Run:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--pairs", type=int, default=2, help="runs of each variant, alternating")
     parser.add_argument("--source", type=Path, default=ROOT, help="the checkout to clone (its HEAD)")
     args = parser.parse_args()
@@ -96,7 +98,9 @@ def main() -> None:
     print()
     for name, _ in variants:
         walls = [r.wall for r in runs if r.variant == name]
-        print(f"{name:26} median {statistics.median(walls):5.1f} s over {len(walls)} run(s) (target {TARGET_S:.0f} s)")
+        print(
+            f"{name:26} median {statistics.median(walls):5.1f} s over {len(walls)} run(s) (target {TARGET_S:.0f} s)"
+        )
 
 
 if __name__ == "__main__":
