@@ -72,6 +72,12 @@ class JobKind:
         return f"{self.group}/{self.version}"
 
     @property
+    def kueue_framework(self) -> str:
+        """The kind's name in Kueue's ``integrations.frameworks``: ``kubeflow.org/tfjob``,
+        ``trainer.kubeflow.org/trainjob`` (docs/reference/kueue-behaviour.md §9.1)."""
+        return f"{self.group}/{self.singular}"
+
+    @property
     def reason_prefix(self) -> str:
         return self.kind
 

@@ -250,16 +250,9 @@ def newest(workloads: list[dict[str, Any]] | None) -> dict[str, Any] | None:
     return max(workloads, key=lambda w: str((w.get("metadata") or {}).get("creationTimestamp")))
 
 
-def framework_name(kind: JobKind | str) -> str:
-    """The kind's name in Kueue's ``integrations.frameworks`` (§9.1): ``kubeflow.org/tfjob``..."""
-    name = kind if isinstance(kind, str) else kind.kind
-    group = "kubeflow.org" if isinstance(kind, str) else getattr(kind, "group", "kubeflow.org")
-    return f"{group}/{name.lower()}"
-
-
-def integration_hint(kind: JobKind | str) -> str:
+def integration_hint(kind: JobKind) -> str:
     """What to change when Kueue ignores the kind: its framework name and where it is switched on."""
     return (
-        f'add "{framework_name(kind)}" to integrations.frameworks in the {CONFIG_MAP} ConfigMap '
+        f'add "{kind.kueue_framework}" to integrations.frameworks in the {CONFIG_MAP} ConfigMap '
         f"(namespace {CONFIG_NAMESPACE}) and restart the Kueue manager"
     )

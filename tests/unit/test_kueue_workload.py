@@ -5,11 +5,10 @@ from __future__ import annotations
 import kueue_objects as k
 import pytest
 
-from airflow_tfjob.kinds import KINDS, TFJOB
+from airflow_tfjob.kinds import ALL_KINDS, TFJOB
 from airflow_tfjob.kueue.workload import (
     QueueState,
     describe,
-    framework_name,
     integration_hint,
     owned_by,
     parse_time,
@@ -115,12 +114,13 @@ def test_position_from_the_pending_workloads_summary() -> None:
 
 def test_framework_names_are_kueues() -> None:
     # §9.1: the names in integrations.frameworks
-    assert [framework_name(kind) for kind in KINDS] == [
+    assert [kind.kueue_framework for kind in ALL_KINDS] == [
         "kubeflow.org/tfjob",
         "kubeflow.org/pytorchjob",
         "kubeflow.org/xgboostjob",
         "kubeflow.org/jaxjob",
         "kubeflow.org/paddlejob",
+        "trainer.kubeflow.org/trainjob",
     ]
     assert "kueue-manager-config" in integration_hint(TFJOB) and "kueue-system" in integration_hint(TFJOB)
 

@@ -33,11 +33,6 @@ DEFAULT_INTEGRATIONS = FRAMEWORKS[:12]
 KUBEFLOW_V1 = tuple(f"kubeflow.org/{k.singular}" for k in KINDS)
 
 
-def framework_name(kind: JobKind) -> str:
-    """Kueue's integration name for a kubeflow.org/v1 kind: `kubeflow.org/tfjob`."""
-    return f"kubeflow.org/{kind.singular}"
-
-
 @dataclass(frozen=True)
 class KueueOptions:
     """`integrations`: Kueue framework names that are on (default: v0.19.2's shipped set, TFJob & co off);
@@ -72,7 +67,7 @@ class KueueOptions:
                 raise ValueError(f"kueue {name} must be a positive number of seconds, got {value!r}")
 
     def manages(self, kind: JobKind) -> bool:
-        return framework_name(kind) in self.integrations
+        return kind.kueue_framework in self.integrations
 
     @classmethod
     def of(cls, value: bool | Mapping[str, Any] | KueueOptions | None) -> KueueOptions | None:
