@@ -382,10 +382,9 @@ class _JobFollow:
         elif outcome.event == "failed" or outcome.event == "startup_timeout":
             diags = await self._diagnose(status)
             if diags:
-                block = diagnostics.format_block(diags)
-                for line in block:
-                    self.sink(line)
-                outcome.diagnostics = block
+                # Carried in the outcome, not sunk: the operator logs it once, at ERROR, in the
+                # worker whichever mode followed (a sunk copy showed the block twice in the task log).
+                outcome.diagnostics = diagnostics.format_block(diags)
                 if outcome.event == "failed":
                     outcome.message = diagnostics.summary_line(diags, outcome.message)
         if self.options.metrics:

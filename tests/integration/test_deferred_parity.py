@@ -179,6 +179,9 @@ def test_a_failed_job_fails_the_task_alike_in_both_modes(k8s_conn: str) -> None:
     _assert_same_operator_lines(sync_log, sync_name, deferred_log, deferred_name)
     for log in (sync_log, deferred_log):
         assert log.lines.count("metrics never reported by the master replica: accuracy, loss") == 1
+        # The diagnosis once (the follow core sank a copy before the operator logged it at ERROR).
+        headers = [line for line in log.lines if line.startswith("=== ")]
+        assert headers == ["=== worker-0 failed: Error, exit code 1 ==="], log.lines
 
 
 # Prints `epoch=N` for N up to --epochs (the hyperparameter), as the training examples do.
