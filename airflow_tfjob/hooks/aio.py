@@ -19,7 +19,7 @@ from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiExcepti
 
 from airflow_tfjob.hooks import kueue as kueue_calls
 from airflow_tfjob.hooks import streams
-from airflow_tfjob.hooks.clients import ExecTokenRefresher, retire_client, shared_client
+from airflow_tfjob.hooks.clients import retire_client, shared_client
 from airflow_tfjob.hooks.common import (
     COLLECTIONS,
     MERGE_PATCH,
@@ -30,6 +30,7 @@ from airflow_tfjob.hooks.common import (
     job_pod_selector,
     poll_delay,
 )
+from airflow_tfjob.hooks.exec_auth import ExecTokenRefresher, load_exec_config
 from airflow_tfjob.hooks.retry import Kind, RetryPolicy
 from airflow_tfjob.kinds import TFJOB, JobKind, as_kind
 
@@ -103,35 +104,28 @@ class AsyncTFJobHook(AsyncKubernetesHook):
         return await shared_client(await self.get_cluster_key(), self._build_client)
 
     async def _build_client(self) -> async_client.ApiClient:
-        self.client_configuration = async_client.Configuration()
-        self._config_loaded = False
-        await self._load_config()
-        configuration = self.client_configuration
-        assert configuration is not None
-        if self._is_exec_auth:
-            # Loaded once more to keep the loader, which knows how to run the plugin again.
-            loader = await self._exec_loader(configuration)
-            if loader is not None:
-                configuration.refresh_api_key_hook = ExecTokenRefresher(loader)
+        configuration = async_client.Configuration()
+        # An exec-plugin kubeconfig is loaded here, its plugin run once, its loader kept to run it
+        # again before the token expires; the cncf hook's loading (every other case) would discard it.
+        loader = await load_exec_config(
+            configuration,
+            in_cluster=self._coalesce_param(self.in_cluster, await self._get_field("in_cluster")),
+            context=self._coalesce_param(self.cluster_context, await self._get_field("cluster_context")),
+            config_dict=self.config_dict,
+            kube_config_path=await self._get_field("kube_config_path"),
+            kube_config=await self._get_field("kube_config"),
+        )
+        if loader is not None:
+            configuration.refresh_api_key_hook = ExecTokenRefresher(loader)
+        else:
+            self.client_configuration, self._config_loaded = configuration, False
+            await self._load_config()
+            assert self.client_configuration is not None
+            configuration = self.client_configuration
         if await self._disable_verify_ssl():
             configuration.verify_ssl = False
         configuration.connection_pool_maxsize = self.pool_maxsize
         return async_client.ApiClient(configuration=configuration)
-
-    async def _exec_loader(self, configuration: async_client.Configuration) -> Any:
-        from kubernetes_asyncio import config as async_config
-
-        context = self.cluster_context or await self._get_field("cluster_context")
-        path = await self._get_field("kube_config_path")
-        if path:
-            return await async_config.load_kube_config(
-                config_file=path, context=context, client_configuration=configuration, persist_config=False
-            )
-        if self.config_dict:
-            return await async_config.load_kube_config_from_dict(
-                self.config_dict, context=context, client_configuration=configuration
-            )
-        return None
 
     async def _disable_verify_ssl(self) -> bool:
         if self.disable_verify_ssl is not None:

@@ -6,7 +6,8 @@ about 0.8 MB, so hooks with the same configuration share one per running loop. B
 
 - exec-plugin tokens (EKS, GKE, AKS kubeconfigs) are fetched again before they expire:
   kubernetes_asyncio fetches one when the configuration is loaded and never again, so
-  :class:`ExecTokenRefresher` is installed as the configuration's refresh hook;
+  :class:`~airflow_tfjob.hooks.exec_auth.ExecTokenRefresher` is installed as the configuration's
+  refresh hook;
 - token files (in-cluster service accounts) are re-read by the client's own refresh hook;
 - a 401 anyway (a token revoked early, a clock skew) retires the client: the next request builds a
   new one from the configuration, and requests already streaming on the old one finish undisturbed.
@@ -16,46 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Awaitable, Callable, Hashable
-from typing import Any
 
 from kubernetes_asyncio import client as async_client
-
-#: Share of a token's lifetime after which it is fetched again (the rest is the margin for slow plugins).
-REFRESH_AT = 0.8
-
-
-class ExecTokenRefresher:
-    """Refresh hook of a client configuration whose token comes from an exec credential plugin."""
-
-    def __init__(self, loader: Any) -> None:
-        self._loader = loader
-        self._lock = asyncio.Lock()
-        self._obtained = time.time()
-        self.refreshes = 0
-
-    def _due(self) -> bool:
-        expiry = getattr(self._loader, "exec_plugin_expiry", None)
-        if expiry is None:  # a token without expiry: only a 401 replaces it
-            return False
-        lifetime = max(0.0, expiry.timestamp() - self._obtained)
-        return time.time() >= self._obtained + REFRESH_AT * lifetime
-
-    async def __call__(self, configuration: async_client.Configuration) -> None:
-        if not self._due():
-            return
-        async with self._lock:
-            if not self._due():  # another request refreshed it while this one waited
-                return
-            # The loader reuses its token until 5 minutes before expiry; tokens that live shorter than
-            # that would be fetched on every request without this reset.
-            with contextlib.suppress(AttributeError):
-                del self._loader.exec_plugin_expiry
-            await self._loader.load_from_exec_plugin()
-            self._obtained = time.time()
-            self.refreshes += 1
-            configuration.api_key["BearerToken"] = self._loader.token
 
 
 class _LoopClients:

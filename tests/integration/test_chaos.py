@@ -332,7 +332,7 @@ def test_a_hook_built_before_the_tokens_expired_keeps_working(authed: LocalClust
 def test_exec_tokens_are_fetched_again_before_they_expire(monkeypatch: pytest.MonkeyPatch) -> None:
     """The shared async client lives as long as the triggerer: its exec-plugin token is fetched again
     after 80% of its lifetime, before any request can meet a 401."""
-    from airflow_tfjob.hooks.clients import ExecTokenRefresher
+    from airflow_tfjob.hooks.exec_auth import ExecTokenRefresher
     from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
 
     with LocalCluster(auth=True, token_ttl=5, controller=False, runner=False) as cluster:
@@ -349,6 +349,54 @@ def test_exec_tokens_are_fetched_again_before_they_expire(monkeypatch: pytest.Mo
 
         assert asyncio.run(scenario()) == 1
         assert cluster.rejected_requests() == 0
+
+
+# Runs the local cluster's exec plugin after counting the run in the file given first.
+COUNTING_PLUGIN = """
+import runpy, sys
+open(sys.argv[1], "a").write("run\\n")
+sys.argv = [sys.argv[0], *sys.argv[2:]]
+runpy.run_module("airflow_tfjob.local.credential", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("source", ["kube_config_path", "kube_config", "config_dict"])
+def test_an_exec_plugin_runs_once_per_client_build(
+    authed: LocalCluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, source: str
+) -> None:
+    """Each source of an exec-plugin kubeconfig: the plugin ran twice per build (the cncf hook's load,
+    then one more to keep a loader for the refresh); a plugin like ``aws eks get-token`` takes seconds."""
+    import yaml
+
+    from airflow_tfjob.hooks.exec_auth import ExecTokenRefresher
+    from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+
+    runs = tmp_path / "runs"
+    config = yaml.safe_load(authed.kubeconfig_path.read_text())
+    plugin = config["users"][0]["user"]["exec"]
+    assert plugin["args"][:2] == ["-m", "airflow_tfjob.local.credential"]
+    plugin["args"] = ["-c", COUNTING_PLUGIN, str(runs), *plugin["args"][2:]]
+    extra: dict[str, Any] = {"namespace": "default"}
+    hook_args: dict[str, Any] = {}
+    if source == "kube_config_path":
+        (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
+        extra["kube_config_path"] = str(tmp_path / "kubeconfig")
+    elif source == "kube_config":
+        extra["kube_config"] = json.dumps(config)
+    else:
+        hook_args["config_dict"] = config
+    monkeypatch.setenv("AIRFLOW_CONN_COUNTED", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+
+    async def one_loop() -> None:
+        hook = AsyncTFJobHook(conn_id="counted", **hook_args)
+        assert isinstance(await hook.list_tfjobs("default"), list)
+        assert isinstance((await hook.get_api_client()).configuration.refresh_api_key_hook, ExecTokenRefresher)
+        await AsyncTFJobHook(conn_id="counted", **hook_args).list_tfjobs("default")  # the shared client
+
+    asyncio.run(one_loop())
+    assert runs.read_text().count("run") == 1
+    asyncio.run(one_loop())  # a new loop builds its own client
+    assert runs.read_text().count("run") == 2
 
 
 def test_disable_verify_ssl_applies_to_the_async_client(authed: LocalCluster, tmp_path: Path) -> None:
