@@ -44,14 +44,8 @@ browser:
 # so the two of them fit the two cores where one left the machine half idle. TEST_WORKERS=0 runs serially.
 TEST_WORKERS ?= 2
 
-# tests/local/test_no_orphans.py runs alone afterwards: its SIGKILL case (replicas gone within 10 s of
-# the cluster's death) failed twice in parallel runs and never alone; the cause is not found yet.
-ALONE := tests/local/test_no_orphans.py
-
 test: lint docs browser
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile \
-		--ignore=$(ALONE)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider $(ALONE)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 # The deployment test alone (make test runs it too, as part of the pytest run: tests/e2e).
 e2e: $(STAMP) browser

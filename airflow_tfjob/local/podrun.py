@@ -214,7 +214,8 @@ class PodRun:
             try:
                 proc = await asyncio.create_subprocess_exec(
                     *argv,
-                    env=env,
+                    # The mark lets the watchdog find this process before the group below is registered.
+                    env={**env, **self.runner.groups.arm()},
                     cwd=cwd,
                     stdin=asyncio.subprocess.DEVNULL,
                     stdout=asyncio.subprocess.PIPE,

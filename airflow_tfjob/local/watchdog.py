@@ -8,6 +8,13 @@ The kernel closes the pipe when the cluster process dies, however it dies; the w
 end-of-file, sends SIGKILL to each group still listed, and exits. A process that leaves its group on
 purpose (``setsid``) escapes, as it would escape a real node's container only with a runtime bug.
 
+The runner tells the watchdog about a group only once `asyncio.create_subprocess_exec` has returned,
+some event-loop turns after the process began to run: a cluster killed in between left that
+container's children running (seen as a rare failure of tests/local/test_no_orphans.py on a loaded
+machine). So every container's environment also carries the runner's mark (:data:`MARK_VARIABLE`), set
+before the process exists, and the watchdog, after killing the groups, kills every process whose
+initial environment (``/proc/<pid>/environ``) holds that mark, until none is left.
+
 Started by `ProcessGroups` as a child process running :func:`main`; `ProcessGroups` is the runner's side.
 """
 
@@ -15,11 +22,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from typing import IO
+
+#: The environment variable that marks a container's processes as this runner's (value: the mark).
+MARK_VARIABLE = "TFJOB_LOCAL_RUNNER"
+#: Sweeps of /proc at the most: a marked process may fork while it is being killed.
+_SWEEPS = 50
 
 
 class ProcessGroups:
@@ -29,6 +42,13 @@ class ProcessGroups:
     def __init__(self) -> None:
         self._groups: set[int] = set()
         self._proc: subprocess.Popen[bytes] | None = None
+        self._mark = f"{os.getpid()}-{secrets.token_hex(8)}"
+
+    def arm(self) -> dict[str, str]:
+        """The environment entry for a container about to start (MARK_VARIABLE), the watchdog running
+        by the time the container does: see the module's doc."""
+        self._pipe()
+        return {MARK_VARIABLE: self._mark}
 
     def _pipe(self) -> IO[bytes] | None:
         if self._proc is None:
@@ -38,7 +58,7 @@ class ProcessGroups:
                 # whole local cluster first (aiohttp, the kubernetes client), seconds on a loaded
                 # machine during which a SIGKILLed cluster's replicas outlived it. (Not `-m`: the package
                 # imports this module, and runpy warns when it runs one twice.)
-                [sys.executable, "-I", "-S", os.path.abspath(__file__)],
+                [sys.executable, "-I", "-S", os.path.abspath(__file__), self._mark],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True,
             )
         return self._proc.stdin
@@ -76,11 +96,40 @@ class ProcessGroups:
                 proc.wait(timeout=10)
 
 
+def marked_processes(mark: str) -> list[int]:
+    """The processes whose initial environment holds ``MARK_VARIABLE=mark`` (those this user may read)."""
+    entry = f"{MARK_VARIABLE}={mark}".encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                environ = f.read()
+        except OSError:  # gone, or another user's
+            continue
+        if entry in environ.split(b"\0"):
+            found.append(int(name))
+    return found
+
+
+def kill_marked(mark: str) -> None:
+    """SIGKILL every marked process, again until a sweep finds none (a zombie's environ reads empty)."""
+    for _ in range(_SWEEPS):
+        pids = marked_processes(mark)
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
 def main() -> int:
     # Signals meant for the cluster's terminal or process group are not for the watchdog: it ends when
     # the cluster does.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    mark = sys.argv[1] if len(sys.argv) > 1 else None
     groups: set[int] = set()
     for line in sys.stdin.buffer:
         op, value = line[:1], line[1:].strip()
@@ -93,6 +142,8 @@ def main() -> int:
     for pgid in groups:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
+    if mark:
+        kill_marked(mark)
     return 0
 
 
