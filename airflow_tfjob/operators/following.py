@@ -20,6 +20,34 @@ if TYPE_CHECKING:
     from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
     from airflow_tfjob.triggers.tfjob import TFJobTrigger
 
+def options_for(operator: Any, *, started: float | None) -> FollowOptions:
+    """What the follow core needs of the operator's parameters (the same for every kind and API);
+    `started`: when the task started, from which ``execution_timeout`` counts (None: no deadline,
+    as for the drain after the trigger, which enforced it)."""
+    from airflow_tfjob.follow import FollowOptions
+    from airflow_tfjob.progress import progress_spec
+
+    progress = progress_spec(operator.progress, operator.hyperparameters)
+    timeout = operator.execution_timeout
+    return FollowOptions(
+        log_replicas=operator.log_replicas,
+        startup_timeout=operator.startup_timeout,
+        deadline=None if started is None or timeout is None else started + timeout.total_seconds(),
+        metrics=list(operator.metrics),
+        metrics_history=operator.metrics_history,
+        get_logs=operator.get_logs,
+        return_marker=operator.return_marker,
+        log_rate_per_replica=operator.log_rate_per_replica,
+        log_total_cap=operator.log_total_cap,
+        kind=operator.job_kind.kind,
+        progress=progress.to_dict() if progress is not None else None,
+        queue_timeout=operator.queue_timeout,
+        on_preemption=operator.on_preemption,
+        kueue_require_admission=operator.kueue_require_admission,
+        kueue_workload_window=operator.kueue_workload_window,
+    )
+
+
 # Extra time given to Airflow's own trigger timeout beyond the job deadline: the trigger enforces the
 # deadline itself (and deletes the job); Airflow's timeout is the backstop for a stuck trigger.
 TRIGGER_TIMEOUT_MARGIN = 120.0

@@ -21,8 +21,8 @@ from airflow.sdk import BaseOperator, BaseOperatorLink, conf
 from airflow_tfjob import cleanup, links
 from airflow_tfjob.connection import connection_of, hook_kwargs
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
+from airflow_tfjob.operators import following, params, submit
 from airflow_tfjob.operators import outcome as outcome_mod
-from airflow_tfjob.operators import params, submit
 from airflow_tfjob.operators.building import ManifestBuilding
 from airflow_tfjob.operators.checks import (
     check_operator_parameters,
@@ -272,7 +272,7 @@ class KubeflowJobOperator(
             tensorboard=self._tensorboard_spec() is not None,
         )
         self._start_tensorboard(hook, job, context)
-        options = self.follow_options(deadline=self._deadline(started))
+        options = following.options_for(self, started=started)
         if self.deferrable:
             self._defer(name, namespace, options)
         outcome = self._follow(name, namespace, options)
@@ -323,43 +323,10 @@ class KubeflowJobOperator(
 
     # ------------------------------------------------------------------ following
 
-    def follow_options(self, *, deadline: float | None) -> FollowOptions:
-        from airflow_tfjob.follow import FollowOptions
-        from airflow_tfjob.progress import progress_spec
-
-        progress = progress_spec(self.progress, self.hyperparameters)
-
-        return FollowOptions(
-            log_replicas=self.log_replicas,
-            startup_timeout=self.startup_timeout,
-            deadline=deadline,
-            metrics=list(self.metrics),
-            metrics_history=self.metrics_history,
-            get_logs=self.get_logs,
-            return_marker=self.return_marker,
-            log_rate_per_replica=self.log_rate_per_replica,
-            log_total_cap=self.log_total_cap,
-            kind=self.job_kind.kind,
-            progress=progress.to_dict() if progress is not None else None,
-            queue_timeout=self.queue_timeout,
-            on_preemption=self.on_preemption,
-            kueue_require_admission=self.kueue_require_admission,
-            kueue_workload_window=self.kueue_workload_window,
-        )
-
-    def _deadline(self, started: float) -> float | None:
-        if self.execution_timeout is None:
-            return None
-        return started + self.execution_timeout.total_seconds()
-
     def _follow(self, name: str, namespace: str, options: FollowOptions) -> FollowOutcome:
-        from airflow_tfjob.operators import following
-
         return following.follow(self.get_async_hook(), name, namespace, options, self.log.info)
 
     def _defer(self, name: str, namespace: str, options: FollowOptions) -> None:
-        from airflow_tfjob.operators import following
-
         trigger, timeout = following.trigger_for(
             name,
             namespace,
@@ -392,9 +359,7 @@ class KubeflowJobOperator(
         return self._complete(context, hook, name, namespace, outcome)
 
     def _drain(self, name: str, namespace: str, outcome: FollowOutcome) -> FollowOutcome:
-        from airflow_tfjob.operators import following
-
-        options = self.follow_options(deadline=None)
+        options = following.options_for(self, started=None)
         return following.drain(self.get_async_hook(), name, namespace, options, self.log, outcome)
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
