@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from airflow_tfjob.local import credential
-from airflow_tfjob.local.cluster import CREDENTIALS, FEATURE_GATES, ClusterRuntime
+from airflow_tfjob.local.cluster import ClusterRuntime
 from airflow_tfjob.local.faults import FaultPlan
 from airflow_tfjob.local.kueue.options import load_objects, parse_integrations
+from airflow_tfjob.local.options import CREDENTIALS, FEATURE_GATES
 from airflow_tfjob.local.resources import DEFAULT_APIS, served_groups
 
 

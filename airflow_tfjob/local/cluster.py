@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
-import ipaddress
 import logging
 import secrets
 import socket
@@ -34,6 +33,7 @@ from airflow_tfjob.local.faults import FaultInjector, FaultPlan
 from airflow_tfjob.local.jobcontroller import JobController
 from airflow_tfjob.local.jobsets import JobSetController
 from airflow_tfjob.local.kueue.options import KueueOptions
+from airflow_tfjob.local.options import CREDENTIALS, check_options
 from airflow_tfjob.local.podlogs import PodLogs
 from airflow_tfjob.local.rbac import Authorizer, RoleSource
 from airflow_tfjob.local.reconciler import Reconciler
@@ -53,8 +53,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 CONTEXT_NAME = "tfjob-local"
 ADMIN = "admin"
-CREDENTIALS = ("exec", "static")
-FEATURE_GATES = (GATE,)  # Kubeflow Trainer's, off by default as upstream
 
 
 class PortAllocator:
@@ -88,15 +86,6 @@ class Admissions:
     def admit(self, rtype: str, operation: str, obj: JsonDict, old: JsonDict | None) -> None:
         for admission in self.chain:
             admission.admit(rtype, operation, obj, old)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def write_kubeconfig(path: Path, url: str, user: dict[str, Any], ca_pem: bytes | None = None) -> None:
@@ -147,22 +136,8 @@ class ClusterRuntime:
         self.apis = tuple(apis)
         self.served_groups = served_groups(self.apis)  # ValueError naming the choices
         self.feature_gates = dict(feature_gates or {})
-        unknown_gates = set(self.feature_gates) - set(FEATURE_GATES)
-        if unknown_gates:
-            raise ValueError(f"feature_gates: unknown gate(s) {', '.join(sorted(unknown_gates))}; known: "
-                             f"{', '.join(FEATURE_GATES)} (e.g. {{'TrainJobStatus': True}})")
-        if not auth and not is_loopback(host):
-            raise ValueError(
-                f"host {host!r} is not a loopback address: without authentication anyone who can reach it "
-                "could run processes on this machine; turn token authentication on (tfjob-local serve "
-                "--auth token, LocalCluster(auth=True)) or listen on 127.0.0.1"
-            )
-        if credential not in CREDENTIALS:
-            raise ValueError(f"credential must be one of {', '.join(CREDENTIALS)}, got {credential!r}")
-        if isinstance(token_ttl, bool) or not isinstance(token_ttl, (int, float)) or token_ttl <= 0:
-            raise ValueError(f"token_ttl must be a positive number of seconds (e.g. 900), got {token_ttl!r}")
-        if roles and not auth:
-            raise ValueError("roles need token authentication to know who asks: pass auth=True (--auth token)")
+        check_options(host=host, auth=auth, credential=credential, token_ttl=token_ttl, roles=roles,
+                      feature_gates=self.feature_gates)
         authorizer = Authorizer(roles) if roles else None
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="tfjob-local-"))
         self.kubeconfig_path = Path(kubeconfig_path) if kubeconfig_path else self.workdir / "kubeconfig"
