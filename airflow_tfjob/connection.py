@@ -6,7 +6,10 @@ Pure and cheap to import (the operator and sensor modules import it at DAG parse
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow_tfjob.hooks.tfjob import TFJobHook
 
 #: The parameter names, as the operator, the sensor and the triggers spell them.
 CONNECTION_PARAMS: tuple[str, ...] = (
@@ -27,3 +30,19 @@ def hook_kwargs(owner: Any) -> dict[str, Any]:
     """The keyword arguments of TFJobHook / AsyncTFJobHook for the owner's connection."""
     connection = connection_of(owner)
     return {"conn_id": connection.pop("kubernetes_conn_id"), **connection}
+
+
+def task_hook(owner: Any) -> TFJobHook:
+    """The synchronous hook of an operator or sensor, made once per instance.
+
+    A new hook loads the kubeconfig again, and for an exec credential plugin (EKS, GKE, AKS: a second
+    or more per run) that means running the plugin again: a task made one per step, a poking sensor
+    one per poke. The one hook keeps its client; its token is refreshed by the client and a 401 makes
+    it reload its credentials (hooks/sync.py).
+    """
+    hook: TFJobHook | None = owner.__dict__.get("_task_hook")
+    if hook is None:
+        from airflow_tfjob.hooks.tfjob import TFJobHook
+
+        hook = owner.__dict__["_task_hook"] = TFJobHook(**hook_kwargs(owner))
+    return hook

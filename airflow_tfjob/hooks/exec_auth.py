@@ -11,7 +11,6 @@ certificates, conflicting options the cncf hook reports) is left to the cncf hoo
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import time
 from typing import Any
@@ -22,14 +21,20 @@ from kubernetes_asyncio import config as async_config
 
 #: Share of a token's lifetime after which it is fetched again (the rest is the margin for slow plugins).
 REFRESH_AT = 0.8
+#: Seconds before expiry from which the loader runs the plugin again when asked (before that it keeps
+#: its token): kubernetes_asyncio's EXPIRY_SKEW_PREVENTION_DELAY.
+LOADER_MARGIN = async_config.kube_config.EXPIRY_SKEW_PREVENTION_DELAY.total_seconds()
 
 
 class ExecTokenRefresher:
     """Refresh hook of a client configuration whose token comes from an exec credential plugin.
 
     It reads the loader's ``token`` and ``exec_plugin_expiry`` (set from the ExecCredential's
-    ``status.expirationTimestamp``) and calls its ``load_from_exec_plugin``; the locked
-    kubernetes_asyncio release is the one tests/integration/test_chaos.py runs this against.
+    ``status.expirationTimestamp``) and calls its public ``load_from_exec_plugin``, which runs the
+    plugin only within :data:`LOADER_MARGIN` of the expiry: a refresh is due after :data:`REFRESH_AT`
+    of the token's lifetime, or once the loader's margin is reached if that comes later (a token of
+    more than 25 minutes). The locked kubernetes_asyncio release is the one
+    tests/integration/test_chaos.py runs this against.
     """
 
     def __init__(self, loader: Any) -> None:
@@ -38,12 +43,14 @@ class ExecTokenRefresher:
         self._obtained = time.time()
         self.refreshes = 0
 
-    def _due(self) -> bool:
+    def _due(self, now: float | None = None) -> bool:
         expiry = getattr(self._loader, "exec_plugin_expiry", None)
         if expiry is None:  # a token without expiry: only a 401 replaces it
             return False
-        lifetime = max(0.0, expiry.timestamp() - self._obtained)
-        return time.time() >= self._obtained + REFRESH_AT * lifetime
+        ends = expiry.timestamp()
+        lifetime = max(0.0, ends - self._obtained)
+        now = time.time() if now is None else now
+        return now >= max(self._obtained + REFRESH_AT * lifetime, ends - LOADER_MARGIN)
 
     async def __call__(self, configuration: async_client.Configuration) -> None:
         if not self._due():
@@ -51,10 +58,6 @@ class ExecTokenRefresher:
         async with self._lock:
             if not self._due():  # another request refreshed it while this one waited
                 return
-            # The loader reuses its token until 5 minutes before expiry; tokens that live shorter than
-            # that would be fetched on every request without this reset.
-            with contextlib.suppress(AttributeError):
-                del self._loader.exec_plugin_expiry
             await self._loader.load_from_exec_plugin()
             self._obtained = time.time()
             self.refreshes += 1

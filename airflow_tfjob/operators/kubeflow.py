@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator, BaseOperatorLink, conf
 
 from airflow_tfjob import cleanup, links
-from airflow_tfjob.connection import connection_of, hook_kwargs
+from airflow_tfjob.connection import connection_of, hook_kwargs, task_hook
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
 from airflow_tfjob.operators import following, params, submit
 from airflow_tfjob.operators import outcome as outcome_mod
@@ -238,9 +238,7 @@ class KubeflowJobOperator(
     # ------------------------------------------------------------------ hooks
 
     def get_hook(self) -> TFJobHook:
-        from airflow_tfjob.hooks.tfjob import TFJobHook
-
-        return TFJobHook(**hook_kwargs(self))
+        return task_hook(self)
 
     def get_async_hook(self) -> AsyncTFJobHook:
         from airflow_tfjob.hooks.tfjob import AsyncTFJobHook

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseSensorOperator, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_tfjob.connection import connection_of, hook_kwargs
+from airflow_tfjob.connection import connection_of, task_hook
 from airflow_tfjob.kinds import JobKind, kind_named
 from airflow_tfjob.operators.checks import kind_name_of
 from airflow_tfjob.status import JobState, interpret, summarise
@@ -101,9 +101,7 @@ class KubeflowJobSensor(BaseSensorOperator):
         self._check_parameters()
 
     def get_hook(self) -> TFJobHook:
-        from airflow_tfjob.hooks.tfjob import TFJobHook
-
-        return TFJobHook(**hook_kwargs(self))
+        return task_hook(self)
 
     def _namespace(self, hook: TFJobHook) -> str:
         namespace = self.namespace or hook.get_namespace() or "default"

@@ -360,32 +360,47 @@ runpy.run_module("airflow_tfjob.local.credential", run_name="__main__")
 """
 
 
+def counted_plugin(authed: LocalCluster, tmp_path: Path) -> tuple[dict[str, Any], Path]:
+    """The cluster's kubeconfig whose exec plugin counts its runs (one line each) in the file returned."""
+    import yaml
+
+    runs = tmp_path / "runs"
+    runs.touch()
+    config = yaml.safe_load(authed.kubeconfig_path.read_text())
+    plugin = config["users"][0]["user"]["exec"]
+    assert plugin["args"][:2] == ["-m", "airflow_tfjob.local.credential"]
+    plugin["args"] = ["-c", COUNTING_PLUGIN, str(runs), *plugin["args"][2:]]
+    return config, runs
+
+
+def use_counted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, config: dict[str, Any]) -> None:
+    import yaml
+
+    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
+    extra = {"kube_config_path": str(tmp_path / "kubeconfig"), "namespace": "default"}
+    monkeypatch.setenv("AIRFLOW_CONN_COUNTED", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+
+
 @pytest.mark.parametrize("source", ["kube_config_path", "kube_config", "config_dict"])
 def test_an_exec_plugin_runs_once_per_client_build(
     authed: LocalCluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, source: str
 ) -> None:
     """Each source of an exec-plugin kubeconfig: the plugin ran twice per build (the cncf hook's load,
     then one more to keep a loader for the refresh); a plugin like ``aws eks get-token`` takes seconds."""
-    import yaml
-
     from airflow_tfjob.hooks.exec_auth import ExecTokenRefresher
     from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
 
-    runs = tmp_path / "runs"
-    config = yaml.safe_load(authed.kubeconfig_path.read_text())
-    plugin = config["users"][0]["user"]["exec"]
-    assert plugin["args"][:2] == ["-m", "airflow_tfjob.local.credential"]
-    plugin["args"] = ["-c", COUNTING_PLUGIN, str(runs), *plugin["args"][2:]]
-    extra: dict[str, Any] = {"namespace": "default"}
+    config, runs = counted_plugin(authed, tmp_path)
     hook_args: dict[str, Any] = {}
     if source == "kube_config_path":
-        (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
-        extra["kube_config_path"] = str(tmp_path / "kubeconfig")
-    elif source == "kube_config":
-        extra["kube_config"] = json.dumps(config)
+        use_counted(monkeypatch, tmp_path, config)
     else:
-        hook_args["config_dict"] = config
-    monkeypatch.setenv("AIRFLOW_CONN_COUNTED", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+        extra: dict[str, Any] = {"namespace": "default"}
+        if source == "kube_config":
+            extra["kube_config"] = json.dumps(config)
+        else:
+            hook_args["config_dict"] = config
+        monkeypatch.setenv("AIRFLOW_CONN_COUNTED", json.dumps({"conn_type": "kubernetes", "extra": extra}))
 
     async def one_loop() -> None:
         hook = AsyncTFJobHook(conn_id="counted", **hook_args)
@@ -397,6 +412,24 @@ def test_an_exec_plugin_runs_once_per_client_build(
     assert runs.read_text().count("run") == 1
     asyncio.run(one_loop())  # a new loop builds its own client
     assert runs.read_text().count("run") == 2
+
+
+def test_a_task_runs_the_exec_plugin_once_per_client_it_needs(
+    authed: LocalCluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A synchronous task needs two clients, the worker's and its follow's event loop's: it made a
+    hook, and so ran the plugin, for each step (three runs); a poking sensor made one per poke."""
+    config, runs = counted_plugin(authed, tmp_path)
+    use_counted(monkeypatch, tmp_path, config)
+    ti = TaskInstance()
+    op = make_operator("counted", worker=1, env={"LINES": "3"})
+    assert op.execute(context_with_store(ti))["state"] == "succeeded"
+    assert runs.read_text().count("run") == 2
+
+    sensor = TFJobSensor(task_id="watch", kubernetes_conn_id="counted", name="never-created", namespace="default")
+    for _ in range(3):
+        assert sensor.poke(context_with_store(ti)) is False
+    assert runs.read_text().count("run") == 3
 
 
 def test_disable_verify_ssl_applies_to_the_async_client(authed: LocalCluster, tmp_path: Path) -> None:
