@@ -22,6 +22,7 @@ from typing import Any
 from airflow.sdk import DAG, Param, task
 
 from airflow_tfjob.operators.pytorchjob import PyTorchJobOperator
+from airflow_tfjob.sweeps import rank_trials
 
 # Defaults fit the local cluster, whose replicas are processes on this machine: the program is read
 # from this checkout. On a real cluster, set these variables on the Airflow workers (or override the
@@ -86,20 +87,6 @@ with DAG(
     def pick_best(hyperparameters: list[dict[str, str]], metrics: list[dict[str, Any]]) -> dict[str, Any]:
         """Ranks the trials by objective, ties broken by the lower final training loss (360 test digits
         make equal accuracies common); trials that printed no objective are listed but not ranked."""
-        trials = [
-            {"trial": i, "hyperparameters": hp, OBJECTIVE: m.get(OBJECTIVE), "loss": m.get("loss")}
-            for i, (hp, m) in enumerate(zip(hyperparameters, metrics, strict=True))
-        ]
-        ranked = sorted(
-            (t for t in trials if t[OBJECTIVE] is not None),
-            key=lambda t: (-t[OBJECTIVE], t["loss"] if t["loss"] is not None else float("inf")),
-        )
-        if not ranked:
-            raise ValueError(f"no trial reported {OBJECTIVE}: read the train tasks' logs")
-        for place, t in enumerate(ranked, start=1):
-            print(
-                f"#{place} trial {t['trial']} {t['hyperparameters']}: {OBJECTIVE}={t[OBJECTIVE]:.4f} loss={t['loss']}"
-            )
-        return {"best": ranked[0], "ranking": [t["trial"] for t in ranked], "trials": trials}
+        return rank_trials(hyperparameters, metrics, OBJECTIVE, tie_breakers=[("loss", "min")])
 
     pick_best(grid, train.output["metrics"])

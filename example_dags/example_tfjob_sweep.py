@@ -20,6 +20,7 @@ from typing import Any
 from airflow.sdk import DAG, Param, task
 
 from airflow_tfjob.operators.tfjob import TFJobOperator
+from airflow_tfjob.sweeps import rank_trials
 
 # Defaults fit the local cluster, whose replicas are processes on this machine: the program is read
 # from this checkout. On a real cluster, set these variables on
@@ -78,17 +79,6 @@ with DAG(
     @task
     def pick_best(hyperparameters: list[dict[str, str]], metrics: list[dict[str, Any]]) -> dict[str, Any]:
         """The trial with the highest objective; trials that printed no objective do not compete."""
-        results = [
-            {"trial": i, "hyperparameters": hp, OBJECTIVE: m.get(OBJECTIVE)}
-            for i, (hp, m) in enumerate(zip(hyperparameters, metrics, strict=True))
-        ]
-        for row in results:
-            print(f"trial {row['trial']}: {row['hyperparameters']} -> {OBJECTIVE}={row[OBJECTIVE]}")
-        scored = [row for row in results if row[OBJECTIVE] is not None]
-        if not scored:
-            raise ValueError(f"no trial reported {OBJECTIVE}")
-        best = max(scored, key=lambda row: row[OBJECTIVE])
-        print(f"best trial {best['trial']}: {best['hyperparameters']} ({OBJECTIVE}={best[OBJECTIVE]:.4f})")
-        return {"best": best, "trials": results}
+        return rank_trials(hyperparameters, metrics, OBJECTIVE)
 
     pick_best(grid, train.output["metrics"])
