@@ -192,3 +192,45 @@ def test_the_generic_operators_signature_and_its_parameter_rows_cannot_drift() -
     assert tuple(KubeflowJobOperator.template_fields) == params.GENERIC.template_fields
     op = PyTorchJobOperator(task_id="drift", image="python:3.11")
     assert all(hasattr(op, name) for name in params.GENERIC.names)
+
+
+def _keyword_parameters(cls: type) -> dict[str, inspect.Parameter]:
+    return {
+        p.name: p
+        for p in inspect.signature(cls.__init__).parameters.values()  # type: ignore[misc]
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    }
+
+
+@pytest.mark.parametrize(
+    ("named", "generic", "same_annotation", "own_defaults"),
+    [
+        (TFJobOperator, KubeflowJobOperator, True, {}),
+        (TFJobSensor, KubeflowJobSensor, True, {}),
+        # Trainer v2's own signature: its types may be narrower (no replica types), and its nodes are
+        # alike, so every node's log is followed by default (documented in its docstring).
+        ("airflow_tfjob.operators.trainjob.TrainJobOperator", KubeflowJobOperator, False,
+         {"log_replicas": ("all", "master")}),
+    ],
+)
+def test_a_signature_written_out_again_keeps_the_generic_ones_defaults(
+    named: type | str, generic: type, same_annotation: bool, own_defaults: dict[str, Any]
+) -> None:
+    """TFJobOperator and TFJobSensor spell their parameters out (so that IDEs, type checkers and
+    Airflow's default_args see them) and hand them on: a default changed in one place only would
+    make `TFJobOperator(...)` and `KubeflowJobOperator(kind="TFJob", ...)` differ."""
+    if isinstance(named, str):
+        module, _, name = named.rpartition(".")
+        named = getattr(importlib.import_module(module), name)
+    assert isinstance(named, type)
+    ours, theirs = _keyword_parameters(named), _keyword_parameters(generic)
+    shared = set(ours) & set(theirs)
+    assert len(shared) >= 8, shared
+    differing = {
+        name: (ours[name].default, theirs[name].default)
+        for name in shared
+        if ours[name].default != theirs[name].default
+    }
+    assert differing == own_defaults
+    if same_annotation:
+        assert {n: ours[n].annotation for n in shared} == {n: theirs[n].annotation for n in shared}
