@@ -5,15 +5,16 @@ it started, and a cluster killed with SIGKILL runs no cleanup. So the runner sta
 process, in its own session (a Ctrl-C or a signal to the cluster's process group does not reach it),
 and tells it over a pipe which process groups it started and ended (``+<pgid>`` / ``-<pgid>`` lines).
 The kernel closes the pipe when the cluster process dies, however it dies; the watchdog then sees
-end-of-file, sends SIGKILL to each group still listed, and exits. A process that leaves its group on
-purpose (``setsid``) escapes, as it would escape a real node's container only with a runtime bug.
+end-of-file, sends SIGKILL to each group still listed, and exits.
 
 The runner tells the watchdog about a group only once `asyncio.create_subprocess_exec` has returned,
 some event-loop turns after the process began to run: a cluster killed in between left that
 container's children running (seen as a rare failure of tests/local/test_no_orphans.py on a loaded
 machine). So every container's environment also carries the runner's mark (:data:`MARK_VARIABLE`), set
 before the process exists, and the watchdog, after killing the groups, kills every process whose
-initial environment (``/proc/<pid>/environ``) holds that mark, until none is left.
+initial environment (``/proc/<pid>/environ``) holds that mark, until none is left. That also finds a
+process that left its group (``setsid``); only one started with an environment of its own (``env -i``)
+escapes, as it would escape a real node's container only with a runtime bug.
 
 Started by `ProcessGroups` as a child process running :func:`main`; `ProcessGroups` is the runner's side.
 """
