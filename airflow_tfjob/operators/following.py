@@ -20,6 +20,11 @@ if TYPE_CHECKING:
     from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
     from airflow_tfjob.triggers.tfjob import TFJobTrigger
 
+# Extra time given to Airflow's own trigger timeout beyond the job deadline: the trigger enforces the
+# deadline itself (and deletes the job); Airflow's timeout is the backstop for a stuck trigger.
+TRIGGER_TIMEOUT_MARGIN = 120.0
+
+
 def options_for(operator: Any, *, started: float | None) -> FollowOptions:
     """What the follow core needs of the operator's parameters (the same for every kind and API);
     `started`: when the task started, from which ``execution_timeout`` counts (None: no deadline,
@@ -46,11 +51,6 @@ def options_for(operator: Any, *, started: float | None) -> FollowOptions:
         kueue_require_admission=operator.kueue_require_admission,
         kueue_workload_window=operator.kueue_workload_window,
     )
-
-
-# Extra time given to Airflow's own trigger timeout beyond the job deadline: the trigger enforces the
-# deadline itself (and deletes the job); Airflow's timeout is the backstop for a stuck trigger.
-TRIGGER_TIMEOUT_MARGIN = 120.0
 
 
 def follow(

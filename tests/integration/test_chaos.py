@@ -73,11 +73,16 @@ def chaos_cluster() -> Iterator[LocalCluster]:
         yield cluster
 
 
-def use_cluster(cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch, conn_id: str) -> None:
-    extra = {"kube_config_path": str(cluster.kubeconfig_path), "namespace": "default"}
+def use_connection(monkeypatch: pytest.MonkeyPatch, conn_id: str, **extra: Any) -> None:
+    """The Kubernetes connection `conn_id` with these extras (namespace "default" unless given)."""
+    extra = {"namespace": "default", **extra}
     monkeypatch.setenv(
         f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({"conn_type": "kubernetes", "extra": extra})
     )
+
+
+def use_cluster(cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch, conn_id: str) -> None:
+    use_connection(monkeypatch, conn_id, kube_config_path=str(cluster.kubeconfig_path))
 
 
 @pytest.fixture
@@ -374,11 +379,11 @@ def counted_plugin(authed: LocalCluster, tmp_path: Path) -> tuple[dict[str, Any]
 
 
 def use_counted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, config: dict[str, Any]) -> None:
+    """The connection "counted", reading `config` from a kubeconfig file."""
     import yaml
 
     (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
-    extra = {"kube_config_path": str(tmp_path / "kubeconfig"), "namespace": "default"}
-    monkeypatch.setenv("AIRFLOW_CONN_COUNTED", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+    use_connection(monkeypatch, "counted", kube_config_path=str(tmp_path / "kubeconfig"))
 
 
 @pytest.mark.parametrize("source", ["kube_config_path", "kube_config", "config_dict"])
@@ -394,13 +399,11 @@ def test_an_exec_plugin_runs_once_per_client_build(
     hook_args: dict[str, Any] = {}
     if source == "kube_config_path":
         use_counted(monkeypatch, tmp_path, config)
+    elif source == "kube_config":
+        use_connection(monkeypatch, "counted", kube_config=json.dumps(config))
     else:
-        extra: dict[str, Any] = {"namespace": "default"}
-        if source == "kube_config":
-            extra["kube_config"] = json.dumps(config)
-        else:
-            hook_args["config_dict"] = config
-        monkeypatch.setenv("AIRFLOW_CONN_COUNTED", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+        use_connection(monkeypatch, "counted")
+        hook_args["config_dict"] = config
 
     async def one_loop() -> None:
         hook = AsyncTFJobHook(conn_id="counted", **hook_args)
