@@ -13,7 +13,7 @@ unexport PYTHONDONTWRITEBYTECODE
 # Extra arguments of `uv pip compile` for `make lock`, e.g. LOCK_ARGS=--upgrade to move every pin.
 LOCK_ARGS ?=
 
-.PHONY: install lock demo test lint docs browser unit e2e benchmarks clean
+.PHONY: install lock demo test lint docs browser services unit e2e benchmarks clean
 
 $(STAMP): pyproject.toml requirements/lock.txt scripts/venv.sh
 	PYTHON=$(PYTHON) scripts/venv.sh install $(VENV)
@@ -27,28 +27,36 @@ lock:
 demo: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" scripts/demo.sh
 
+# lint-imports: the walls between the provider's rooms ([tool.importlinter] in pyproject.toml).
 lint: $(STAMP)
 	$(BIN)/ruff check airflow_tfjob tests example_dags
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 # The documentation site, into build/site (open build/site/index.html). mkdocs.yml sets strict mode:
 # any warning fails, a broken link or anchor among them.
 docs: $(STAMP)
-	$(BIN)/mkdocs build --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --quiet
 
 browser:
 	scripts/browser.sh
+
+# Debian's PostgreSQL and Redis for the production-shaped deployment test (tests/e2e/test_failover.py).
+services:
+	scripts/services.sh
 
 # Two pytest workers (pytest-xdist), each taking whole test files (their module fixtures, an Airflow home or
 # a cluster, stay shared): most tests wait on processes, clusters and Airflow's start rather than compute,
 # so the two of them fit the two cores where one left the machine half idle. TEST_WORKERS=0 runs serially.
 TEST_WORKERS ?= 2
 
-test: lint docs browser
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
+# Modules marked `alone` run after the parallel suite, by themselves (their markers say why).
+test: lint docs browser services
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not alone"
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider -m alone
 
 # The deployment test alone (make test runs it too, as part of the pytest run: tests/e2e).
-e2e: $(STAMP) browser
+e2e: $(STAMP) browser services
 	status=0; PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider tests/e2e || status=$$?; \
 	echo "e2e: screenshots: $(CURDIR)/build/e2e/log-view.png and links.png, components' logs: $(CURDIR)/build/e2e/logs/"; exit $$status
 

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_tfjob import _moved
+
 __version__ = "0.1.0"
+
+# Release 0.1.0's flat module paths keep importing (see _moved.py).
+_moved.install()
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -31,9 +36,15 @@ def get_provider_info() -> dict[str, Any]:
         "sensors": [{"integration-name": "Kubeflow TFJob", "python-modules": _modules("sensors")}],
         "hooks": [{"integration-name": "Kubeflow TFJob", "python-modules": ["airflow_tfjob.hooks.tfjob"]}],
         "triggers": [
-            {"integration-name": "Kubeflow TFJob", "python-modules": ["airflow_tfjob.triggers.tfjob"]}
+            {
+                "integration-name": "Kubeflow TFJob",
+                "python-modules": ["airflow_tfjob.triggers.kubeflow", "airflow_tfjob.triggers.assets"],
+            }
         ],
-        "extra-links": ["airflow_tfjob.links.TensorBoardLink", "airflow_tfjob.links.ReplicaLogsLink"],
+        "extra-links": [
+            "airflow_tfjob.integrations.links.TensorBoardLink",
+            "airflow_tfjob.integrations.links.ReplicaLogsLink",
+        ],
         "task-decorators": [
             {"name": "tfjob", "class-name": "airflow_tfjob.decorators.tfjob.tfjob_task"},
             {"name": "pytorchjob", "class-name": "airflow_tfjob.decorators.pytorchjob.pytorchjob_task"},

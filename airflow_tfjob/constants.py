@@ -1,4 +1,5 @@
-"""Names shared by the provider's modules: the TFJob API, training-operator labels, and our own identity keys.
+"""Names shared by the provider's modules (and the local cluster): training-operator labels and our own
+identity and annotation keys.
 
 Kept free of imports so that every module (including the cheap-to-import operator module) can use it.
 """
@@ -40,6 +41,10 @@ ANNOTATION_RUN_ID = ANNOTATION_PREFIX + "run-id"
 ANNOTATION_INTENDED_CLEAN_POD_POLICY = ANNOTATION_PREFIX + "clean-pod-policy"
 ANNOTATION_INTENDED_TTL = ANNOTATION_PREFIX + "ttl-seconds-after-finished"
 ANNOTATION_RESULT_REPORTED = ANNOTATION_PREFIX + "result-reported"
+# keep_failed_for: when a failed job and its pods go (RFC 3339), on the job and on the batch Job whose
+# TTL deletes a job its API gives no TTL (follow/cleanup.py); the label names the job that Job keeps.
+ANNOTATION_KEEP_FAILED_UNTIL = ANNOTATION_PREFIX + "keep-failed-until"
+LABEL_KEEPS_FAILED = ANNOTATION_PREFIX + "keeps-failed"
 
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -54,3 +59,9 @@ RESTART_POLICIES = ("Always", "OnFailure", "ExitCode", "Never")
 CLEAN_POD_POLICIES = ("None", "Running", "All")
 SUCCESS_POLICIES = ("", "AllWorkers")
 MANAGED_BY_VALUES = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue")
+
+#: The grace period (seconds) of a kill's deletions unless the operator's ``kill_grace_period`` says
+#: otherwise: SIGTERM, then SIGKILL one second later. A killed task's job must stop within seconds, not
+#: after the pods' own terminationGracePeriodSeconds (30 s by default); 1 rather than 0 because 0 is a
+#: forced deletion, which removes the pod objects before the kubelet has stopped their processes.
+KILL_GRACE_PERIOD = 1

@@ -21,8 +21,8 @@ from typing import Any
 
 from airflow.sdk import DAG, Param, task
 
+from airflow_tfjob.integrations.sweeps import rank_trials
 from airflow_tfjob.operators.pytorchjob import PyTorchJobOperator
-from airflow_tfjob.sweeps import rank_trials
 
 # Defaults fit the local cluster, whose replicas are processes on this machine: the program is read
 # from this checkout. On a real cluster, set these variables on the Airflow workers (or override the

@@ -6,6 +6,14 @@ pushes the Katib-format metrics the master replica printed to XCom (key ``metric
 ``[progress]`` line (epochs done, pace, time left) shows how far the training is.
 ``check_accuracy`` fails the run when the test accuracy is below the threshold.
 
+Checkpoints survive retries and preemption (``checkpoint=``): the master writes one after every epoch
+into the task instance's ``CHECKPOINT_DIR`` and prints ``checkpoint saved: <path> epoch=<n>``; a retry
+(``retries=1``), or the job resumed after a Kueue preemption, starts from the newest one (the task log
+says ``resuming from <path> (epoch <n>)``). By default the checkpoints go to a directory beside the
+data (right for the local cluster, whose replicas share this machine's disk); on a real cluster set
+``TFJOB_EXAMPLES_CHECKPOINT`` (or the ``checkpoint`` param) to ``pvc://<claim>/<path>`` or an
+object-storage prefix.
+
 Run it on the local cluster with ``make demo``, or ``airflow dags test example_tfjob_digits``
 (``-c '{"epochs": 3}'`` to change a parameter).
 """
@@ -13,7 +21,7 @@ Run it on the local cluster with ``make demo``, or ``airflow dags test example_t
 from __future__ import annotations
 
 import os
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +40,9 @@ TRAINING_DIR = os.environ.get(
     "TFJOB_EXAMPLES_TRAINING_DIR", str(Path(__file__).resolve().parent / "training")
 )
 DATA_DIR = os.environ.get("TFJOB_EXAMPLES_DATA_DIR", "/tmp/tfjob-examples")
+# Where checkpoints survive retries and preemption: "pvc://<claim>/<path>", "s3://<bucket>/<prefix>"...;
+# empty: a directory under the data directory (file://, for replicas sharing one disk).
+CHECKPOINT = os.environ.get("TFJOB_EXAMPLES_CHECKPOINT", "")
 PVC = os.environ.get("TFJOB_EXAMPLES_PVC")  # "claim-name:/mount/path", e.g. "models:/tmp/tfjob-examples"
 # "1": a TensorBoard on the run's logs while it trains (the task's "TensorBoard" link; the deployment test
 # turns it on). Off by default: the demo does not wait for a board's start-up.
@@ -56,6 +67,7 @@ with DAG(
         "python": PYTHON,
         "training_dir": TRAINING_DIR,
         "data_dir": DATA_DIR,
+        "checkpoint": CHECKPOINT,
     },
 ) as dag:
     run_dir = "{{ params.data_dir }}/digits/{{ run_id | replace(':', '-') | replace('+', '-') }}"
@@ -80,6 +92,10 @@ with DAG(
         # A "[progress]" line in the task log as epochs go by (the total is the epochs hyperparameter).
         progress={"metric": "epoch", "total": "epochs"},
         clean_pod_policy="Running",
+        # A try that fails (or a job Kueue preempts) goes on from its newest checkpoint.
+        checkpoint="{{ params.checkpoint or 'file://' ~ params.data_dir ~ '/checkpoints' }}",
+        retries=1,
+        retry_delay=timedelta(seconds=10),
     )
 
     @task

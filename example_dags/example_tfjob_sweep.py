@@ -19,8 +19,8 @@ from typing import Any
 
 from airflow.sdk import DAG, Param, task
 
+from airflow_tfjob.integrations.sweeps import rank_trials
 from airflow_tfjob.operators.tfjob import TFJobOperator
-from airflow_tfjob.sweeps import rank_trials
 
 # Defaults fit the local cluster, whose replicas are processes on this machine: the program is read
 # from this checkout. On a real cluster, set these variables on
@@ -77,8 +77,11 @@ with DAG(
     ).expand(hyperparameters=grid)
 
     @task
-    def pick_best(hyperparameters: list[dict[str, str]], metrics: list[dict[str, Any]]) -> dict[str, Any]:
-        """The trial with the highest objective; trials that printed no objective do not compete."""
-        return rank_trials(hyperparameters, metrics, OBJECTIVE)
+    def pick_best(
+        hyperparameters: list[dict[str, str]], metrics: list[dict[str, Any]], costs: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """The trial with the highest objective; trials that printed no objective do not compete. Each
+        trial's line shows what its job cost (GPU-hours, CPU core-hours) beside its objective."""
+        return rank_trials(hyperparameters, metrics, OBJECTIVE, costs=costs)
 
-    pick_best(grid, train.output["metrics"])
+    pick_best(grid, train.output["metrics"], train.output["cost"])

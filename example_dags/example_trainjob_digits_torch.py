@@ -4,7 +4,10 @@
 the command is ``torchrun``, which reads the ``PET_*`` variables the runtime injects (node count,
 rank, master address) and gives the program the ``MASTER_ADDR``/``RANK``/``WORLD_SIZE`` it reads. Both
 nodes' logs stream into the task log (``[node-0-0]``, ``[node-0-1]``); the metrics node 0 printed go to
-XCom; ``check_accuracy`` fails the run below the threshold.
+XCom; ``check_accuracy`` fails the run below the threshold. Node 0 writes a checkpoint after every
+epoch into the task instance's ``CHECKPOINT_DIR`` (``checkpoint=``), and a retry or a resumed job starts
+from the newest one (set ``TFJOB_EXAMPLES_CHECKPOINT`` to ``pvc://<claim>/<path>`` or an object-storage
+prefix on a real cluster).
 
 Run it on the local cluster (``tfjob-local serve`` serves Trainer v2 with the runtime installed), or
 ``airflow dags test example_trainjob_digits_torch -c '{"epochs": 3}'``.
@@ -13,7 +16,7 @@ Run it on the local cluster (``tfjob-local serve`` serves Trainer v2 with the ru
 from __future__ import annotations
 
 import os
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,8 @@ IMAGE = os.environ.get("PYTORCHJOB_EXAMPLES_IMAGE", "airflow-tfjob-examples/pyto
 TRAINING_DIR = os.environ.get(
     "TFJOB_EXAMPLES_TRAINING_DIR", str(Path(__file__).resolve().parent / "training")
 )
+# The local cluster's nodes share this machine's disk: a host directory serves as the checkpoint store.
+CHECKPOINT = os.environ.get("TFJOB_EXAMPLES_CHECKPOINT", "file:///tmp/tfjob-examples/checkpoints")
 
 with DAG(
     dag_id="example_trainjob_digits_torch",
@@ -42,6 +47,7 @@ with DAG(
         "min_test_accuracy": Param(0.9, type="number", minimum=0, maximum=1),
         "image": IMAGE,
         "training_dir": TRAINING_DIR,
+        "checkpoint": CHECKPOINT,
     },
 ) as dag:
     train = TrainJobOperator(
@@ -54,6 +60,9 @@ with DAG(
         num_nodes=2,
         metrics=["test_accuracy", "accuracy", "loss"],
         progress={"metric": "epoch", "total": "epochs"},
+        checkpoint="{{ params.checkpoint }}",
+        retries=1,
+        retry_delay=timedelta(seconds=10),
     )
 
     @task

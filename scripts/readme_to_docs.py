@@ -84,7 +84,7 @@ OTHER_KINDS_EXTRA = """
 ## The kinds at a glance
 
 Generated from the kind table the operators, sensors, hooks and the local cluster share
-(`airflow_tfjob/kinds.py`). "Exactly one": the training-operator's webhook refuses any other count for
+(`airflow_tfjob/jobs/kinds.py`). "Exactly one": the training-operator's webhook refuses any other count for
 that type. The shortcut sets that type's replica count; `replicas={"Worker": 4}` does the same by name.
 
 <!-- kinds-table -->
@@ -119,7 +119,7 @@ KubeflowJobOperator(task_id="torch", kind="pytorchjob", job="jobs/pytorch.yaml",
 ```
 
 Each job is checked before anything is created: `JAXJobOperator(master=1, ...)` fails its task with
-`TFJobValidationError: Invalid JAXJob: replicas.master: a JAXJob has no Master replicas; its replica
+`JobValidationError: Invalid JAXJob: replicas.master: a JAXJob has no Master replicas; its replica
 types are Worker. Fix: ...`, and an `XGBoostJobOperator` without a Master is refused the same way.
 
 ## Waiting for a job of another kind

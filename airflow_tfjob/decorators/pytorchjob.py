@@ -1,6 +1,6 @@
 """``@task.pytorchjob``: a Python function as the program of every replica of a PyTorchJob.
 
-The same mechanism as ``@task.tfjob`` (decorators/tfjob.py): the function travels in environment
+The mechanism is every decorator's (decorators/replica_function.py): the function travels in environment
 variables, every replica calls it, and rank 0 prints its value as the marker line the follow core
 keeps. Rank 0 is the Master if the job has one (the operator gives it ``RANK=0``, and Workers
 ``index + 1``), else Worker-0: a PyTorchJob without a Master gets no ``RANK``, so the replica reads
@@ -14,7 +14,11 @@ from typing import Any
 
 from airflow.sdk.bases.decorator import TaskDecorator, task_decorator_factory
 
-from airflow_tfjob.decorators.tfjob import ReplicaFunctionOperator, bootstrap, decorated_template_fields
+from airflow_tfjob.decorators.replica_function import (
+    ReplicaFunctionOperator,
+    bootstrap,
+    decorated_template_fields,
+)
 from airflow_tfjob.operators.pytorchjob import PyTorchJobOperator
 
 BOOTSTRAP = bootstrap(

@@ -1,4 +1,5 @@
-"""The asynchronous hook: the same calls as TFJobHook, plus raw watch and log streams (hooks/streams.py).
+"""The asynchronous hook: the calls KubeflowJobHook makes, from the same descriptions (hooks/calls.py,
+hooks/kueue.py), sent through kubernetes_asyncio; plus the watch and log streams (hooks/streams.py).
 
 One ApiClient per (cluster config, running loop), see hooks/clients.py.
 """
@@ -6,33 +7,29 @@ One ApiClient per (cluster config, running loop), see hooks/clients.py.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import hashlib
 import json
-import time
-from collections.abc import Hashable
-from typing import Any
+import weakref
+from collections.abc import AsyncGenerator, AsyncIterator, Hashable
+from typing import Any, TypeVar
 
 import aiohttp
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook
 from kubernetes_asyncio import client as async_client
 from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiException
 
-from airflow_tfjob.hooks import kueue as kueue_calls
-from airflow_tfjob.hooks import streams
+from airflow_tfjob.constants import CONTAINER_NAME
+from airflow_tfjob.hooks import calls, kueue, streams
+from airflow_tfjob.hooks.calls import Call, Done, Request, Step, advance
 from airflow_tfjob.hooks.clients import retire_client, shared_client
-from airflow_tfjob.hooks.common import (
-    COLLECTIONS,
-    MERGE_PATCH,
-    event_sort_key,
-    events_field_selector,
-    filter_events,
-    job_path,
-    job_pod_selector,
-    poll_delay,
-)
+from airflow_tfjob.hooks.common import events_field_selector, filter_events, job_pod_selector
 from airflow_tfjob.hooks.exec_auth import ExecTokenRefresher, load_exec_config
-from airflow_tfjob.hooks.retry import Kind, RetryPolicy
-from airflow_tfjob.kinds import TFJOB, JobKind, as_kind
+from airflow_tfjob.hooks.retry import RetryPolicy
+from airflow_tfjob.jobs.kinds import TFJOB, JobKind, as_kind
+
+T = TypeVar("T")
 
 
 def _api_error(
@@ -45,8 +42,8 @@ def _api_error(
     return exc
 
 
-class AsyncTFJobHook(AsyncKubernetesHook):
-    """Asynchronous access to Kubeflow jobs: the same calls as TFJobHook, plus raw watch and log streams.
+class AsyncKubeflowJobHook(AsyncKubernetesHook):
+    """Asynchronous access to Kubeflow jobs: the same calls as KubeflowJobHook, plus raw watch and log streams.
 
     All instances with the same cluster configuration share one kubernetes_asyncio ApiClient per running
     event loop (an ApiClient owns an aiohttp session bound to its loop, and costs about 0.8 MB), with a
@@ -68,6 +65,7 @@ class AsyncTFJobHook(AsyncKubernetesHook):
     ) -> None:
         super().__init__(*args, **kwargs)
         self.retry_policy = RetryPolicy.from_timeout(api_retry_timeout)
+        self._workload_version = kueue.WorkloadVersion()
         self.pool_maxsize = pool_maxsize
         self.request_timeout = request_timeout
         self.connect_timeout = connect_timeout
@@ -104,6 +102,28 @@ class AsyncTFJobHook(AsyncKubernetesHook):
         return await shared_client(await self.get_cluster_key(), self._build_client)
 
     async def _build_client(self) -> async_client.ApiClient:
+        """A new client, built off the event loop (a triggerer's loop serves every trigger).
+
+        Loading a configuration reads files (the kubeconfig, token and CA files), parses YAML and may
+        run an exec credential plugin; making the client builds an SSL context, which reads the CA
+        certificates. Only fetching the connection stays on the loop, where Airflow serves it
+        asynchronously; the rest runs on a worker thread: the configuration on a loop of its own
+        there, the client with the calling loop as its running loop (its aiohttp session only records
+        which loop it belongs to when it is made; it is used on that loop alone).
+        """
+        await self.get_conn_extras()
+        loop = asyncio.get_running_loop()
+        return await asyncio.to_thread(self._build_client_off_loop, loop)
+
+    def _build_client_off_loop(self, loop: asyncio.AbstractEventLoop) -> async_client.ApiClient:
+        configuration = asyncio.run(self._load_configuration())
+        asyncio.events._set_running_loop(loop)
+        try:
+            return async_client.ApiClient(configuration=configuration)
+        finally:
+            asyncio.events._set_running_loop(None)
+
+    async def _load_configuration(self) -> async_client.Configuration:
         configuration = async_client.Configuration()
         # An exec-plugin kubeconfig is loaded here, its plugin run once, its loader kept to run it
         # again before the token expires; the cncf hook's loading (every other case) would discard it.
@@ -125,7 +145,7 @@ class AsyncTFJobHook(AsyncKubernetesHook):
         if await self._disable_verify_ssl():
             configuration.verify_ssl = False
         configuration.connection_pool_maxsize = self.pool_maxsize
-        return async_client.ApiClient(configuration=configuration)
+        return configuration
 
     async def _disable_verify_ssl(self) -> bool:
         if self.disable_verify_ssl is not None:
@@ -146,15 +166,38 @@ class AsyncTFJobHook(AsyncKubernetesHook):
         """No total limit: a stream lives as long as its data flows; `sock_read` catches dead peers."""
         return aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout, sock_read=sock_read)
 
+    # -- the executor of described calls (hooks/calls.py) ------------------------------------------
+
+    async def _run(self, call: Call[T]) -> T:
+        """Run a described call: each request under the retry policy, each pause slept."""
+        step = advance(call)
+        while not isinstance(step, Done):
+            step = advance(call, step, await self._outcome(step))
+        return step.value
+
+    async def _outcome(self, step: Step) -> Any:
+        """The raw answer of a request (or the error it ended with); None after a pause."""
+        if not isinstance(step, Request):
+            await asyncio.sleep(step)
+            return None
+        # A partial, not a lambda: tenacity awaits only what it sees is a coroutine function, and
+        # would hand back a lambda's coroutine unawaited.
+        attempt = functools.partial(self._read, step)
+        try:
+            return await step.policy(self.retry_policy).acall(step.what, step.retry, attempt, self.log)
+        except Exception as exc:
+            return exc
+
+    async def _read(self, request: Request) -> bytes:
+        """One attempt of a plain request: its whole answer."""
+        resp = await self._request(request)
+        try:
+            return await resp.read()
+        finally:
+            resp.release()
+
     async def _request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: list[tuple[str, Any]] | None = None,
-        body: Any = None,
-        content_type: str | None = None,
-        timeout: aiohttp.ClientTimeout | None = None,
+        self, request: Request, timeout: aiohttp.ClientTimeout | None = None
     ) -> aiohttp.ClientResponse:
         """Send one request through the shared client (auth, host, TLS) and return the raw response.
 
@@ -164,18 +207,11 @@ class AsyncTFJobHook(AsyncKubernetesHook):
         """
         for reauthenticated in (False, True):
             api = await self.get_api_client()
-            headers = {"Accept": "application/json, */*"}
-            if content_type:
-                headers["Content-Type"] = content_type
             resp: aiohttp.ClientResponse = await api.call_api(
-                path,
-                method,
-                query_params=query or [],
-                header_params=headers,
-                body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
+                request.path,
+                request.method,
                 _request_timeout=timeout or self._plain_timeout(),
+                **request.client_args(),
             )
             if 200 <= resp.status <= 299:
                 return resp
@@ -184,63 +220,25 @@ class AsyncTFJobHook(AsyncKubernetesHook):
             finally:
                 resp.release()
             if resp.status == 401 and not reauthenticated:
-                self.log.warning(
-                    "Kubernetes API %s %s: 401 Unauthorized; reloading credentials", method, path
-                )
+                self.log.warning("Kubernetes API %s: 401 Unauthorized; reloading credentials", request.what)
                 await retire_client(await self.get_cluster_key(), api)
                 continue
             raise _api_error(resp.status, resp.reason, data, resp.headers)
         raise AssertionError("unreachable")
 
-    async def _json(self, method: str, path: str, *, call: str, kind: Kind = "read", **kwargs: Any) -> Any:
-        """One plain request under the retry policy, its JSON answer decoded."""
-
-        async def attempt() -> Any:
-            resp = await self._request(method, path, **kwargs)
-            try:
-                return json.loads(await resp.read())
-            finally:
-                resp.release()
-
-        return await self.retry_policy.acall(call, kind, attempt, self.log)
-
     # -- jobs of any kubeflow.org/v1 kind (`kind`: a JobKind row or its name) ------------------------
 
     async def create_job(self, kind: JobKind | str, body: dict, namespace: str | None = None) -> dict:
-        row, ns = as_kind(kind), await self._ns(namespace)
-        result: dict = await self._json(
-            "POST",
-            job_path(row, ns),
-            body=body,
-            call=f"create {row.kind} {ns}/{_name_of(body)}",
-            kind="create",
-        )
-        return result
+        return await self._run(calls.create_job(kind, await self._ns(namespace), body))
 
     async def get_job(self, kind: JobKind | str, name: str, namespace: str | None = None) -> dict:
-        row, ns = as_kind(kind), await self._ns(namespace)
-        result: dict = await self._json("GET", job_path(row, ns, name), call=f"get {row.kind} {ns}/{name}")
-        return result
+        return await self._run(calls.get_job(kind, await self._ns(namespace), name))
 
     async def find_job(self, kind: JobKind | str, name: str, namespace: str | None = None) -> dict | None:
-        try:
-            return await self.get_job(kind, name, namespace)
-        except AsyncApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return await self._run(calls.find_job(kind, await self._ns(namespace), name))
 
     async def patch_job(self, kind: JobKind | str, name: str, namespace: str | None, patch: dict) -> dict:
-        row, ns = as_kind(kind), await self._ns(namespace)
-        result: dict = await self._json(
-            "PATCH",
-            job_path(row, ns, name),
-            body=patch,
-            content_type=MERGE_PATCH,
-            call=f"patch {row.kind} {ns}/{name}",
-            kind="write",
-        )
-        return result
+        return await self._run(calls.patch_job(kind, await self._ns(namespace), name, patch))
 
     async def delete_job(
         self,
@@ -250,27 +248,19 @@ class AsyncTFJobHook(AsyncKubernetesHook):
         propagation: str = "Foreground",
         grace_period_seconds: int | None = None,
     ) -> None:
-        row, ns = as_kind(kind), await self._ns(namespace)
-        await self._delete(
-            job_path(row, ns, name), f"delete {row.kind} {ns}/{name}", grace_period_seconds, propagation
+        await self._run(
+            calls.delete_job(kind, await self._ns(namespace), name, propagation, grace_period_seconds)
         )
 
     async def list_jobs(
         self, kind: JobKind | str, namespace: str | None = None, label_selector: str | None = None
     ) -> list[dict]:
-        items, _ = await self.list_objects(as_kind(kind).plural, namespace, label_selector=label_selector)
-        return items
+        return await self._run(calls.list_jobs(kind, await self._ns(namespace), label_selector))
 
     async def wait_for_job_deletion(
         self, kind: JobKind | str, name: str, namespace: str | None, timeout: float
     ) -> bool:
-        deadline = time.monotonic() + timeout
-        while await self.find_job(kind, name, namespace) is not None:
-            delay = poll_delay(deadline)
-            if delay is None:
-                return False
-            await asyncio.sleep(delay)
-        return True
+        return await self._run(calls.wait_for_job_deletion(kind, await self._ns(namespace), name, timeout))
 
     # -- TFJobs: the names the provider had before other kinds (the generic calls with TFJOB) --------
 
@@ -303,6 +293,26 @@ class AsyncTFJobHook(AsyncKubernetesHook):
     async def wait_for_tfjob_deletion(self, name: str, namespace: str | None, timeout: float) -> bool:
         return await self.wait_for_job_deletion(TFJOB, name, namespace, timeout)
 
+    # -- what the cluster serves and allows (the preflight's questions) ----------------------------
+
+    async def served_resources(self, group_version: str) -> set[str] | None:
+        """The resources (plurals) an API group version serves; None where the server does not serve it."""
+        return await self._run(calls.served_resources(group_version))
+
+    async def api_group(self, group: str) -> dict | None:
+        """An API group's discovery document (served versions, the preferred one); None if not served."""
+        return await self._run(calls.api_group(group))
+
+    async def find_object(
+        self, api_version: str, plural: str, name: str, namespace: str | None = None
+    ) -> dict | None:
+        """Any object by API version, plural and name (cluster-scoped without `namespace`); None if absent."""
+        return await self._run(calls.find_object(api_version, plural, name, namespace))
+
+    async def access_review(self, verb: str, group: str, resource: str, namespace: str | None = None) -> bool:
+        """Whether the connection's user may `verb` `resource` of `group` (a SelfSubjectAccessReview)."""
+        return await self._run(calls.access_review(await self._ns(namespace), verb, group, resource))
+
     # -- collections, pods, events ---------------------------------------------------------------
 
     async def list_objects(
@@ -316,16 +326,9 @@ class AsyncTFJobHook(AsyncKubernetesHook):
 
         `namespace` None is the connection's namespace.
         """
-        query: list[tuple[str, Any]] = []
-        if label_selector:
-            query.append(("labelSelector", label_selector))
-        if field_selector:
-            query.append(("fieldSelector", field_selector))
-        ns = await self._ns(namespace)
-        data = await self._json(
-            "GET", COLLECTIONS[kind].format(namespace=ns), query=query, call=f"list {kind} in {ns}"
+        return await self._run(
+            calls.list_objects(kind, await self._ns(namespace), label_selector, field_selector)
         )
-        return list(data.get("items") or []), str((data.get("metadata") or {}).get("resourceVersion") or "")
 
     async def list_job_pods(
         self,
@@ -335,65 +338,215 @@ class AsyncTFJobHook(AsyncKubernetesHook):
         replica_index: int | None = None,
         kind: JobKind | str = "TFJob",
     ) -> list[dict]:
-        items, _ = await self.list_objects(
-            "pods",
-            namespace,
-            label_selector=job_pod_selector(name, replica_type, replica_index, as_kind(kind)),
+        return await self._run(
+            calls.list_job_pods(kind, await self._ns(namespace), name, replica_type, replica_index)
         )
-        return items
 
     async def list_events(
         self, namespace: str | None = None, involved_name: str | None = None, involved_uid: str | None = None
     ) -> list[dict]:
-        items, _ = await self.list_objects(
-            "events", namespace, field_selector=events_field_selector(involved_name, involved_uid)
-        )
-        return sorted(filter_events(items, involved_name, involved_uid), key=event_sort_key)
+        return await self._run(calls.list_events(await self._ns(namespace), involved_name, involved_uid))
 
     async def delete_pod(
         self, name: str, namespace: str | None = None, grace_period_seconds: int | None = None
     ) -> None:
-        await self._delete_core("pods", name, namespace, grace_period_seconds)
+        await self._run(calls.delete_pod(await self._ns(namespace), name, grace_period_seconds))
 
     async def delete_service(self, name: str, namespace: str | None = None) -> None:
-        await self._delete_core("services", name, namespace, None)
+        await self._run(calls.delete_service(await self._ns(namespace), name))
 
-    async def _delete_core(self, plural: str, name: str, namespace: str | None, grace: int | None) -> None:
-        ns = await self._ns(namespace)
-        await self._delete(
-            f"/api/v1/namespaces/{ns}/{plural}/{name}", f"delete {plural[:-1]} {ns}/{name}", grace
+    # -- ConfigMaps (the deferred follows' log positions) -------------------------------------------
+
+    async def find_config_map(self, name: str, namespace: str | None = None) -> dict | None:
+        return await self._run(calls.get_config_map(await self._ns(namespace), name))
+
+    async def merge_config_map_data(
+        self,
+        name: str,
+        namespace: str | None,
+        data: dict[str, str | None],
+        labels: dict[str, str] | None = None,
+    ) -> None:
+        await self._run(calls.merge_config_map_data(await self._ns(namespace), name, data, labels))
+
+    # -- logs ------------------------------------------------------------------------------------
+
+    async def read_pod_log(
+        self,
+        pod: str,
+        namespace: str | None = None,
+        container: str = CONTAINER_NAME,
+        tail_lines: int | None = None,
+        previous: bool = False,
+    ) -> str:
+        return await self._run(
+            calls.read_pod_log(await self._ns(namespace), pod, container, tail_lines, previous)
         )
 
-    async def _delete(self, path: str, call: str, grace: int | None, propagation: str | None = None) -> None:
-        # A retried delete whose first attempt went through meets a 404: the object is gone either way.
-        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
-        if propagation is not None:
-            body["propagationPolicy"] = propagation
-        if grace is not None:
-            body["gracePeriodSeconds"] = grace
-        try:
-            await self._json("DELETE", path, body=body, call=call, kind="write")
-        except AsyncApiException as exc:
-            if exc.status != 404:
-                raise
+    async def stream_pod_log(
+        self,
+        pod: str,
+        namespace: str | None = None,
+        container: str = CONTAINER_NAME,
+        since_time: str | None = None,
+        timestamps: bool = True,
+        previous: bool = False,
+        follow: bool = True,
+        read_timeout: float | None = 300.0,
+    ) -> AsyncIterator[bytes]:
+        """Raw chunks of a container's log, following it (unless `follow=False` or `previous`).
 
-    # -- logs and watches (hooks/streams.py) -----------------------------------------------------
+        `since_time` is RFC 3339; the server truncates it to whole seconds, so callers de-duplicate.
+        `read_timeout` ends a stream that stays silent that long (a dead peer looks the same as a quiet
+        container): callers resume from their cursor, which loses nothing.
+        """
+        ns = await self._ns(namespace)
+        request = calls.pod_log_request(
+            ns, pod, container, since_time=since_time, timestamps=timestamps, previous=previous, follow=follow
+        )
+        resp = await self._request(request, self.stream_timeout(read_timeout))
+        async with contextlib.aclosing(streams.chunks(resp)) as body:
+            async for chunk in body:
+                yield chunk
 
-    read_pod_log = streams.read_pod_log
-    stream_pod_log = streams.stream_pod_log
-    watch_objects = streams.watch_objects
-    watch_job = streams.watch_job
-    watch_jobs = streams.watch_jobs
-    watch_tfjob = streams.watch_tfjob
-    watch_tfjobs = streams.watch_tfjobs
-    watch_job_pods = streams.watch_job_pods
-    watch_events = streams.watch_events
+    # -- watches (read by hooks/streams.py) --------------------------------------------------------
+
+    async def watch_objects(
+        self,
+        kind: str,
+        namespace: str | None,
+        resource_version: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int = 300,
+        allow_bookmarks: bool = True,
+    ) -> AsyncGenerator[tuple[str, dict], None]:
+        """One watch request: yields (type, object) until the server ends the stream.
+
+        BOOKMARK events are yielded too (their object carries only the resourceVersion to resume from).
+        An ERROR event raises WatchExpired for 410 (relist) or WatchError otherwise.
+        Events are split from raw chunks, so an object of any size passes.
+        `namespace` None is the connection's namespace.
+        """
+        ns = await self._ns(namespace)
+        request = calls.watch_request(
+            kind, ns, resource_version, label_selector, field_selector, timeout_seconds, allow_bookmarks
+        )
+        opening = self._request(request, self.stream_timeout(timeout_seconds + 30))
+        async with contextlib.aclosing(streams.watch_events(opening)) as events:
+            async for event in events:
+                yield event
+
+    # The named watches only choose the collection and selector; watch_objects does the rest (they stay
+    # lazy: nothing is sent until the caller iterates).
+
+    def watch_job(
+        self,
+        kind: JobKind | str,
+        name: str,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[tuple[str, dict]]:
+        selector = f"metadata.name={name}"
+        return self.watch_objects(
+            as_kind(kind).plural, namespace, resource_version, None, selector, timeout_seconds
+        )
+
+    def watch_jobs(
+        self,
+        kind: JobKind | str,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        label_selector: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[tuple[str, dict]]:
+        return self.watch_objects(
+            as_kind(kind).plural, namespace, resource_version, label_selector, None, timeout_seconds
+        )
+
+    def watch_tfjob(
+        self,
+        name: str,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[tuple[str, dict]]:
+        return self.watch_job(TFJOB, name, namespace, resource_version, timeout_seconds)
+
+    def watch_tfjobs(
+        self,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        label_selector: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[tuple[str, dict]]:
+        return self.watch_jobs(TFJOB, namespace, resource_version, label_selector, timeout_seconds)
+
+    def watch_job_pods(
+        self,
+        name: str,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        timeout_seconds: int = 300,
+        kind: JobKind | str = "TFJob",
+    ) -> AsyncIterator[tuple[str, dict]]:
+        selector = job_pod_selector(name, kind=as_kind(kind))
+        return self.watch_objects("pods", namespace, resource_version, selector, None, timeout_seconds)
+
+    async def watch_events(
+        self,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        involved_name: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[tuple[str, dict]]:
+        selector = events_field_selector(involved_name, None)
+        watch = self.watch_objects("events", namespace, resource_version, None, selector, timeout_seconds)
+        async with contextlib.aclosing(watch) as events:
+            async for etype, ev in events:
+                if etype == "BOOKMARK" or filter_events([ev], involved_name, None):
+                    yield etype, ev
 
     # -- Kueue (hooks/kueue.py): the job's Workloads, its queue position -------------------------
 
-    list_workloads = kueue_calls.list_workloads
-    pending_workloads = kueue_calls.pending_workloads
+    async def list_workloads(self, namespace: str | None, job_uid: str) -> list[dict] | None:
+        """The Kueue Workloads of the job with UID ``job_uid``; None when Kueue's API is not served."""
+        return await self._run(
+            kueue.list_workloads(await self._ns(namespace), job_uid, self._workload_version)
+        )
+
+    async def pending_workloads(self, namespace: str | None, local_queue: str) -> dict | None:
+        """The LocalQueue's PendingWorkloadsSummary (positions); None when the visibility API gives none."""
+        return await self._run(kueue.pending_workloads(await self._ns(namespace), local_queue))
 
 
-def _name_of(body: dict) -> str:
-    return str((body.get("metadata") or {}).get("name") or "")
+#: How long a hook made for one trigger is handed to the later triggers of the same connection. A new
+#: one after that reads the connection again, so an edited connection reaches new triggers within it.
+SHARED_HOOK_TTL = 60.0
+# Per running loop (a hook's client belongs to its loop): connection kwargs -> (made at, hook).
+_HOOKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[Any, ...], tuple[float, Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def shared_hook(**kwargs: Any) -> AsyncKubeflowJobHook:
+    """The running loop's hook for these connection arguments, shared by the triggers that ask within
+    :data:`SHARED_HOOK_TTL` of each other.
+
+    A triggerer waits on thousands of jobs of a few connections: one hook each would hold a hook, its
+    connection's extras and its logger per job, and load the connection once per job (a thread hop
+    and a parse). A hook keeps nothing per job (its client is the loop's shared one already), so the
+    triggers of one connection can share it; each keeps the one it got for its whole run.
+    """
+    loop = asyncio.get_running_loop()
+    hooks = _HOOKS.setdefault(loop, {})
+    key = tuple(sorted(kwargs.items()))
+    now = loop.time()
+    found = hooks.get(key)
+    if found is not None and now - found[0] < SHARED_HOOK_TTL:
+        hook: AsyncKubeflowJobHook = found[1]
+        return hook
+    hook = AsyncKubeflowJobHook(**kwargs)
+    hooks[key] = (now, hook)
+    return hook

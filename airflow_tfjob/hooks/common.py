@@ -7,16 +7,18 @@ import time
 from typing import Any
 
 from airflow_tfjob.hooks.retry import api_status_code
-from airflow_tfjob.kinds import ALL_KINDS, TFJOB, JobKind
+from airflow_tfjob.jobs.kinds import ALL_KINDS, JobKind, as_kind
 
 MERGE_PATCH = "application/merge-patch+json"
 
-# Paths of the collections the hooks read, by plural: every job kind's, pods and events. Kept here so
-# that list and watch build the same URL.
+# Paths of the collections the hooks use, by plural: every job kind's, pods, events and services.
 COLLECTIONS = {
     **{k.plural: f"/apis/{k.api_version}/namespaces/{{namespace}}/{k.plural}" for k in ALL_KINDS},
     "pods": "/api/v1/namespaces/{namespace}/pods",
     "events": "/api/v1/namespaces/{namespace}/events",
+    "services": "/api/v1/namespaces/{namespace}/services",
+    "jobs": "/apis/batch/v1/namespaces/{namespace}/jobs",  # keep_failed_for's expiry Job (follow/cleanup.py)
+    "configmaps": "/api/v1/namespaces/{namespace}/configmaps",
 }
 
 
@@ -26,10 +28,15 @@ def job_path(kind: JobKind, namespace: str, name: str | None = None) -> str:
 
 
 def job_pod_selector(
-    name: str, replica_type: str | None = None, replica_index: int | None = None, kind: JobKind = TFJOB
+    name: str,
+    replica_type: str | None = None,
+    replica_index: int | None = None,
+    kind: JobKind | str = "TFJob",
 ) -> str:
     """Label selector of a job's pods (optionally one replica type / index), as the kind's controller
-    labels them (a TrainJob's: JobSet's jobset-name and replicatedjob-name, the Job's completion index)."""
+    labels them (a TrainJob's: JobSet's jobset-name and replicatedjob-name, the Job's completion index).
+    ``kind`` defaults as the hooks' ``list_job_pods`` does (the recorded public API)."""
+    kind = as_kind(kind)
     parts = [f"{kind.pod_job_label}={name}"]
     if replica_type:
         parts.append(f"{kind.pod_type_label}={replica_type.lower()}")

@@ -1,168 +1,88 @@
-"""The hooks' Kueue calls: a job's Workloads and its LocalQueue's pending workloads (positions).
-
-Functions of the hook, bound in the class bodies of ``TFJobHook`` and ``AsyncTFJobHook`` (as
-``hooks/streams.py`` does) so that they are the hooks' methods, sync and async twins with the same
-names and answers. Ground truth: docs/reference/kueue-behaviour.md §1 (versions), §4.3 (the
-Workload's owner and label), §8 (visibility API).
+"""The hooks' Kueue calls, described once (as hooks/calls.py describes the others): a job's Workloads
+and its LocalQueue's pending workloads (positions). Ground truth: docs/reference/kueue-behaviour.md
+§1 (versions), §4.3 (the Workload's owner and label), §8 (visibility API).
 
 - Workloads: ``kueue.x-k8s.io/v1beta2``, falling back to ``v1beta1`` when the group-version is not
   served (404; Kueue before 0.15); ``None`` when neither is (no Kueue). The version that answered is
-  remembered by the hook. Found by the ``kueue.x-k8s.io/job-uid`` label and kept only if the label
-  or an ownerReference names the job's UID (never by a computed name: it hashes the UID).
+  remembered by the hook (:class:`WorkloadVersion`). Found by the ``kueue.x-k8s.io/job-uid`` label and
+  kept only if the label or an ownerReference names the job's UID (never by a computed name: it
+  hashes the UID).
 - Pending workloads: the visibility API, an aggregated API that may be absent, refused or down. A
   404 or 403 means "no positions" (``None``); other failures are retried for a few seconds only,
   so that a position, which is a nicety, never holds up following the job.
+
+What the API calls things (group, versions, the job-uid label, a Workload's owner) lives here, in the
+API room; the Kueue integration (airflow_tfjob/kueue/) reads Workloads and imports these from here,
+never the other way round, so the hooks load without it.
 """
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
-from airflow_tfjob.hooks.retry import RetryPolicy, api_status_code
-from airflow_tfjob.kueue.workload import GROUP, LABEL_JOB_UID, VERSIONS, VISIBILITY_GROUP, owned_by
+from airflow_tfjob.hooks.calls import Call, Request
+from airflow_tfjob.hooks.retry import api_status_code
 
-if TYPE_CHECKING:
-    from airflow_tfjob.hooks.aio import AsyncTFJobHook
-    from airflow_tfjob.hooks.sync import TFJobHook
-
+GROUP = "kueue.x-k8s.io"
+#: Served versions of the Workload API, preferred first (v1beta2 is the storage version since
+#: Kueue 0.16; 0.13/0.14 serve only v1beta1: §1).
+VERSIONS = ("v1beta2", "v1beta1")
+VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
+#: The label the job reconciler puts on a Workload: the owning job's UID (§4.3).
+LABEL_JOB_UID = "kueue.x-k8s.io/job-uid"
 #: Seconds a pending-workloads read is retried in all (the hook's api_retry_timeout, if shorter).
 VISIBILITY_RETRY_TIMEOUT = 5.0
 
 
-def _no_positions(exc: BaseException) -> str | None:
-    """Why an answer means "no positions": "refused" (403: no other version asked), "not served"
-    (404: the next version is tried), or None (an error)."""
-    return {403: "refused", 404: "not served"}.get(api_status_code(exc) or 0)
+@dataclass
+class WorkloadVersion:
+    """The Workload API version that last answered a hook: from then on the only one it asks."""
+
+    served: str | None = None
 
 
-def _workload_versions(hook: Any) -> tuple[str, ...]:
-    known = getattr(hook, "_kueue_version", None)
-    return (known,) if known else VERSIONS
-
-
-def _workloads_path(version: str, namespace: str) -> str:
-    return f"/apis/{GROUP}/{version}/namespaces/{namespace}/workloads"
-
-
-def _pending_path(version: str, namespace: str, local_queue: str) -> str:
-    return f"/apis/{VISIBILITY_GROUP}/{version}/namespaces/{namespace}/localqueues/{local_queue}/pendingworkloads"
-
-
-def _owned(data: Any, job_uid: str) -> list[dict]:
-    return [w for w in (data or {}).get("items") or () if isinstance(w, dict) and owned_by(w, job_uid)]
-
-
-def _visibility_policy(hook: Any) -> RetryPolicy:
-    return RetryPolicy.from_timeout(min(hook.retry_policy.timeout, VISIBILITY_RETRY_TIMEOUT))
-
-
-# -- async ---------------------------------------------------------------------------------------
-
-
-async def list_workloads(self: AsyncTFJobHook, namespace: str | None, job_uid: str) -> list[dict] | None:
-    """The Kueue Workloads of the job with UID ``job_uid``; None when Kueue's API is not served."""
-    ns = await self._ns(namespace)
-    for version in _workload_versions(self):
-        try:
-            data = await self._json(
-                "GET",
-                _workloads_path(version, ns),
-                query=[("labelSelector", f"{LABEL_JOB_UID}={job_uid}")],
-                call=f"list Workloads ({version}) of job {job_uid} in {ns}",
-            )
-        except Exception as exc:
-            if api_status_code(exc) == 404:
-                continue
-            raise
-        self._kueue_version = version  # type: ignore[attr-defined]
-        return _owned(data, job_uid)
-    return None
-
-
-async def pending_workloads(self: AsyncTFJobHook, namespace: str | None, local_queue: str) -> dict | None:
-    """The LocalQueue's PendingWorkloadsSummary (positions); None when the visibility API gives none."""
-    ns = await self._ns(namespace)
-    policy = _visibility_policy(self)
-    for version in VERSIONS:
-        path = _pending_path(version, ns, local_queue)
-
-        async def attempt(path: str = path) -> Any:
-            resp = await self._request("GET", path)
-            try:
-                return json.loads(await resp.read())
-            finally:
-                resp.release()
-
-        try:
-            result: dict = await policy.acall(
-                f"read pending workloads of {ns}/{local_queue}", "read", attempt, self.log
-            )
-            return result
-        except Exception as exc:
-            why = _no_positions(exc)
-            if why is None:
-                raise
-            if why == "refused":
-                return None
-    return None
-
-
-# -- sync ----------------------------------------------------------------------------------------
-
-
-def _get_json(hook: TFJobHook, path: str, query: list[tuple[str, str]]) -> Any:
-    resp = hook.api_client.call_api(
-        path,
-        "GET",
-        query_params=query,
-        header_params={"Accept": "application/json"},
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _return_http_data_only=True,
+def owned_by(workload: Mapping[str, Any], job_uid: str) -> bool:
+    """Whether the Workload is the job's: its ownerReference (or the job-uid label) names the UID."""
+    meta = workload.get("metadata") or {}
+    if (meta.get("labels") or {}).get(LABEL_JOB_UID) == job_uid:
+        return True
+    return any(
+        ref.get("uid") == job_uid for ref in meta.get("ownerReferences") or () if isinstance(ref, Mapping)
     )
-    return json.loads(resp.data)
 
 
-def list_workloads_sync(self: TFJobHook, namespace: str | None, job_uid: str) -> list[dict] | None:
+def list_workloads(namespace: str, job_uid: str, version: WorkloadVersion) -> Call[list[dict] | None]:
     """The Kueue Workloads of the job with UID ``job_uid``; None when Kueue's API is not served."""
-    ns = self._ns(namespace)
-    for version in _workload_versions(self):
-        path = _workloads_path(version, ns)
-        query = [("labelSelector", f"{LABEL_JOB_UID}={job_uid}")]
-        try:
-            data = self._call(
-                f"list Workloads ({version}) of job {job_uid} in {ns}",
-                "read",
-                lambda path=path, query=query: _get_json(self, path, query),  # type: ignore[misc]
-            )
-        except Exception as exc:
-            if api_status_code(exc) == 404:
-                continue
-            raise
-        self._kueue_version = version  # type: ignore[attr-defined]
-        return _owned(data, job_uid)
+    for served in (version.served,) if version.served else VERSIONS:
+        data = yield Request(
+            "GET",
+            f"/apis/{GROUP}/{served}/namespaces/{namespace}/workloads",
+            f"list Workloads ({served}) of job {job_uid} in {namespace}",
+            (("labelSelector", f"{LABEL_JOB_UID}={job_uid}"),),
+            absent=frozenset({404}),  # this version is not served: the next one is asked
+        )
+        if data is not None:
+            version.served = served
+            return [w for w in data.get("items") or () if isinstance(w, dict) and owned_by(w, job_uid)]
     return None
 
 
-def pending_workloads_sync(self: TFJobHook, namespace: str | None, local_queue: str) -> dict | None:
+def pending_workloads(namespace: str, local_queue: str) -> Call[dict | None]:
     """The LocalQueue's PendingWorkloadsSummary (positions); None when the visibility API gives none."""
-    ns = self._ns(namespace)
-    policy = _visibility_policy(self)
-    for version in VERSIONS:
-        path = _pending_path(version, ns, local_queue)
+    for served in VERSIONS:
+        path = f"/apis/{VISIBILITY_GROUP}/{served}/namespaces/{namespace}/localqueues/{local_queue}/pendingworkloads"
+        what = f"read pending workloads of {namespace}/{local_queue}"
         try:
-            result: dict = policy.call(
-                f"read pending workloads of {ns}/{local_queue}",
-                "read",
-                lambda path=path: _get_json(self, path, []),  # type: ignore[misc]
-                self.log,
+            # 404: not served (the next version is asked), or no such queue.
+            data = yield Request(
+                "GET", path, what, absent=frozenset({404}), retry_timeout=VISIBILITY_RETRY_TIMEOUT
             )
-            return result
         except Exception as exc:
-            why = _no_positions(exc)
-            if why is None:
-                raise
-            if why == "refused":
-                return None
+            if api_status_code(exc) == 403:
+                return None  # refused: no other version is asked
+            raise
+        if data is not None:
+            return dict(data)
     return None

@@ -1,8 +1,8 @@
 """One retry policy for every call the hooks make to the Kubernetes API.
 
 Busy API servers throttle (429 with Retry-After), fail for a moment (500, 502, 503, 504) and drop
-connections. None of that may decide a task's outcome, so every plain call of ``TFJobHook`` and
-``AsyncTFJobHook`` runs under :class:`RetryPolicy`: jittered exponential backoff that waits at least
+connections. None of that may decide a task's outcome, so every plain call of ``KubeflowJobHook`` and
+``AsyncKubeflowJobHook`` runs under :class:`RetryPolicy`: jittered exponential backoff that waits at least
 what Retry-After asks, bounded by a total time (the operator's ``api_retry_timeout``).
 
 What is repeated depends on what a repeat could do:

@@ -1,33 +1,24 @@
-"""The synchronous hook (operator, sensor): the cncf KubernetesHook's clients under the retry policy."""
+"""The synchronous hook (operator, sensor): the calls described in hooks/calls.py and hooks/kueue.py,
+sent through the cncf KubernetesHook's ApiClient under the retry policy."""
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
-from kubernetes import client as sync_client
 from kubernetes.client.rest import ApiException as SyncApiException
 
 from airflow_tfjob.constants import CONTAINER_NAME
-from airflow_tfjob.hooks import kueue as kueue_calls
-from airflow_tfjob.hooks.common import (
-    MERGE_PATCH,
-    event_sort_key,
-    events_field_selector,
-    filter_events,
-    job_pod_selector,
-    poll_delay,
-)
-from airflow_tfjob.hooks.retry import Kind, RetryPolicy
-from airflow_tfjob.kinds import TFJOB, JobKind, as_kind
+from airflow_tfjob.hooks import calls, kueue
+from airflow_tfjob.hooks.calls import Call, Done, Request, Step, advance
+from airflow_tfjob.hooks.retry import RetryPolicy
+from airflow_tfjob.jobs.kinds import TFJOB, JobKind
 
 T = TypeVar("T")
 
 
-class TFJobHook(KubernetesHook):
+class KubeflowJobHook(KubernetesHook):
     """Synchronous access to Kubeflow jobs (TFJob and the other kubeflow.org/v1 kinds) over the `kubernetes_default`-style connection.
 
     Connection handling (kube_config_path, kube_config, in_cluster, cluster_context, namespace extras;
@@ -42,27 +33,47 @@ class TFJobHook(KubernetesHook):
     def __init__(self, *args: Any, api_retry_timeout: float | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.retry_policy = RetryPolicy.from_timeout(api_retry_timeout)
+        self._workload_version = kueue.WorkloadVersion()
 
     def _ns(self, namespace: str | None) -> str:
         return namespace or self.get_namespace() or self.DEFAULT_NAMESPACE
 
-    def _raw_json(self, resp: Any) -> Any:
-        return json.loads(resp.data)
+    def _run(self, call: Call[T]) -> T:
+        """Run a described call (hooks/calls.py): each request under the retry policy, each pause slept."""
+        step = advance(call)
+        while not isinstance(step, Done):
+            step = advance(call, step, self._outcome(step))
+        return step.value
 
-    def _call(self, call: str, kind: Kind, fn: Callable[[], T]) -> T:
-        """Run one API call under the retry policy; `fn` looks its client up anew on every attempt."""
+    def _outcome(self, step: Step) -> Any:
+        """The raw answer of a request (or the error it ended with); None after a pause."""
+        if not isinstance(step, Request):
+            time.sleep(step)
+            return None
+        try:
+            return step.policy(self.retry_policy).call(
+                step.what, step.retry, lambda: self._send(step), self.log
+            )
+        except Exception as exc:
+            return exc
 
-        def attempt() -> T:
-            try:
-                return fn()
-            except SyncApiException as exc:
-                if exc.status != 401:
-                    raise
-                self.log.warning("Kubernetes API %s: 401 Unauthorized; reloading credentials", call)
-                self.reset_clients()
-                return fn()
+    def _send(self, request: Request) -> bytes:
+        """One attempt; a 401 rebuilds the clients from the configuration and sends it once more."""
+        try:
+            return self._http(request)
+        except SyncApiException as exc:
+            if exc.status != 401:
+                raise
+            self.log.warning("Kubernetes API %s: 401 Unauthorized; reloading credentials", request.what)
+            self.reset_clients()
+            return self._http(request)
 
-        return self.retry_policy.call(call, kind, attempt, self.log)
+    def _http(self, request: Request) -> bytes:
+        # The client's generic call: auth, host, TLS and the non-2xx ApiException are its own.
+        resp = self.api_client.call_api(
+            request.path, request.method, _return_http_data_only=True, **request.client_args()
+        )
+        return bytes(resp.data)
 
     def reset_clients(self) -> None:
         """Forget the built clients: the next call builds them from the configuration again."""
@@ -79,51 +90,18 @@ class TFJobHook(KubernetesHook):
 
     def create_job(self, kind: JobKind | str, body: dict, namespace: str | None = None) -> dict:
         """Create a job; an ambiguous failure raises retry.AmbiguousCreate (the caller reads back)."""
-        row, ns = as_kind(kind), self._ns(namespace)
-        name = (body.get("metadata") or {}).get("name")
-        result: dict = self._call(
-            f"create {row.kind} {ns}/{name}",
-            "create",
-            lambda: self.custom_object_client.create_namespaced_custom_object(
-                row.group, row.version, ns, row.plural, body
-            ),
-        )
-        return result
+        return self._run(calls.create_job(kind, self._ns(namespace), body))
 
     def get_job(self, kind: JobKind | str, name: str, namespace: str | None = None) -> dict:
         """The job; raises the client's ApiException (status 404) when it does not exist."""
-        row, ns = as_kind(kind), self._ns(namespace)
-        result: dict = self._call(
-            f"get {row.kind} {ns}/{name}",
-            "read",
-            lambda: self.custom_object_client.get_namespaced_custom_object(
-                row.group, row.version, ns, row.plural, name
-            ),
-        )
-        return result
+        return self._run(calls.get_job(kind, self._ns(namespace), name))
 
     def find_job(self, kind: JobKind | str, name: str, namespace: str | None = None) -> dict | None:
-        try:
-            return self.get_job(kind, name, namespace)
-        except SyncApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return self._run(calls.find_job(kind, self._ns(namespace), name))
 
     def patch_job(self, kind: JobKind | str, name: str, namespace: str | None, patch: dict) -> dict:
-        """JSON merge patch (RFC 7386): the one patch type a custom resource accepts for a dict body.
-
-        Retried like a read: a merge patch sets absolute values, so sending it twice changes nothing.
-        """
-        row, ns = as_kind(kind), self._ns(namespace)
-        result: dict = self._call(
-            f"patch {row.kind} {ns}/{name}",
-            "write",
-            lambda: self.custom_object_client.patch_namespaced_custom_object(
-                row.group, row.version, ns, row.plural, name, patch, _content_type=MERGE_PATCH
-            ),
-        )
-        return result
+        """JSON merge patch (RFC 7386), retried like a read: sending it twice changes nothing."""
+        return self._run(calls.patch_job(kind, self._ns(namespace), name, patch))
 
     def delete_job(
         self,
@@ -133,49 +111,18 @@ class TFJobHook(KubernetesHook):
         propagation: str = "Foreground",
         grace_period_seconds: int | None = None,
     ) -> None:
-        row, ns = as_kind(kind), self._ns(namespace)
-        body = sync_client.V1DeleteOptions(
-            propagation_policy=propagation, grace_period_seconds=grace_period_seconds
-        )
-        self._ignore_404(
-            f"delete {row.kind} {ns}/{name}",
-            lambda: self.custom_object_client.delete_namespaced_custom_object(
-                row.group, row.version, ns, row.plural, name, body=body
-            ),
-        )
-
-    def _ignore_404(self, call: str, fn: Callable[[], Any]) -> None:
-        # A retried delete whose first attempt went through meets a 404: the object is gone either way.
-        try:
-            self._call(call, "write", fn)
-        except SyncApiException as exc:
-            if exc.status != 404:
-                raise
+        self._run(calls.delete_job(kind, self._ns(namespace), name, propagation, grace_period_seconds))
 
     def list_jobs(
         self, kind: JobKind | str, namespace: str | None = None, label_selector: str | None = None
     ) -> list[dict]:
-        row, ns = as_kind(kind), self._ns(namespace)
-        result = self._call(
-            f"list {row.kind}s in {ns}",
-            "read",
-            lambda: self.custom_object_client.list_namespaced_custom_object(
-                row.group, row.version, ns, row.plural, label_selector=label_selector or ""
-            ),
-        )
-        return list(result.get("items") or [])
+        return self._run(calls.list_jobs(kind, self._ns(namespace), label_selector))
 
     def wait_for_job_deletion(
         self, kind: JobKind | str, name: str, namespace: str | None, timeout: float
     ) -> bool:
         """Poll until the job is gone (foreground deletion waits for its pods); False on timeout."""
-        deadline = time.monotonic() + timeout
-        while self.find_job(kind, name, namespace) is not None:
-            delay = poll_delay(deadline)
-            if delay is None:
-                return False
-            time.sleep(delay)
-        return True
+        return self._run(calls.wait_for_job_deletion(kind, self._ns(namespace), name, timeout))
 
     # -- TFJobs: the names the provider had before other kinds (the generic calls with TFJOB) --------
 
@@ -212,25 +159,21 @@ class TFJobHook(KubernetesHook):
         API discovery (``GET /apis/<group>/<version>``), as kubectl does it: TFJobOperator(api="auto")
         reads whether ``kubeflow.org/v1`` serves ``tfjobs``.
         """
-        try:
-            resp = self._call(
-                f"discover {group_version}",
-                "read",
-                lambda: self.api_client.call_api(
-                    f"/apis/{group_version}",
-                    "GET",
-                    auth_settings=["BearerToken"],
-                    _preload_content=False,
-                    _return_http_data_only=True,
-                ),
-            )
-        except SyncApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return {
-            str(r.get("name")) for r in self._raw_json(resp).get("resources") or [] if isinstance(r, dict)
-        }
+        return self._run(calls.served_resources(group_version))
+
+    def api_group(self, group: str) -> dict | None:
+        """An API group's discovery document (served versions, the preferred one); None if not served."""
+        return self._run(calls.api_group(group))
+
+    def find_object(
+        self, api_version: str, plural: str, name: str, namespace: str | None = None
+    ) -> dict | None:
+        """Any object by API version, plural and name (cluster-scoped without `namespace`); None if absent."""
+        return self._run(calls.find_object(api_version, plural, name, namespace))
+
+    def access_review(self, verb: str, group: str, resource: str, namespace: str | None = None) -> bool:
+        """Whether the connection's user may `verb` `resource` of `group` (a SelfSubjectAccessReview)."""
+        return self._run(calls.access_review(self._ns(namespace), verb, group, resource))
 
     # -- pods, events, logs ------------------------------------------------------------------------
 
@@ -242,31 +185,13 @@ class TFJobHook(KubernetesHook):
         replica_index: int | None = None,
         kind: JobKind | str = "TFJob",
     ) -> list[dict]:
-        ns = self._ns(namespace)
-        selector = job_pod_selector(name, replica_type, replica_index, as_kind(kind))
-        resp = self._call(
-            f"list pods of job {ns}/{name}",
-            "read",
-            lambda: self.core_v1_client.list_namespaced_pod(
-                ns, label_selector=selector, _preload_content=False
-            ),
-        )
-        return list(self._raw_json(resp).get("items") or [])
+        return self._run(calls.list_job_pods(kind, self._ns(namespace), name, replica_type, replica_index))
 
     def list_events(
         self, namespace: str | None = None, involved_name: str | None = None, involved_uid: str | None = None
     ) -> list[dict]:
         """Events of one object (by name and/or uid), oldest first."""
-        ns = self._ns(namespace)
-        resp = self._call(
-            f"list events of {ns}/{involved_name or involved_uid}",
-            "read",
-            lambda: self.core_v1_client.list_namespaced_event(
-                ns, field_selector=events_field_selector(involved_name, involved_uid), _preload_content=False
-            ),
-        )
-        events = filter_events(self._raw_json(resp).get("items") or [], involved_name, involved_uid)
-        return sorted(events, key=event_sort_key)
+        return self._run(calls.list_events(self._ns(namespace), involved_name, involved_uid))
 
     def read_pod_log(
         self,
@@ -276,66 +201,32 @@ class TFJobHook(KubernetesHook):
         tail_lines: int | None = None,
         previous: bool = False,
     ) -> str:
-        ns = self._ns(namespace)
-        kwargs: dict[str, Any] = {"container": container, "previous": previous, "_preload_content": False}
-        if tail_lines is not None:
-            kwargs["tail_lines"] = tail_lines
-        resp = self._call(
-            f"read log of pod {ns}/{pod}",
-            "read",
-            lambda: self.core_v1_client.read_namespaced_pod_log(pod, ns, **kwargs),
-        )
-        return bytes(resp.data).decode("utf-8", errors="replace")
+        return self._run(calls.read_pod_log(self._ns(namespace), pod, container, tail_lines, previous))
 
     # -- pods and services (cleanup, TensorBoard) --------------------------------------------------
 
     def create_core_object(self, body: dict, namespace: str | None = None) -> dict:
-        """Create a Pod or a Service. Repeated on any transient failure: callers take 409 as "exists"."""
-        ns = self._ns(namespace)
-        kind = body["kind"]
-        create = {
-            "Pod": lambda: self.core_v1_client.create_namespaced_pod(ns, body, _preload_content=False),
-            "Service": lambda: self.core_v1_client.create_namespaced_service(
-                ns, body, _preload_content=False
-            ),
-        }[kind]
-        resp = self._call(f"create {kind} {ns}/{body['metadata']['name']}", "write", create)
-        result: dict = self._raw_json(resp)
-        return result
+        """Create a Pod, a Service or a batch Job. Repeated on any transient failure: callers take 409 as
+        "exists"."""
+        return self._run(calls.create_core_object(self._ns(namespace), body))
 
     def get_service(self, name: str, namespace: str | None = None) -> dict | None:
-        ns = self._ns(namespace)
-        try:
-            resp = self._call(
-                f"get Service {ns}/{name}",
-                "read",
-                lambda: self.core_v1_client.read_namespaced_service(name, ns, _preload_content=False),
-            )
-        except SyncApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        result: dict = self._raw_json(resp)
-        return result
+        return self._run(calls.get_service(self._ns(namespace), name))
 
     def delete_pod(
         self, name: str, namespace: str | None = None, grace_period_seconds: int | None = None
     ) -> None:
-        ns = self._ns(namespace)
-        kwargs: dict[str, Any] = {}
-        if grace_period_seconds is not None:
-            kwargs["grace_period_seconds"] = grace_period_seconds
-        self._ignore_404(
-            f"delete Pod {ns}/{name}", lambda: self.core_v1_client.delete_namespaced_pod(name, ns, **kwargs)
-        )
+        self._run(calls.delete_pod(self._ns(namespace), name, grace_period_seconds))
 
     def delete_service(self, name: str, namespace: str | None = None) -> None:
-        ns = self._ns(namespace)
-        self._ignore_404(
-            f"delete Service {ns}/{name}", lambda: self.core_v1_client.delete_namespaced_service(name, ns)
-        )
+        self._run(calls.delete_service(self._ns(namespace), name))
 
     # -- Kueue (hooks/kueue.py): the job's Workloads, its queue position ---------------------------
 
-    list_workloads = kueue_calls.list_workloads_sync
-    pending_workloads = kueue_calls.pending_workloads_sync
+    def list_workloads(self, namespace: str | None, job_uid: str) -> list[dict] | None:
+        """The Kueue Workloads of the job with UID ``job_uid``; None when Kueue's API is not served."""
+        return self._run(kueue.list_workloads(self._ns(namespace), job_uid, self._workload_version))
+
+    def pending_workloads(self, namespace: str | None, local_queue: str) -> dict | None:
+        """The LocalQueue's PendingWorkloadsSummary (positions); None when the visibility API gives none."""
+        return self._run(kueue.pending_workloads(self._ns(namespace), local_queue))

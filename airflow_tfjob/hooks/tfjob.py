@@ -1,34 +1,17 @@
-"""API access for TFJobs, their pods, events and logs, through the cncf.kubernetes connection.
+"""The hooks' public import path: the names DAGs and the documentation use.
 
-`TFJobHook` is synchronous (operator, sensor); `AsyncTFJobHook` is used by the follow core in both the
-synchronous operator (inside `asyncio.run`) and the triggerer. Neither interprets what it reads: status
-interpretation, log de-duplication and diagnostics live in their own modules.
-
-Objects are returned as plain dicts in API form (camelCase), read from the raw JSON, so every caller sees
-what `kubectl get -o json` would show whichever client fetched it.
-
-The hooks live in hooks/sync.py (TFJobHook) and hooks/aio.py (AsyncTFJobHook, its log and watch
-streams in hooks/streams.py); this module keeps the names the documentation uses (and the provider's
-classpaths) importable from one place.
+``KubeflowJobHook`` (hooks/sync.py) is synchronous: the operator's submit and the sensor's pokes.
+``AsyncKubeflowJobHook`` (hooks/aio.py) is what the follow core uses in both modes. Both serve every job
+kind; ``TFJobHook`` and ``AsyncTFJobHook`` are release 0.1.0's names of the same classes. The provider's
+own modules import the defining modules, not this one.
 """
 
 from __future__ import annotations
 
-from airflow_tfjob.hooks.aio import AsyncTFJobHook
-from airflow_tfjob.hooks.clients import close_shared_clients
-from airflow_tfjob.hooks.common import MERGE_PATCH, api_status, job_pod_selector
-from airflow_tfjob.hooks.streams import iter_lines
-from airflow_tfjob.hooks.sync import TFJobHook
-from airflow_tfjob.watching import WatchError, WatchExpired
+from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
+from airflow_tfjob.hooks.sync import KubeflowJobHook
 
-__all__ = [
-    "MERGE_PATCH",
-    "AsyncTFJobHook",
-    "TFJobHook",
-    "WatchError",
-    "WatchExpired",
-    "api_status",
-    "close_shared_clients",
-    "iter_lines",
-    "job_pod_selector",
-]
+TFJobHook = KubeflowJobHook
+AsyncTFJobHook = AsyncKubeflowJobHook
+
+__all__ = ["AsyncKubeflowJobHook", "AsyncTFJobHook", "KubeflowJobHook", "TFJobHook"]

@@ -12,22 +12,80 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import logging
+import math
 import signal
+import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from airflow_tfjob.local import credential
+from airflow_tfjob.local.apiserver.rbac import load_grants
 from airflow_tfjob.local.cluster import ClusterRuntime
 from airflow_tfjob.local.faults import FaultPlan
 from airflow_tfjob.local.kueue.options import load_objects, parse_integrations
+from airflow_tfjob.local.model.resources import DEFAULT_APIS, served_groups
 from airflow_tfjob.local.options import CREDENTIALS, FEATURE_GATES
-from airflow_tfjob.local.resources import DEFAULT_APIS, served_groups
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with kubectl's manners: a usage error is one line (the option, the problem, the fix) and
+    exit status 2, not the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _port(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port: give 0 (any free port) to 65535")
+    return port
+
+
+def _log_level(value: str) -> str:
+    if value.upper() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a level: give one of {', '.join(LOG_LEVELS)}")
+    return value.upper()
+
+
+def _seconds(option: str) -> Callable[[str], float]:
+    def parse(value: str) -> float:
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = math.nan
+        # NaN and infinity pass a `<= 0` check and break the timers that use them much later.
+        if not math.isfinite(seconds) or seconds <= 0:
+            raise argparse.ArgumentTypeError(f"{option} {value!r}: give a positive number of seconds, e.g. 900")
+        return seconds
+
+    return parse
 
 
 def _parse_gpus(value: str) -> list[str]:
-    return [g.strip() for g in value.split(",") if g.strip()]
+    gpus = [g.strip() for g in value.split(",") if g.strip()]
+    bad = [g for g in gpus if not all(c.isalnum() or c in "-_:" for c in g)]
+    if bad:
+        raise argparse.ArgumentTypeError(f"--gpus: {bad[0]!r} is not a device id; give comma-separated ids, "
+                                         "e.g. 0,1")
+    return gpus
+
+
+def _parse_integrations(value: str) -> tuple[str, ...]:
+    try:
+        return parse_integrations(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _parse_faults(value: str) -> FaultPlan:
@@ -67,13 +125,13 @@ def _parse_role(value: str) -> tuple[str, tuple[str, str] | str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tfjob-local", description="Embedded local cluster for TFJobs.")
+    parser = Parser(prog="tfjob-local", description="Embedded local cluster for TFJobs.")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("credential", add_help=False,
                    help="print an ExecCredential with a fresh token (run by kubeconfigs; see --help)")
     serve = sub.add_parser("serve", help="run the API server, the job controllers and the process runner")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=0, help="port to listen on (default: any free port)")
+    serve.add_argument("--port", type=_port, default=0, help="port to listen on (default: any free port)")
     serve.add_argument("--kubeconfig", type=Path, default=None, help="where to write the kubeconfig")
     serve.add_argument("--gpus", type=_parse_gpus, default=[], help="comma-separated GPU device ids, e.g. 0,1")
     serve.add_argument("--workdir", type=Path, default=None, help="directory for the cluster's files")
@@ -86,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--auth", choices=("none", "token"), default="none",
                        help="'token': every request needs a bearer token (401 otherwise); required to "
                             "listen on a non-loopback --host")
-    serve.add_argument("--token-ttl", type=float, default=900.0,
+    serve.add_argument("--token-ttl", type=_seconds("--token-ttl"), default=900.0,
                        help="lifetime of the tokens handed out, in seconds (default 900)")
     serve.add_argument("--credential", choices=CREDENTIALS, default="exec",
                        help="how the kubeconfig authenticates with --auth token: 'exec' (a credential "
@@ -98,14 +156,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--kueue", action="store_true",
                        help="emulate Kueue v0.19.2: its kinds, Workloads for labelled jobs, quota admission, "
                             "preemption and the visibility API (see docs/local-cluster.md)")
-    serve.add_argument("--kueue-integrations", type=parse_integrations, default=None, metavar="NAMES",
+    serve.add_argument("--kueue-integrations", type=_parse_integrations, default=None, metavar="NAMES",
                        help="Kueue integrations that are on, comma-separated Kueue names, e.g. "
                             "kubeflow.org/tfjob,kubeflow.org/pytorchjob (default: v0.19.2's shipped set, in "
                             "which the kubeflow.org v1 kinds are off); implies --kueue")
     serve.add_argument("--kueue-objects", type=Path, action="append", default=[], metavar="YAML",
                        help="a YAML file of Kueue objects (ResourceFlavor, ClusterQueue, LocalQueue, "
                             "WorkloadPriorityClass) created at start; repeatable; implies --kueue")
-    serve.add_argument("--kueue-pods-ready-timeout", type=float, default=None, metavar="SECONDS",
+    serve.add_argument("--kueue-pods-ready-timeout", type=_seconds("--kueue-pods-ready-timeout"), default=None, metavar="SECONDS",
                        help="evict an admitted job whose pods are not ready after SECONDS (WaitForPodsReady; "
                             "Kueue's default is 1800; default here: off); implies --kueue")
     serve.add_argument("--apis", type=_parse_apis, default=list(DEFAULT_APIS), metavar="LIST",
@@ -115,7 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--feature-gates", type=_parse_gates, default={}, metavar="GATE=BOOL",
                        help="Kubeflow Trainer feature gates, e.g. 'TrainJobStatus=true' (the progress status "
                             "endpoint and env; off by default, as upstream)")
-    serve.add_argument("--log-level", default="WARNING", help="logging level for stderr (default WARNING)")
+    serve.add_argument("--log-level", type=_log_level, default="WARNING",
+                       help=f"logging level for stderr: {', '.join(LOG_LEVELS)} (default WARNING)")
+    serve.add_argument("--debug", action="store_true", help="show the traceback of a failure")
     return parser
 
 
@@ -123,6 +183,9 @@ def build_runtime(args: argparse.Namespace) -> ClusterRuntime:
     roles: dict[str, list[tuple[str, str] | str]] = {}
     for user, source in args.role:
         roles.setdefault(user, []).append(source)
+    for sources in roles.values():
+        for source in sources:
+            load_grants(source, option="--role")  # the file's errors name the option, before anything starts
     kueue: dict[str, Any] | None = None
     if args.kueue or args.kueue_integrations is not None or args.kueue_objects or args.kueue_pods_ready_timeout:
         kueue = {"objects": load_objects(args.kueue_objects), "pods_ready_timeout": args.kueue_pods_ready_timeout}
@@ -150,21 +213,51 @@ async def serve(runtime: ClusterRuntime) -> int:
     return 0
 
 
+def check_paths(args: argparse.Namespace) -> None:
+    """What the start would trip over later, said now naming the option."""
+    if args.kubeconfig is not None and not args.kubeconfig.parent.is_dir():
+        raise ValueError(f"--kubeconfig {args.kubeconfig}: its folder does not exist; give a path in an "
+                         "existing directory")
+    if args.workdir is not None and args.workdir.exists() and not args.workdir.is_dir():
+        raise ValueError(f"--workdir {args.workdir} is a file; give a directory (created if missing)")
+    try:
+        infos = socket.getaddrinfo(args.host, None, type=socket.SOCK_STREAM)
+        family, _, _, _, address = infos[0]
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((address[0], 0))
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ValueError(f"--host {args.host!r} cannot be listened on ({reason}); give an address of this "
+                         "machine, e.g. 127.0.0.1") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["credential"]:
         return credential.main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.command == "serve":
-        try:
-            runtime = build_runtime(args)
-        except ValueError as exc:
-            parser.error(str(exc))
+    if args.command != "serve":
+        return 2
+    try:
+        check_paths(args)
+        runtime = build_runtime(args)
+    except ValueError as exc:
+        if args.debug:
+            raise
+        parser.error(str(exc))
+    try:
         return asyncio.run(serve(runtime))
-    return 2
+    except Exception as exc:  # a failure at start (a port in use...): one line, the traceback on request
+        if args.debug:
+            raise
+        said = " ".join(str(exc).split()) or type(exc).__name__
+        if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
+            said = f"--port {args.port} on {args.host} is taken by another process; give another --port or 0 (any free port)"
+        print(f"tfjob-local: cannot serve: {said} (--debug shows where)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -23,28 +23,31 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
-from airflow_tfjob.local.admission import JobAdmission
-from airflow_tfjob.local.apiserver import ApiServer
-from airflow_tfjob.local.auth import TokenAuthenticator
-from airflow_tfjob.local.batchjobs import JobController as BatchJobController
-from airflow_tfjob.local.controllers import CONTROLLERS
+from airflow_tfjob.local.admission.trainjobs import TrainAdmission
+from airflow_tfjob.local.admission.v1jobs import JobAdmission
+from airflow_tfjob.local.apiserver.auth import TokenAuthenticator
+from airflow_tfjob.local.apiserver.rbac import Authorizer, RoleSource
+from airflow_tfjob.local.apiserver.server import ApiServer
+from airflow_tfjob.local.controllers.batch import JobController as BatchJobController
+from airflow_tfjob.local.controllers.jobset import JobSetController
+from airflow_tfjob.local.controllers.reconciler import Reconciler
+from airflow_tfjob.local.controllers.trainjob.controller import TrainJobController
+from airflow_tfjob.local.controllers.trainjob.runtimes import (
+    SHIPPED_RUNTIMES,
+    install_runtime,
+    install_trainer,
+)
+from airflow_tfjob.local.controllers.trainjob.status import GATE, StatusServer
+from airflow_tfjob.local.controllers.v1.registry import CONTROLLERS
 from airflow_tfjob.local.credential import TokenAuthority, exec_command, write_private
 from airflow_tfjob.local.faults import FaultInjector, FaultPlan
-from airflow_tfjob.local.jobcontroller import JobController
-from airflow_tfjob.local.jobsets import JobSetController
 from airflow_tfjob.local.kueue.options import KueueOptions
+from airflow_tfjob.local.model.resources import DEFAULT_APIS, JsonDict, served_groups
+from airflow_tfjob.local.node.podlogs import PodLogs
+from airflow_tfjob.local.node.runner import Runner
 from airflow_tfjob.local.options import CREDENTIALS, check_options
-from airflow_tfjob.local.podlogs import PodLogs
-from airflow_tfjob.local.rbac import Authorizer, RoleSource
-from airflow_tfjob.local.reconciler import Reconciler
-from airflow_tfjob.local.resources import DEFAULT_APIS, JsonDict, served_groups
-from airflow_tfjob.local.runner import Runner
-from airflow_tfjob.local.store import Admission, Store
+from airflow_tfjob.local.store.core import Admission, Store
 from airflow_tfjob.local.tls import ServerTls, make_server_tls
-from airflow_tfjob.local.trainadmission import TrainAdmission
-from airflow_tfjob.local.trainjobs import TrainJobController
-from airflow_tfjob.local.trainjobstatus import GATE, StatusServer
-from airflow_tfjob.local.trainruntimes import SHIPPED_RUNTIMES, install_runtime, install_trainer
 
 if TYPE_CHECKING:
     from airflow_tfjob.local.kueue.controller import KueueController
@@ -77,7 +80,8 @@ class PortAllocator:
 
 
 class Admissions:
-    """The admission chain of the store: the v1 job kinds' (admission.py), then Trainer v2's and JobSet's."""
+    """The admission chain of the store: the v1 job kinds' (admission/v1jobs.py), then Trainer v2's and
+    JobSet's."""
 
     def __init__(self) -> None:
         self.train = TrainAdmission()
@@ -183,18 +187,18 @@ class ClusterRuntime:
                                    extensions=extensions, served_groups=self.served_groups)
         self.status_server: StatusServer | None = None
         if self.feature_gates.get(GATE) and "trainjob" in self.apis:
-            self.status_server = StatusServer(self.store, self.workdir, lambda: self.url,
-                                              self.tls.ca_path if self.tls else None)
-            self.apiserver.status_post = self.status_server.post
+            self.status_server = StatusServer(self.store, self.workdir)
         self._want_controller = controller
         self._want_runner = runner
-        self.controllers: dict[str, JobController | Reconciler] = {}  # by kind: TFJob, ..., Job, JobSet, TrainJob
+        self.controllers: dict[str, Reconciler] = {}  # by kind: TFJob, ..., Job, JobSet, TrainJob
         self.runner: Runner | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self.url = ""
 
     async def start(self) -> str:
         self.url = await self.apiserver.start()
+        if self.status_server is not None:
+            await self.status_server.start()
         self.write_kubeconfig(self.kubeconfig_path, ADMIN, self.credential)
         if "trainjob" in self.apis:
             install_trainer(self.store)
@@ -266,6 +270,8 @@ class ClusterRuntime:
             except (asyncio.CancelledError, Exception):
                 pass
         self._tasks.clear()
+        if self.status_server is not None:
+            await self.status_server.stop()
         await self.apiserver.stop()
 
 
@@ -353,7 +359,7 @@ class LocalCluster:
     def install_runtime(self, manifest: JsonDict) -> JsonDict:
         """Install a (Cluster)TrainingRuntime manifest (a dict, e.g. from yaml.safe_load), replacing one of
         the same name: e.g. `cluster.install_runtime(runtime_manifest("tf", "tensorflow", {"numNodes": 2},
-        "tensorflow/tensorflow:2.21.0"))` (trainruntimes.py). Safe from any thread."""
+        "tensorflow/tensorflow:2.21.0"))` (controllers/trainjob/runtimes.py). Safe from any thread."""
         return self.call(lambda: self.runtime.install_runtime(manifest))
 
     def issue_token(self, user: str = ADMIN, ttl: float | None = None) -> str:
@@ -418,6 +424,14 @@ class LocalCluster:
                 loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
+
+    def lose_node(self, label_selector: str | None = None, timeout: float = 30.0) -> list[str]:
+        """A node is lost: the running pods `label_selector` selects (None: all) die with it and are
+        removed as the node lifecycle controller, taint eviction and PodGC remove them (node/runner.py,
+        `Runner.lose_node`). Returns "namespace/name" of the lost pods. Safe from any thread."""
+        runner = self.runtime.runner
+        assert runner is not None, "the cluster runs no node (runner=False)"
+        return asyncio.run_coroutine_threadsafe(runner.lose_node(label_selector), self.loop).result(timeout)
 
     def call(self, fn: Callable[[], T], timeout: float = 30.0) -> T:
         """Run `fn` on the cluster's loop thread (the store is not thread-safe) and return its result."""

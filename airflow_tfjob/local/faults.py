@@ -9,6 +9,9 @@ applies it in front of the routes, so the store and the controller never know. F
 * ``lost_reply`` (POST, PUT, PATCH, DELETE, DELETECOLLECTION only): the change IS applied, then the
   client gets no reply (the connection is closed) or a 500/504, so it cannot know whether it happened.
 * ``stream_cut`` (watches and ``follow=true`` logs only): the stream is cut after a random while.
+* ``unterminated`` (watches and ``follow=true`` logs only): the stream is served whole, then ends by
+  closing the connection without HTTP's final (zero-length) chunk, as some API gateways and load
+  balancers end them; the client sees a payload error where the stream would have ended cleanly.
 
 Each eligible request draws from one seeded RNG in arrival order, so a run is reproducible when the
 requests arrive in the same order; with concurrent clients the order (and so which request gets which
@@ -29,16 +32,26 @@ from typing import Any
 
 from aiohttp import web
 
-from airflow_tfjob.local.requestmetrics import classify
-from airflow_tfjob.local.resources import ApiError, JsonDict
+from airflow_tfjob.local.apiserver.request import UNTERMINATED
+from airflow_tfjob.local.apiserver.requestmetrics import classify
+from airflow_tfjob.local.model.resources import ApiError, JsonDict
 
-KINDS = ("throttle", "unavailable", "server_error", "lost_reply", "stream_cut")
+KINDS = ("throttle", "unavailable", "server_error", "lost_reply", "stream_cut", "unterminated")
+#: Kinds a plan gets when it names none: ``unterminated`` is asked for by name (it changes how every
+#: stream it draws ends, which the mixes tuned before it existed did not expect).
+DEFAULT_KINDS = ("throttle", "unavailable", "server_error", "lost_reply", "stream_cut")
+STREAM_ONLY = frozenset(("stream_cut", "unterminated"))
 VERBS = ("GET", "LIST", "WATCH", "POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION")
 MUTATING = frozenset(("POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION"))
 METRIC = "tfjob_local_injected_faults_total"
 _TRUE = frozenset(("1", "t", "T", "TRUE", "true", "True"))
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_EXAMPLES = {"seed": "7", "rate": "0.05", "latency": "0.01", "retry_after": "1", "stream_cut_after": "0.5+2"}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass(frozen=True)
@@ -47,7 +60,7 @@ class FaultPlan:
 
     seed: int = 0
     rate: float = 0.0  # share of eligible requests that get a fault (0..1)
-    kinds: tuple[str, ...] = KINDS
+    kinds: tuple[str, ...] = DEFAULT_KINDS
     verbs: tuple[str, ...] | None = None  # only requests with these verbs; None = all
     latency: float = 0.0  # up to this many seconds (uniform jitter) added to every request
     retry_after: float = 1.0  # seconds in the 429's Retry-After (rounded up to whole seconds on the wire)
@@ -60,9 +73,9 @@ class FaultPlan:
             if isinstance(value, list):  # from JSON
                 object.__setattr__(self, name, tuple(value))
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ValueError(f"FaultPlan.seed must be an integer, got {self.seed!r}")
-        if not isinstance(self.rate, (int, float)) or not 0.0 <= self.rate <= 1.0:
-            raise ValueError(f"FaultPlan.rate must be a share between 0 and 1 (e.g. 0.05), got {self.rate!r}")
+            raise ValueError(f"FaultPlan.seed must be an integer (e.g. seed=7), got {self.seed!r}")
+        if not _number(self.rate) or not 0.0 <= self.rate <= 1.0:
+            raise ValueError(f"FaultPlan.rate must be a share between 0 and 1 (e.g. rate=0.05), got {self.rate!r}")
         unknown = [k for k in self.kinds if k not in KINDS]
         if unknown or not self.kinds:
             raise ValueError(f"FaultPlan.kinds: unknown or empty {unknown or list(self.kinds)}; "
@@ -74,12 +87,14 @@ class FaultPlan:
                                  f"choose among {', '.join(VERBS)} (or None for all)")
         for name in ("latency", "retry_after"):
             value = getattr(self, name)
-            if not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"FaultPlan.{name} must be a number of seconds >= 0, got {value!r}")
+            # An infinite latency or Retry-After would hang every request rather than test a client.
+            if not _number(value) or value < 0:
+                raise ValueError(f"FaultPlan.{name} must be a finite number of seconds >= 0 (e.g. "
+                                 f"{name}={_EXAMPLES[name]}), got {value!r}")
         cut = self.stream_cut_after
-        if len(cut) != 2 or not all(isinstance(x, (int, float)) for x in cut) or not 0 <= cut[0] <= cut[1]:
-            raise ValueError("FaultPlan.stream_cut_after must be (low, high) seconds with 0 <= low <= high, "
-                             f"got {self.stream_cut_after!r}")
+        if len(cut) != 2 or not all(_number(x) for x in cut) or not 0 <= cut[0] <= cut[1]:
+            raise ValueError("FaultPlan.stream_cut_after must be (low, high) finite seconds with 0 <= low <= high "
+                             f"(e.g. stream_cut_after=0.5+2), got {self.stream_cut_after!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -112,8 +127,13 @@ class FaultPlan:
                 else:
                     data[key] = tuple(v.strip() for v in value.split("+") if v.strip())
             except ValueError:
-                raise ValueError(f"--faults: {key}={value!r} is not a number") from None
-        return cls.from_dict(data)
+                example = _EXAMPLES.get(key, "")
+                raise ValueError(f"--faults: {key}={value!r} is not a number"
+                                 + (f" (e.g. {key}={example})" if example else "")) from None
+        try:
+            return cls.from_dict(data)
+        except ValueError as exc:
+            raise ValueError(f"--faults: {exc}") from None
 
 
 def _status(code: int, reason: str, message: str, details: JsonDict | None = None) -> web.Response:
@@ -188,7 +208,7 @@ class FaultInjector:
             if plan.verbs is not None and verb not in plan.verbs:
                 return state, delay, None, 0.0
             eligible = [k for k in plan.kinds if (k != "lost_reply" or verb in MUTATING)
-                        and (k != "stream_cut" or stream)]
+                        and (k not in STREAM_ONLY or stream)]
             if not eligible or plan.rate <= 0 or state.rng.random() >= plan.rate:
                 return state, delay, None, 0.0
             kind = eligible[0] if len(eligible) == 1 else state.rng.choice(eligible)
@@ -231,6 +251,8 @@ class FaultInjector:
             return applied
         if kind == "stream_cut":
             return await self._cut_later(request, handler, state, param)
+        if kind == "unterminated":
+            request[UNTERMINATED] = True  # the stream endpoints end it (apiserver/request.end_stream)
         return await handler(request)
 
     async def _cut_later(self, request: web.Request, handler: Handler, state: _State,

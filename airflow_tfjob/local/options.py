@@ -7,10 +7,11 @@ combination raises ValueError naming the option and the fix, and no port, file o
 from __future__ import annotations
 
 import ipaddress
+import math
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_tfjob.local.trainjobstatus import GATE
+from airflow_tfjob.local.controllers.trainjob.status import GATE
 
 #: How a kubeconfig's user authenticates: an exec plugin minting fresh tokens, or one static token.
 CREDENTIALS = ("exec", "static")
@@ -42,13 +43,14 @@ def check_options(
                          f"{', '.join(FEATURE_GATES)} (e.g. {{'TrainJobStatus': True}})")
     if not auth and not is_loopback(host):
         raise ValueError(
-            f"host {host!r} is not a loopback address: without authentication anyone who can reach it "
+            f"host {host!r} is not a loopback address (--host): without authentication anyone who can reach it "
             "could run processes on this machine; turn token authentication on (tfjob-local serve "
             "--auth token, LocalCluster(auth=True)) or listen on 127.0.0.1"
         )
     if credential not in CREDENTIALS:
         raise ValueError(f"credential must be one of {', '.join(CREDENTIALS)}, got {credential!r}")
-    if isinstance(token_ttl, bool) or not isinstance(token_ttl, (int, float)) or token_ttl <= 0:
+    if (isinstance(token_ttl, bool) or not isinstance(token_ttl, (int, float)) or not math.isfinite(token_ttl)
+            or token_ttl <= 0):
         raise ValueError(f"token_ttl must be a positive number of seconds (e.g. 900), got {token_ttl!r}")
     if roles and not auth:
-        raise ValueError("roles need token authentication to know who asks: pass auth=True (--auth token)")
+        raise ValueError("roles (--role) need token authentication to know who asks: pass auth=True (--auth token)")

@@ -1,24 +1,27 @@
 """TFJob's ``api`` parameter: run the TFJob on the TFJob API, or on Kubeflow Trainer v2 as a TrainJob.
 
-``"auto"`` (the default) asks the cluster once per try (API discovery, :mod:`airflow_tfjob.trainjob.discovery`):
+``"auto"`` (the default) asks the cluster once per try (API discovery, :mod:`airflow_tfjob.jobs.trainjob.discovery`):
 TFJob where ``kubeflow.org/v1`` serves ``tfjobs``, so nothing changes where the training-operator runs,
 else a TrainJob on a shipped TensorFlow runtime. ``"tfjob"`` and ``"trainjob"`` force one. Without a
-cluster (``render_only``) "auto" renders the TFJob. The choice is made at the start of ``execute`` and
+cluster (``render_only``) "auto" renders the TFJob. The choice is made in ``execute`` once the job
+its parameters describe is built and validated (invalid input costs no request), and
 made again (the same answer from the same cluster) when a deferred task resumes or its trigger failed,
 so nothing about it has to travel through the trigger.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
-from airflow_tfjob.kinds import TFJOB, TRAINJOB, JobKind, kind_named
-from airflow_tfjob.trainjob.discovery import Discovery, choose_api
+from airflow_tfjob.jobs.kinds import TFJOB, TRAINJOB, JobKind, kind_named
+from airflow_tfjob.jobs.trainjob.discovery import APIS, Discovery, choose_api
+
+__all__ = ["APIS", "ApiChoice"]
 
 
 class ApiChoice:
-    """Mixin of KubeflowJobOperator: the kind the task's job really is, and the TrainJob steps of a TFJob."""
+    """Mixin of KubeflowJobOperator: the kind the task's job really is (its adapter then names the limits
+    and maps the TFJob onto the TrainJob that runs it, operators/building.py)."""
 
     kind: str
     api: str
@@ -38,38 +41,30 @@ class ApiChoice:
     def check_api(self) -> None:
         """``api="trainjob"`` is TFJob's: another kind runs on Trainer v2 through TrainJobOperator."""
         if self.kind not in (TFJOB.kind, TRAINJOB.kind) and getattr(self, "api", "auto") == "trainjob":
-            from airflow_tfjob.validation_checker import TFJobValidationError
+            from airflow_tfjob.build.checker import JobValidationError
 
-            raise TFJobValidationError(
+            raise JobValidationError(
                 "api",
                 f"'trainjob' maps TFJobs only; a {self.kind} has Trainer v2 runtimes of its own",
                 "leave api out, or run it with TrainJobOperator on a runtime (e.g. torch-distributed)",
                 kind=self.kind,
             )
 
+    def asks_cluster(self) -> bool:
+        """Whether ``choose_api`` would ask the cluster (the operator validates everything before)."""
+        return (
+            self.kind == TFJOB.kind
+            and self.api == "auto"
+            and self._chosen_api is None
+            and not self.render_only
+        )
+
+    def api_changed_kind(self) -> bool:
+        """Whether the API chosen runs the job as another kind than its parameters describe."""
+        return self.job_kind.kind != self.kind
+
     def choose_api(self, hook: Callable[[], Discovery]) -> None:
         """Ask the cluster which API an ``api="auto"`` TFJob runs on (once per operator instance; the
         hook is made only then)."""
-        if self.kind == TFJOB.kind and self.api == "auto" and self._chosen_api is None and not self.render_only:
+        if self.asks_cluster():
             self._chosen_api = choose_api(hook())
-
-    def trainjob_name_length(self, manifest: Mapping[str, Any]) -> int | None:
-        """A derived name short enough for every pod JobSet names (TFJob's limit is longer)."""
-        if self.job_kind is not TRAINJOB:
-            return None
-        from airflow_tfjob.trainjob.validation import max_name_length
-
-        specs = (manifest.get("spec") or {}).get(TFJOB.spec_key) or {}
-        workers = max((s.get("replicas", 1) for s in specs.values() if isinstance(s, Mapping)), default=1)
-        return max_name_length(workers if isinstance(workers, int) else 100)
-
-    def as_trainjob(self, manifest: dict[str, Any]) -> dict[str, Any]:
-        """The validated TFJob as the TrainJob that runs it (refusals name the replica types and the fix)."""
-        if self.job_kind is not TRAINJOB or manifest.get("kind") == TRAINJOB.kind:
-            return manifest
-        from airflow_tfjob.trainjob.from_tfjob import to_trainjob
-        from airflow_tfjob.trainjob.validation import validate_trainjob
-
-        trainjob = to_trainjob(manifest)
-        validate_trainjob(trainjob)
-        return trainjob

@@ -1,10 +1,13 @@
-"""Checks of TFJobOperator's own parameters (how to follow, clean up, log), before any API call.
+"""Checks of the operators' own parameters (how to follow, clean up, log), before any API call.
 
-The manifest has its validator (:mod:`airflow_tfjob.validation`); these are the operator's other
+The manifest has its validator (:mod:`airflow_tfjob.build.validation`); these are the operator's other
 knobs. A mistake there would otherwise surface late and obscurely: a misspelt ``log_replicas`` as a
 crash of the log follower after the job was created, an unknown ``on_finish_action`` as a cleanup
 that never happens. Every problem names the parameter and the fix, and all of them are reported at
-once, in the same :class:`~airflow_tfjob.validation.TFJobValidationError` as manifest problems.
+once, in the same :class:`~airflow_tfjob.build.validation.JobValidationError` as manifest problems.
+
+The rules here know no parameter by name: each row of the parameter table (operators/params.py)
+names its rule, and the rule is told the name it reports under.
 
 Pure and cheap to import: the operator calls it at DAG parse time (for values that are not
 templates) and again at the start of ``execute`` (after rendering).
@@ -12,15 +15,16 @@ templates) and again at the start of ``execute`` (after rendering).
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from airflow_tfjob.cleanup import ON_FINISH_ACTIONS, ON_KILL_ACTIONS
-from airflow_tfjob.validation import Problem, TFJobValidationError
+from airflow_tfjob.build.checker import JobValidationError, Problem
 
 if TYPE_CHECKING:
-    from airflow_tfjob.tensorboard import TensorBoardSpec
+    from airflow_tfjob.integrations.tensorboard import TensorBoardSpec
 
 # Katib's metric name syntax (metrics.METRIC_RE's name group): a name outside it is never matched.
 _METRIC_NAME = re.compile(r"[\w|-]+")
@@ -36,89 +40,260 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _check_choice(problems: list[Problem], name: str, value: Any, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        problems.append(
-            Problem(name, f"{value!r} is not a known action", f"use one of {', '.join(map(repr, choices))}")
+def _is_finite(value: Any) -> bool:
+    """A number that can be a duration or a bound (NaN compares false to everything, infinity never ends)."""
+    return _is_number(value) and math.isfinite(value)
+
+
+#: A parameter's check, named by its row in operators/params.py: ``rule(name, value, given)`` returns
+#: the value as the code using it takes it (``log_replicas`` parsed into a LogSelection) or raises
+#: JobValidationError naming ``name``; ``given`` holds the operator's other checked parameters (the
+#: TensorBoard ones are read together). A value still to be rendered is returned as it is.
+Rule = Callable[[str, Any, Mapping[str, Any]], Any]
+
+
+def _refuse(name: str, problem: str, fix: str) -> NoReturn:
+    raise JobValidationError(name, problem, fix)
+
+
+def choice(*choices: str, what: str = "a known action") -> Rule:
+    def rule(name: str, value: Any, given: Mapping[str, Any]) -> Any:
+        if value not in choices:
+            _refuse(name, f"{value!r} is not {what}", f"use one of {', '.join(map(repr, choices))}")
+        return value
+
+    return rule
+
+
+def api_choice(name: str, value: Any, given: Mapping[str, Any]) -> Any:
+    from airflow_tfjob.operators.api_choice import APIS  # TFJob's api parameter
+
+    return choice(*APIS, what="an API a TFJob runs on")(name, value, given)
+
+
+def seconds(*, none_ok: bool) -> Rule:
+    def rule(name: str, value: Any, given: Mapping[str, Any]) -> Any:
+        if value is None and none_ok:
+            return value
+        if not _is_finite(value) or value <= 0:
+            fix = "a finite positive number of seconds" + (", or None for no limit" if none_ok else "")
+            _refuse(name, f"{value!r} is not a finite positive number of seconds", f"use {fix}")
+        return value
+
+    return rule
+
+
+#: The longest window a Kubernetes TTL holds (ttlSecondsAfterFinished is an int32).
+MAX_WINDOW_SECONDS = 2**31 - 1
+
+
+def window(name: str, value: Any, given: Mapping[str, Any]) -> Any:
+    """A time window (seconds, or a ``datetime.timedelta``) as whole seconds, rounded up: a TTL counts
+    whole seconds, and rounding down would shorten what the user asked to keep."""
+    if value is None:
+        return None
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if not _is_finite(seconds) or not 0 < seconds <= MAX_WINDOW_SECONDS:
+        _refuse(
+            name,
+            f"{value!r} is not a positive duration of at most {MAX_WINDOW_SECONDS} seconds",
+            "use seconds (e.g. 3600) or a datetime.timedelta (e.g. timedelta(hours=1)); None keeps "
+            "today's cleanup",
         )
+    return math.ceil(seconds)
 
 
-def _check_seconds(problems: list[Problem], name: str, value: Any, *, none_ok: bool) -> None:
-    if value is None and none_ok:
-        return
-    if not _is_number(value) or value <= 0:
-        fix = "a positive number of seconds" + (", or None for no limit" if none_ok else "")
-        problems.append(Problem(name, f"{value!r} is not a positive number of seconds", f"use {fix}"))
+def retry_seconds(name: str, value: Any, given: Mapping[str, Any]) -> Any:
+    if value is not None and (not _is_finite(value) or value < 0):
+        _refuse(
+            name,
+            f"{value!r} is not a number of seconds",
+            "use the seconds every API call may be retried in all (0: no retries), or None for the "
+            "default of 240",
+        )
+    return value
 
 
-def _check_count(problems: list[Problem], name: str, value: Any, unit: str) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        problems.append(
-            Problem(
+def count(unit: str) -> Rule:
+    def rule(name: str, value: Any, given: Mapping[str, Any]) -> Any:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            _refuse(
                 name, f"{value!r} is not a non-negative integer", f"use a number of {unit}; 0 means no limit"
             )
-        )
+        return value
+
+    return rule
 
 
-def _check_grace_period(problems: list[Problem], value: Any) -> None:
+def boolean(name: str, value: Any, given: Mapping[str, Any]) -> Any:
+    if not isinstance(value, bool):
+        _refuse(name, f"{value!r} is not a boolean", "use True or False")
+    return value
+
+
+def connection_id(name: str, value: Any, given: Mapping[str, Any]) -> Any:
+    if not isinstance(value, str) or not value:
+        _refuse(name, f"{value!r} is not a connection id", "use e.g. 'kubernetes_default'")
+    return value
+
+
+def grace_period(name: str, value: Any, given: Mapping[str, Any]) -> Any:
     if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
-        return
-    problems.append(
-        Problem(
-            "kill_grace_period",
-            f"{value!r} is not a non-negative whole number of seconds",
-            "use e.g. 1 (SIGTERM, then SIGKILL a second later), 0 to remove the pods at once, or None "
-            "for the pods' own terminationGracePeriodSeconds",
-        )
+        return value
+    _refuse(
+        name,
+        f"{value!r} is not a non-negative whole number of seconds",
+        "use e.g. 1 (SIGTERM, then SIGKILL a second later), 0 to remove the pods at once, or None "
+        "for the pods' own terminationGracePeriodSeconds",
     )
 
 
-def _check_log_replicas(problems: list[Problem], value: Any) -> None:
+def log_selection(name: str, value: Any, given: Mapping[str, Any]) -> Any:
+    """The one parse of ``log_replicas`` on the operator's side: the LogSelection it carries on."""
     if is_template(value):
-        return
-    from airflow_tfjob.logs import LogSelection  # the one parser the follower uses
+        return value
+    from airflow_tfjob.follow.logs_parsing import LogSelection
 
     if not isinstance(value, str):
-        problems.append(
-            Problem(
-                "log_replicas", f"{value!r} is not a string", "use e.g. 'master', 'all' or 'chief,worker:0'"
-            )
-        )
-        return
+        _refuse(name, f"{value!r} is not a string", "use e.g. 'master', 'all' or 'chief,worker:0'")
     try:
-        LogSelection.parse(value)
+        return LogSelection.parse(value)
     except ValueError as error:
-        problems.append(
-            Problem(
-                "log_replicas",
-                str(error).removeprefix("log_replicas: "),
-                "use 'all', 'master', a replica type (chief, master, ps, worker, evaluator), "
-                "'<type>:<index>' such as 'worker:0', or a comma-separated list of these",
-            )
+        _refuse(
+            name,
+            str(error).removeprefix(f"{name}: "),
+            "use 'all', 'master', a replica type (chief, master, ps, worker, evaluator), "
+            "'<type>:<index>' such as 'worker:0', or a comma-separated list of these",
         )
 
 
-def _check_metrics(problems: list[Problem], value: Any) -> None:
+def metric_names(name: str, value: Any, given: Mapping[str, Any]) -> Any:
     if not isinstance(value, (list, tuple)):
-        problems.append(Problem("metrics", f"{value!r} is not a list", "use a list of names, e.g. ['loss']"))
-        return
+        _refuse(name, f"{value!r} is not a list", "use a list of names, e.g. ['loss']")
+    problems: list[Problem] = []
     seen: set[str] = set()
     for item in value:
         if not isinstance(item, str) or not _METRIC_NAME.fullmatch(item):
             problems.append(
                 Problem(
-                    "metrics",
+                    name,
                     f"{item!r} is not a metric name the collector can match (Katib StdOut format name=value)",
                     "use letters, digits, '_', '-' or '|' only, as printed before '=' (e.g. 'loss', 'val-acc')",
                 )
             )
         elif item in _RESERVED_METRICS:
             problems.append(
-                Problem("metrics", f"{item!r} is a reserved key of the metrics result", "rename the metric")
+                Problem(name, f"{item!r} is a reserved key of the metrics result", "rename the metric")
             )
         elif item in seen:
-            problems.append(Problem("metrics", f"{item!r} is listed twice", "list each metric once"))
+            problems.append(Problem(name, f"{item!r} is listed twice", "list each metric once"))
         seen.add(str(item))
+    if problems:
+        raise JobValidationError(problems)
+    return list(value)
+
+
+def progress_shape(name: str, value: Any, given: Mapping[str, Any]) -> Any:
+    from airflow_tfjob.follow.progress import check_progress
+
+    check_progress(value)
+    return value
+
+
+def lineage(name: str, value: Any, given: Mapping[str, Any]) -> Any:
+    # Imported here: the sensor reads this module and has no lineage parameters.
+    from airflow_tfjob.operators.lineage import lineage_problems
+
+    problems = lineage_problems(name, value)
+    if problems:
+        raise JobValidationError(problems)
+    return value
+
+
+def checkpoint_store(name: str, value: Any, given: Mapping[str, Any]) -> Any:
+    """``checkpoint``: the store it names (a CheckpointStore), or None; a template waits for its value."""
+    from airflow_tfjob.build.checkpoints import parse_store
+
+    if is_template(value) or (isinstance(value, Mapping) and any(is_template(v) for v in value.values())):
+        return value
+    return parse_store(value, name)
+
+
+# Kueue's webhook takes a LocalQueue name only as a DNS-1123 label (kueue.x-k8s.io/queue-name).
+_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_QUEUE_FIX = (
+    "name the LocalQueue as Kueue does: at most 63 lowercase letters, digits and '-', starting and "
+    "ending with a letter or digit (kubectl get localqueues -n <namespace>)"
+)
+
+
+def _queue_name_problem(field: str, value: Any) -> Problem | None:
+    if is_template(value) or not isinstance(value, str):
+        return None  # a template is checked once rendered; another type is paramtypes'
+    if len(value) > 63 or not _DNS_LABEL.fullmatch(value):
+        return Problem(field, f"{value[:80]!r} is not a name Kueue's webhook accepts for a queue", _QUEUE_FIX)
+    return None
+
+
+def _queue_label(labels: Any) -> Any:
+    return labels.get(_QUEUE_LABEL) if isinstance(labels, Mapping) else None
+
+
+def queue_name(name: str, value: Any, given: Mapping[str, Any]) -> Any:
+    """``kueue_queue``: a LocalQueue name Kueue takes, and not contradicted by the queue-name label."""
+    if value is None:
+        return value
+    problem = _queue_name_problem(name, value)
+    if problem is not None:
+        raise JobValidationError([problem])
+    label = _queue_label(given.get("labels"))
+    if isinstance(label, str) and not is_template(label) and not is_template(value) and label != value:
+        _refuse(
+            name,
+            f"{value!r} disagrees with labels[{_QUEUE_LABEL!r}]={label[:80]!r}; one would silently win",
+            f"give the queue once: kueue_queue={value!r}, without the {_QUEUE_LABEL} label",
+        )
+    return value
+
+
+def queue_label(name: str, value: Any, given: Mapping[str, Any]) -> Any:
+    """``labels``: the queue-name label, when set there, is a queue name Kueue takes (the rest is the
+    manifest validator's)."""
+    problem = _queue_name_problem(f"{name}[{_QUEUE_LABEL!r}]", _queue_label(value))
+    if problem is not None:
+        raise JobValidationError([problem])
+    return value
+
+
+def env_names(name: str, value: Any, given: Mapping[str, Any]) -> Any:
+    """``secret_env`` (and its like): every variable name valid, each named without its value."""
+    from airflow_tfjob.build.checker import PRINTABLE_ENV_RE
+
+    if not isinstance(value, Mapping):
+        return value  # paramtypes names the type, never the value of a secret
+    problems = [
+        Problem(
+            f"{name}[{key!r}]",
+            "is not a valid environment variable name",
+            "use letters, digits, '_', '-' and '.', starting with a letter or '_' (no spaces or '=')",
+        )
+        for key in value
+        if isinstance(key, str) and not is_template(key) and not (key and PRINTABLE_ENV_RE.match(key))
+    ]
+    if problems:
+        raise JobValidationError(problems)
+    return value
+
+
+def checked_with(other: str) -> Rule:
+    """A parameter whose check is another's (``tensorboard_log_dir`` is ``tensorboard``'s)."""
+
+    def rule(name: str, value: Any, given: Mapping[str, Any]) -> Any:
+        return value
+
+    rule.__doc__ = f"checked by {other}'s rule"
+    return rule
 
 
 def tensorboard_spec(value: Any, log_dir: Any = None, keep: Any = False) -> TensorBoardSpec | None:
@@ -128,7 +303,7 @@ def tensorboard_spec(value: Any, log_dir: Any = None, keep: Any = False) -> Tens
     fields, or a TensorBoardSpec; ``log_dir`` and ``keep`` override the spec's own. ValueError if
     they do not describe one.
     """
-    from airflow_tfjob.tensorboard import TensorBoardSpec
+    from airflow_tfjob.integrations.tensorboard import TensorBoardSpec
 
     if value is None or value is False:
         if log_dir is not None:
@@ -156,134 +331,63 @@ def tensorboard_spec(value: Any, log_dir: Any = None, keep: Any = False) -> Tens
         raise ValueError(str(error)) from error
 
 
-def _check_tensorboard(problems: list[Problem], value: Any, log_dir: Any, keep: Any) -> None:
-    if not isinstance(keep, bool):
-        problems.append(Problem("tensorboard_keep", f"{keep!r} is not a boolean", "use True or False"))
+def tensorboard(name: str, value: Any, given: Mapping[str, Any]) -> Any:
+    """``tensorboard`` with ``tensorboard_log_dir`` and ``tensorboard_keep`` (their rows' own checks)."""
+    log_dir, keep = given.get("tensorboard_log_dir"), given.get("tensorboard_keep", False)
     if is_template(log_dir) or (isinstance(value, Mapping) and any(is_template(v) for v in value.values())):
-        return
+        return value
     try:
         tensorboard_spec(value, log_dir, keep)
     except ValueError as error:
-        problems.append(
-            Problem(
-                "tensorboard",
-                str(error),
-                "use tensorboard=True with tensorboard_log_dir='<where the training writes summaries>', "
-                "or tensorboard={'log_dir': ..., 'service_type': ..., 'url_template': ...} "
-                "(the fields of airflow_tfjob.tensorboard.TensorBoardSpec)",
-            )
+        _refuse(
+            name,
+            str(error),
+            "use tensorboard=True with tensorboard_log_dir='<where the training writes summaries>', "
+            "or tensorboard={'log_dir': ..., 'service_type': ..., 'url_template': ...} "
+            "(the fields of airflow_tfjob.integrations.tensorboard.TensorBoardSpec)",
         )
+    return value
 
 
-#: What a preemption by Kueue does to the task: wait for the job to be admitted again, or fail it.
-ON_PREEMPTION = ("wait", "fail")
-
-
-def check_operator_parameters(params: Mapping[str, Any]) -> None:
-    """Raise TFJobValidationError listing every problem among the operator's own parameters.
+def check_operator_parameters(
+    params: Mapping[str, Any], rules: Mapping[str, Rule] | None = None, kind: str = "TFJob"
+) -> dict[str, Any]:
+    """Raise JobValidationError listing every problem among the operator's own parameters; return
+    them as the code using them takes them.
 
     ``params`` holds the operator's attributes by parameter name; absent keys are not checked.
+    ``rules``: each parameter's rule, in the order problems are listed (an operator's table's
+    ``rules``); by default every row's of operators/params.py. ``kind``: the job's, which the message
+    names.
     """
+    if rules is None:
+        from airflow_tfjob.operators.params import every_rule  # the rows name this module's rules
+
+        rules = every_rule()
     problems: list[Problem] = []
-    if "on_finish_action" in params:
-        _check_choice(problems, "on_finish_action", params["on_finish_action"], ON_FINISH_ACTIONS)
-    if "on_kill_action" in params:
-        _check_choice(problems, "on_kill_action", params["on_kill_action"], ON_KILL_ACTIONS)
-    if "kill_grace_period" in params:
-        _check_grace_period(problems, params["kill_grace_period"])
-    if "api" in params:
-        from airflow_tfjob.trainjob.discovery import APIS
-
-        if params["api"] not in APIS:
-            problems.append(
-                Problem(
-                    "api",
-                    f"{params['api']!r} is not an API a TFJob runs on",
-                    f"use one of {', '.join(map(repr, APIS))}",
-                )
-            )
-    if "startup_timeout" in params:
-        _check_seconds(problems, "startup_timeout", params["startup_timeout"], none_ok=True)
-    if "queue_timeout" in params:
-        _check_seconds(problems, "queue_timeout", params["queue_timeout"], none_ok=True)
-    if "kueue_workload_window" in params:
-        _check_seconds(problems, "kueue_workload_window", params["kueue_workload_window"], none_ok=False)
-    if "on_preemption" in params:
-        _check_choice(problems, "on_preemption", params["on_preemption"], ON_PREEMPTION)
-    if not isinstance(params.get("kueue_require_admission", False), bool):
-        value = params["kueue_require_admission"]
-        problems.append(Problem("kueue_require_admission", f"{value!r} is not a boolean", "use True or False"))
-    if "api_retry_timeout" in params:
-        value = params["api_retry_timeout"]
-        if value is not None and (not _is_number(value) or value < 0):
-            problems.append(
-                Problem(
-                    "api_retry_timeout",
-                    f"{value!r} is not a number of seconds",
-                    "use the seconds every API call may be retried in all (0: no retries), or None for the "
-                    "default of 240",
-                )
-            )
-    if "log_replicas" in params:
-        _check_log_replicas(problems, params["log_replicas"])
-    if "metrics" in params:
-        _check_metrics(problems, params["metrics"])
-    if "progress" in params:
-        _check_progress(problems, params["progress"])
-    if "log_rate_per_replica" in params:
-        _check_count(problems, "log_rate_per_replica", params["log_rate_per_replica"], "lines per second")
-    if "log_total_cap" in params:
-        _check_count(problems, "log_total_cap", params["log_total_cap"], "lines")
-    for flag in ("get_logs", "metrics_history", "deferrable", "render_only"):
-        if flag in params and not isinstance(params[flag], bool):
-            problems.append(Problem(flag, f"{params[flag]!r} is not a boolean", "use True or False"))
-    if "kubernetes_conn_id" in params:
-        conn_id = params["kubernetes_conn_id"]
-        if not isinstance(conn_id, str) or not conn_id:
-            problems.append(
-                Problem(
-                    "kubernetes_conn_id",
-                    f"{conn_id!r} is not a connection id",
-                    "use e.g. 'kubernetes_default'",
-                )
-            )
-    for name in ("model_asset", "lineage_inputs", "lineage_outputs"):
-        if name in params:
-            # Imported here: the sensor reads this module and has no lineage parameters.
-            from airflow_tfjob.operators.lineage import lineage_problems
-
-            problems += lineage_problems(name, params[name])
-    if "tensorboard" in params:
-        _check_tensorboard(
-            problems,
-            params["tensorboard"],
-            params.get("tensorboard_log_dir"),
-            params.get("tensorboard_keep", False),
-        )
+    checked: dict[str, Any] = {}
+    for name, rule in rules.items():
+        if name not in params:
+            continue
+        try:
+            checked[name] = rule(name, params[name], params)
+        except JobValidationError as error:
+            problems.extend(error.problems)
     if problems:
-        raise TFJobValidationError(problems)
+        raise JobValidationError(problems, kind=kind)
+    return checked
 
 
-def _check_progress(problems: list[Problem], value: Any) -> None:
-    from airflow_tfjob.progress import check_progress
-
-    try:
-        check_progress(value)
-    except TFJobValidationError as error:
-        problems.extend(error.problems)
-
-
-def check_log_replicas_against_job(value: Any, manifest: Mapping[str, Any]) -> None:
-    """Refuse a ``log_replicas`` naming a replica type or index the job does not have.
-
-    Such a selection would show nothing, and the task log would stay silent for the whole run.
+def check_log_replicas_against_job(selection: Any, manifest: Mapping[str, Any]) -> None:
+    """Refuse a ``log_replicas`` selection (as its rule parsed it) naming a replica type or index the
+    job does not have. Such a selection would show nothing, and the task log would stay silent for
+    the whole run.
     """
-    from airflow_tfjob.logs import LogSelection
-    from airflow_tfjob.status import job_kind
+    from airflow_tfjob.follow.logs_parsing import LogSelection
+    from airflow_tfjob.jobs.status import job_kind
 
-    if not isinstance(value, str):
+    if not isinstance(selection, LogSelection):
         return
-    selection = LogSelection.parse(value)
     kind = job_kind(manifest)
     specs = (manifest.get("spec") or {}).get(kind.spec_key) or {}
     counts: dict[str, int] = {}
@@ -299,7 +403,7 @@ def check_log_replicas_against_job(value: Any, manifest: Mapping[str, Any]) -> N
         if index >= counts.get(rtype, 0):
             problems.append(f"'{rtype}:{index}' is not a replica of this job")
     if problems:
-        raise TFJobValidationError(
+        raise JobValidationError(
             [
                 Problem(
                     "log_replicas",
@@ -313,7 +417,7 @@ def check_log_replicas_against_job(value: Any, manifest: Mapping[str, Any]) -> N
 
 def replica_counts(replicas: Any, shortcuts: Mapping[str, Any]) -> Any:
     """``replicas`` with the shortcut arguments (``worker=2``) added; a type given in both is refused."""
-    from airflow_tfjob.naming import canonical_replica_type
+    from airflow_tfjob.build.naming import canonical_replica_type
 
     if not shortcuts:
         return replicas
@@ -332,45 +436,45 @@ def replica_counts(replicas: Any, shortcuts: Mapping[str, Any]) -> Any:
         if canonical_replica_type(key) in given
     ]
     if problems:
-        raise TFJobValidationError(problems)
+        raise JobValidationError(problems)
     return {**replicas, **shortcuts}
 
 
-def check_parameter_types(values: Mapping[str, Any], *, at_parse: bool = False) -> None:
-    """Raise TFJobValidationError for every parameter of the wrong type (airflow_tfjob.paramtypes).
+def check_parameter_types(values: Mapping[str, Any], *, at_parse: bool = False, kind: str = "TFJob") -> None:
+    """Raise JobValidationError for every parameter of the wrong type (airflow_tfjob.build.paramtypes).
 
     ``at_parse``: when the operator is created, values still to be rendered (Jinja strings, XCom
     references) are left for the check after rendering.
     """
-    from airflow_tfjob.paramtypes import type_problems
+    from airflow_tfjob.build.paramtypes import type_problems
 
     if at_parse:
         values = {k: v for k, v in values.items() if not is_template(v) and not hasattr(v, "resolve")}
     problems = type_problems(values)
     if problems:
-        raise TFJobValidationError(problems)
+        raise JobValidationError(problems, kind=kind)
 
 
 def kind_name_of(kind: Any, default: str | None, owner: str) -> str:
     """The canonical name of an operator's or sensor's `kind` (its class's `default` when not given).
 
     Missing, unknown, or another kind than a named class's (``PyTorchJobOperator(kind="TFJob")``):
-    TFJobValidationError naming `kind` and the fix.
+    JobValidationError naming `kind` and the fix.
     """
-    from airflow_tfjob.kinds import KINDS, kind_named
+    from airflow_tfjob.jobs.kinds import KINDS, kind_named
 
     given = kind if kind is not None else default
     known = ", ".join(k.kind for k in KINDS)
     if not isinstance(given, str):
-        raise TFJobValidationError(
+        raise JobValidationError(
             "kind", "is missing" if given is None else f"is {given!r}", f"pass one of {known}"
         )
     try:
         name = kind_named(given).kind
     except ValueError as error:
-        raise TFJobValidationError("kind", str(error), f"pass one of {known}") from None
+        raise JobValidationError("kind", str(error), f"pass one of {known}") from None
     if default is not None and name != default:
-        raise TFJobValidationError(
+        raise JobValidationError(
             "kind",
             f"is {name!r} but {owner} is for {default}s",
             f"leave kind out, or use the class for {name}",

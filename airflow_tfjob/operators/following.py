@@ -1,7 +1,7 @@
 """Following the task's job: inline on the worker, or handed to the triggerer and drained after.
 
-Both modes run the same async core (:func:`airflow_tfjob.follow.follow_job`): the worker runs it in
-its own event loop; a deferred task gives it to :class:`~airflow_tfjob.triggers.tfjob.TFJobTrigger`,
+Both modes run the same async core (:func:`airflow_tfjob.follow.core.follow_job`): the worker runs it in
+its own event loop; a deferred task gives it to :class:`~airflow_tfjob.triggers.kubeflow.KubeflowJobTrigger`,
 and on resumption :func:`drain` continues from the trigger's cursors so that the result is the
 synchronous one. Cheap to import: the async core is imported when a job is followed.
 """
@@ -11,50 +11,40 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
+from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from airflow_tfjob.follow import FollowOptions, FollowOutcome
-    from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
-    from airflow_tfjob.triggers.tfjob import TFJobTrigger
+    from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
+    from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
+    from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
 
 # Extra time given to Airflow's own trigger timeout beyond the job deadline: the trigger enforces the
 # deadline itself (and deletes the job); Airflow's timeout is the backstop for a stuck trigger.
 TRIGGER_TIMEOUT_MARGIN = 120.0
 
 
-def options_for(operator: Any, *, started: float | None) -> FollowOptions:
-    """What the follow core needs of the operator's parameters (the same for every kind and API);
-    `started`: when the task started, from which ``execution_timeout`` counts (None: no deadline,
-    as for the drain after the trigger, which enforced it)."""
-    from airflow_tfjob.follow import FollowOptions
-    from airflow_tfjob.progress import progress_spec
+def options_for(operator: Any, checked: Mapping[str, Any], *, started: float | None) -> FollowOptions:
+    """The task's follow options, built once per task (the inline follow, or the trigger and the
+    drain after it, read the same): the operator's follow parameters as their rules ``checked``
+    them (the rows of its parameter table say which, under which field), with the kind of the job,
+    the return marker, and the deadline of ``execution_timeout`` from ``started`` (None: none).
+    """
+    from airflow_tfjob.follow.outcome import FollowOptions
+    from airflow_tfjob.operators import params
 
-    progress = progress_spec(operator.progress, operator.hyperparameters)
     timeout = operator.execution_timeout
     return FollowOptions(
-        log_replicas=operator.log_replicas,
-        startup_timeout=operator.startup_timeout,
+        **params.follow_options(operator.parameter_table, checked, operator),
         deadline=None if started is None or timeout is None else started + timeout.total_seconds(),
-        metrics=list(operator.metrics),
-        metrics_history=operator.metrics_history,
-        get_logs=operator.get_logs,
         return_marker=operator.return_marker,
-        log_rate_per_replica=operator.log_rate_per_replica,
-        log_total_cap=operator.log_total_cap,
         kind=operator.job_kind.kind,
-        progress=progress.to_dict() if progress is not None else None,
-        queue_timeout=operator.queue_timeout,
-        on_preemption=operator.on_preemption,
-        kueue_require_admission=operator.kueue_require_admission,
-        kueue_workload_window=operator.kueue_workload_window,
     )
 
 
 def follow(
-    hook: AsyncTFJobHook,
+    hook: AsyncKubeflowJobHook,
     name: str,
     namespace: str,
     options: FollowOptions,
@@ -62,7 +52,7 @@ def follow(
     cursors: dict[str, Any] | None = None,
 ) -> FollowOutcome:
     """Follow the job to its end on the worker (logs, metrics, status)."""
-    from airflow_tfjob.follow import follow_job
+    from airflow_tfjob.follow.core import follow_job
 
     async def run() -> FollowOutcome:
         return await follow_job(hook, name, namespace, options, log, cursors)
@@ -71,7 +61,12 @@ def follow(
 
 
 def drain(
-    hook: AsyncTFJobHook, name: str, namespace: str, options: FollowOptions, log: Any, outcome: FollowOutcome
+    hook: AsyncKubeflowJobHook,
+    name: str,
+    namespace: str,
+    options: FollowOptions,
+    log: Any,
+    outcome: FollowOutcome,
 ) -> FollowOutcome:
     """Continue the trigger's follow to the job's end, so that the result is the synchronous one.
 
@@ -80,12 +75,10 @@ def drain(
     terminal status, before the replica counts settled). The outcome stands even if the last lines
     cannot be read.
     """
-    from airflow_tfjob.follow import drain_job
-
-    options.startup_timeout = None
+    from airflow_tfjob.follow.core import drain_job
 
     async def run() -> FollowOutcome:
-        return await drain_job(hook, name, namespace, options, log.info, outcome)
+        return await drain_job(hook, name, namespace, options.for_drain(), log.info, outcome)
 
     try:
         return asyncio.run(run())
@@ -102,28 +95,26 @@ def trigger_for(
     *,
     delete_on_kill: bool,
     kill_grace_period: int | None,
-) -> tuple[TFJobTrigger, timedelta | None]:
+) -> tuple[KubeflowJobTrigger, timedelta | None]:
     """The trigger that follows the job in the triggerer, and Airflow's timeout for it."""
-    from airflow_tfjob.triggers.tfjob import TFJobTrigger
+    from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
 
     now = time.time()
     timeout = None
     if options.deadline is not None:
         remaining = max(options.deadline - now, 0.0)
         timeout = timedelta(seconds=remaining + TRIGGER_TIMEOUT_MARGIN)
-    # Absolute times: a restarted triggerer rebuilds the trigger from these kwargs, and neither
-    # the start-up timeout nor the execution deadline may start over with it.
-    startup_deadline = None if options.startup_timeout is None else now + options.startup_timeout
-    trigger = TFJobTrigger(
+    trigger = KubeflowJobTrigger(
         name=name,
         namespace=namespace,
         **connection,
-        # The worker's drain continues this follow and reports unseen metrics from the final view.
-        options={**asdict(options), "report_missing_metrics": False},
-        deadline=options.deadline,
+        # Everything the follow needs travels once, in the options (the deadline with them); the
+        # worker's drain continues this follow and reports unseen metrics from the final view.
+        options=replace(options, report_missing_metrics=False).to_dict(),
         delete_on_kill=delete_on_kill,
         kill_grace_period=kill_grace_period,
+        # This deferral's identity, and when its start-up clock started: a restarted triggerer
+        # rebuilds the trigger from these kwargs, and the clock must not start over with it.
         deferred_at=now,
-        startup_deadline=startup_deadline,
     )
     return trigger, timeout

@@ -14,14 +14,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator, BaseOperatorLink, conf
+from airflow.sdk.exceptions import AirflowException
 
-from airflow_tfjob import cleanup, links
-from airflow_tfjob.connection import connection_of, hook_kwargs, task_hook
+from airflow_tfjob.build.secrets import unquoted_in_errors
+from airflow_tfjob.constants import KILL_GRACE_PERIOD
+from airflow_tfjob.follow import cleanup
+from airflow_tfjob.hooks.connection import connection_of, hook_kwargs, task_hook
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
-from airflow_tfjob.operators import following, params, submit
+from airflow_tfjob.integrations import links
+from airflow_tfjob.jobs.status import summarise
+from airflow_tfjob.operators import checkpointing, following, params, submit
 from airflow_tfjob.operators import outcome as outcome_mod
 from airflow_tfjob.operators.building import ManifestBuilding
 from airflow_tfjob.operators.checks import (
@@ -32,21 +39,19 @@ from airflow_tfjob.operators.checks import (
 )
 from airflow_tfjob.operators.lineage import LineageMixin
 from airflow_tfjob.operators.templating import TemplateFileRendering
-from airflow_tfjob.status import summarise
 
 if TYPE_CHECKING:
     from airflow.sdk import Asset, Context
 
-    from airflow_tfjob.follow import FollowOptions, FollowOutcome
-    from airflow_tfjob.hooks.tfjob import AsyncTFJobHook, TFJobHook
-    from airflow_tfjob.tensorboard import TensorBoardSpec
+    from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
+    from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
+    from airflow_tfjob.hooks.sync import KubeflowJobHook
+    from airflow_tfjob.integrations.tensorboard import TensorBoardSpec
 
 __all__ = ["KubeflowJobOperator"]
 
 
-class KubeflowJobOperator(
-    LineageMixin, ManifestBuilding, TemplateFileRendering, params.StoredParameters, BaseOperator
-):
+class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering, BaseOperator):
     """Run a Kubeflow training job of ``kind`` (TFJob, PyTorchJob, XGBoostJob, JAXJob, PaddleJob) and
     wait for its outcome.
 
@@ -60,15 +65,21 @@ class KubeflowJobOperator(
     Lifecycle:
       * the job is submitted with ``cleanPodPolicy: None`` and no TTL, so no pod disappears before its
         logs are read; the intended policy is kept in annotations and applied by the task after the
-        logs are drained (see :mod:`airflow_tfjob.cleanup`);
+        logs are drained (see :mod:`airflow_tfjob.follow.cleanup`);
       * a retried task finds its job again (task_state_store, then identity labels): it reattaches to
         a running job or reports a succeeded one whose result was never reported; after a reported
         outcome or a failure it trains again with a new job and marks the old one handled;
       * ``on_finish_action``: ``"keep"`` (default: the job stays as the record of the training,
         with the intended cleanPodPolicy/TTL applied), ``"delete"``, or ``"delete_succeeded"``;
+      * ``keep_failed_for`` (seconds or a timedelta): a failed job's finished pods stay that long after
+        it failed, for ``kubectl logs``/``describe``, then Kubernetes deletes the job (its TTL, or a
+        batch Job's for an API without one); the running ones go at once;
       * ``on_kill_action``: ``"delete"`` (default: the job and its pods) or ``"keep"``; a graceful
         worker shutdown also reaches ``on_kill``;
       * ``render_only=True`` renders the manifest into the log and XCom without submitting it.
+      * ``preflight=True`` asks the cluster for what the job needs before submitting it (the job's API,
+        a TrainJob's runtime, Kueue's integration for the kind, the Role's verbs) and fails the task with
+        one table of what is missing and the fixes, creating nothing.
 
     Logs: ``get_logs``; ``log_replicas`` ("master", "all", a type such as "worker", one replica such
     as "worker:0", or a comma-separated list); ``log_rate_per_replica`` (lines per second per replica
@@ -78,7 +89,7 @@ class KubeflowJobOperator(
     throttled ``[progress]`` lines (percentage, pace, time left) and a ``progress`` key to the result.
 
     TensorBoard: ``tensorboard=True`` with ``tensorboard_log_dir`` (or ``tensorboard`` as a log
-    directory, a dict of :class:`~airflow_tfjob.tensorboard.TensorBoardSpec` fields, or a spec)
+    directory, a dict of :class:`~airflow_tfjob.integrations.tensorboard.TensorBoardSpec` fields, or a spec)
     starts a TensorBoard pod and Service owned by the job once it is created, pushes its URL to
     the XCom ``tensorboard_url`` (the task's "TensorBoard" link in the UI), and removes it when the
     task ends unless ``tensorboard_keep=True`` (deleting the job removes it anyway).
@@ -89,13 +100,14 @@ class KubeflowJobOperator(
     ``lineage_inputs`` / ``lineage_outputs`` (lists of Assets, URIs or paths) name the data the job
     reads and the other locations it writes; with the OpenLineage provider installed the task's
     events carry them, the claims its replicas mount, the job's identity, replicas, images and
-    final metrics, and on failure the job's failure reason (see :mod:`airflow_tfjob.lineage`).
+    final metrics, and on failure the job's failure reason (see :mod:`airflow_tfjob.integrations.lineage`).
 
     Every parameter is checked before any API call (at DAG parse time when it is not a template):
-    a bad value raises TFJobValidationError naming the parameter and the fix, and creates nothing.
+    a bad value raises JobValidationError naming the parameter and the fix, and creates nothing.
 
     The result (XCom ``return_value``) holds name, namespace, uid, state, reason, message,
-    replica_statuses, start_time, completion_time and metrics; ``metrics`` is also pushed on its own.
+    replica_statuses, start_time, completion_time, metrics and cost; ``metrics`` is also pushed on its
+    own, and ``cost`` (GPU-hours and CPU core-hours, queued and running; a failed job's too) as well.
     Subclasses may return something else through :meth:`result_from_outcome` (``@task.tfjob``).
     """
 
@@ -115,6 +127,29 @@ class KubeflowJobOperator(
     # Master-replica log lines starting with this carry the task's return value (``@task.tfjob``
     # sets it; see "Return values from replicas" in docs/architecture.md). None: no capture.
     return_marker: str | None = None
+
+    # The parameters this class's own code reads (params.store keeps every row as an attribute; the
+    # manifest rows reach build_job and the follow rows FollowOptions through the table instead).
+    name: str | None
+    namespace: str | None
+    kubernetes_conn_id: str
+    hyperparameters: Any
+    secret_env: Any
+    metrics: list[str]
+    startup_timeout: float | None
+    tensorboard: Any
+    tensorboard_log_dir: str | None
+    tensorboard_keep: bool
+    deferrable: bool
+    on_finish_action: str
+    keep_failed_for: float | timedelta | None
+    on_kill_action: str
+    kill_grace_period: int | None
+    render_only: bool
+    preflight: bool
+    allow_template_outside_dag_folder: bool
+    allow_template_path_from_params: bool
+    api: str
 
     def __init__(
         self,
@@ -194,12 +229,15 @@ class KubeflowJobOperator(
         tensorboard_keep: bool = False,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         on_finish_action: str = "keep",
+        keep_failed_for: float | timedelta | None = None,
         on_kill_action: str = "delete",
-        kill_grace_period: int | None = cleanup.KILL_GRACE_PERIOD,
+        kill_grace_period: int | None = KILL_GRACE_PERIOD,
         render_only: bool = False,
+        preflight: bool = False,
         model_asset: Asset | str | None = None,
         lineage_inputs: list[Asset | str] | None = None,
         lineage_outputs: list[Asset | str] | None = None,
+        checkpoint: str | dict[str, str] | None = None,
         allow_template_outside_dag_folder: bool = False,
         allow_template_path_from_params: bool = False,
         api: str = "auto",
@@ -216,7 +254,7 @@ class KubeflowJobOperator(
     def _setup(self, given: Mapping[str, Any]) -> None:
         """Store and check the parameters (``given``: every name of the parameter table), from any
         signature: TrainJobOperator's is its own."""
-        params.store(self, given, self.parameter_table.names)
+        params.store(self, given, self.parameter_table)
         self.kind = given["kind"]
         metrics = given["metrics"]
         # A bare string stays as given so that the parameter check names it (list("loss") is letters).
@@ -225,41 +263,65 @@ class KubeflowJobOperator(
         self._job_ref: tuple[str, str] | None = None
         # The finished job, for result_from_outcome.
         self._job: dict[str, Any] | None = None
+        # What the finished job held (operators/outcome.report_cost), for the result and lineage.
+        self._cost: dict[str, Any] | None = None
         # Set once this task deleted its TensorBoard: the link to it is cleared when the task ends.
         self._tensorboard_removed = False
+        # When the task started (execute) and its follow options, built once from the rendered and
+        # checked parameters: the inline follow, the trigger and the drain's base (follow_options).
+        self._started: float | None = None
+        self._checked: dict[str, Any] | None = None
+        self._options: FollowOptions | None = None
         # A mistake in a parameter that is not a template fails the DAG's parse, not a run.
-        check_operator_parameters(self._own_parameters())
-        self.check_api()
-        check_parameter_types(self._typed_parameters(), at_parse=True)
+        with unquoted_in_errors(self.secret_env):
+            check_operator_parameters(self._own_parameters(), self.parameter_table.rules, self.kind)
+            self.check_api()
+            check_parameter_types(self._typed_parameters(), at_parse=True, kind=self.kind)
         self._declare_model_asset()
         # The UI's links are fixed at parse time: one "Logs <replica>" per replica counted here.
         self.operator_extra_links = links.operator_links(self.job_kind, self)
 
     # ------------------------------------------------------------------ hooks
 
-    def get_hook(self) -> TFJobHook:
+    def get_hook(self) -> KubeflowJobHook:
         return task_hook(self)
 
-    def get_async_hook(self) -> AsyncTFJobHook:
-        from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+    def get_async_hook(self) -> AsyncKubeflowJobHook:
+        from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
 
-        return AsyncTFJobHook(**hook_kwargs(self))
+        return AsyncKubeflowJobHook(**hook_kwargs(self))
 
     # ------------------------------------------------------------------ the story
 
     def execute(self, context: Context) -> Any:
-        started = time.time()
+        self._unhide_rendered_secrets()
+        self._started = time.time()
+        self._checked = self._options = None  # from the values as rendered for this run
         self._mask_secrets()
         # Everything is checked before the first API call: a bad value creates nothing.
-        check_operator_parameters(self._own_parameters())
-        self.choose_api(self.get_hook)
-        manifest = self.build_manifest(context)
+        with unquoted_in_errors(self.secret_env):
+            self._checked_parameters()
+            self.plan_checkpoints(context)  # before the follow options and the job, which carry it
+            built = None
+            if self.asks_cluster():
+                # The job as its parameters describe it, checked before the cluster is asked which API
+                # runs it: invalid input costs no request and fails the same with or without a cluster.
+                built = self.build_manifest(context)
+                self._options = None  # of the kind the API chosen runs
+            self.choose_api(self.get_hook)
+            options = self.follow_options()  # of the kind the API chosen runs
+            manifest = (
+                built if built is not None and not self.api_changed_kind() else self.build_manifest(context)
+            )
         if self.render_only:
             return outcome_mod.rendered_only(manifest, self.log)
         hook = self.get_hook()
-        job = self.find_or_create(hook, manifest, context)
+        if self.preflight:
+            self._preflight(hook, manifest)
+        job = self._submit(hook, manifest, context)
         name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
         self._job_ref = (name, namespace)
+        checkpointing.announce(self._checkpoint_plan, job, context, self.log)
         # Links before anything waits, so they work while the job runs and the task is deferred.
         links.push_links(
             self.job_kind,
@@ -270,11 +332,27 @@ class KubeflowJobOperator(
             tensorboard=self._tensorboard_spec() is not None,
         )
         self._start_tensorboard(hook, job, context)
-        options = following.options_for(self, started=started)
         if self.deferrable:
             self._defer(name, namespace, options)
         outcome = self._follow(name, namespace, options)
         return self._complete(context, hook, name, namespace, outcome)
+
+    def follow_options(self) -> FollowOptions:
+        """The task's follow options, built once from its checked parameters."""
+        if self._options is None:
+            options = following.options_for(self, self._checked_parameters(), started=self._started)
+            plan = self._checkpoint_plan
+            self._options = replace(options, **plan.follow_fields()) if plan is not None else options
+        return self._options
+
+    def _checked_parameters(self) -> dict[str, Any]:
+        """The rendered own and follow parameters, checked by their rows' rules once per task, as
+        the code using them takes them (``log_replicas`` a LogSelection)."""
+        if self._checked is None:
+            self._checked = check_operator_parameters(
+                self._own_parameters(), self.parameter_table.rules, self.kind
+            )
+        return self._checked
 
     def _own_parameters(self) -> dict[str, Any]:
         """The operator's own (non-manifest) parameters, as checks.check_operator_parameters takes them."""
@@ -286,16 +364,52 @@ class KubeflowJobOperator(
 
     def _mask_secrets(self) -> None:
         """Register the secret_env values with Airflow's masker: a replica printing one shows ***."""
-        from airflow_tfjob.secrets import mask_values
+        from airflow_tfjob.build.secrets import mask_values
 
         if isinstance(self.secret_env, Mapping):
             mask_values(self.secret_env.values())
 
+    def _secret_strings(self) -> list[Any]:
+        return list(self.secret_env.values()) if isinstance(self.secret_env, Mapping) else []
+
     # ------------------------------------------------------------------ identity: find or create
 
-    def find_or_create(self, hook: TFJobHook, job: dict[str, Any], context: Context) -> dict[str, Any]:
+    def find_or_create(self, hook: KubeflowJobHook, job: dict[str, Any], context: Context) -> dict[str, Any]:
         """The task instance's job: an earlier try's job to reattach to or report, or a new one."""
         return submit.find_or_create(hook, job, context, log=self.log, on_submit=self._following)
+
+    def _submit(self, hook: KubeflowJobHook, manifest: dict[str, Any], context: Context) -> dict[str, Any]:
+        """find_or_create, with a refusal for what the cluster lacks (a webhook's 403, a kind's 404, a
+        denied verb) told as the missing part and its fix rather than as the client's exception."""
+        from airflow_tfjob.preflight.failures import explain
+        from airflow_tfjob.preflight.needs import Target
+
+        try:
+            return self.find_or_create(hook, manifest, context)
+        except Exception as error:
+            target = Target.of_manifest(manifest, self.task_id)
+            meta = manifest["metadata"]
+            doing = f"submitting {target.kind.kind} {meta['namespace']}/{meta['name']}"
+            failure = submit.refusal(error, explain(error, hook, meta["namespace"], target, doing), doing)
+            if failure is None:
+                raise
+        # Raised outside the handler: the task log shows the explanation, not the client's traceback.
+        raise failure
+
+    def _preflight(self, hook: KubeflowJobHook, manifest: dict[str, Any]) -> None:
+        """preflight=True: the job's parts asked of the cluster; a missing one fails the task, nothing created."""
+        from airflow_tfjob.preflight.checks import check
+        from airflow_tfjob.preflight.needs import Target
+
+        target = Target.of_manifest(manifest, self.task_id)
+        meta = manifest["metadata"]
+        report = check(hook, meta["namespace"], [target])
+        if not report.ok:
+            raise AirflowException(
+                f"Preflight: the cluster lacks what {target.kind.kind} {meta['namespace']}/{meta['name']} "
+                f"needs ({report.summary()}); nothing was submitted.\n{report.table()}"
+            )
+        self.log.info("Preflight: %s\n%s", report.summary(), report.table())
 
     def _following(self, name: str, namespace: str) -> None:
         self._job_ref = (name, namespace)
@@ -305,16 +419,18 @@ class KubeflowJobOperator(
     def _tensorboard_spec(self) -> TensorBoardSpec | None:
         return tensorboard_spec(self.tensorboard, self.tensorboard_log_dir, self.tensorboard_keep)
 
-    def _start_tensorboard(self, hook: TFJobHook, job: Mapping[str, Any], context: Context) -> None:
-        from airflow_tfjob.tensorboard import XCOM_KEY, start_for_job
+    def _start_tensorboard(self, hook: KubeflowJobHook, job: Mapping[str, Any], context: Context) -> None:
+        from airflow_tfjob.integrations.tensorboard import XCOM_KEY, start_for_job
 
         def push(url: str) -> None:
             context["ti"].xcom_push(key=XCOM_KEY, value=url)
 
         start_for_job(hook, self._tensorboard_spec(), job, push, self.log)
 
-    def _stop_tensorboard(self, hook: TFJobHook, name: str, namespace: str, *, force: bool = False) -> None:
-        from airflow_tfjob.tensorboard import stop_for_job
+    def _stop_tensorboard(
+        self, hook: KubeflowJobHook, name: str, namespace: str, *, force: bool = False
+    ) -> None:
+        from airflow_tfjob.integrations.tensorboard import stop_for_job
 
         if stop_for_job(hook, self._tensorboard_spec(), name, namespace, self.log, force=force):
             self._tensorboard_removed = True  # links.TensorBoardLink: no link to a deleted board
@@ -343,7 +459,8 @@ class KubeflowJobOperator(
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         """Resume after the trigger's one event: drain what is left of the logs, clean up, report."""
-        from airflow_tfjob.follow import FollowOutcome
+        self._unhide_rendered_secrets()
+        from airflow_tfjob.follow.outcome import FollowOutcome
 
         name, namespace = event["name"], event["namespace"]
         self._job_ref = (name, namespace)
@@ -351,13 +468,20 @@ class KubeflowJobOperator(
         hook = self.get_hook()
         self.choose_api(lambda: hook)
         if outcome.event in ("succeeded", "failed"):
-            outcome = self._drain(name, namespace, outcome)
+            outcome = self._drain(name, namespace, event, outcome)
         if outcome.event == "timeout" and not event.get("deleted"):
             self._kill(hook, name, namespace, "delete", "its deadline passed")
         return self._complete(context, hook, name, namespace, outcome)
 
-    def _drain(self, name: str, namespace: str, outcome: FollowOutcome) -> FollowOutcome:
-        options = following.options_for(self, started=None)
+    def _drain(
+        self, name: str, namespace: str, event: Mapping[str, Any], outcome: FollowOutcome
+    ) -> FollowOutcome:
+        from airflow_tfjob.follow.outcome import FollowOptions
+
+        # The options the trigger followed with (the task's, built in execute); an event of the
+        # previous release carries none, and the task builds them again.
+        sent = event.get("options")
+        options = FollowOptions.from_dict(sent) if sent is not None else self.follow_options()
         return following.drain(self.get_async_hook(), name, namespace, options, self.log, outcome)
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
@@ -393,9 +517,12 @@ class KubeflowJobOperator(
     # ------------------------------------------------------------------ outcome
 
     def _complete(
-        self, context: Context, hook: TFJobHook, name: str, namespace: str, outcome: FollowOutcome
+        self, context: Context, hook: KubeflowJobHook, name: str, namespace: str, outcome: FollowOutcome
     ) -> Any:
         """Clean up after the final state (logs drained) and report it: the result, or the failure."""
+        # The newest checkpoint first, whatever the outcome: a failed or preempted try's is the next one's start.
+        plan = self._checkpoint_plan or self.plan_checkpoints(context, look=False)
+        checkpointing.record(plan, outcome.checkpoint, context, self.log)
         try:
             return self._report(context, hook, name, namespace, outcome)
         finally:
@@ -403,11 +530,15 @@ class KubeflowJobOperator(
             self._stop_tensorboard(hook, name, namespace)
 
     def _report(
-        self, context: Context, hook: TFJobHook, name: str, namespace: str, outcome: FollowOutcome
+        self, context: Context, hook: KubeflowJobHook, name: str, namespace: str, outcome: FollowOutcome
     ) -> Any:
         self._outcome = outcome  # for the OpenLineage facets
         for line in outcome.diagnostics:
             self.log.error("%s", line)
+        if outcome.dropped:
+            # Each drop was announced in the task log where it happened; the counts, for whoever reads
+            # the task's XCom (by replica: {"worker-3": {"budget": n, "rate": m}}, "*": the total cap).
+            context["ti"].xcom_push(key="log_lines_dropped", value=outcome.dropped)
         job = hook.find_job(self.job_kind, name, namespace)
         status = outcome_mod.final_status(
             outcome,
@@ -421,9 +552,18 @@ class KubeflowJobOperator(
         assert job is not None  # final_status raised otherwise
         self._job = job
 
+        def push(key: str, value: Any) -> None:
+            context["ti"].xcom_push(key=key, value=value)
+
+        if outcome.reported:
+            # The last progress the job's status reported (a TrainJob's trainer_status), whatever the
+            # outcome: beside the result's log-parsed progress, and there for a failed try too.
+            push(outcome.reported["key"], outcome.reported["value"])
+        self._cost = outcome_mod.report_cost(job, outcome.queue, now=time.time(), log=self.log, push=push)
         outcome_mod.settle(
-            hook, job, status, outcome.metrics, self.on_finish_action,
-            log=self.log, push=lambda key, value: context["ti"].xcom_push(key=key, value=value),
+            hook, job, status, outcome.metrics, self.on_finish_action, log=self.log, push=push,
+            failures=outcome.failures,
+            keep_failed_for=self._checked_parameters()["keep_failed_for"], now=time.time(),
         )  # fmt: skip
         self.log.info("%s %s/%s succeeded: %s", self.job_kind.kind, namespace, name, summarise(status))
         self._publish_model(context, job, outcome.metrics)
@@ -440,7 +580,9 @@ class KubeflowJobOperator(
         master replica; ``self._job`` is the finished job object.
         """
         assert self._job is not None and outcome.status is not None
-        return outcome_mod.result(self._job, outcome.status, outcome.metrics, outcome.progress, outcome.queue)
+        return outcome_mod.result(
+            self._job, outcome.status, outcome.metrics, outcome.progress, outcome.queue, self._cost
+        )
 
     def on_kill(self) -> None:
         if self._job_ref is None:
@@ -451,7 +593,7 @@ class KubeflowJobOperator(
             self._stop_tensorboard(hook, name, namespace, force=True)
 
     def _kill(
-        self, hook: TFJobHook, name: str, namespace: str, action: str, why: str = "the task was killed"
+        self, hook: KubeflowJobHook, name: str, namespace: str, action: str, why: str = "the task was killed"
     ) -> bool:
         """Every kill path of the task (a user's kill, a timeout, a failed trigger) stops the job alike."""
         return cleanup.kill(

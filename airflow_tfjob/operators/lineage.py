@@ -6,7 +6,7 @@ scheduled on the asset (a deployment) can read them from ``triggering_asset_even
 ``lineage_inputs`` / ``lineage_outputs`` name the storage the job reads and writes besides (URIs,
 paths or Assets). The OpenLineage provider reads them, with the claims the replicas mount, through
 ``get_openlineage_facets_on_start`` / ``_on_complete`` / ``_on_failure`` (built by
-:mod:`airflow_tfjob.lineage`, which imports OpenLineage only when asked and only if installed).
+:mod:`airflow_tfjob.integrations.lineage`, which imports OpenLineage only when asked and only if installed).
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_tfjob.validation_checker import Problem
+from airflow_tfjob.build.checker import Problem
 
 if TYPE_CHECKING:
     from airflow.sdk import Asset, Context
 
-    from airflow_tfjob.follow import FollowOutcome
-    from airflow_tfjob.kinds import JobKind
+    from airflow_tfjob.follow.outcome import FollowOutcome
+    from airflow_tfjob.jobs.kinds import JobKind
 
 LINEAGE_PARAMETERS = ("model_asset", "lineage_inputs", "lineage_outputs")
 _FIX = "use an airflow.sdk.Asset or a URI such as 's3://models/digits' or '/mnt/models/digits'"
@@ -30,19 +30,40 @@ def lineage_problems(name: str, value: Any) -> list[Problem]:
     """The problems of one lineage parameter (``model_asset``: one asset; the others: a list of them)."""
     from airflow.sdk import Asset
 
-    def bad(item: Any) -> bool:
-        return not (isinstance(item, Asset) or (isinstance(item, str) and item.strip()))
+    from airflow_tfjob.operators.checks import is_template
+
+    def bad(item: Any) -> str | None:
+        """Why ``item`` is no asset (Airflow's own refusal names no parameter), or None."""
+        if isinstance(item, Asset):
+            return None
+        if not isinstance(item, str) or not item.strip():
+            return "is not an asset"
+        if is_template(item):
+            return None  # checked once rendered
+        if any(c.isspace() for c in item):
+            return "contains whitespace, which no asset URI has"
+        scheme, _, rest = item.partition("://")
+        if "://" in item and (not scheme or not rest.strip("/")):
+            return "names no location after its scheme"
+        try:
+            as_asset(item)
+        except (ValueError, TypeError) as error:
+            return f"is refused by Airflow: {error}"
+        return None
 
     if value is None:
         return []
     if name == "model_asset":
-        return [Problem(name, f"{value!r} is not an asset", _FIX)] if bad(value) else []
+        why = bad(value)
+        return [Problem(name, f"{value!r:.200} {why}", _FIX)] if why else []
+    if is_template(value):
+        return []
     if not isinstance(value, (list, tuple)):
-        return [Problem(name, f"{value!r} is not a list", f"use a list of them: {_FIX}")]
+        return [Problem(name, f"{value!r:.200} is not a list", f"use a list of them: {_FIX}")]
     return [
-        Problem(name, f"item {i} ({item!r}) is not an asset", _FIX)
+        Problem(name, f"item {i} ({item!r:.200}) {why}", _FIX)
         for i, item in enumerate(value)
-        if bad(item)
+        if (why := bad(item))
     ]
 
 
@@ -68,6 +89,7 @@ class LineageMixin:
     #: The follow's outcome and the finished job once the task reports them (for the facets).
     _outcome: FollowOutcome | None = None
     _job: dict[str, Any] | None
+    _cost: dict[str, Any] | None = None  # what the job held (operators/outcome.report_cost)
 
     if TYPE_CHECKING:  # declared only: a runtime stub here would hide the operator's own (mixin order)
 
@@ -102,7 +124,7 @@ class LineageMixin:
     # ------------------------------------------------------------------ OpenLineage
 
     def _lineage_uris(self, job: Mapping[str, Any] | None) -> tuple[list[str], list[str]]:
-        from airflow_tfjob.lineage import manifest_claims, pvc_uri
+        from airflow_tfjob.integrations.lineage import manifest_claims, pvc_uri
 
         inputs = [_uri(item) for item in self.lineage_inputs or []]
         if job is not None:
@@ -116,7 +138,7 @@ class LineageMixin:
     def _planned_job(self) -> dict[str, Any] | None:
         """The job as the task will submit it (before execute: no identity yet), for the claims;
         None when it cannot be built (execute reports why; lineage never fails the task)."""
-        from airflow_tfjob import manifest as manifest_mod
+        from airflow_tfjob.build import manifest as manifest_mod
         from airflow_tfjob.operators import params
 
         base = getattr(self, "_job_value", None)
@@ -137,14 +159,14 @@ class LineageMixin:
         def _default_namespace(self) -> str: ...
 
     def get_openlineage_facets_on_start(self) -> Any:
-        from airflow_tfjob.lineage import job_identity, operator_lineage
+        from airflow_tfjob.integrations.lineage import job_identity, operator_lineage
 
         job = self._planned_job()
         inputs, outputs = self._lineage_uris(job)
         return operator_lineage(inputs, outputs, job=job_identity(job) if job else None)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        from airflow_tfjob.lineage import job_identity, operator_lineage
+        from airflow_tfjob.integrations.lineage import job_identity, operator_lineage
 
         outcome, job = self._outcome, self._job
         if job is None:
@@ -154,10 +176,10 @@ class LineageMixin:
         identity = job_identity(
             job, state=status.state.value if status else None, metrics=outcome.metrics if outcome else None
         )
-        return operator_lineage(inputs, outputs, job=identity)
+        return operator_lineage(inputs, outputs, job=identity, cost=self._cost)
 
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
-        from airflow_tfjob.lineage import operator_lineage
+        from airflow_tfjob.integrations.lineage import operator_lineage
 
         lineage = self.get_openlineage_facets_on_complete(task_instance)
         outcome = self._outcome

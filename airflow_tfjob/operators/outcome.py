@@ -1,24 +1,25 @@
 """From the way a job's follow ended to the task's result or its exception.
 
 The same for the synchronous and the deferred path: both reach the operator's ``_report`` with a
-:class:`~airflow_tfjob.follow.FollowOutcome` once the logs are drained.
+:class:`~airflow_tfjob.follow.core.FollowOutcome` once the logs are drained.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
 
-from airflow_tfjob import cleanup
 from airflow_tfjob.constants import ANNOTATION_RESULT_REPORTED
-from airflow_tfjob.kinds import TRAINJOB
-from airflow_tfjob.status import JobState, JobStatus, job_kind
+from airflow_tfjob.follow import cleanup
+from airflow_tfjob.follow.failure import TrainingJobFailed, classify
+from airflow_tfjob.jobs.adapter import adapter_for
+from airflow_tfjob.jobs.status import JobState, JobStatus, job_kind
 
 if TYPE_CHECKING:
-    from airflow_tfjob.follow import FollowOutcome
-    from airflow_tfjob.hooks.tfjob import TFJobHook
+    from airflow_tfjob.follow.outcome import FollowOutcome
+    from airflow_tfjob.hooks.sync import KubeflowJobHook
 
 #: The keys of the task's result (XCom ``return_value``) for a succeeded job.
 RESULT_KEYS = (
@@ -33,15 +34,8 @@ RESULT_KEYS = (
     "start_time",
     "completion_time",
     "metrics",
+    "cost",
 )
-
-
-# The follow events of kueue/tracker.py (FAILURE_EVENTS) and why the job is deleted for each.
-_KUEUE_FAILURES = {
-    "queue_timeout": "it was not admitted by Kueue within queue_timeout",
-    "preempted": "Kueue preempted it and on_preemption is 'fail'",
-    "kueue_ignored": "Kueue did not take it in and kueue_require_admission is set",
-}
 
 
 def final_status(
@@ -62,18 +56,31 @@ def final_status(
             f"{kind} {namespace}/{name} did not finish within execution_timeout and was deleted: "
             f"{outcome.message}"
         )
+    specs = adapter_for(job_kind(job)).replica_specs(job) if job is not None else {}
     if outcome.event == "startup_timeout":
         # Its pods never started: keeping it would let it grab resources long after the task failed.
         delete("its pods did not start within startup_timeout")
-        raise AirflowException(
+        raise TrainingJobFailed(
             f"{kind} {namespace}/{name} did not start within startup_timeout={startup_timeout} s "
-            f"and was deleted: {outcome.message}"
+            f"and was deleted: {outcome.message}",
+            classify(outcome.event, outcome.failures, specs, outcome.message),
         )
-    if outcome.event in _KUEUE_FAILURES:
+    if outcome.event == "cannot_start":
+        # A pod that cannot start as it is (its image cannot be pulled): the job would wait forever.
+        delete("its pods cannot start")
+        raise TrainingJobFailed(
+            f"{outcome.message} (the {kind} was deleted)",
+            classify(outcome.event, outcome.failures, specs, outcome.message),
+        )
+    from airflow_tfjob.integrations.kueue.tracker import FAILURE_EVENTS
+
+    if outcome.event in FAILURE_EVENTS:
         # Kueue's verdicts (kueue/tracker.py): a job left queued or suspended would hold its place.
         if job is not None:
-            delete(_KUEUE_FAILURES[outcome.event])
-        raise AirflowException(f"{outcome.message} (the {kind} was deleted)")
+            delete(FAILURE_EVENTS[outcome.event])
+        raise TrainingJobFailed(
+            f"{outcome.message} (the {kind} was deleted)", classify(outcome.event, message=outcome.message)
+        )
     if outcome.event == "error" or outcome.status is None or job is None:
         raise AirflowException(
             f"Lost track of {kind} {namespace}/{name}: {outcome.message or 'the job no longer exists'}"
@@ -81,8 +88,30 @@ def final_status(
     return outcome.status
 
 
+def report_cost(
+    job: Mapping[str, Any],
+    queue: Mapping[str, Any] | None,
+    *,
+    now: float,
+    log: Any,
+    push: Callable[[str, Any], None],
+) -> dict[str, Any]:
+    """What the finished job held (``follow.cost``), succeeded or failed: one line in the task log, the
+    XCom ``cost``; returned for the result and the lineage facet. ``queue``: the Kueue tracker's summary
+    (its ``wait_seconds``), for a job that had a queue."""
+    from airflow_tfjob.follow.cost import job_cost
+    from airflow_tfjob.follow.summary import cost_summary
+
+    wait = queue.get("wait_seconds") if queue is not None else None
+    cost = job_cost(job, now=now, queue_wait=wait).to_dict()
+    meta = job["metadata"]
+    log.info("%s", cost_summary(job_kind(job).kind, meta["namespace"], meta["name"], cost))
+    push("cost", cost)
+    return cost
+
+
 def settle(
-    hook: TFJobHook,
+    hook: KubeflowJobHook,
     job: Mapping[str, Any],
     status: JobStatus,
     metrics: Mapping[str, Any],
@@ -90,30 +119,43 @@ def settle(
     *,
     log: Any,
     push: Callable[[str, Any], None],
+    failures: Sequence[Mapping[str, Any]] = (),
+    keep_failed_for: int | None = None,
+    now: float | None = None,
 ) -> None:
-    """After the final state: clean up, publish the metrics; a failed job is marked reported and raises."""
+    """After the final state: clean up, publish the metrics; a failed job is marked reported and raises
+    :class:`TrainingJobFailed` with its cause, read from ``failures`` (the follow's diagnoses).
+    ``keep_failed_for`` (seconds): a failed job's pods stay that long after it failed (``now``: the
+    clock, epoch seconds), then the job goes; a succeeded job is cleaned up as ever."""
     succeeded = status.state is JobState.SUCCEEDED
-    finish_cleanup(hook, job, succeeded=succeeded, on_finish_action=on_finish_action, log=log, push=push)
+    finish_cleanup(
+        hook, job, succeeded=succeeded, on_finish_action=on_finish_action, log=log, push=push,
+        keep_failed_for=keep_failed_for, now=now,
+    )  # fmt: skip
     if metrics:
         push("metrics", metrics)
     if not succeeded:
         mark_reported(hook, job, log)
         meta = job["metadata"]
         failing = ", ".join(status.failed_replica_types) or "unknown"
-        raise AirflowException(
+        specs = adapter_for(job_kind(job)).replica_specs(job)
+        raise TrainingJobFailed(
             f"{job_kind(job).kind} {meta['namespace']}/{meta['name']} failed ({status.reason}): {status.message} "
-            f"[failing replicas: {failing}]"
+            f"[failing replicas: {failing}]",
+            classify("failed", failures, specs, status.message),
         )
 
 
 def finish_cleanup(
-    hook: TFJobHook,
+    hook: KubeflowJobHook,
     job: Mapping[str, Any],
     *,
     succeeded: bool,
     on_finish_action: str,
     log: Any,
     push: Callable[[str, Any], None],
+    keep_failed_for: int | None = None,
+    now: float | None = None,
 ) -> None:
     """Apply the on-finish action and the intended cleanup; its failure never decides the outcome.
 
@@ -121,10 +163,13 @@ def finish_cleanup(
     retry policy is reported (warning, XCom ``cleanup_error``) and the task keeps the job's outcome.
     """
     try:
-        cleanup.finish(hook, job, succeeded=succeeded, on_finish_action=on_finish_action, log=log.info)
+        cleanup.finish(
+            hook, job, succeeded=succeeded, on_finish_action=on_finish_action, log=log.info,
+            keep_failed_for=keep_failed_for, now=now,
+        )  # fmt: skip
     except Exception as error:
         meta = job["metadata"]
-        left = cleanup.leftover_description(job, on_finish_action, succeeded)
+        left = cleanup.leftover_description(job, on_finish_action, succeeded, keep_failed_for)
         log.warning(
             "Cleanup of %s %s/%s failed (%s); left behind: %s. The task keeps the job's outcome.",
             job_kind(job).kind,
@@ -136,7 +181,7 @@ def finish_cleanup(
         push("cleanup_error", {"error": str(error), "left_behind": left})
 
 
-def mark_reported(hook: TFJobHook, job: Mapping[str, Any], log: Any) -> None:
+def mark_reported(hook: KubeflowJobHook, job: Mapping[str, Any], log: Any) -> None:
     """Record that a try reported this job's outcome, so that a later try trains again.
 
     Done just before the task returns (Airflow pushes the XCom right after): a worker dying in
@@ -157,8 +202,8 @@ def mark_reported(hook: TFJobHook, job: Mapping[str, Any], log: Any) -> None:
 
 def rendered_only(tfjob: dict[str, Any], log: Any) -> dict[str, Any]:
     """The result of ``render_only=True``: the manifest, secrets redacted, in the log and XCom."""
-    from airflow_tfjob.limits import bounded, shown_json
-    from airflow_tfjob.secrets import redact
+    from airflow_tfjob.build.limits import bounded, shown_json
+    from airflow_tfjob.build.secrets import redact
 
     shown = redact(tfjob)
     log.info("render_only=True: %s not submitted. Manifest:\n%s", job_kind(tfjob).kind, shown_json(shown))
@@ -171,9 +216,11 @@ def result(
     metrics: Mapping[str, Any],
     progress: Mapping[str, Any] | None = None,
     queue: Mapping[str, Any] | None = None,
+    cost: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The task's result; with ``progress`` (the operator's parameter) its figures and timeline too;
-    for a job queued by Kueue, the seconds it waited in the queue and how often it was preempted."""
+    for a job queued by Kueue, the seconds it waited in the queue and how often it was preempted;
+    ``cost``: what the job held (:func:`report_cost`)."""
     meta = job["metadata"]
     kind = job_kind(job)
     out = {
@@ -188,18 +235,15 @@ def result(
         "start_time": status.start_time,
         "completion_time": status.completion_time,
         "metrics": dict(metrics),
+        "cost": dict(cost) if cost is not None else None,
     }
     if progress is not None:
         out["progress"] = dict(progress)
     if queue is not None:
         out["queue_wait_seconds"] = queue.get("wait_seconds", 0.0)
         out["preemptions"] = queue.get("preemptions", 0)
-    if kind is TRAINJOB:
-        from airflow_tfjob.trainjob.status import trainer_progress
-
-        reported = trainer_progress(job)  # the TrainJob's progress status, where the cluster fills it
-        if reported is not None:
-            out["trainer_status"] = reported
-            for key, value in reported["metrics"].items():
-                out["metrics"].setdefault(key, value)
+    extras = adapter_for(kind).result_extras(job)  # a TrainJob's progress status, where the cluster fills it
+    out.update(extras.fields)
+    for key, value in extras.metrics.items():
+        out["metrics"].setdefault(key, value)
     return out

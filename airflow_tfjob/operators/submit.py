@@ -2,7 +2,7 @@
 
 Finding again: the job a try created is recorded in the task_state_store (durable identity) and
 carries identity labels; :func:`find_or_create` collects the task instance's earlier jobs both ways
-and acts on :func:`airflow_tfjob.identity.decide` (pure): reattach, report, or create.
+and acts on :func:`airflow_tfjob.operators.identity.decide` (pure): reattach, report, or create.
 
 Creating exactly once, even when the API loses the reply to the create call:
 
@@ -23,15 +23,16 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_tfjob import identity, naming
+from airflow_tfjob.build import naming
 from airflow_tfjob.constants import ANNOTATION_PREFIX, LABEL_HANDLED, LABEL_MANAGED
-from airflow_tfjob.kinds import TFJOB, JobKind
-from airflow_tfjob.status import interpret, job_kind, summarise
+from airflow_tfjob.jobs.kinds import JobKind
+from airflow_tfjob.jobs.status import interpret, job_kind, summarise
+from airflow_tfjob.operators import identity
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_tfjob.hooks.tfjob import TFJobHook
+    from airflow_tfjob.hooks.sync import KubeflowJobHook
 
 #: The task_state_store key under which the job of this task instance is recorded (durable identity).
 STATE_KEY = "tfjob"
@@ -58,7 +59,7 @@ def with_submission_id(body: Mapping[str, Any], sid: str) -> dict[str, Any]:
 
 
 def create_or_adopt(
-    hook: TFJobHook,
+    hook: KubeflowJobHook,
     body: Mapping[str, Any],
     *,
     log: Callable[..., None],
@@ -179,7 +180,7 @@ def remember(context: Context, job: Mapping[str, Any]) -> None:
 
 
 def find_or_create(
-    hook: TFJobHook,
+    hook: KubeflowJobHook,
     tfjob: dict[str, Any],
     context: Context,
     *,
@@ -222,9 +223,7 @@ def find_or_create(
     return job
 
 
-def earlier_jobs(
-    hook: TFJobHook, namespace: str, context: Context, kind: JobKind = TFJOB
-) -> list[dict[str, Any]]:
+def earlier_jobs(hook: KubeflowJobHook, namespace: str, context: Context, kind: JobKind) -> list[dict[str, Any]]:
     """The unhandled jobs (of `kind`) of this task instance: the recorded one, then those its labels find."""
     dag_id, task_id, run_id, map_index, _ = task_identity(context)
     jobs: dict[str, dict[str, Any]] = {}
@@ -246,7 +245,7 @@ def earlier_jobs(
 
 
 def running_job_of_this_try(
-    hook: TFJobHook, context: Context, namespace: str, kind: JobKind = TFJOB
+    hook: KubeflowJobHook, context: Context, namespace: str, kind: JobKind
 ) -> tuple[str, str] | None:
     """The recorded job, else an unfinished one the identity labels find (for a failed trigger)."""
     recorded = state_get(context)
@@ -261,7 +260,7 @@ def running_job_of_this_try(
 
 
 def create(
-    hook: TFJobHook,
+    hook: KubeflowJobHook,
     tfjob: dict[str, Any],
     context: Context,
     *,
@@ -269,10 +268,10 @@ def create(
     on_submit: Callable[[str, str], None],
 ) -> dict[str, Any]:
     """Submit the task's manifest (cleanup intent in annotations, a submission id) exactly once."""
-    from airflow_tfjob.cleanup import submission_manifest
-    from airflow_tfjob.limits import shown_json
-    from airflow_tfjob.secrets import redact
-    from airflow_tfjob.summary import job_summary
+    from airflow_tfjob.build.limits import shown_json
+    from airflow_tfjob.build.secrets import redact
+    from airflow_tfjob.build.submission import submission_manifest
+    from airflow_tfjob.follow.summary import job_summary
 
     dag_id, task_id, run_id, map_index, _ = task_identity(context)
     name, namespace = tfjob["metadata"]["name"], tfjob["metadata"]["namespace"]
@@ -311,3 +310,24 @@ def create(
     )
     log.debug("%s %s/%s manifest:\n%s", kind.kind, namespace, name, shown_json(redact(body)))
     return create_or_adopt(hook, body, log=log.warning, timeout=hook.retry_policy.timeout)
+
+
+# ---------------------------------------------------------------- a refused submission
+
+
+def refusal(error: BaseException, explained: str | None, doing: str) -> AirflowException | None:
+    """The failure a refused submission raises, with its cause for the retry policy: the job itself
+    refused (422 Invalid, 400, an admission webhook's denial) or a part the cluster lacks
+    (``explained`` by the preflight's checks); None for any other error (raised as it is)."""
+    from airflow_tfjob.follow.failure import TrainingJobFailed, refused_spec, user
+    from airflow_tfjob.hooks.common import api_status, status_of
+
+    status = api_status(error)
+    said = str(status_of(error).get("message") or getattr(error, "reason", "") or error).strip()
+    if explained is not None:
+        denied = "denied the request" in said and "Missing:" not in explained
+        cause = refused_spec(status, said) if denied else user("ClusterRefused", explained.splitlines()[0])
+        return TrainingJobFailed(explained, cause)
+    if status in (400, 422):
+        return TrainingJobFailed(f"The cluster refused {doing} ({status}): {said}", refused_spec(status, said))
+    return None

@@ -3,20 +3,20 @@
 Airflow treats every templated string ending in a template_ext suffix as a file name, list items
 included, so ``args=["--config=conf.yaml"]`` would be looked up as a template file. Only the job
 parameter (``tfjob``; ``job`` on the generic operator) may name a file here, and only as the DAG
-author wrote it (:mod:`airflow_tfjob.templates` has the rules, shared with ``manifest.load_manifest``):
+author wrote it (:mod:`airflow_tfjob.build.templates` has the rules, shared with ``manifest.load_manifest``):
 a path that templating produced (e.g. from params) is refused unless opted in. Each field is rendered on its own, so that a Jinja error names it.
 
 These override BaseOperator's templating methods, so they live in a mixin the operator inherits
-first; the work itself is done by :mod:`airflow_tfjob.templates`.
+first; the work itself is done by :mod:`airflow_tfjob.build.templates`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_tfjob import templates
+from airflow_tfjob.build import templates
+from airflow_tfjob.build.checker import JobValidationError
 from airflow_tfjob.operators.checks import is_template
-from airflow_tfjob.validation import TFJobValidationError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -43,6 +43,35 @@ class TemplateFileRendering(_Base):
 
     def _mask_secrets(self) -> None:
         """Register secret values with Airflow's masker once they are rendered (the operator's own)."""
+
+    def _secret_strings(self) -> list[Any]:
+        """The rendered secret values the operator holds (the operator's own): hidden in its rendered fields."""
+        return []
+
+    def _hide_rendered_secrets(self, template_fields: Any) -> None:
+        """Show the rendered fields with the secret values hidden however deep they sit.
+
+        Airflow stores and displays a task's rendered fields right after rendering, redacting only to a
+        nesting depth of 5. The fields holding a secret are swapped for copies with it hidden, and the
+        values as rendered are kept aside until ``_unhide_rendered_secrets`` (the start of ``execute``).
+        """
+        from airflow_tfjob.build.secrets import hidden
+
+        secrets = self._secret_strings()
+        if not secrets:
+            return
+        kept = self.__dict__.setdefault("_rendered_with_secrets", {})
+        for name in template_fields:
+            value = getattr(self, name, None)
+            shown = hidden(value, secrets)
+            if shown is not value:
+                kept[name] = value
+                setattr(self, name, shown)
+
+    def _unhide_rendered_secrets(self) -> None:
+        """Put back the rendered values ``_hide_rendered_secrets`` kept aside (the job needs them)."""
+        for name, value in self.__dict__.pop("_rendered_with_secrets", {}).items():
+            setattr(self, name, value)
 
     def resolve_template_files(self) -> None:
         # The file is read when the task renders, with the same rules; a path outside the allowed
@@ -76,11 +105,12 @@ class TemplateFileRendering(_Base):
         self._mask_secrets()
         if field in template_fields and templates.looks_like_path(self._job_value):
             setattr(self, field, self._rendered_template_path(str(self._job_value), context, jinja_env))
+        self._hide_rendered_secrets(template_fields)
 
     def _rendered_template_path(self, path: str, context: Context, jinja_env: jinja2.Environment) -> Any:
         """A job parameter that names a file only once rendered: its path comes from run-time values."""
         if not self.allow_template_path_from_params:
-            raise TFJobValidationError(
+            raise JobValidationError(
                 self.job_field,
                 f"rendered to {path[:200]!r}, which looks like a file path; a path that comes from "
                 "templating (e.g. params) is not read",

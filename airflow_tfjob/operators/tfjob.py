@@ -8,11 +8,12 @@ template, TFJob's replica shortcuts, no PyTorch-only ones). Importing it stays c
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import conf
 
-from airflow_tfjob import cleanup
+from airflow_tfjob.constants import KILL_GRACE_PERIOD
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
 from airflow_tfjob.operators import params
 from airflow_tfjob.operators.following import TRIGGER_TIMEOUT_MARGIN
@@ -23,7 +24,7 @@ from airflow_tfjob.operators.submit import STATE_KEY
 if TYPE_CHECKING:
     from airflow.sdk import Asset
 
-    from airflow_tfjob.tensorboard import TensorBoardSpec
+    from airflow_tfjob.integrations.tensorboard import TensorBoardSpec
 
 # Re-exported: tests, DAGs and the decorator import them from here.
 __all__ = ["MANIFEST_PARAMS", "REPLICA_SHORTCUTS", "RESULT_KEYS", "STATE_KEY", "TRIGGER_TIMEOUT_MARGIN"]
@@ -121,12 +122,15 @@ class TFJobOperator(KubeflowJobOperator):
         tensorboard_keep: bool = False,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         on_finish_action: str = "keep",
+        keep_failed_for: float | timedelta | None = None,
         on_kill_action: str = "delete",
-        kill_grace_period: int | None = cleanup.KILL_GRACE_PERIOD,
+        kill_grace_period: int | None = KILL_GRACE_PERIOD,
         render_only: bool = False,
+        preflight: bool = False,
         model_asset: Asset | str | None = None,
         lineage_inputs: list[Asset | str] | None = None,
         lineage_outputs: list[Asset | str] | None = None,
+        checkpoint: str | dict[str, str] | None = None,
         allow_template_outside_dag_folder: bool = False,
         allow_template_path_from_params: bool = False,
         api: str = "auto",

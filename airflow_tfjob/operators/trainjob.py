@@ -2,18 +2,19 @@
 
 The story is KubeflowJobOperator's (build -> validate -> find again or create -> follow inline or
 deferred -> drain -> clean up -> report); this class says how a TrainJob is built and checked
-(:mod:`airflow_tfjob.trainjob`), and everything downstream reads the TrainJob row of the kind table.
+(:mod:`airflow_tfjob.jobs.trainjob`), and everything downstream reads the TrainJob row of the kind table.
 Importing it stays cheap (see kubeflow.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator, conf
 
-from airflow_tfjob import cleanup
+from airflow_tfjob.constants import KILL_GRACE_PERIOD
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
 from airflow_tfjob.operators import params
 from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
@@ -22,7 +23,7 @@ from airflow_tfjob.operators.trainjob_params import TRAINJOB_PARAMETERS, trainjo
 if TYPE_CHECKING:
     from airflow.sdk import Asset
 
-    from airflow_tfjob.tensorboard import TensorBoardSpec
+    from airflow_tfjob.integrations.tensorboard import TensorBoardSpec
 
 __all__ = ["TrainJobOperator"]
 
@@ -43,7 +44,8 @@ class TrainJobOperator(KubeflowJobOperator):
     Everything else is the TFJob story's: validation before submit, reattach on retry, deferral on
     the shared watch, every node's log with a ``[node-0-1]`` prefix (``log_replicas``: ``"all"`` by
     default, or ``"master"`` for node 0), diagnostics, metrics from node 0's log (and the TrainJob's
-    progress status where the cluster fills it: ``trainer_status`` in the result), cleanup, kill and
+    progress status where the cluster fills it: a ``[progress] Trainer reports ...`` line each time it
+    changes, throttled, and ``trainer_status`` in the result and XCom), cleanup, kill and
     ``render_only``. The result has the same keys as TFJobOperator's, ``api`` being ``"trainjob"``.
     """
 
@@ -101,12 +103,15 @@ class TrainJobOperator(KubeflowJobOperator):
         tensorboard_keep: bool = False,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         on_finish_action: str = "keep",
+        keep_failed_for: float | timedelta | None = None,
         on_kill_action: str = "delete",
-        kill_grace_period: int | None = cleanup.KILL_GRACE_PERIOD,
+        kill_grace_period: int | None = KILL_GRACE_PERIOD,
         render_only: bool = False,
+        preflight: bool = False,
         model_asset: Asset | str | None = None,
         lineage_inputs: list[Asset | str] | None = None,
         lineage_outputs: list[Asset | str] | None = None,
+        checkpoint: str | dict[str, str] | None = None,
         allow_template_outside_dag_folder: bool = False,
         allow_template_path_from_params: bool = False,
         **kwargs: Any,
@@ -115,27 +120,12 @@ class TrainJobOperator(KubeflowJobOperator):
         given = {key: value for key, value in locals().items() if key in TRAINJOB_PARAMETERS.names}
         self._setup({**given, "kind": "TrainJob"})
 
-    def assemble_manifest(self, base: dict[str, Any] | None) -> dict[str, Any]:
-        from airflow_tfjob.trainjob.manifest import build_trainjob
+    # Its own parameter table: the TrainJob builder's arguments and the one log_replicas check its
+    # nodes allow; the build steps themselves are the adapter's (operators/building.py).
 
-        return build_trainjob(base, **trainjob_arguments(self))
+    def manifest_arguments(self) -> dict[str, Any]:
+        return trainjob_arguments(self)
 
-    def max_name_length(self, manifest: Mapping[str, Any]) -> int | None:
-        from airflow_tfjob.trainjob.validation import max_name_length
-
-        nodes = ((manifest.get("spec") or {}).get("trainer") or {}).get("numNodes")
-        return max_name_length(nodes if isinstance(nodes, int) else 100)
-
-    def validate_manifest(self, manifest: dict[str, Any]) -> list[str]:
-        from airflow_tfjob.logs import LogSelection
-        from airflow_tfjob.trainjob.validation import validate_trainjob
-        from airflow_tfjob.validation_checker import TFJobValidationError
-
-        warnings = validate_trainjob(manifest)
-        try:
-            LogSelection.parse(self.log_replicas)
-        except ValueError as error:
-            raise TFJobValidationError(
-                "log_replicas", str(error), "use 'all' or 'master'", kind="TrainJob"
-            ) from None
-        return warnings
+    def check_log_replicas(self, manifest: Mapping[str, Any]) -> None:
+        """Nothing to match against the manifest: ``log_replicas`` was checked with the other
+        parameters (its row's rule), and a TrainJob's nodes are named apart from its replica types."""

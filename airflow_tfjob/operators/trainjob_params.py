@@ -1,13 +1,17 @@
 """TrainJobOperator's parameters, declared once (the same table form as operators/params.py).
 
 The connection, logging, follow and lifecycle rows are the TFJob table's own (one definition each);
-the manifest rows are :class:`~airflow_tfjob.trainjob.manifest.TrainJobParameters` fields.
+the manifest rows are :class:`~airflow_tfjob.jobs.trainjob.manifest.TrainJobParameters` fields.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
+from airflow_tfjob.build.checker import JobValidationError
+from airflow_tfjob.operators.checks import is_template, log_selection
 from airflow_tfjob.operators.params import PARAMETERS, Param, ParameterSet
 
 _SHARED = {p.name: p for p in PARAMETERS}
@@ -18,35 +22,59 @@ def _shared(*names: str) -> tuple[Param, ...]:
     return tuple(_SHARED[name] for name in names)
 
 
-def _manifest(name: str, templated: bool = False) -> Param:
-    return Param(name, "manifest", templated)
+#: The rows after the manifest's (from the first follow row on): how a job is followed and what the
+#: task does, those every kind has.
+_FIRST = next(i for i, p in enumerate(PARAMETERS) if p.role == "follow")
+_STORY = tuple(p for p in PARAMETERS[_FIRST:] if p.kinds is None)
+
+
+def node_log_selection(name: str, value: Any, given: Mapping[str, Any]) -> Any:
+    """``log_replicas`` of a TrainJob: its nodes have no replica types (a TFJob's chief, ps or
+    worker:1 would select no pod and leave the task log silent), so every node or node 0."""
+    if is_template(value):
+        return value
+    selection = log_selection(name, value, given) if value in NODE_SELECTIONS else None
+    if selection is None:
+        raise JobValidationError(
+            name,
+            f"{value!r} names replicas a TrainJob does not have: its nodes are all alike",
+            "use 'all' (every node's log, the default) or 'master' (node 0's)",
+            kind="TrainJob",
+        )
+    return selection
+
+
+NODE_SELECTIONS = ("all", "master", "*", "all,master", "master,all")
+
+
+def _manifest(name: str, doc: str, templated: bool = False) -> Param:
+    return Param(name, "manifest", doc, None, templated)
 
 
 #: In the order of TrainJobOperator's signature.
 TRAINJOB_ROWS: tuple[Param, ...] = (
-    Param("trainjob", "job", T),
+    Param("trainjob", "job", "the TrainJob manifest or template: a dict, YAML text or a file", None, T),
     *_shared("name", "namespace", "kubernetes_conn_id", "cluster_context", "config_file", "in_cluster"),
     *_shared("api_retry_timeout"),
-    _manifest("runtime", T),
-    _manifest("runtime_kind"),
-    *(_manifest(n, T) for n in ("image", "command", "args", "hyperparameters", "env", "secret_env")),
-    _manifest("num_nodes", T),
-    _manifest("resources_per_node", T),
-    _manifest("num_proc_per_node"),
-    _manifest("dataset_storage_uri", T),
-    _manifest("model_storage_uri", T),
-    _manifest("runtime_patches", T),
-    *(_manifest(n, T) for n in ("labels", "annotations")),
-    *(_manifest(n) for n in ("suspend", "active_deadline_seconds", "managed_by")),
-    _manifest("kueue_queue", T),
-    *_shared("log_replicas", "get_logs", "metrics", "metrics_history", "progress", "startup_timeout"),
-    *_shared("queue_timeout", "on_preemption", "kueue_require_admission", "kueue_workload_window"),
-    *_shared(
-        "log_rate_per_replica", "log_total_cap", "tensorboard", "tensorboard_log_dir", "tensorboard_keep"
+    _manifest("runtime", "the ClusterTrainingRuntime (or TrainingRuntime) the job runs on", T),
+    _manifest("runtime_kind", "ClusterTrainingRuntime (default) or TrainingRuntime"),
+    *_shared("image", "command", "args", "hyperparameters", "env", "secret_env"),
+    _manifest("num_nodes", "number of training nodes", T),
+    _manifest("resources_per_node", "requests and limits of each node", T),
+    _manifest("num_proc_per_node", "processes per node"),
+    _manifest("dataset_storage_uri", "the dataset initializer's storage URI", T),
+    _manifest("model_storage_uri", "the model initializer's storage URI", T),
+    _manifest("runtime_patches", "Trainer's RuntimePatch list over the runtime's pods", T),
+    *_shared("labels", "annotations"),
+    *_shared("suspend", "active_deadline_seconds", "managed_by"),
+    replace(_SHARED["kueue_queue"], target=None),  # a TrainJobParameters field of the same name
+    # Then the story's rows, those of every kind (following, logs, lifecycle, lineage, templates): a
+    # parameter added there is TrainJobOperator's too. Every node's log by default: a TrainJob's nodes
+    # are alike (TrainJobOperator's docstring).
+    *(
+        replace(row, default="all", check=node_log_selection) if row.name == "log_replicas" else row
+        for row in _STORY
     ),
-    *_shared("deferrable", "on_finish_action", "on_kill_action", "kill_grace_period", "render_only"),
-    *_shared("model_asset", "lineage_inputs", "lineage_outputs"),
-    *_shared("allow_template_outside_dag_folder", "allow_template_path_from_params"),
 )
 TRAINJOB_PARAMETERS = ParameterSet(TRAINJOB_ROWS)
 

@@ -1,6 +1,6 @@
-"""Checks of TFJobSensor's parameters, before its first call to the cluster.
+"""Checks of the sensors' parameters (every kind's), before their first call to the cluster.
 
-The same wording as the operator's checks (:mod:`airflow_tfjob.validation` for the job's name and
+The same wording as the operator's checks (:mod:`airflow_tfjob.build.validation` for the job's name and
 namespace): a name that cannot be a TFJob's would otherwise make the sensor wait, politely, for a
 job that can never exist until its timeout.
 """
@@ -10,22 +10,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from airflow_tfjob.build.checker import JobValidationError, Problem
+from airflow_tfjob.build.validation import NAME_FIX, NAMESPACE_FIX, job_name_problem, namespace_problem
+from airflow_tfjob.jobs.status import TARGET_CONDITIONS
 from airflow_tfjob.operators.checks import is_template
-from airflow_tfjob.triggers.tfjob import TARGET_CONDITIONS
-from airflow_tfjob.validation import (
-    NAME_FIX,
-    NAMESPACE_FIX,
-    Problem,
-    TFJobValidationError,
-    job_name_problem,
-    namespace_problem,
-)
 
 _OPTIONAL_STRINGS = ("cluster_context", "config_file")
 
 
-def check_sensor_parameters(values: Mapping[str, Any], *, at_parse: bool = False) -> None:
-    """Raise TFJobValidationError naming every bad parameter of ``values`` (absent keys not checked).
+def check_sensor_parameters(
+    values: Mapping[str, Any], *, at_parse: bool = False, kind: str = "TFJob"
+) -> None:
+    """Raise JobValidationError naming every bad parameter of ``values`` (absent keys not checked).
 
     ``at_parse``: Jinja templates are left for the check after rendering.
     """
@@ -64,4 +60,4 @@ def check_sensor_parameters(values: Mapping[str, Any], *, at_parse: bool = False
         if values.get(key) is not None and not isinstance(values[key], bool):
             problems.append(Problem(key, f"{values[key]!r} is not a boolean", "use True or False"))
     if problems:
-        raise TFJobValidationError(problems)
+        raise JobValidationError(problems, kind=kind)  # the sensed job's kind, not always a TFJob

@@ -3,7 +3,7 @@ Created). TFJobSensor and the named sensors are this class with a kind.
 
 The sensor fails at once when the job fails (whatever the target), and waits for a job that does not
 exist yet until its own timeout. In deferrable mode the wait runs in the triggerer through
-:class:`airflow_tfjob.triggers.tfjob.TFJobConditionTrigger`, which subscribes to the shared
+:class:`airflow_tfjob.triggers.kubeflow.KubeflowJobConditionTrigger`, which subscribes to the shared
 per-namespace watch (no polling).
 
 Kept import-light like the operator: the Kubernetes clients and hooks are imported where used.
@@ -18,20 +18,16 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseSensorOperator, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_tfjob.connection import connection_of, task_hook
-from airflow_tfjob.kinds import JobKind, kind_named
+from airflow_tfjob.hooks.connection import connection_of, task_hook
+from airflow_tfjob.jobs.kinds import JobKind, kind_named
+from airflow_tfjob.jobs.status import JobState, condition_reached, failure_message, interpret, summarise
 from airflow_tfjob.operators.checks import kind_name_of
-from airflow_tfjob.status import JobState, interpret, summarise
-from airflow_tfjob.triggers.tfjob import (
-    TFJobConditionTrigger,
-    condition_reached,
-    failure_message,
-)
+from airflow_tfjob.triggers.kubeflow import KubeflowJobConditionTrigger
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_tfjob.hooks.tfjob import TFJobHook
+    from airflow_tfjob.hooks.sync import KubeflowJobHook
 
 
 class KubeflowJobSensor(BaseSensorOperator):
@@ -91,6 +87,7 @@ class KubeflowJobSensor(BaseSensorOperator):
                 "deferrable": self.deferrable,
             },
             at_parse=at_parse,
+            kind=self.kind,
         )
 
     @property
@@ -100,15 +97,17 @@ class KubeflowJobSensor(BaseSensorOperator):
     def _check_target(self) -> None:
         self._check_parameters()
 
-    def get_hook(self) -> TFJobHook:
+    def get_hook(self) -> KubeflowJobHook:
         return task_hook(self)
 
-    def _namespace(self, hook: TFJobHook) -> str:
+    def _namespace(self, hook: KubeflowJobHook) -> str:
         namespace = self.namespace or hook.get_namespace() or "default"
         if not self.namespace:
             from airflow_tfjob.sensors.checks import check_sensor_parameters
 
-            check_sensor_parameters({"namespace": namespace})  # the connection's, checked like ours
+            check_sensor_parameters(
+                {"namespace": namespace}, kind=self.kind
+            )  # the connection's, checked like ours
         return namespace
 
     def poke(self, context: Context) -> bool:
@@ -122,10 +121,12 @@ class KubeflowJobSensor(BaseSensorOperator):
         status = interpret(job)
         if status.state is JobState.FAILED:
             raise AirflowFailException(failure_message(self.name, namespace, status, self.kind))
-        from airflow_tfjob.kueue.note import queue_note
+        from airflow_tfjob.integrations.kueue.note import queue_note
 
         note = queue_note(hook, job)  # a job with a Kueue queue: queued, admitted, preempted...
-        self.log.info("%s %s/%s: %s%s", self.kind, namespace, self.name, summarise(status), f"; {note}" if note else "")
+        self.log.info(
+            "%s %s/%s: %s%s", self.kind, namespace, self.name, summarise(status), f"; {note}" if note else ""
+        )
         return condition_reached(status, self.target_condition)
 
     def execute(self, context: Context) -> Any:
@@ -144,7 +145,7 @@ class KubeflowJobSensor(BaseSensorOperator):
             self.target_condition,
         )
         self.defer(
-            trigger=TFJobConditionTrigger(
+            trigger=KubeflowJobConditionTrigger(
                 name=self.name,
                 namespace=namespace,
                 target_condition=self.target_condition,

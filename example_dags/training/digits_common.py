@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable
@@ -177,6 +178,68 @@ def report_test_accuracy(model: Any, data: Digits, writer: Any, step: int, resul
         with writer.as_default():
             tf.summary.scalar("test_accuracy", test_accuracy, step=step)
         writer.close()
+
+
+# ---- checkpoints (the provider's checkpoint=: CHECKPOINT_DIR and RESUME_FROM in every replica)
+
+_CHECKPOINT_NAME = re.compile(r"^epoch-(\d+)\.(npz|pt)$")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A checkpoint file of this training: where (as the replicas address it) and after which epoch."""
+
+    path: str
+    epoch: int
+
+
+def _local(path: str) -> str:
+    """A local path from a file:// URI (these programs write to a shared filesystem: a PVC, or a host
+    directory on the local cluster); other stores would need their own client (fsspec, boto3...)."""
+    return path[len("file://") :] if path.startswith("file://") else path
+
+
+def checkpoint_to_resume(suffix: str) -> Checkpoint | None:
+    """The newest of RESUME_FROM (what the provider knew when it created the job) and the newest
+    ``epoch-N.<suffix>`` in CHECKPOINT_DIR: a job that Kueue preempted and resumed, or a replica restarted
+    in place, runs its pods again with the same RESUME_FROM, while the directory has the newer ones."""
+    found: list[Checkpoint] = []
+    resume = os.environ.get("RESUME_FROM", "")
+    match = _CHECKPOINT_NAME.match(os.path.basename(resume))
+    if match and os.path.exists(_local(resume)):
+        found.append(Checkpoint(resume, int(match.group(1))))
+    directory = os.environ.get("CHECKPOINT_DIR", "")
+    if directory and os.path.isdir(_local(directory)):
+        for name in os.listdir(_local(directory)):
+            match = _CHECKPOINT_NAME.match(name)
+            if match and match.group(2) == suffix:
+                found.append(Checkpoint(f"{directory.rstrip('/')}/{name}", int(match.group(1))))
+    return max(found, key=lambda c: c.epoch, default=None)
+
+
+def checkpoint_path(epoch: int, suffix: str) -> Checkpoint | None:
+    """Where the checkpoint after ``epoch`` goes (None: the task gave no CHECKPOINT_DIR)."""
+    directory = os.environ.get("CHECKPOINT_DIR", "")
+    if not directory:
+        return None
+    os.makedirs(_local(directory), exist_ok=True)
+    return Checkpoint(f"{directory.rstrip('/')}/epoch-{epoch:04d}.{suffix}", epoch)
+
+
+def write_checkpoint(checkpoint: Checkpoint, write: Callable[[str], None]) -> None:
+    """``write(path)`` into a temporary name, then the rename (a reader never sees half a file), then
+    the line the provider reads the newest checkpoint from."""
+    target = _local(checkpoint.path)
+    partial = os.path.join(os.path.dirname(target), f".incomplete-{os.getpid()}")
+    write(partial)
+    os.replace(partial, target)
+    print(f"checkpoint saved: {checkpoint.path} epoch={checkpoint.epoch}", flush=True)
+
+
+def open_checkpoint(checkpoint: Checkpoint) -> str:
+    """The local file to load ``checkpoint`` from (and one line saying so)."""
+    print(f"resuming from {checkpoint.path} (epoch {checkpoint.epoch})", flush=True)
+    return _local(checkpoint.path)
 
 
 def exit_code(program: Callable[[], object]) -> int:

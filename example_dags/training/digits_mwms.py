@@ -21,11 +21,15 @@ from typing import Any
 
 from digits_common import (
     Role,
+    checkpoint_path,
+    checkpoint_to_resume,
     exit_code,
     load_digits_split,
+    open_checkpoint,
     parse_args,
     report_epoch,
     report_test_accuracy,
+    write_checkpoint,
     write_result,
 )
 
@@ -86,9 +90,12 @@ def train(argv: list[str] | None = None) -> dict[str, Any]:
             strategy.reduce(tf.distribute.ReduceOp.SUM, correct, axis=None),
         )
 
+    # checkpoint=: every worker starts from the newest checkpoint (the weights are mirrored, so all
+    # load the same file); the master writes one after every epoch and says so in its log.
+    first = resume(model, optimizer, strategy) + 1
     writer = tf.summary.create_file_writer(args.log_dir) if args.log_dir and role.is_master else None
     result: dict[str, Any] = {}
-    for epoch in range(1, args.epochs + 1):
+    for epoch in range(first, args.epochs + 1):
         total_loss, total_correct, steps = 0.0, 0.0, 0
         for x, y in dataset:
             loss, correct = distributed_step(x, y)
@@ -98,6 +105,8 @@ def train(argv: list[str] | None = None) -> dict[str, Any]:
         epoch_loss = total_loss / max(steps, 1)
         accuracy = total_correct / max(steps * global_batch, 1)
         report_epoch(writer, epoch, epoch_loss, accuracy, result)
+        if role.is_master:
+            save_checkpoint(model, optimizer, epoch)
 
     # Weights are mirrored, so every worker evaluates the same model locally: no collective needed.
     report_test_accuracy(model, data, writer, args.epochs, result)
@@ -105,6 +114,47 @@ def train(argv: list[str] | None = None) -> dict[str, Any]:
     save(model, args.model_dir, role, result)
     leave_together(role)
     return result
+
+
+def _optimizer_state(optimizer: Any) -> list[Any]:
+    return list(optimizer.variables)
+
+
+def save_checkpoint(model: Any, optimizer: Any, epoch: int) -> None:
+    """The weights and the optimizer's state after ``epoch``, as numpy arrays (read from this worker's
+    copy of the mirrored variables: no collective, so only the master writes)."""
+    target = checkpoint_path(epoch, "npz")
+    if target is None:
+        return
+    import numpy as np
+
+    weights = model.get_weights()
+    state = [v.numpy() for v in _optimizer_state(optimizer)]
+
+    def write(path: str) -> None:
+        with open(path, "wb") as fh:
+            np.savez(fh, *weights, *state, n_weights=len(weights))
+
+    write_checkpoint(target, write)
+
+
+def resume(model: Any, optimizer: Any, strategy: Any) -> int:
+    """Load the newest checkpoint into the model and the optimizer; the epoch it was written after
+    (0: none, start from the beginning)."""
+    found = checkpoint_to_resume("npz")
+    if found is None:
+        return 0
+    import numpy as np
+
+    with np.load(open_checkpoint(found)) as data:
+        arrays = [data[f"arr_{i}"] for i in range(len(data.files) - 1)]
+        count = int(data["n_weights"])
+    with strategy.scope():
+        model.set_weights(arrays[:count])
+        optimizer.build(model.trainable_variables)
+        for variable, value in zip(_optimizer_state(optimizer), arrays[count:], strict=True):
+            variable.assign(value)
+    return found.epoch
 
 
 # Generous: a worker may still be saving its copy of the model when the others arrive.

@@ -19,7 +19,19 @@ import sys
 from datetime import timedelta
 from typing import Any
 
-from digits_common import SEED, Rendezvous, emit, exit_code, load_digits_split, parse_args, write_result
+from digits_common import (
+    SEED,
+    Rendezvous,
+    checkpoint_path,
+    checkpoint_to_resume,
+    emit,
+    exit_code,
+    load_digits_split,
+    open_checkpoint,
+    parse_args,
+    write_checkpoint,
+    write_result,
+)
 
 
 def train(argv: list[str] | None = None) -> dict[str, Any]:
@@ -61,8 +73,17 @@ def train(argv: list[str] | None = None) -> dict[str, Any]:
     optimizer = torch.optim.Adam(model.parameters(), lr=args.learning_rate)
     loss_fn = nn.CrossEntropyLoss(reduction="sum")
 
+    # checkpoint=: every replica loads the newest checkpoint (the same file, so the same weights);
+    # rank 0 writes one after every epoch and says so in its log.
+    first = 1
+    found = checkpoint_to_resume("pt")
+    if found is not None:
+        state = torch.load(open_checkpoint(found), map_location="cpu")
+        model.module.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        first = found.epoch + 1
     result: dict[str, Any] = {}
-    for epoch in range(1, args.epochs + 1):
+    for epoch in range(first, args.epochs + 1):
         sampler.set_epoch(epoch)  # a different shuffle each epoch, the same on every replica
         model.train()
         # [summed loss, correct, examples] over this replica's batches, then over all replicas.
@@ -78,6 +99,10 @@ def train(argv: list[str] | None = None) -> dict[str, Any]:
         epoch_loss, accuracy = (totals[0] / totals[2]).item(), (totals[1] / totals[2]).item()
         emit(epoch=epoch, loss=epoch_loss, accuracy=accuracy)
         result.update(epoch=epoch, loss=epoch_loss, accuracy=accuracy)
+        target = checkpoint_path(epoch, "pt") if rv.is_master else None
+        if target is not None:
+            state = {"model": model.module.state_dict(), "optimizer": optimizer.state_dict()}
+            write_checkpoint(target, lambda path, state=state: save(state, path))
 
     model.eval()
     with torch.no_grad():
@@ -94,6 +119,13 @@ def train(argv: list[str] | None = None) -> dict[str, Any]:
     dist.barrier()
     dist.destroy_process_group()
     return result
+
+
+def save(state: dict[str, Any], path: str) -> None:
+    import torch
+
+    with open(path, "wb") as fh:  # a file object: torch names the archive after a path's base name
+        torch.save(state, fh)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Chaos run: TFJob tasks against a local cluster that throttles, fails, loses replies and cuts streams.
 
     python tests/benchmarks/bench_chaos.py [--tasks 20] [--rates 0.05,0.15] [--seed 7] [--parallel 4]
+    python tests/benchmarks/bench_chaos.py --unterminated [--tasks 20] [--parallel 4]
 
 For each fault rate, the same seeded run is made twice in one process: with the provider's retry
 policy (``api_retry_timeout`` at its default) and, as the baseline, with ``api_retry_timeout=0`` (no
@@ -19,6 +20,11 @@ provider. Printed per run:
 
 Targets (issue 9): every outcome right, 0 duplicates, 0 lost or duplicated lines, 0 leftovers, at 5% and
 at 15%.
+
+``--unterminated`` (issue 23): the same tasks once without faults and once with every watch and
+followed log ending without HTTP's final chunk (fault kind ``unterminated``, as some gateways and load
+balancers end streams); printed beside the rows, each task's wall time against its fault-free run.
+Target: every task within 1.5x of its fault-free wall time, outcomes and lines as without faults.
 """
 
 from __future__ import annotations
@@ -88,15 +94,28 @@ class TaskRun:
     deferrable: bool
     log: Capture
     outcome: str = ""
+    wall_s: float = 0.0
 
 
 def run_task(tag: str, run: str, deferrable: bool, retry_timeout: float | None) -> TaskRun:
+
+
+    ti = TaskInstance(dag_id="bench_chaos", run_id=f"{run}-{tag}")
+    task = TaskRun(tag, ti, deferrable, Capture())
+    started = time.monotonic()
+    try:
+        _run_operator(task, deferrable, retry_timeout)
+    finally:
+        task.wall_s = time.monotonic() - started
+    return task
+
+
+def _run_operator(task: TaskRun, deferrable: bool, retry_timeout: float | None) -> None:
     from airflow.sdk.exceptions import TaskDeferred
 
     from airflow_tfjob.operators.tfjob import TFJobOperator
 
-    ti = TaskInstance(dag_id="bench_chaos", run_id=f"{run}-{tag}")
-    task = TaskRun(tag, ti, deferrable, Capture())
+    tag, ti = task.tag, task.ti
     kwargs: dict[str, Any] = {} if retry_timeout is None else {"api_retry_timeout": retry_timeout}
     op = TFJobOperator(
         task_id="train",
@@ -134,7 +153,6 @@ def run_task(tag: str, run: str, deferrable: bool, retry_timeout: float | None) 
         task.outcome = "right" if ok and not result["metrics"].get("missing") else f"wrong: {result}"
     except Exception as error:
         task.outcome = f"wrong: {type(error).__name__}: {str(error)[:200]}"
-    return task
 
 
 async def _fire(deferred: Any, log: Capture) -> dict[str, Any]:
@@ -157,7 +175,7 @@ def line_errors(task: TaskRun) -> tuple[int, int]:
 
 def inspect(hook: Any, task: TaskRun) -> tuple[int, int]:
     """(jobs of the task instance, leftover pods and Services), read with faults off."""
-    from airflow_tfjob.naming import identity_selector
+    from airflow_tfjob.build.naming import identity_selector
 
     ti = task.ti
     selector = identity_selector(ti.dag_id, ti.task_id, ti.run_id, ti.map_index, include_handled=True)
@@ -177,14 +195,22 @@ def inspect(hook: Any, task: TaskRun) -> tuple[int, int]:
 
 
 def one_run(
-    cluster: Any, label: str, rate: float, seed: int, tasks: int, parallel: int, retry: float | None
+    cluster: Any,
+    label: str,
+    rate: float,
+    seed: int,
+    tasks: int,
+    parallel: int,
+    retry: float | None,
+    kinds: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
-    from airflow_tfjob.hooks.tfjob import TFJobHook
-    from airflow_tfjob.local.faults import KINDS, FaultPlan
+    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
+    from airflow_tfjob.local.faults import DEFAULT_KINDS, FaultPlan
 
-    run = f"{label}-{int(time.time() * 1000)}"
+    run = f"{label.split(':')[0].replace(' ', '-')}-{int(time.time() * 1000)}"
     before = sum(cluster.fault_counts().values())
-    cluster.set_faults(FaultPlan(seed=seed, rate=rate, kinds=KINDS, stream_cut_after=(0.3, 1.5)))
+    plan = FaultPlan(seed=seed, rate=rate, kinds=kinds or DEFAULT_KINDS, stream_cut_after=(0.3, 1.5))
+    cluster.set_faults(plan if rate > 0 else None)
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         futures = [pool.submit(run_task, f"t{i}", run, i % 2 == 1, retry) for i in range(tasks)]
@@ -192,7 +218,7 @@ def one_run(
     wall = time.monotonic() - started
     cluster.set_faults(None)
     faults = sum(cluster.fault_counts().values()) - before
-    hook = TFJobHook(conn_id=CONN)
+    hook = KubeflowJobHook(conn_id=CONN)
     lost = duplicated = duplicates = leftovers = 0
     wrong = []
     for task in done:
@@ -214,6 +240,7 @@ def one_run(
         "faults_per_task": faults / tasks,
         "wall_s": wall,
         "wrong": wrong,
+        "task_walls": {task.tag: task.wall_s for task in done},
     }
 
 
@@ -223,7 +250,15 @@ def main() -> None:
     parser.add_argument("--rates", default="0.05,0.15")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--parallel", type=int, default=4)
+    parser.add_argument(
+        "--unterminated",
+        action="store_true",
+        help="compare each task without faults and with every stream ended without its final chunk",
+    )
     options = parser.parse_args()
+    if options.unterminated:
+        unterminated(options)
+        return
 
     from airflow_tfjob.local import LocalCluster
 
@@ -257,6 +292,55 @@ def main() -> None:
     for row in rows:
         for wrong in row["wrong"][:5]:
             print(f"  {row['rate']:.0%} {row['label']}: {wrong}")
+
+
+def unterminated(options: argparse.Namespace) -> None:
+    """The fault-free run, then every stream ended without its final chunk: per task, the ratio."""
+    from airflow_tfjob.local import LocalCluster
+
+    with LocalCluster() as cluster:
+        extra = {"kube_config_path": str(cluster.kubeconfig_path), "namespace": "default"}
+        os.environ[f"AIRFLOW_CONN_{CONN.upper()}"] = json.dumps({"conn_type": "kubernetes", "extra": extra})
+        rows = [
+            one_run(cluster, "baseline: no faults", 0.0, options.seed, options.tasks, options.parallel, None),
+            one_run(
+                cluster,
+                "streams unterminated",
+                1.0,
+                options.seed,
+                options.tasks,
+                options.parallel,
+                None,
+                kinds=("unterminated",),
+            ),
+        ]
+    base, faulty = rows[0]["task_walls"], rows[1]["task_walls"]
+    ratios = {tag: faulty[tag] / base[tag] for tag in base}
+    print(
+        f"unterminated streams: {options.tasks} tasks per row (half sync, half deferred), 2 replicas x "
+        f"{LINES} lines each, {options.parallel} at a time; every watch and followed log ends without "
+        "HTTP's final chunk"
+    )
+    print(
+        f"{'run':24} {'outcomes right':>15} {'lost lines':>11} {'dup lines':>10} {'leftovers':>10} "
+        f"{'task wall s p50':>16} {'max':>6} {'streams ended badly':>20}"
+    )
+    for row in rows:
+        walls = sorted(row["task_walls"].values())
+        print(
+            f"{row['label']:24} {row['right']:>8}/{row['tasks']:<6} {row['lost']:>11} {row['duplicated']:>10} "
+            f"{row['leftovers']:>10} {walls[len(walls) // 2]:>16.1f} {walls[-1]:>6.1f} "
+            f"{row['faults_per_task'] * row['tasks']:>20.0f}"
+        )
+    worst = max(ratios, key=lambda tag: ratios[tag])
+    within = sum(1 for r in ratios.values() if r <= 1.5)
+    print(
+        f"per task, unterminated / fault-free wall time: max {ratios[worst]:.2f} ({worst}), "
+        f"median {sorted(ratios.values())[len(ratios) // 2]:.2f}; {within}/{len(ratios)} within 1.5x (target: all)"
+    )
+    for row in rows:
+        for wrong in row["wrong"][:5]:
+            print(f"  {row['label']}: {wrong}")
 
 
 if __name__ == "__main__":

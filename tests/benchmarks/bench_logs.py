@@ -263,10 +263,10 @@ def tfjob(name: str, replicas: int, script: str) -> dict[str, Any]:
 
 
 async def run_job(kubeconfig: str, name: str, body: dict[str, Any], sink: Any) -> str:
-    from airflow_tfjob.follow import FollowOptions, follow_job
-    from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+    from airflow_tfjob.follow.core import FollowOptions, follow_job
+    from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
 
-    hook = AsyncTFJobHook(conn_id=None, config_file=kubeconfig)
+    hook = AsyncKubeflowJobHook(conn_id=None, config_file=kubeconfig)
     await hook.create_tfjob(body, "default")
     try:
         options = FollowOptions(log_replicas="all", log_rate_per_replica=0, log_events=False)

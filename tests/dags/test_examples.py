@@ -26,7 +26,17 @@ from airflow_cli import (
     xcom_value,
 )
 
-pytestmark = [pytest.mark.dags, pytest.mark.cluster, pytest.mark.tensorflow, pytest.mark.timeout(900)]
+# alone: in the last three clean-clone runs of the parallel suite, the retraining test's second
+# `airflow scheduler --num-runs 1` twice ran past its 300 s while another test file ran on the other
+# worker; the module passes by itself every time (and with test_preflight beside it). Until the
+# interference is found, `make test` runs this module after the parallel suite, by itself.
+pytestmark = [
+    pytest.mark.dags,
+    pytest.mark.cluster,
+    pytest.mark.tensorflow,
+    pytest.mark.alone,
+    pytest.mark.timeout(900),
+]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "example_dags"
 
@@ -40,7 +50,12 @@ def env(local_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         "TFJOB_EXAMPLES_DATA_DIR": str(tmp_path_factory.mktemp("examples-data")),
     }
     yield migrated_airflow_env(
-        home, EXAMPLES, local_cluster.kubeconfig_path, examples_env, migrate_timeout=300, only_creates_runs=True
+        home,
+        EXAMPLES,
+        local_cluster.kubeconfig_path,
+        examples_env,
+        migrate_timeout=300,
+        only_creates_runs=True,
     )
 
 
@@ -142,6 +157,10 @@ def test_sweep_maps_one_job_per_trial_and_picks_the_best(env: dict[str, str]) ->
     assert choice["best"]["hyperparameters"] == grid[best]
     assert choice["best"]["test_accuracy"] == pytest.approx(accuracies[best])
     assert [row["test_accuracy"] for row in choice["trials"]] == pytest.approx(accuracies)
+    # Each trial carries what its job cost (the mapped task's `cost` XCom), CPU core-hours included.
+    costs = xcoms(env, dag_id, run_id, "train", "cost")
+    assert [row["cost"] for row in choice["trials"]] == costs
+    assert all(cost["running_seconds"] > 0 and cost["replicas"] == 2 for cost in costs)
 
 
 @pytest.mark.pytorch

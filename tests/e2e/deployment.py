@@ -61,12 +61,12 @@ class Deployment:
 
     # ------------------------------------------------------------------ processes
 
-    def _start(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+    def _start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         out = (self.logs / f"{name}.log").open("wb")
         # A session of its own: stop() signals the whole group, so the task processes the
         # LocalExecutor forks and the replicas the cluster starts go with their parent.
-        proc = subprocess.Popen(argv, env=self.env or None, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, cwd=self.home)
+        proc = subprocess.Popen(argv, env={**self.env, **(env or {})} or None, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True, cwd=self.home)
         out.close()
         self.processes[name] = proc
         return proc
@@ -80,6 +80,20 @@ class Deployment:
         line = self.wait("tfjob-local's ready line", lambda: next(
             (x for x in ready.read_text().splitlines() if x.startswith("ready ")), None), 60, proc)
         self.cluster_url, self.kubeconfig = line.split()[1], Path(line.split()[2])
+
+    def api_server_env(self) -> dict[str, str]:
+        """The API server's settings, on this deployment's port, with fresh secrets (every deployment
+        shape serves its UI and the task SDK's execution API this way)."""
+        return {
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
+            "AIRFLOW__API__BASE_URL": self.url,
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(self.port),
+            "AIRFLOW__API__WORKERS": "1",
+            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(64),
+            "AIRFLOW__API__SECRET_KEY": secrets.token_urlsafe(32),
+        }
 
     def start_airflow(self, dags_folder: Path, extra_env: dict[str, str]) -> None:
         extra = {"kube_config_path": str(self.kubeconfig), "namespace": "default",
@@ -96,14 +110,7 @@ class Deployment:
             # PATCH of the API server once failed with a database error under load here.
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home / 'airflow.db'}?timeout=30",
             "AIRFLOW__CORE__PARALLELISM": "4",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
-            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
-            "AIRFLOW__API__BASE_URL": self.url,
-            "AIRFLOW__API__HOST": "127.0.0.1",
-            "AIRFLOW__API__PORT": str(self.port),
-            "AIRFLOW__API__WORKERS": "1",
-            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(64),
-            "AIRFLOW__API__SECRET_KEY": secrets.token_urlsafe(32),
+            **self.api_server_env(),
             # A new DAG run is picked up, and the DAG folder parsed, in seconds rather than minutes.
             "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",

@@ -13,13 +13,13 @@ from urllib.parse import urlparse
 import pytest
 from watch_support import Api, TcpProxy, kubeconfig_via
 
-from airflow_tfjob.hooks.tfjob import AsyncTFJobHook, TFJobHook
+from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook, KubeflowJobHook
 
 
 @pytest.fixture
-def hook(k8s_conn: str) -> TFJobHook:
-    """The synchronous hook (modules that test the async side override `hook` with an AsyncTFJobHook)."""
-    return TFJobHook(conn_id=k8s_conn)
+def hook(k8s_conn: str) -> KubeflowJobHook:
+    """The synchronous hook (modules that test the async side override `hook` with an AsyncKubeflowJobHook)."""
+    return KubeflowJobHook(conn_id=k8s_conn)
 
 
 @pytest.fixture
@@ -52,5 +52,5 @@ def proxied_kubeconfig(local_cluster: Any, proxy: TcpProxy, tmp_path: Path) -> P
 
 
 @pytest.fixture
-def proxied_hook(proxied_kubeconfig: Path, k8s_conn: str) -> AsyncTFJobHook:
-    return AsyncTFJobHook(conn_id=k8s_conn, config_file=str(proxied_kubeconfig))
+def proxied_hook(proxied_kubeconfig: Path, k8s_conn: str) -> AsyncKubeflowJobHook:
+    return AsyncKubeflowJobHook(conn_id=k8s_conn, config_file=str(proxied_kubeconfig))

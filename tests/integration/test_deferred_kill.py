@@ -21,10 +21,10 @@ from airflow.sdk.exceptions import TaskDeferred
 from operator_support import TaskInstance, context_for, wait_for
 from watch_support import wait_until
 
-from airflow_tfjob.cleanup import KILL_GRACE_PERIOD
-from airflow_tfjob.hooks.tfjob import AsyncTFJobHook, TFJobHook
+from airflow_tfjob.constants import KILL_GRACE_PERIOD
+from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook, KubeflowJobHook
 from airflow_tfjob.operators.tfjob import TFJobOperator
-from airflow_tfjob.triggers.tfjob import TFJobTrigger
+from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 
@@ -57,7 +57,7 @@ def _defer(tmp_path: Path) -> dict[str, Any]:
     return dict(deferred.value.trigger.serialize()[1])
 
 
-async def _grace_periods(hook: AsyncTFJobHook, name: str, seen: list[int]) -> None:
+async def _grace_periods(hook: AsyncKubeflowJobHook, name: str, seen: list[int]) -> None:
     """Every deletionGracePeriodSeconds the job's pods show, in order (from a watch)."""
     _, rv = await hook.list_objects("pods", "default", label_selector=f"training.kubeflow.org/job-name={name}")
     async for _etype, pod in hook.watch_job_pods(name, "default", rv):
@@ -72,15 +72,15 @@ async def test_kill_while_deferred_finishes_though_the_triggerer_cancels_on_kill
     kwargs = _defer(tmp_path)
     assert kwargs["kill_grace_period"] == KILL_GRACE_PERIOD == 1
     name = kwargs["name"]
-    hook = AsyncTFJobHook(conn_id=k8s_conn)
+    hook = AsyncKubeflowJobHook(conn_id=k8s_conn)
     await wait_until(lambda: len(_pids(tmp_path)) == 2, timeout=60)
     pids = _pids(tmp_path)
     graces: list[int] = []
     watching = asyncio.ensure_future(_grace_periods(hook, name, graces))
 
-    trigger = TFJobTrigger(**kwargs)
+    trigger = KubeflowJobTrigger(**kwargs)
     run = asyncio.ensure_future(trigger.run().__anext__())
-    await wait_until(lambda: trigger._job_at_start is not None, timeout=30)  # it is following the job
+    await wait_until(lambda: trigger._job_read, timeout=30)  # it is following the job
     # The triggerer: cancel the run on the user's action, then on_kill, itself cancelled soon after.
     run.cancel()
     await asyncio.gather(run, return_exceptions=True)
@@ -99,7 +99,7 @@ async def test_kill_while_deferred_finishes_though_the_triggerer_cancels_on_kill
     assert graces and graces[-1] == KILL_GRACE_PERIOD, graces
 
 
-async def _gone(hook: AsyncTFJobHook, name: str) -> bool:
+async def _gone(hook: AsyncKubeflowJobHook, name: str) -> bool:
     return await hook.find_tfjob(name, "default") is None and not await hook.list_job_pods(name, "default")
 
 
@@ -128,7 +128,7 @@ def test_synchronous_kill_stops_replicas_that_ignore_sigterm_within_seconds(k8s_
     pids = _pids(tmp_path)
     assert op._job_ref is not None
     name = op._job_ref[0]
-    hook = TFJobHook(conn_id=k8s_conn)
+    hook = KubeflowJobHook(conn_id=k8s_conn)
     killer = threading.Thread(target=op.on_kill, daemon=True)  # the task runner's SIGTERM handler
     killer.start()
 

@@ -20,7 +20,7 @@ from airflow.sdk.exceptions import AirflowException, TaskDeferred
 from operator_support import TaskInstance, context_for, replica_command
 
 from airflow_tfjob.operators.tfjob import TFJobOperator
-from airflow_tfjob.triggers.tfjob import TFJobTrigger
+from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
@@ -39,6 +39,8 @@ JOB: dict[str, Any] = {
 }
 # What necessarily differs between two runs: identity and times.
 PER_RUN_FIELDS = ("name", "uid", "start_time", "completion_time")
+# The cost's figures that are times (and hours): what the job requested is compared, not how long it took.
+COST_TIMINGS = ("queued_seconds", "running_seconds", "hours")
 
 
 class TaskLog(logging.Handler):
@@ -51,7 +53,7 @@ class TaskLog(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         self.lines.extend(record.getMessage().split("\n"))
 
-    def attach(self, obj: TFJobOperator | TFJobTrigger) -> None:
+    def attach(self, obj: TFJobOperator | KubeflowJobTrigger) -> None:
         logger = logging.getLogger(f"test.parity.{id(self)}")
         logger.setLevel(logging.INFO)
         logger.propagate = False
@@ -65,11 +67,15 @@ class TaskLog(logging.Handler):
     def operator_lines(self, job_name: str) -> list[str]:
         """The lines outside replica output and events; the job's name as <job>. An event's repeat
         count (" (x2)") is dropped: how often the cluster repeated an event before the diagnosis read
-        it is timing, not mode (a failed replica's event was seen once in one run, twice in another)."""
+        it is timing, not mode (a failed replica's event was seen once in one run, twice in another);
+        so are the figures of the cost line (its words stay compared)."""
         lines: list[str] = []
         for line in self.lines:
             if not line.startswith("["):
-                lines.append(re.sub(r" \(x\d+\)", "", line.replace(job_name, "<job>")))
+                line = re.sub(r" \(x\d+\)", "", line.replace(job_name, "<job>"))
+                if line.startswith("Cost of "):
+                    line = re.sub(r"\d+(\.\d+)?(e-?\d+)?", "<n>", line)
+                lines.append(line)
         return lines
 
     def replica_lines(self) -> dict[str, list[str]]:
@@ -95,8 +101,8 @@ def run_deferred(ti: TaskInstance, log: TaskLog, **kwargs: Any) -> Any:
     with pytest.raises(TaskDeferred) as deferred:
         _operator(log, deferrable=True, **kwargs).execute(context_for(ti))
     classpath, serialized = deferred.value.trigger.serialize()
-    assert classpath.endswith(".TFJobTrigger")
-    trigger = TFJobTrigger(**serialized)  # what the triggerer runs: rebuilt from the database's kwargs
+    assert classpath.endswith(".KubeflowJobTrigger")
+    trigger = KubeflowJobTrigger(**serialized)  # what the triggerer runs: rebuilt from the database's kwargs
     log.attach(trigger)
 
     async def first_event() -> dict[str, Any]:
@@ -111,7 +117,11 @@ def run_deferred(ti: TaskInstance, log: TaskLog, **kwargs: Any) -> Any:
 
 def _comparable(result: dict[str, Any]) -> dict[str, Any]:
     """The result without what differs between two runs of one job (the job's name in messages too)."""
-    text = json.dumps({k: v for k, v in result.items() if k not in PER_RUN_FIELDS})
+    comparable = {k: v for k, v in result.items() if k not in PER_RUN_FIELDS}
+    if comparable.get("cost"):
+        cost = comparable["cost"]
+        comparable["cost"] = {k: v for k, v in cost.items() if not any(t in k for t in COST_TIMINGS)}
+    text = json.dumps(comparable)
     return dict(json.loads(text.replace(result["name"], "<job>")))
 
 

@@ -1,4 +1,4 @@
-"""TFJobHook and AsyncTFJobHook against the local cluster over HTTP (official clients, real server)."""
+"""KubeflowJobHook and AsyncKubeflowJobHook against the local cluster over HTTP (official clients, real server)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,11 @@ import pytest
 from watch_support import tfjob_manifest, unique, wait_until
 
 from airflow_tfjob.hooks import clients as clients_mod
-from airflow_tfjob.hooks.tfjob import AsyncTFJobHook, TFJobHook, WatchExpired, api_status, iter_lines
+from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
+from airflow_tfjob.hooks.common import api_status
+from airflow_tfjob.hooks.streams import iter_lines
+from airflow_tfjob.hooks.sync import KubeflowJobHook
+from airflow_tfjob.hooks.watching import WatchExpired
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 
@@ -46,7 +50,7 @@ def _write_log(cluster: Any, ns: str, pod: str, lines: list[bytes], close: bool 
 
 
 def test_sync_crud_pods_events_logs(k8s_conn: str, local_cluster: Any) -> None:
-    hook = TFJobHook(conn_id=k8s_conn)
+    hook = KubeflowJobHook(conn_id=k8s_conn)
     name = unique("hook")
     created = hook.create_tfjob(_managed_job(name), "default")
     assert created["metadata"]["name"] == name and created["metadata"]["uid"]
@@ -84,7 +88,7 @@ def test_sync_crud_pods_events_logs(k8s_conn: str, local_cluster: Any) -> None:
 
 
 async def test_async_crud_and_watch(k8s_conn: str) -> None:
-    hook = AsyncTFJobHook(conn_id=k8s_conn)
+    hook = AsyncKubeflowJobHook(conn_id=k8s_conn)
     name = unique("ahook")
     created = await hook.create_tfjob(_managed_job(name))  # namespace from the connection
     rv = created["metadata"]["resourceVersion"]
@@ -137,7 +141,7 @@ async def test_watch_from_expired_version_raises_watch_expired(k8s_conn: str) ->
 
     # A cluster of its own with a short history, so that an old resourceVersion really expires.
     with LocalCluster(history_limit=5, controller=False, runner=False) as small:
-        hook = AsyncTFJobHook(conn_id=k8s_conn, config_file=str(small.kubeconfig_path))
+        hook = AsyncKubeflowJobHook(conn_id=k8s_conn, config_file=str(small.kubeconfig_path))
         name = unique("expire")
         first = await hook.create_tfjob(tfjob_manifest(name), "default")
         for i in range(10):
@@ -152,7 +156,7 @@ async def test_watch_from_expired_version_raises_watch_expired(k8s_conn: str) ->
 
 
 async def test_stream_pod_log_big_line_bytes_and_since_time(k8s_conn: str, local_cluster: Any) -> None:
-    hook = AsyncTFJobHook(conn_id=k8s_conn)
+    hook = AsyncKubeflowJobHook(conn_id=k8s_conn)
     name = unique("biglog")
     await hook.create_tfjob(_managed_job(name), "default")
     pod = f"{name}-worker-0"
@@ -180,7 +184,7 @@ async def _aiter(items: list[bytes]) -> Any:
 
 
 async def test_watch_event_larger_than_aiohttp_line_limit(k8s_conn: str) -> None:
-    hook = AsyncTFJobHook(conn_id=k8s_conn)
+    hook = AsyncKubeflowJobHook(conn_id=k8s_conn)
     name = unique("bigobj")
     body = tfjob_manifest(name)
     created = await hook.create_tfjob(body, "default")
@@ -202,12 +206,12 @@ async def test_watch_event_larger_than_aiohttp_line_limit(k8s_conn: str) -> None
 
 
 async def test_client_shared_per_cluster_and_loop(k8s_conn: str) -> None:
-    a, b = AsyncTFJobHook(conn_id=k8s_conn), AsyncTFJobHook(conn_id=k8s_conn)
+    a, b = AsyncKubeflowJobHook(conn_id=k8s_conn), AsyncKubeflowJobHook(conn_id=k8s_conn)
     api = await a.get_api_client()
     assert api is await b.get_api_client()
     assert api.configuration.connection_pool_maxsize == 1000
     assert await a.get_cluster_key() == await b.get_cluster_key()
-    other = AsyncTFJobHook(conn_id=k8s_conn, cluster_context="elsewhere")
+    other = AsyncKubeflowJobHook(conn_id=k8s_conn, cluster_context="elsewhere")
     assert await other.get_cluster_key() != await a.get_cluster_key()
 
 
@@ -215,7 +219,7 @@ def test_client_closed_when_its_loop_ends(k8s_conn: str) -> None:
     clients: list[Any] = []
 
     async def use() -> None:
-        hook = AsyncTFJobHook(conn_id=k8s_conn)
+        hook = AsyncKubeflowJobHook(conn_id=k8s_conn)
         await hook.list_tfjobs("default")
         clients.append(await hook.get_api_client())
 
@@ -229,7 +233,7 @@ def test_client_closed_when_its_loop_ends(k8s_conn: str) -> None:
 
 async def test_stream_outlives_a_short_total_timeout(k8s_conn: str, local_cluster: Any) -> None:
     """A follow stream has no total timeout: it keeps delivering past the hook's request timeout."""
-    hook = AsyncTFJobHook(conn_id=k8s_conn, request_timeout=1.0)
+    hook = AsyncKubeflowJobHook(conn_id=k8s_conn, request_timeout=1.0)
     name = unique("longlog")
     await hook.create_tfjob(_managed_job(name), "default")
     pod = f"{name}-worker-0"

@@ -17,8 +17,8 @@ import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from operator_support import TaskInstance, context_for, defer, fire, rebuild_trigger, wait_for
 
-from airflow_tfjob.kinds import kind_named
-from airflow_tfjob.naming import identity_selector
+from airflow_tfjob.build.naming import identity_selector
+from airflow_tfjob.jobs.kinds import kind_named
 from airflow_tfjob.operators.jaxjob import JAXJobOperator
 from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
 from airflow_tfjob.operators.paddlejob import PaddleJobOperator
@@ -249,14 +249,14 @@ def test_the_kinds_sensor_fails_at_once_on_a_failed_job(hook: Any, case: Case) -
 
 
 async def test_one_shared_watch_per_kind_in_a_namespace(hook: Any) -> None:
-    from airflow_tfjob import watch
-    from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+    from airflow_tfjob.hooks import jobwatch as watch
+    from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
 
-    ahook = AsyncTFJobHook(conn_id=hook.conn_id)
+    ahook = AsyncKubeflowJobHook(conn_id=hook.conn_id)
     pytorch = watch.shared_watch(ahook, "default", kind=kind_named("PyTorchJob"))
     async with (
         pytorch.subscribe("absent-a") as a,
-        watch.shared_watch(ahook, "default").subscribe("absent-b") as b,
+        watch.shared_watch(ahook, "default", kind=kind_named("TFJob")).subscribe("absent-b") as b,
     ):
         # Each watcher lists its own collection first: neither job exists in it.
         assert await a.next(timeout=30) is None and await b.next(timeout=30) is None
@@ -305,12 +305,12 @@ def test_a_paddlejob_without_master_reads_metrics_from_worker_0(
 
 
 async def test_the_trigger_of_a_deferred_kind_deletes_that_kind_on_kill(hook: Any) -> None:
-    from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+    from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
 
     case = CASES[2]  # JAXJob: the trigger must know the kind from its serialised options alone
     deferred = defer(make_operator(case, deferrable=True, env={"SLEEP": "120"}), TaskInstance())
     trigger = rebuild_trigger(deferred)
-    ahook = AsyncTFJobHook(conn_id=hook.conn_id)
+    ahook = AsyncKubeflowJobHook(conn_id=hook.conn_id)
     assert await ahook.find_job(case.kind, trigger.name, "default") is not None
     await trigger.on_kill()
     assert await ahook.find_job(case.kind, trigger.name, "default") is None

@@ -1,10 +1,14 @@
 """Jobs behind Kueue on the local cluster's Kueue emulation: what the task log tells and what the task
 decides while a job is queued, admitted, running, preempted and resumed, in both modes.
 
-One cluster for the module, Kueue on with the TFJob integration enabled (PyTorchJob's left off, as a
-v0.19 install ships it, for the ignored-label cases), and one ClusterQueue per situation so that the
-tests do not share quota: ``one`` (1 cpu: one job at a time), ``prio`` (1 cpu, lower priorities
+One cluster for the module, Kueue on with the TFJob and TrainJob integrations enabled (PyTorchJob's left
+off, as a v0.19 install ships it, for the ignored-label cases), and one ClusterQueue per situation so that
+the tests do not share quota: ``one`` (1 cpu: one job at a time), ``prio`` (1 cpu, lower priorities
 preempted), ``two`` (2 cpu: the sweep), ``none`` (no quota: a job waits forever).
+
+The stories are told for a TFJob, and for Trainer v2's TrainJob (``trainjob``: TrainJobOperator;
+``tfjob-on-trainjob``: TFJobOperator(api="trainjob")) where the same lines, decisions and XCom must
+hold: each TrainJob case is a parameter of the TFJob test it repeats.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import logging
 import sys
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -24,6 +29,7 @@ from test_deferred_parity import TaskLog
 
 from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
 from airflow_tfjob.operators.tfjob import TFJobOperator
+from airflow_tfjob.operators.trainjob import TrainJobOperator
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -74,9 +80,14 @@ def queues() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def kueue_cluster() -> Iterator[Any]:
+    from kubernetes import config
+
+    from airflow_tfjob.jobs.trainjob.runtimes import install
     from airflow_tfjob.local import LocalCluster
 
-    with LocalCluster(kueue={"integrations": ["kubeflow.org/tfjob"], "objects": queues()}) as cluster:
+    integrations = ["kubeflow.org/tfjob", "trainer.kubeflow.org/trainjob"]
+    with LocalCluster(kueue={"integrations": integrations, "objects": queues()}) as cluster:
+        install(config.new_client_from_config(str(cluster.kubeconfig_path)), log=lambda _: None)
         yield cluster
 
 
@@ -101,6 +112,43 @@ def operator(log: TaskLog, cls: type[KubeflowJobOperator] = TFJobOperator, **kwa
         **kwargs,
     }
     return logged(log, cls(**params))
+
+
+#: The job APIs a story is told for: the TFJob, TrainJobOperator, TFJobOperator(api="trainjob").
+TFJOB, TRAINJOB, TF_ON_TRAINJOB = "tfjob", "trainjob", "tfjob-on-trainjob"
+
+
+def job_task(log: TaskLog, api: str = TFJOB, **kwargs: Any) -> Any:
+    """`operator(...)` for the API: a TrainJobOperator on the shipped tensorflow-distributed runtime (one
+    node, `container_resources` as its resourcesPerNode requests), or TFJobOperator(api="trainjob")."""
+    if api == TF_ON_TRAINJOB:
+        kwargs["api"] = "trainjob"
+    if api != TRAINJOB:
+        return operator(log, **kwargs)
+    resources = kwargs.pop("container_resources", {"cpu": "1"})
+    params: dict[str, Any] = {
+        "task_id": "queued",
+        "runtime": "tensorflow-distributed",
+        "image": "python:3.12",
+        "command": [sys.executable, "-c", COUNTER],
+        "namespace": NS,
+        "num_nodes": 1,
+        "resources_per_node": {"requests": resources},
+        "startup_timeout": 60,
+        "kueue_workload_window": 5,
+        "log_replicas": "all",
+        **kwargs,
+    }
+    return logged(log, TrainJobOperator(**params))
+
+
+def kind_of(api: str) -> str:
+    return "TFJob" if api == TFJOB else "TrainJob"
+
+
+def replica_prefix(api: str) -> str:
+    """The first replica's log prefix: the TFJob's Worker 0, the TrainJob's node 0 of Job 0."""
+    return "[worker-0] " if api == TFJOB else "[node-0-0] "
 
 
 def logged(log: TaskLog, task: Any) -> Any:
@@ -133,16 +181,18 @@ def run_in_thread(op: Any, ti: TaskInstance) -> tuple[threading.Thread, dict[str
     return thread, out
 
 
+@pytest.mark.parametrize("api", [TFJOB, TRAINJOB])
 def test_a_job_queued_behind_another_is_told_queued_admitted_running_and_its_startup_clock_waits(
-    conn: str,
+    conn: str, api: str
 ) -> None:
     """The second job waits longer than its startup_timeout for the first's quota: the start-up
     clock starts at admission, so it does not fire; the task log tells queued -> admitted -> running."""
     first_log, second_log = TaskLog(), TaskLog()
-    blocker = operator(first_log, task_id="blocker", env={"LINES": "40", "STEP": "0.1"}, kueue_queue="one")
+    blocker = job_task(first_log, api, task_id="blocker", env={"LINES": "40", "STEP": "0.1"}, kueue_queue="one")
     thread, blocked = run_in_thread(blocker, TaskInstance(task_id="blocker"))
-    wait_for(lambda: any(line.startswith("[worker-0] line 0") for line in first_log.lines), 60, "blocker running")
-    second = operator(second_log, task_id="second", kueue_queue="one", startup_timeout=2)
+    started = replica_prefix(api) + "line 0"
+    wait_for(lambda: any(line.startswith(started) for line in first_log.lines), 60, "blocker running")
+    second = job_task(second_log, api, task_id="second", kueue_queue="one", startup_timeout=2)
     result = second.execute(context_for(TaskInstance(task_id="second")))
     thread.join(60)
     assert "result" in blocked, blocked.get("error")
@@ -157,17 +207,21 @@ def test_a_job_queued_behind_another_is_told_queued_admitted_running_and_its_sta
     assert len(lines) == len(set(lines))  # each change once
 
 
-@pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferred"])
-def test_queue_timeout_fires_naming_the_queue_and_deletes_the_job(conn: str, deferrable: bool) -> None:
-    from airflow_tfjob.hooks.tfjob import TFJobHook
+@pytest.mark.parametrize(
+    ("deferrable", "api"),
+    [(False, TFJOB), (True, TFJOB), (False, TRAINJOB), (True, TF_ON_TRAINJOB)],
+    ids=["sync", "deferred", "sync-trainjob", "deferred-tfjob-on-trainjob"],
+)
+def test_queue_timeout_fires_naming_the_queue_and_deletes_the_job(conn: str, deferrable: bool, api: str) -> None:
+    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
 
     log, ti = TaskLog(), TaskInstance(task_id="starved")
-    op = operator(log, task_id="starved", kueue_queue="none", queue_timeout=2, deferrable=deferrable)
+    op = job_task(log, api, task_id="starved", kueue_queue="none", queue_timeout=2, deferrable=deferrable)
     with pytest.raises(AirflowException) as raised:
         if deferrable:
             event = fire(defer(op, ti))
             assert event["event"] == "queue_timeout"
-            op = operator(log, task_id="starved", kueue_queue="none", queue_timeout=2, deferrable=True)
+            op = job_task(log, api, task_id="starved", kueue_queue="none", queue_timeout=2, deferrable=True)
             op.execute_complete(context_for(ti), event)
         else:
             op.execute(context_for(ti))
@@ -177,10 +231,46 @@ def test_queue_timeout_fires_naming_the_queue_and_deletes_the_job(conn: str, def
     assert "insufficient quota for cpu in flavor f-none" in message  # Kueue's own message
     assert "deleted" in message
     name = op._job_ref[0]
-    hook = TFJobHook(conn_id=conn)
-    wait_for(lambda: hook.find_job("TFJob", name, NS) is None, 30, "the timed-out job deleted")
+    hook = KubeflowJobHook(conn_id=conn)
+    wait_for(lambda: hook.find_job(kind_of(api), name, NS) is None, 30, "the timed-out job deleted")
     # Its Workload went with it (owner garbage collection): the task deleted nothing of Kueue's itself.
     wait_for(lambda: not workloads_of(hook, name), 30, "the job's Workload collected with it")
+
+
+@pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferred"])
+def test_a_job_kueue_can_never_admit_fails_at_once_with_kueues_words(conn: str, deferrable: bool) -> None:
+    """Two cpus asked of a ClusterQueue whose maximum is one: Kueue says so (its NoFit message) and the
+    task fails with Kueue's words, not after its queue_timeout of an hour (the module's 300 s timeout)."""
+    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
+
+    log, ti = TaskLog(), TaskInstance(task_id="too-big")
+    params: dict[str, Any] = {"task_id": "too-big", "kueue_queue": "one", "container_resources": {"cpu": "2"},
+                              "queue_timeout": 3600, "deferrable": deferrable}
+    op = operator(log, **params)
+    with pytest.raises(AirflowException) as raised:
+        if deferrable:
+            event = fire(defer(op, ti))
+            assert event["event"] == "kueue_inadmissible"
+            op = operator(log, **params)
+            op.execute_complete(context_for(ti), event)
+        else:
+            op.execute(context_for(ti))
+    message = str(raised.value)
+    assert "can never be admitted by Kueue" in message and "LocalQueue one" in message
+    assert (
+        "Pending: couldn't assign flavors to pod set worker: insufficient quota for cpu in flavor f-one, previously "
+        "considered podsets requests (0) + current podset request (2) > maximum capacity (1)"
+    ) in message  # Kueue's own words
+    assert "deleted" in message
+    hook = KubeflowJobHook(conn_id=conn)
+    wait_for(lambda: hook.find_job("TFJob", op._job_ref[0], NS) is None, 30, "the inadmissible job deleted")
+
+
+def test_a_job_on_a_missing_local_queue_fails_at_once_naming_it(conn: str) -> None:
+    log = TaskLog()
+    op = operator(log, task_id="lost", kueue_queue="no-such-queue", queue_timeout=3600)
+    with pytest.raises(AirflowException, match="Inadmissible: LocalQueue no-such-queue doesn't exist"):
+        op.execute(context_for(TaskInstance(task_id="lost")))
 
 
 def workloads_of(hook: Any, job_name: str) -> list[dict[str, Any]]:
@@ -200,62 +290,104 @@ def test_execution_timeout_while_queued_says_the_job_was_still_queued(conn: str)
         op.execute(context_for(TaskInstance(task_id="deadline")))
 
 
-def _replica_lines(log: TaskLog) -> list[str]:
-    return [line.removeprefix("[worker-0] ") for line in log.lines if line.startswith("[worker-0] ")]
+def _replica_lines(log: TaskLog, api: str = TFJOB) -> list[str]:
+    prefix = replica_prefix(api)
+    return [line.removeprefix(prefix) for line in log.lines if line.startswith(prefix)]
 
 
-def test_a_preempted_job_keeps_every_line_resumes_in_place_and_succeeds(conn: str, tmp_path: Any) -> None:
-    low_log, high_log = TaskLog(), TaskLog()
-    record = tmp_path / "low.txt"
-    low = operator(
-        low_log, task_id="low", kueue_queue="prio", labels={"kueue.x-k8s.io/priority-class": "low"},
-        env={"LINES": "40", "STEP": "0.1", "RECORD": str(record)},
-    )  # fmt: skip
-    thread, out = run_in_thread(low, TaskInstance(task_id="low"))
-    wait_for(lambda: "line 10" in _replica_lines(low_log), 60, "the low-priority job half-way")
-    high = operator(
-        high_log, task_id="high", kueue_queue="prio", labels={"kueue.x-k8s.io/priority-class": "high"},
-    )  # fmt: skip
-    high_result = high.execute(context_for(TaskInstance(task_id="high")))
-    thread.join(120)
-    assert "result" in out, out.get("error")
-    result = out["result"]
+def _low(record: Any, **more: Any) -> dict[str, Any]:
+    """A low-priority job on queue prio printing 40 lines (to `record` too)."""
+    return {"task_id": "low", "kueue_queue": "prio", "labels": {"kueue.x-k8s.io/priority-class": "low"},
+            "env": {"LINES": "40", "STEP": "0.1", "RECORD": str(record)}, **more}  # fmt: skip
 
-    assert high_result["state"] == "succeeded" and result["state"] == "succeeded"
-    assert result["preemptions"] == 1
+
+def _high(api: str) -> Any:
+    return job_task(TaskLog(), api, task_id="high", kueue_queue="prio", labels={"kueue.x-k8s.io/priority-class": "high"})
+
+
+def _told_the_whole_preemption(api: str, low_log: TaskLog, record: Any, result: dict[str, Any], high_name: str) -> None:
+    """Preempted by the high job with Kueue's message, resumed, ran again, every printed line in the log."""
+    assert result["state"] == "succeeded" and result["preemptions"] == 1
     lines = kueue_lines(low_log)
-    preempted = first(lines, f"[kueue] preempted by TFJob {NS}/{high_result['name']}: Preempted to accommodate a")
+    preempted = first(lines, f"[kueue] preempted by {kind_of(api)} {NS}/{high_name}: Preempted to accommodate a")
     assert "due to prioritization in the ClusterQueue" in lines[preempted]
     assert first(lines, "[kueue] running") < preempted < first(lines, "[kueue] resumed") < first(
         lines, "[kueue] running again after a preemption"
     )
     # Every line each run of the replica printed, in order, and the recreated pod told apart.
-    shown = _replica_lines(low_log)
+    shown = _replica_lines(low_log, api)
     assert [line for line in shown if not line.startswith("---")] == record.read_text().splitlines()
     assert any(line.startswith("--- pod recreated") for line in shown)
     assert shown.count("done") == 1 and record.read_text().count("line 0\n") == 2
+
+
+@pytest.mark.parametrize("api", [TFJOB, TRAINJOB])
+def test_a_preempted_job_keeps_every_line_resumes_in_place_and_succeeds(conn: str, tmp_path: Any, api: str) -> None:
+    record, low_log = tmp_path / "low.txt", TaskLog()
+    low = job_task(low_log, api, **_low(record))
+    thread, out = run_in_thread(low, TaskInstance(task_id="low"))
+    wait_for(lambda: "line 10" in _replica_lines(low_log, api), 60, "the low-priority job half-way")
+    high_result = _high(api).execute(context_for(TaskInstance(task_id="high")))
+    thread.join(120)
+    assert "result" in out, out.get("error")
+    result = out["result"]
+    assert high_result["state"] == "succeeded"
+    _told_the_whole_preemption(api, low_log, record, result, high_result["name"])
     # The same job from start to end: one job of this task, never re-created.
     assert low._job_ref[0] == result["name"]
 
 
-def test_on_preemption_fail_fails_the_task_with_kueues_message_and_deletes_the_job(conn: str) -> None:
-    from airflow_tfjob.hooks.tfjob import TFJobHook
+def test_a_preempted_deferred_tfjob_on_trainjob_keeps_every_line_and_succeeds(conn: str, tmp_path: Any) -> None:
+    """The preemption story deferred: the trigger follows the low-priority TrainJob through its preemption,
+    keeps every line of both runs, and execute_complete reports the preemption in the XCom."""
+    api, record, low_log = TF_ON_TRAINJOB, tmp_path / "low.txt", TaskLog()
+    ti = TaskInstance(task_id="low")
+    trigger = rebuild_trigger(defer(job_task(low_log, api, **_low(record, deferrable=True)), ti))
+    low_log.attach(trigger)
+    out: dict[str, Any] = {}
+
+    def follow() -> None:
+        out["event"] = asyncio.run(first_event(trigger))
+
+    follower = threading.Thread(target=follow, daemon=True)
+    follower.start()
+    wait_for(lambda: "line 10" in _replica_lines(low_log, api), 60, "the low-priority job half-way")
+    high_result = _high(api).execute(context_for(TaskInstance(task_id="high")))
+    follower.join(120)
+    assert high_result["state"] == "succeeded" and "event" in out
+    again = job_task(low_log, api, **_low(record, deferrable=True))
+    result = again.execute_complete(context_for(ti), out["event"])
+    _told_the_whole_preemption(api, low_log, record, result, high_result["name"])
+
+
+@pytest.mark.parametrize("api", [TFJOB, TF_ON_TRAINJOB])
+def test_on_preemption_fail_fails_the_task_with_kueues_message_and_deletes_the_job(conn: str, api: str) -> None:
+    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
 
     low_log, high_log = TaskLog(), TaskLog()
-    low = operator(
-        low_log, task_id="low-fail", kueue_queue="prio", labels={"kueue.x-k8s.io/priority-class": "low"},
+    low = job_task(
+        low_log, api, task_id="low-fail", kueue_queue="prio", labels={"kueue.x-k8s.io/priority-class": "low"},
         env={"LINES": "200", "STEP": "0.1"}, on_preemption="fail",
     )  # fmt: skip
     thread, out = run_in_thread(low, TaskInstance(task_id="low-fail"))
-    wait_for(lambda: "line 3" in _replica_lines(low_log), 60, "the low-priority job running")
-    high = operator(high_log, task_id="high", kueue_queue="prio", labels={"kueue.x-k8s.io/priority-class": "high"})
+    wait_for(lambda: "line 3" in _replica_lines(low_log, api), 60, "the low-priority job running")
+    high = job_task(high_log, api, task_id="high", kueue_queue="prio",
+                    labels={"kueue.x-k8s.io/priority-class": "high"})  # fmt: skip
     assert high.execute(context_for(TaskInstance(task_id="high-2")))["state"] == "succeeded"
     thread.join(60)
     error = out.get("error")
     assert isinstance(error, AirflowException), out
     assert "was preempted (on_preemption='fail'): Preempted to accommodate a workload" in str(error)
-    hook = TFJobHook(conn_id=conn)
-    wait_for(lambda: hook.find_job("TFJob", low._job_ref[0], NS) is None, 30, "the preempted job deleted")
+    # The training-aware retry policy reads it as the cluster's doing: retried after the cause's delay.
+    from airflow.sdk.definitions.retry_policy import RetryAction
+
+    from airflow_tfjob.operators.retry_policy import TrainingRetryPolicy
+
+    decision = TrainingRetryPolicy().evaluate(error, try_number=1, max_tries=3)
+    assert (decision.action, decision.retry_delay) == (RetryAction.RETRY, timedelta(seconds=60))
+    assert decision.reason is not None and decision.reason.startswith("TrainingRetryPolicy: infrastructure (Preempted)")
+    hook = KubeflowJobHook(conn_id=conn)
+    wait_for(lambda: hook.find_job(kind_of(api), low._job_ref[0], NS) is None, 30, "the preempted job deleted")
 
 
 def test_a_queue_label_kueue_ignores_is_warned_about_naming_the_integration(conn: str) -> None:
@@ -266,15 +398,20 @@ def test_a_queue_label_kueue_ignores_is_warned_about_naming_the_integration(conn
                   env={"LINES": "30", "STEP": "0.1"})  # fmt: skip
     result = op.execute(context_for(TaskInstance(task_id="ignored")))
     assert result["state"] == "succeeded"  # Kueue let it run outside its quota
+    _warned_once_naming(log, "kubeflow.org/pytorchjob")
+
+
+def _warned_once_naming(log: TaskLog, framework: str) -> None:
+    """One warning line: no Workload within the window, the integration to enable, no quota held."""
     warnings = [line for line in kueue_lines(log) if line.startswith("[kueue] warning:")]
     assert len(warnings) == 1
     assert "no Kueue Workload appeared for it within 1 s" in warnings[0]
-    assert '"kubeflow.org/pytorchjob"' in warnings[0] and "kueue-manager-config" in warnings[0]
+    assert f'"{framework}"' in warnings[0] and "kueue-manager-config" in warnings[0]
     assert "runs outside Kueue's quota" in warnings[0]
 
 
 def test_a_queue_label_kueue_ignores_fails_the_task_when_admission_is_required(conn: str) -> None:
-    from airflow_tfjob.hooks.tfjob import TFJobHook
+    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
     from airflow_tfjob.operators.pytorchjob import PyTorchJobOperator
 
     log = TaskLog()
@@ -282,8 +419,53 @@ def test_a_queue_label_kueue_ignores_fails_the_task_when_admission_is_required(c
                   kueue_require_admission=True, env={"LINES": "300", "STEP": "0.1"})  # fmt: skip
     with pytest.raises(AirflowException, match=r"kueue_require_admission=True.*was deleted"):
         op.execute(context_for(TaskInstance(task_id="required")))
-    hook = TFJobHook(conn_id=conn)
+    hook = KubeflowJobHook(conn_id=conn)
     wait_for(lambda: hook.find_job("PyTorchJob", op._job_ref[0], NS) is None, 30, "the ignored job deleted")
+
+
+@pytest.fixture(scope="module")
+def trainjob_off() -> Iterator[str]:
+    """A second cluster whose Kueue has the TrainJob integration off (only TFJob's on): its kubeconfig."""
+    from kubernetes import config
+
+    from airflow_tfjob.jobs.trainjob.runtimes import install
+    from airflow_tfjob.local import LocalCluster
+    from airflow_tfjob.local.kueue.options import queue_objects
+
+    one = queue_objects(cluster_queue="cq-one", local_queue="one", namespace=NS, quota={"cpu": 1})
+    with LocalCluster(kueue={"integrations": ["kubeflow.org/tfjob"], "objects": one}) as cluster:
+        install(config.new_client_from_config(str(cluster.kubeconfig_path)), log=lambda _: None)
+        yield str(cluster.kubeconfig_path)
+
+
+@pytest.fixture
+def off_conn(trainjob_off: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    extra = {"kube_config_path": trainjob_off, "namespace": NS}
+    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+    return "kubernetes_default"
+
+
+@pytest.mark.parametrize("api", [TRAINJOB, TF_ON_TRAINJOB])
+def test_a_queue_label_on_a_trainjob_kueue_ignores_is_warned_about_or_fails_when_admission_is_required(
+    off_conn: str, api: str
+) -> None:
+    """The TrainJob integration off: TrainJobOperator warns naming `trainer.kubeflow.org/trainjob` and runs
+    outside Kueue's quota; TFJobOperator(api="trainjob") with kueue_require_admission fails and deletes."""
+    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
+
+    log = TaskLog()
+    required = api == TF_ON_TRAINJOB
+    op = job_task(log, api, task_id="ignored", kueue_queue="one", kueue_workload_window=1,
+                  kueue_require_admission=required, env={"LINES": "30" if not required else "300", "STEP": "0.1"})  # fmt: skip
+    if required:
+        with pytest.raises(AirflowException, match=r"kueue_require_admission=True.*was deleted"):
+            op.execute(context_for(TaskInstance(task_id="ignored")))
+        hook = KubeflowJobHook(conn_id=off_conn)
+        wait_for(lambda: hook.find_job("TrainJob", op._job_ref[0], NS) is None, 30, "the ignored TrainJob deleted")
+        return
+    result = op.execute(context_for(TaskInstance(task_id="ignored")))
+    assert result["state"] == "succeeded"  # Kueue let it run outside its quota
+    _warned_once_naming(log, "trainer.kubeflow.org/trainjob")
 
 
 def most_at_once(spans: str) -> int:
@@ -349,11 +531,11 @@ def test_a_sweep_of_six_mapped_jobs_on_a_quota_of_two_runs_two_at_a_time_deferre
 
 
 def test_the_sensor_and_its_trigger_say_where_a_queued_job_stands(conn: str) -> None:
-    from airflow_tfjob.hooks.tfjob import TFJobHook
+    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
     from airflow_tfjob.sensors.tfjob import TFJobSensor
-    from airflow_tfjob.triggers.tfjob import TFJobConditionTrigger
+    from airflow_tfjob.triggers.kubeflow import KubeflowJobConditionTrigger
 
-    hook = TFJobHook(conn_id=conn)
+    hook = KubeflowJobHook(conn_id=conn)
     job = operator(TaskLog(), task_id="sensed", kueue_queue="none").build_manifest(
         context_for(TaskInstance(task_id="sensed"))
     )
@@ -367,7 +549,7 @@ def test_the_sensor_and_its_trigger_say_where_a_queued_job_stands(conn: str) -> 
         assert "insufficient quota for cpu in flavor f-none" in sensor_log.lines[-1]
 
         trigger_log = TaskLog()
-        trigger = TFJobConditionTrigger(name=name, namespace=NS, target_condition="Running")
+        trigger = KubeflowJobConditionTrigger(name=name, namespace=NS, target_condition="Running")
         trigger_log.attach(trigger)
 
         async def watch_until_told() -> None:
@@ -386,9 +568,9 @@ def test_the_sensor_and_its_trigger_say_where_a_queued_job_stands(conn: str) -> 
 def test_the_hooks_kueue_calls_sync_and_async_alike(conn: str, local_cluster: Any) -> None:
     """The Workload by the job's UID and the queue position, through both hooks over HTTP; on a
     cluster without Kueue (the session's), None for both: no Workload API, no positions."""
-    from airflow_tfjob.hooks.tfjob import AsyncTFJobHook, TFJobHook
+    from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook, KubeflowJobHook
 
-    hook, ahook = TFJobHook(conn_id=conn), AsyncTFJobHook(conn_id=conn)
+    hook, ahook = KubeflowJobHook(conn_id=conn), AsyncKubeflowJobHook(conn_id=conn)
     job = operator(TaskLog(), task_id="hooked", kueue_queue="none").build_manifest(
         context_for(TaskInstance(task_id="hooked"))
     )
@@ -410,7 +592,7 @@ def test_the_hooks_kueue_calls_sync_and_async_alike(conn: str, local_cluster: An
         hook.delete_job("TFJob", job["metadata"]["name"], NS)
 
     extra = {"kube_config_path": str(local_cluster.kubeconfig_path), "namespace": NS}
-    plain, aplain = TFJobHook(config_file=extra["kube_config_path"]), AsyncTFJobHook(config_file=extra["kube_config_path"])
+    plain, aplain = KubeflowJobHook(config_file=extra["kube_config_path"]), AsyncKubeflowJobHook(config_file=extra["kube_config_path"])
 
     async def without_kueue() -> tuple[Any, Any]:
         return await aplain.list_workloads(NS, uid), await aplain.pending_workloads(NS, "none")

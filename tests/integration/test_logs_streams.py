@@ -10,8 +10,8 @@ import pytest
 from logs_support import ListSink, job, replica
 from watch_support import TcpProxy, cluster_role, unique, wait_until
 
-from airflow_tfjob.follow import FollowOptions, FollowOutcome, follow_job
-from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+from airflow_tfjob.follow.core import FollowOptions, FollowOutcome, follow_job
+from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 
@@ -19,12 +19,12 @@ NS = "default"
 
 
 @pytest.fixture
-def hook(k8s_conn: str) -> AsyncTFJobHook:
+def hook(k8s_conn: str) -> AsyncKubeflowJobHook:
     # Overrides the shared synchronous `hook`: these tests drive the async side.
-    return AsyncTFJobHook(conn_id=k8s_conn)
+    return AsyncKubeflowJobHook(conn_id=k8s_conn)
 
 
-async def _run(hook: AsyncTFJobHook, body: dict[str, Any], options: FollowOptions, sink: ListSink) -> Any:
+async def _run(hook: AsyncKubeflowJobHook, body: dict[str, Any], options: FollowOptions, sink: ListSink) -> Any:
     name = body["metadata"]["name"]
     await hook.create_tfjob(body, NS)
     try:
@@ -34,7 +34,7 @@ async def _run(hook: AsyncTFJobHook, body: dict[str, Any], options: FollowOption
 
 
 async def test_four_replicas_ten_cuts_every_line_once_in_order(
-    proxy: TcpProxy, proxied_hook: AsyncTFJobHook
+    proxy: TcpProxy, proxied_hook: AsyncKubeflowJobHook
 ) -> None:
     hook = proxied_hook
     lines = 6000
@@ -81,7 +81,7 @@ def _diff(got: list[str], idx: int, lines: int) -> str:
     return f"worker-{idx}: {len(got)} lines, missing {missing}, duplicated {dup}"
 
 
-async def test_restart_in_place_is_followed_with_a_marker(hook: AsyncTFJobHook, tmp_path: Path) -> None:
+async def test_restart_in_place_is_followed_with_a_marker(hook: AsyncKubeflowJobHook, tmp_path: Path) -> None:
     flag = tmp_path / "ran-once"
     script = f"""
         import os, sys, pathlib
@@ -105,7 +105,7 @@ async def test_restart_in_place_is_followed_with_a_marker(hook: AsyncTFJobHook, 
     assert outcome.cursors["worker-0"]["instance"] == 1
 
 
-async def test_recreated_pod_exit_code_policy(hook: AsyncTFJobHook, tmp_path: Path) -> None:
+async def test_recreated_pod_exit_code_policy(hook: AsyncKubeflowJobHook, tmp_path: Path) -> None:
     # The controller deletes a pod that failed with a retryable code at once, on a real cluster too: a
     # run that dies before anyone has read it leaves no log to read. The first run therefore waits until
     # its line has reached the task log before it is killed.
@@ -141,7 +141,7 @@ async def test_recreated_pod_exit_code_policy(hook: AsyncTFJobHook, tmp_path: Pa
     ]
 
 
-async def test_late_replicas_after_suspension_are_picked_up(hook: AsyncTFJobHook) -> None:
+async def test_late_replicas_after_suspension_are_picked_up(hook: AsyncKubeflowJobHook) -> None:
     sink = ListSink()
     body = job(
         unique("late"),
@@ -171,7 +171,7 @@ async def test_late_replicas_after_suspension_are_picked_up(hook: AsyncTFJobHook
         assert sink.of(w) in ([], ["worker here"])
 
 
-async def test_oom_like_kill_last_lines_and_events_survive_clean_pod_policy_all(hook: AsyncTFJobHook) -> None:
+async def test_oom_like_kill_last_lines_and_events_survive_clean_pod_policy_all(hook: AsyncKubeflowJobHook) -> None:
     killer = """
         import os, signal, time
         for i in range(30):
@@ -198,7 +198,7 @@ async def test_oom_like_kill_last_lines_and_events_survive_clean_pod_policy_all(
     assert sink.of("chief-0")[0] == "chief up"
 
 
-async def test_long_line_bad_bytes_and_rate_limit(hook: AsyncTFJobHook) -> None:
+async def test_long_line_bad_bytes_and_rate_limit(hook: AsyncKubeflowJobHook) -> None:
     script = """
         import sys
         out = sys.stdout.buffer
@@ -223,7 +223,7 @@ async def test_long_line_bad_bytes_and_rate_limit(hook: AsyncTFJobHook) -> None:
     assert outcome.cursors["worker-0"]["ts"]
 
 
-async def test_total_cap_and_resume_from_cursors(hook: AsyncTFJobHook) -> None:
+async def test_total_cap_and_resume_from_cursors(hook: AsyncKubeflowJobHook) -> None:
     script = "for i in range(50): print(f'n {i}')"
     sink = ListSink()
     body = job(unique("cap"), {"Worker": replica(script)})
@@ -244,7 +244,7 @@ async def test_total_cap_and_resume_from_cursors(hook: AsyncTFJobHook) -> None:
         await hook.delete_tfjob(name, NS)
 
 
-async def test_metrics_from_master_and_missing(hook: AsyncTFJobHook) -> None:
+async def test_metrics_from_master_and_missing(hook: AsyncKubeflowJobHook) -> None:
     script = "for i in range(5): print(f'epoch {i} accuracy={0.5 + i / 10:.2f} loss={1 - i / 10:.1f}')"
     sink = ListSink()
     body = job(unique("metrics"), {"Worker": replica(script, replicas=2)})
@@ -260,7 +260,7 @@ async def test_metrics_from_master_and_missing(hook: AsyncTFJobHook) -> None:
     assert sink.count("metrics never reported by the master replica: f1") == 1
 
 
-async def test_startup_timeout_names_the_scheduling_reason(hook: AsyncTFJobHook) -> None:
+async def test_startup_timeout_names_the_scheduling_reason(hook: AsyncKubeflowJobHook) -> None:
     sink = ListSink()
     body = job(
         unique("gpu"), {"Worker": replica("print('never')", resources={"limits": {"nvidia.com/gpu": 64}})}
@@ -271,7 +271,7 @@ async def test_startup_timeout_names_the_scheduling_reason(hook: AsyncTFJobHook)
     assert "Unschedulable" in outcome.message or "FailedScheduling" in outcome.message
 
 
-async def test_deadline_gives_timeout(hook: AsyncTFJobHook) -> None:
+async def test_deadline_gives_timeout(hook: AsyncKubeflowJobHook) -> None:
     import time
 
     sink = ListSink()
@@ -281,7 +281,7 @@ async def test_deadline_gives_timeout(hook: AsyncTFJobHook) -> None:
     assert "deadline" in outcome.message
 
 
-async def test_return_marker_line_is_captured_whole_and_not_shown(hook: AsyncTFJobHook) -> None:
+async def test_return_marker_line_is_captured_whole_and_not_shown(hook: AsyncKubeflowJobHook) -> None:
     script = """
         import os
         print("training done")
@@ -300,7 +300,7 @@ async def test_return_marker_line_is_captured_whole_and_not_shown(hook: AsyncTFJ
 
 
 async def test_never_exiting_ps_is_drained_up_to_completion_not_to_its_stream_end(
-    hook: AsyncTFJobHook,
+    hook: AsyncKubeflowJobHook,
 ) -> None:
     """A PS never exits: its silent follow stream would only end with the read timeout (300 s) or the
     drain cap (60 s). Draining must stop it at completionTime + drain_grace and still show its lines."""
@@ -327,7 +327,7 @@ async def test_never_exiting_ps_is_drained_up_to_completion_not_to_its_stream_en
         await hook.delete_tfjob(name, NS)
 
 
-async def test_repeated_normal_events_are_shown_once(hook: AsyncTFJobHook) -> None:
+async def test_repeated_normal_events_are_shown_once(hook: AsyncKubeflowJobHook) -> None:
     """The operator re-emits ExitedWithCode on every reconcile (the event's count grows); the task log
     shows each Normal event once, as news, not once per count."""
     sink = ListSink()
@@ -349,8 +349,9 @@ async def test_a_log_stream_refused_403_is_not_retried_and_is_logged_at_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A user who may see pods but not read their logs: the replica's follower stops, saying why."""
+    from airflow_tfjob.follow.logs_parsing import LogSelection
+    from airflow_tfjob.follow.replica_logs import JobLogFollower
     from airflow_tfjob.local import LocalCluster
-    from airflow_tfjob.logs import JobLogFollower, LogSelection
 
     role = cluster_role(tmp_path / "pod-lister.yaml", "", "pods", ["get", "list", "watch"])
     pod = {
@@ -370,9 +371,9 @@ async def test_a_log_stream_refused_403_is_not_retried_and_is_logged_at_warning(
         },
     }
     with LocalCluster(controller=False, runner=False, auth=True, roles={"pod-lister": [role]}) as cluster:
-        hook = AsyncTFJobHook(config_file=str(cluster.kubeconfig_for("pod-lister")))
+        hook = AsyncKubeflowJobHook(config_file=str(cluster.kubeconfig_for("pod-lister")))
         follower = JobLogFollower(hook, NS, LogSelection.parse("all"), ListSink())
-        with caplog.at_level("WARNING", logger="airflow_tfjob.watching"):
+        with caplog.at_level("WARNING", logger="airflow_tfjob.hooks.watching"):
             follower.update_pod(pod)
             task = follower.replicas["worker-0"].task
             assert task is not None
@@ -380,5 +381,49 @@ async def test_a_log_stream_refused_403_is_not_retried_and_is_logged_at_warning(
             await asyncio.wait_for(task, 15)
         assert follower.replicas["worker-0"].finished
         assert cluster.request_count("GET", "pods", "log") == 1
-    warnings = [r.getMessage() for r in caplog.records if r.name == "airflow_tfjob.watching"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "airflow_tfjob.hooks.watching"]
     assert any("log stream of replica worker-0" in m and "403" in m for m in warnings), warnings
+
+
+def _unterminated_log_streams(cluster: Any) -> int:
+    """Followed log requests (GET pods/log) the server ended without HTTP's final chunk so far."""
+    from airflow_tfjob.local.faults import METRIC
+
+    total = 0
+    for line in cluster.runtime.faults.render().splitlines():
+        if line.startswith(f'{METRIC}{{kind="unterminated",verb="GET"}}'):
+            total += int(line.rsplit(" ", 1)[1])
+    return total
+
+
+async def test_streams_ended_without_their_final_chunk_cost_one_catch_up_read(
+    hook: AsyncKubeflowJobHook, local_cluster: Any
+) -> None:
+    """Through a gateway that ends every stream by dropping the connection (no final chunk), a replica
+    whose container has exited is caught up by one bounded read: its followed stream is not reopened
+    again and again until the drain gives up, and every line is shown once, in order."""
+    from airflow_tfjob.local.faults import FaultPlan
+
+    script = """
+        import time
+        for i in range(200):
+            print(f"line {i}", flush=True)
+            if i % 50 == 49:
+                time.sleep(0.2)
+    """
+    body = job(unique("unterminated"), {"Worker": replica(script, replicas=2)})
+    body["spec"]["successPolicy"] = "AllWorkers"
+    sink = ListSink()
+    before = _unterminated_log_streams(local_cluster)
+    local_cluster.set_faults(FaultPlan(seed=3, rate=1.0, kinds=("unterminated",)))
+    try:
+        outcome = await _run(hook, body, FollowOptions(log_replicas="all", log_rate_per_replica=0), sink)
+    finally:
+        local_cluster.set_faults(None)
+    followed = _unterminated_log_streams(local_cluster) - before
+    assert outcome.event == "succeeded", outcome.message
+    for idx in range(2):
+        assert sink.of(f"worker-{idx}") == [f"line {i}" for i in range(200)]
+    # One followed stream per replica (a second if it opened just as the container exited): the rest
+    # is read by a request that does not follow, which the gateway answers whole.
+    assert 1 <= followed <= 4, f"{followed} followed log streams were opened for 2 replicas"

@@ -17,13 +17,13 @@ from operator_support import (
     wait_for,
 )
 
+from airflow_tfjob.build.naming import identity_selector
 from airflow_tfjob.constants import (
     ANNOTATION_INTENDED_CLEAN_POD_POLICY,
     ANNOTATION_RESULT_REPORTED,
     LABEL_HANDLED,
     LABEL_TRY_NUMBER,
 )
-from airflow_tfjob.naming import identity_selector
 from airflow_tfjob.operators.tfjob import TFJobOperator
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
@@ -260,3 +260,37 @@ def test_positive_ttl_is_handed_to_the_controller(hook: Any) -> None:
     result = make_operator(worker=1, ttl_seconds_after_finished=3600).execute(context_for(ti))
     job = hook.get_tfjob(result["name"], "default")
     assert job["spec"]["runPolicy"]["ttlSecondsAfterFinished"] == 3600
+
+
+@pytest.mark.parametrize("deferrable", [False, True])
+def test_every_line_not_shown_is_counted_in_the_task_log_and_the_xcom(
+    hook: Any, deferrable: bool, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A replica printing faster than the task log takes: the lines dropped are announced where they
+    were dropped, and the same counts reach XCom ``log_lines_dropped``, in both modes."""
+    import re
+    import sys
+
+    from operator_support import defer, fire
+
+    script = "import sys\nfor i in range(3000): sys.stdout.write(f'fast {i}\\n')\n"
+    ti = TaskInstance()
+    op = make_operator(
+        command=[sys.executable, "-c", script],
+        log_replicas="all",
+        log_rate_per_replica=50,
+        deferrable=deferrable,
+    )
+    context = context_for(ti)
+    if deferrable:
+        result = op.execute_complete(context, fire(defer(op, ti, context)))
+    else:
+        result = op.execute(context)
+    logged = "".join(capfd.readouterr())
+    assert result["state"] == "succeeded"
+    dropped = ti.xcoms["log_lines_dropped"]
+    assert set(dropped) == {"worker-0"} and dropped["worker-0"]["rate"] > 0
+    noticed = sum(int(n) for n in re.findall(r"--- (\d+) lines dropped \(rate limit 50 lines/s\)", logged))
+    shown = len(set(re.findall(r"\[worker-0\] fast (\d+)", logged)))
+    assert noticed == sum(dropped["worker-0"].values())
+    assert shown + noticed == 3000

@@ -9,7 +9,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout, TaskDeferralTimeout
 from operator_support import TaskInstance, context_for, defer, fire, replica_command, wait_for
 
-from airflow_tfjob.naming import identity_selector
+from airflow_tfjob.build.naming import identity_selector
 from airflow_tfjob.operators.tfjob import TRIGGER_TIMEOUT_MARGIN, TFJobOperator
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]

@@ -19,12 +19,12 @@ from operator_support import TaskInstance, context_for, wait_for
 from test_operator import make_operator as make
 from test_operator_deferrable import defer, fire
 
+from airflow_tfjob.build.naming import identity_selector
+from airflow_tfjob.build.validation import JobValidationError
 from airflow_tfjob.constants import LABEL_HANDLED
-from airflow_tfjob.naming import identity_selector
 from airflow_tfjob.operators import submit
 from airflow_tfjob.operators.tfjob import TFJobOperator
-from airflow_tfjob.triggers.tfjob import TFJobTrigger
-from airflow_tfjob.validation import TFJobValidationError
+from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -70,7 +70,7 @@ def test_apache_airflow_36090_62398_kill_while_deferred_deletes_job_and_pods(hoo
     wait_for(lambda: len(hook.list_job_pods(name, "default")) == 2, 60, "both replicas created")
 
     async def run_then_kill() -> None:
-        trigger = TFJobTrigger(**kwargs)
+        trigger = KubeflowJobTrigger(**kwargs)
         run = asyncio.ensure_future(trigger.run().__anext__())
         await asyncio.sleep(1.0)
         assert not run.done(), "a running job must not fire the trigger"
@@ -78,7 +78,7 @@ def test_apache_airflow_36090_62398_kill_while_deferred_deletes_job_and_pods(hoo
         await asyncio.gather(run, return_exceptions=True)
         await trigger.cleanup()
         assert hook.find_tfjob(name, "default") is not None, "a triggerer restart is not a kill"
-        await TFJobTrigger(**kwargs).on_kill()  # the user's action
+        await KubeflowJobTrigger(**kwargs).on_kill()  # the user's action
 
     asyncio.run(run_then_kill())
     assert hook.find_tfjob(name, "default") is None
@@ -91,7 +91,7 @@ def test_apache_airflow_36090_on_kill_action_keep_is_honoured_while_deferred(hoo
     op = make(worker=1, command=[sys.executable, "-c", SLEEPER], deferrable=True, on_kill_action="keep")
     _, kwargs = defer(op, ti).trigger.serialize()
     assert kwargs["delete_on_kill"] is False
-    asyncio.run(TFJobTrigger(**kwargs).on_kill())
+    asyncio.run(KubeflowJobTrigger(**kwargs).on_kill())
     (job,) = jobs_of(hook, ti)
     hook.delete_tfjob(job["metadata"]["name"], "default")
 
@@ -228,10 +228,10 @@ def test_apache_airflow_49466_59083_nothing_created_on_validation_errors(hook: A
     ti = TaskInstance()
     # A bad manifest value and a bad operator parameter (rendered at run time): both refused before
     # any API call, so there is nothing to clean up.
-    with pytest.raises(TFJobValidationError, match="replicas"):
+    with pytest.raises(JobValidationError, match="replicas"):
         make(worker=-1).execute(context_for(ti))
     op = make(worker=1, log_replicas="{{ params.which }}")
     op.render_template_fields({"params": {"which": "workers"}, "run_id": ti.run_id})
-    with pytest.raises(TFJobValidationError, match="log_replicas"):
+    with pytest.raises(JobValidationError, match="log_replicas"):
         op.execute(context_for(ti))
     assert jobs_of(hook, ti) == []

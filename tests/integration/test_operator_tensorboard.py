@@ -16,9 +16,9 @@ import pytest
 from operator_support import TaskInstance, context_for, wait_for
 from test_operator_deferrable import defer, fire
 
-from airflow_tfjob.links import ReplicaLogsLink, TensorBoardLink
+from airflow_tfjob.integrations.links import ReplicaLogsLink, TensorBoardLink
+from airflow_tfjob.integrations.tensorboard import XCOM_KEY, tensorboard_name
 from airflow_tfjob.operators.tfjob import TFJobOperator
-from airflow_tfjob.tensorboard import XCOM_KEY, tensorboard_name
 
 pytestmark = [pytest.mark.cluster, pytest.mark.tensorflow, pytest.mark.timeout(300)]
 
@@ -28,9 +28,9 @@ HELD = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(
 
 @pytest.fixture
 def hook(k8s_conn: str, venv_on_path: None) -> Any:
-    from airflow_tfjob.hooks.tfjob import TFJobHook
+    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
 
-    return TFJobHook(conn_id=k8s_conn)
+    return KubeflowJobHook(conn_id=k8s_conn)
 
 
 def make(tmp_path: Path, **kwargs: Any) -> TFJobOperator:

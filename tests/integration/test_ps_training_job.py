@@ -23,7 +23,7 @@ TRAINING = Path(__file__).resolve().parents[2] / "example_dags" / "training"
 
 
 def test_parameter_server_job_succeeds_with_the_chief(k8s_conn: str, tmp_path: Path) -> None:
-    from airflow_tfjob.hooks.tfjob import TFJobHook
+    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
 
     op = TFJobOperator(
         task_id="train_ps",
@@ -49,7 +49,7 @@ def test_parameter_server_job_succeeds_with_the_chief(k8s_conn: str, tmp_path: P
     assert saved["test_accuracy"] == pytest.approx(result["metrics"]["test_accuracy"], abs=1e-4)
 
     # The servers that never exit were stopped: no PS or Worker pod is left running.
-    hook = TFJobHook(conn_id=k8s_conn)
+    hook = KubeflowJobHook(conn_id=k8s_conn)
 
     def servers_stopped() -> bool:
         pods = [p for p in hook.list_job_pods(result["name"], "default") if _type(p) in ("ps", "worker")]

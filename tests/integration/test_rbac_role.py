@@ -4,7 +4,8 @@ Every feature runs against a cluster that authenticates the provider as user "ai
 shipped Role as-is: a sync run (logs of all replicas, events, metrics, cleanPodPolicy Running), a
 deferred run (cleanPodPolicy All, TTL), a failed job (diagnostics, restarted container, deleted on
 finish), a retried task (an earlier failure marked handled, a running job reattached by its labels),
-the operator's and the trigger's kill paths, the sensor in both modes, TensorBoard, and a TrainJob. Each must give
+the operator's and the trigger's kill paths, the sensor in both modes, TensorBoard, and a TrainJob (one
+succeeded, one failed and kept for debugging). Each must give
 the right task outcome with no request denied. The cluster counts the requests it let through by
 user: the (verb, API group, resource) the features used together must be exactly what the Role grants.
 Test-side checks go through an administrator's connection, which is not counted.
@@ -36,15 +37,15 @@ from test_operator_tensorboard import HELD, board_objects
 from watch_support import wait_until
 
 import airflow_tfjob
-from airflow_tfjob.hooks.tfjob import TFJobHook
-from airflow_tfjob.kinds import KINDS
+from airflow_tfjob.build.manifest import build_tfjob
+from airflow_tfjob.hooks.tfjob import KubeflowJobHook
+from airflow_tfjob.integrations.tensorboard import XCOM_KEY
+from airflow_tfjob.jobs.kinds import KINDS
 from airflow_tfjob.local import LocalCluster
-from airflow_tfjob.local.rbac import load_grants
-from airflow_tfjob.manifest import build_tfjob
+from airflow_tfjob.local.apiserver.rbac import load_grants
 from airflow_tfjob.operators.tfjob import TFJobOperator
 from airflow_tfjob.operators.trainjob import TrainJobOperator
 from airflow_tfjob.sensors.tfjob import TFJobSensor
-from airflow_tfjob.tensorboard import XCOM_KEY
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -73,7 +74,7 @@ class Env:
     """The cluster, an administrator's hook for the checks, and what each feature used (per module)."""
 
     cluster: LocalCluster
-    admin: TFJobHook
+    admin: KubeflowJobHook
     tmp: Path
     capfd: pytest.CaptureFixture[str]
     used: dict[str, frozenset[Permission]] = field(default_factory=dict)
@@ -212,7 +213,7 @@ def trigger_kill(env: Env) -> None:
     async def kill_while_deferred() -> None:
         trigger = rebuild_trigger(deferred)
         run = asyncio.ensure_future(trigger.run().__anext__())
-        await wait_until(lambda: trigger._job_at_start is not None, timeout=30)  # following the job
+        await wait_until(lambda: trigger._job_read, timeout=30)  # following the job
         run.cancel()  # the triggerer, on the user's kill: cancel the run, then on_kill
         await trigger.on_kill()
         # Awaited last, so that this scenario tests the Role, not how fast a cancelled follow unwinds
@@ -221,6 +222,41 @@ def trigger_kill(env: Env) -> None:
 
     asyncio.run(kill_while_deferred())
     assert env.gone(name)
+
+
+SPOKEN_THEN_HELD = (
+    "import os, sys, time\nprint('before the take-over', flush=True)\n"
+    "while not os.path.exists(sys.argv[1]): time.sleep(0.1)\nprint('after the take-over')"
+)
+
+
+def trigger_take_over(env: Env) -> None:
+    """A trigger that stops (triggerer shutdown) saves its log position; the one that takes over reads it."""
+    from airflow_tfjob.triggers import positions
+
+    gate = env.tmp / "take-over-gate"
+    command = [sys.executable, "-c", SPOKEN_THEN_HELD, str(gate)]
+    ti = TaskInstance()
+    op = env.operator(command=command, deferrable=True)
+    context = context_for(ti)
+    deferred = defer(op, ti, context)
+
+    def written(book: positions.PositionBook) -> bool:
+        return any(source() for _, source in book.sources.values())
+
+    async def stop_while_following() -> None:
+        trigger = rebuild_trigger(deferred)
+        run = asyncio.ensure_future(trigger.run().__anext__())
+        await wait_until(lambda: any(written(book) for book in positions._BOOKS.values()), timeout=60)
+        run.cancel()  # the triggerer stops: the trigger saves where it stopped writing
+        await asyncio.gather(run, return_exceptions=True)
+
+    asyncio.run(stop_while_following())
+    gate.touch()
+    result = op.execute_complete(context, fire(deferred))  # the take-over reads the saved position
+    assert result["state"] == "succeeded"
+    logged = env.logged()
+    assert "no line above is repeated" in logged and logged.count("before the take-over") == 1, logged
 
 
 def sensor(env: Env) -> None:
@@ -284,13 +320,45 @@ def kueue(env: Env) -> None:
 
 def trainjob_run(env: Env) -> None:
     """A TrainJob (Trainer v2) run to its end and deleted after its logs are read: every trainjobs verb
-    but a kill's, whose requests are the v1 kinds' (the same cleanup code)."""
-    result = TrainJobOperator(
+    but a kill's, whose requests are the v1 kinds' (the same cleanup code).
+
+    The node holds until the task's watch of trainjobs is seen: a job that ends before the follow
+    opens its watch is read by a GET alone, and the watch verb would go unused by chance."""
+    gate = env.tmp / "trainjob-gate"
+    watches = ("watch", "trainer.kubeflow.org", "trainjobs")
+    before = env.counts().get(watches, 0)
+    script = f"print('loss=0.5', flush=True); exec({HELD!r})"
+    op = TrainJobOperator(
         task_id="train", runtime="torch-distributed", image="x", num_nodes=1, namespace="default",
-        command=[sys.executable, "-c", "print('loss=0.5')"], kubernetes_conn_id=CONN, metrics=["loss"],
+        command=[sys.executable, "-c", script, str(gate)], kubernetes_conn_id=CONN, metrics=["loss"],
         on_finish_action="delete",
-    ).execute(context_for(TaskInstance()))  # fmt: skip
+    )  # fmt: skip
+    thread, outcome = in_thread(lambda: op.execute(context_for(TaskInstance())))
+    try:
+        wait_for(lambda: env.counts().get(watches, 0) > before, 60, "the task watching its TrainJob")
+    finally:
+        gate.touch()
+        thread.join(120)
+    result = outcome[0] if outcome else None
+    assert isinstance(result, dict), outcome
     assert result["state"] == "succeeded" and float(result["metrics"]["loss"]) == 0.5
+
+
+def trainjob_kept_failed(env: Env) -> None:
+    """keep_failed_for on a failed TrainJob: the batch Job whose TTL deletes it after the window (the
+    one batch verb the Role grants), made its owner."""
+    ti = TaskInstance()
+    op = TrainJobOperator(
+        task_id="train", runtime="torch-distributed", image="x", num_nodes=1, namespace="default",
+        command=[sys.executable, "-c", "raise SystemExit(3)"], kubernetes_conn_id=CONN,
+        keep_failed_for=600,
+    )  # fmt: skip
+    with pytest.raises(AirflowException, match="failed"):
+        op.execute(context_for(ti))
+    assert "cleanup_error" not in ti.xcoms
+    assert op._job_ref is not None
+    job = env.admin.find_job("TrainJob", op._job_ref[0], "default")
+    assert [o["kind"] for o in job["metadata"]["ownerReferences"]] == ["Job"]
 
 
 def tensorboard(env: Env) -> None:
@@ -309,11 +377,13 @@ FEATURES: dict[str, Callable[[Env], None]] = {
     "retried task": retried_task,
     "operator kill": operator_kill,
     "trigger kill": trigger_kill,
+    "trigger take-over": trigger_take_over,
     "sensor": sensor,
     "tensorboard": tensorboard,
     "other kinds": other_kinds,
     "kueue": kueue,
     "trainjob run": trainjob_run,
+    "trainjob kept failed": trainjob_kept_failed,
 }
 
 
@@ -347,7 +417,7 @@ def env(
     for conn_id, kubeconfig in ((CONN, cluster.kubeconfig_for(USER)), (ADMIN_CONN, cluster.kubeconfig_path)):
         extra = {"kube_config_path": str(kubeconfig), "namespace": "default"}
         monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({"conn_type": "kubernetes", "extra": extra}))
-    return Env(cluster, TFJobHook(conn_id=ADMIN_CONN), tmp_path, capfd, used)
+    return Env(cluster, KubeflowJobHook(conn_id=ADMIN_CONN), tmp_path, capfd, used)
 
 
 @pytest.mark.parametrize("feature", FEATURES)

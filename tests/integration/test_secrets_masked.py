@@ -16,9 +16,9 @@ import pytest
 from operator_support import TaskInstance, context_for
 from watch_support import Api, succeeded_status, tfjob_manifest, unique
 
+from airflow_tfjob.build.secrets import with_secret_names
 from airflow_tfjob.operators.tfjob import TFJobOperator
-from airflow_tfjob.secrets import with_secret_names
-from airflow_tfjob.triggers.tfjob import TFJobTrigger
+from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 
@@ -63,7 +63,7 @@ async def test_the_trigger_masks_the_secret_values_of_the_job_it_follows(api: Ap
     manifest["metadata"]["annotations"] = with_secret_names({}, ["API_TOKEN"])
     await api.create(ns, manifest)
     assert _masked(f"x {secret} y") == f"x {secret} y"  # not known to the masker yet
-    trigger = TFJobTrigger(
+    trigger = KubeflowJobTrigger(
         name=name,
         namespace=ns,
         kubernetes_conn_id=k8s_conn,
@@ -77,7 +77,7 @@ async def test_the_trigger_masks_the_secret_values_of_the_job_it_follows(api: Ap
     assert _masked(f"x {secret} y") == "x *** y"
 
 
-async def _first(trigger: TFJobTrigger) -> dict[str, Any]:
+async def _first(trigger: KubeflowJobTrigger) -> dict[str, Any]:
     async for event in trigger.run():
         return dict(event.payload)
     raise AssertionError("the trigger yielded nothing")

@@ -18,14 +18,14 @@ from airflow.sdk.exceptions import (
 from operator_support import TaskInstance, context_for, replica_command, wait_for
 
 from airflow_tfjob.sensors.tfjob import TFJobSensor
-from airflow_tfjob.triggers.tfjob import TFJobConditionTrigger
+from airflow_tfjob.triggers.kubeflow import KubeflowJobConditionTrigger
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 
 
 def submit(hook: Any, name: str, **params: Any) -> None:
     """Create a TFJob as any other client would (the sensor does not care who made it)."""
-    from airflow_tfjob.manifest import build_tfjob
+    from airflow_tfjob.build.manifest import build_tfjob
 
     body = build_tfjob(name, "default", image="x", command=replica_command(), **params)
     hook.create_tfjob(body, "default")
@@ -91,8 +91,8 @@ def test_deferrable_sensor_waits_in_the_trigger_for_a_job_created_later(hook: An
         s.execute(context_for(TaskInstance()))
     assert deferred.value.timeout == timedelta(seconds=120)
     trigger = deferred.value.trigger
-    assert isinstance(trigger, TFJobConditionTrigger)
-    rebuilt = TFJobConditionTrigger(**trigger.serialize()[1])
+    assert isinstance(trigger, KubeflowJobConditionTrigger)
+    rebuilt = KubeflowJobConditionTrigger(**trigger.serialize()[1])
 
     async def first_event() -> dict[str, Any]:
         async for event in rebuilt.run():
@@ -118,7 +118,7 @@ def test_deferrable_sensor_reports_failure(hook: Any) -> None:
         30,
         "job status written",
     )
-    trigger = TFJobConditionTrigger(name=name, namespace="default")
+    trigger = KubeflowJobConditionTrigger(name=name, namespace="default")
 
     async def first_event() -> dict[str, Any]:
         async for event in trigger.run():

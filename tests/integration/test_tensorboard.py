@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from operator_support import wait_for
 
-from airflow_tfjob.hooks.tfjob import TFJobHook
-from airflow_tfjob.tensorboard import TensorBoard, TensorBoardSpec, tensorboard_name
+from airflow_tfjob.hooks.tfjob import KubeflowJobHook
+from airflow_tfjob.integrations.tensorboard import TensorBoard, TensorBoardSpec, tensorboard_name
 
 pytestmark = [pytest.mark.cluster, pytest.mark.tensorflow]
 
@@ -118,7 +118,7 @@ def _exists(read: Callable[..., Any], name: str) -> bool:
 
 
 def test_link_serves_tensorboard_while_the_job_runs(
-    apis: tuple[Any, Any], running_job: dict[str, Any], tmp_path: Path, hook: TFJobHook
+    apis: tuple[Any, Any], running_job: dict[str, Any], tmp_path: Path, hook: KubeflowJobHook
 ) -> None:
     core, _ = apis
     job_name = running_job["metadata"]["name"]
@@ -150,7 +150,7 @@ def test_link_serves_tensorboard_while_the_job_runs(
 
 
 def test_board_goes_with_its_job(
-    apis: tuple[Any, Any], running_job: dict[str, Any], tmp_path: Path, hook: TFJobHook
+    apis: tuple[Any, Any], running_job: dict[str, Any], tmp_path: Path, hook: KubeflowJobHook
 ) -> None:
     core, custom = apis
     job_name = running_job["metadata"]["name"]

@@ -11,6 +11,7 @@ with the package's install command; restartPolicy Never, so a failing node fails
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 from collections.abc import Iterator
@@ -21,13 +22,13 @@ from airflow.sdk.exceptions import AirflowException
 from kubernetes import config
 from operator_support import TaskInstance, context_for, defer, fire, rebuild_trigger, wait_for
 
-from airflow_tfjob.kinds import TRAINJOB
-from airflow_tfjob.naming import identity_selector
+from airflow_tfjob.build.checker import JobValidationError
+from airflow_tfjob.build.naming import identity_selector
+from airflow_tfjob.jobs.kinds import TRAINJOB
 from airflow_tfjob.operators.outcome import RESULT_KEYS
 from airflow_tfjob.operators.tfjob import TFJobOperator
 from airflow_tfjob.operators.trainjob import TrainJobOperator
 from airflow_tfjob.sensors.trainjob import TrainJobSensor
-from airflow_tfjob.validation_checker import TFJobValidationError
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
@@ -48,8 +49,8 @@ print(f"node {index} done", flush=True)
 @pytest.fixture(scope="module")
 def local_cluster() -> Iterator[Any]:
     """This module's own cluster: Trainer v2 only (no kubeflow.org/v1 kinds), the TF runtimes installed."""
+    from airflow_tfjob.jobs.trainjob.runtimes import install
     from airflow_tfjob.local import LocalCluster
-    from airflow_tfjob.trainjob.runtimes import install
 
     # The progress status (Trainer's alpha TrainJobStatus gate) on: the nodes may report to it.
     with LocalCluster(apis=["trainjob"], feature_gates={"TrainJobStatus": True}) as cluster:
@@ -114,26 +115,52 @@ def test_success_logs_every_node_with_metrics_and_the_result_shape(
     assert TrainJobSensor(task_id="wait", name=result["name"], namespace="default").poke(context_for(TaskInstance()))
 
 
+# A program written for a real cluster's status server (Trainer's TrainJobStatus gate): HTTPS verified
+# against the CA file Trainer injects, the token file's token as a Bearer token; half-way, then done.
 REPORT_PROGRESS = r"""
-import json, os, urllib.request
-status = {"progressPercentage": 100, "estimatedRemainingSeconds": 0, "lastUpdatedTime": "2026-01-01T00:00:00Z",
-          "metrics": [{"name": "loss", "value": "0.125"}, {"name": "val_accuracy", "value": "0.97"}]}
-request = urllib.request.Request(os.environ["KUBEFLOW_TRAINER_SERVER_URL"], method="POST",
-    data=json.dumps({"trainerStatus": status}).encode(), headers={"Content-Type": "application/json",
-    "Authorization": "Bearer " + open(os.environ["KUBEFLOW_TRAINER_SERVER_TOKEN"]).read()})
-print("reported", urllib.request.urlopen(request).status, flush=True)
+import json, os, ssl, time, urllib.request
+context = ssl.create_default_context(cafile=os.environ["KUBEFLOW_TRAINER_SERVER_CA_CERT"])
+def report(percent, left, metrics):
+    status = {"progressPercentage": percent, "estimatedRemainingSeconds": left,
+              "lastUpdatedTime": "2026-01-01T00:00:0%dZ" % (percent // 50),
+              "metrics": [{"name": k, "value": v} for k, v in metrics.items()]}
+    request = urllib.request.Request(os.environ["KUBEFLOW_TRAINER_SERVER_URL"], method="POST",
+        data=json.dumps({"trainerStatus": status}).encode(), headers={"Content-Type": "application/json",
+        "Authorization": "Bearer " + open(os.environ["KUBEFLOW_TRAINER_SERVER_TOKEN"]).read()})
+    print("reported", urllib.request.urlopen(request, context=context).status, flush=True)
+report(50, 90, {"loss": "0.5"})
+time.sleep(0.5)
+report(100, 0, {"loss": "0.125", "val_accuracy": "0.97"})
 print("loss=0.25", flush=True)
 """
+HALF_WAY = "[progress] Trainer reports 50%, about 1 min 30 s left, loss=0.5"
+DONE = "[progress] Trainer reports 100%, done, loss=0.125, val_accuracy=0.97"
 
 
-def test_the_progress_status_a_node_reports_is_in_the_result(hook: Any) -> None:
-    result = operator(
-        command=[sys.executable, "-c", REPORT_PROGRESS], num_nodes=1, metrics=["loss", "val_accuracy"]
-    ).execute(context_for(TaskInstance()))
-    assert result["trainer_status"] == {
-        "percentage": 100, "remaining_seconds": 0, "updated": "2026-01-01T00:00:00Z",
+@pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferred"])
+def test_the_progress_status_a_node_reports_is_logged_and_in_the_result(
+    hook: Any, capfd: pytest.CaptureFixture[str], deferrable: bool
+) -> None:
+    ti = TaskInstance()
+    op = operator(
+        command=[sys.executable, "-c", REPORT_PROGRESS], num_nodes=1, metrics=["loss", "val_accuracy"],
+        deferrable=deferrable,
+    )  # fmt: skip
+    if deferrable:
+        result = op.execute_complete(context_for(ti), fire(defer(op, ti)))
+    else:
+        result = op.execute(context_for(ti))
+    logged = "".join(capfd.readouterr())
+    expected = {
+        "percentage": 100, "remaining_seconds": 0, "updated": "2026-01-01T00:00:02Z",
         "metrics": {"loss": 0.125, "val_accuracy": 0.97},
     }  # fmt: skip
+    assert result["trainer_status"] == expected
+    assert ti.xcoms["trainer_status"] == expected
+    # One line per report the follow saw (the half-way one may have been overtaken by the last before
+    # the watch delivered it), the last one exactly once, whichever process followed.
+    shown = [line.strip() for line in re.findall(r"\[progress\] Trainer reports [^\[\n]*", logged)]
+    assert shown in ([HALF_WAY, DONE], [DONE]), shown
     # The log's metric stands; the one only the progress status has fills the gap.
     assert float(result["metrics"]["loss"]) == 0.25 and result["metrics"]["val_accuracy"] == 0.97
 
@@ -233,11 +260,11 @@ def test_render_only_builds_the_trainjob_and_submits_nothing(hook: Any) -> None:
 
 
 async def test_the_trigger_deletes_the_trainjob_on_kill(hook: Any) -> None:
-    from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+    from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
 
     deferred = defer(operator(deferrable=True, env={"SLEEP": "120"}), TaskInstance())
     trigger = rebuild_trigger(deferred)
-    ahook = AsyncTFJobHook(conn_id=hook.conn_id)
+    ahook = AsyncKubeflowJobHook(conn_id=hook.conn_id)
     assert await ahook.find_job(TRAINJOB, trigger.name, "default") is not None
     await trigger.on_kill()
     assert await ahook.find_job(TRAINJOB, trigger.name, "default") is None
@@ -264,7 +291,7 @@ def test_tfjob_operator_auto_runs_a_worker_only_tfjob_as_a_trainjob(
 def test_tfjob_operator_refuses_an_evaluator_on_the_trainjob_api(hook: Any) -> None:
     ti = TaskInstance()
     op = TFJobOperator(task_id="train", worker=2, evaluator=1, image="python:3.12", command=["python", "x.py"])
-    with pytest.raises(TFJobValidationError) as raised:
+    with pytest.raises(JobValidationError) as raised:
         op.execute(context_for(ti))
     assert raised.value.problems[0].field == "evaluator"
     assert "Evaluator replicas (Worker=2, Evaluator=1) cannot run on a TrainJob" in str(raised.value)
@@ -310,3 +337,13 @@ def test_tfjob_operator_runs_chief_ps_and_workers_on_the_ps_runtime(
     assert hook.get_job(TRAINJOB, result["name"], "default")["spec"]["runtimeRef"]["name"] == "tensorflow-ps"
     assert float(result["metrics"]["loss"]) == 0.5  # read from the chief, rank 0
     assert result["replica_statuses"]["Chief"] == {"active": 0, "succeeded": 1, "failed": 0}
+
+
+def test_a_missing_namespace_is_one_line_naming_it_and_the_fix(hook: Any) -> None:
+    """Only the cluster knows a namespace is missing: its 404 becomes the part and the fix, not a dump."""
+    with pytest.raises(AirflowException) as raised:
+        operator(namespace="no-such-team").execute(context_for(TaskInstance()))
+    message = str(raised.value)
+    assert "Missing: namespace 'no-such-team'" in message
+    assert "kubectl create namespace no-such-team" in message
+    assert "HTTP response headers" not in message

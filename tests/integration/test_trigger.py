@@ -1,4 +1,4 @@
-"""TFJobTrigger in an asyncio loop against the local cluster: outcomes, deadline, faults, kill, sharing."""
+"""KubeflowJobTrigger in an asyncio loop against the local cluster: outcomes, deadline, faults, kill, sharing."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from watch_support import (
     wait_until,
 )
 
-from airflow_tfjob import watch
-from airflow_tfjob.triggers.tfjob import TFJobTrigger
+from airflow_tfjob.hooks import jobwatch as watch
+from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 
@@ -32,17 +32,17 @@ QUIET = {"get_logs": False, "startup_timeout": None}
 SLEEPER = ["python", "-c", "import time; time.sleep(600)"]
 
 
-async def _collect(trigger: TFJobTrigger) -> list[dict[str, Any]]:
+async def _collect(trigger: KubeflowJobTrigger) -> list[dict[str, Any]]:
     return [event.payload async for event in trigger.run()]
 
 
-def _trigger(name: str, ns: str, conn: str, **kwargs: Any) -> TFJobTrigger:
+def _trigger(name: str, ns: str, conn: str, **kwargs: Any) -> KubeflowJobTrigger:
     kwargs.setdefault("options", QUIET)
-    return TFJobTrigger(name=name, namespace=ns, kubernetes_conn_id=conn, **kwargs)
+    return KubeflowJobTrigger(name=name, namespace=ns, kubernetes_conn_id=conn, **kwargs)
 
 
 def test_serialize_round_trip() -> None:
-    trigger = TFJobTrigger(
+    trigger = KubeflowJobTrigger(
         name="job",
         namespace="team",
         kubernetes_conn_id="k8s",
@@ -55,11 +55,13 @@ def test_serialize_round_trip() -> None:
         delete_on_kill=False,
     )
     classpath, kwargs = trigger.serialize()
-    assert classpath == "airflow_tfjob.triggers.tfjob.TFJobTrigger"
+    assert classpath == "airflow_tfjob.triggers.kubeflow.KubeflowJobTrigger"
     module, _, cls_name = classpath.rpartition(".")
     rebuilt = getattr(importlib.import_module(module), cls_name)(**json.loads(json.dumps(kwargs)))
     assert rebuilt.serialize() == (classpath, kwargs)
-    assert kwargs["deadline"] == 1_900_000_000.5 and kwargs["delete_on_kill"] is False
+    # The deadline travels once, in the options; the previous release's `deadline` kwarg is read into them.
+    assert "deadline" not in kwargs and kwargs["options"]["deadline"] == 1_900_000_000.5
+    assert kwargs["delete_on_kill"] is False and rebuilt.deadline == 1_900_000_000.5
 
 
 async def test_succeeded_yields_one_event(api: Api, k8s_conn: str) -> None:
@@ -169,9 +171,7 @@ async def test_triggers_share_one_watch_and_leave_independently(api: Api, k8s_co
     assert stats["watches"] == 1 and stats["lists"] == 1
 
 
-async def test_stream_cut_mid_run(
-    api: Api, k8s_conn: str, proxy: TcpProxy, proxied_kubeconfig: Path
-) -> None:
+async def test_stream_cut_mid_run(api: Api, k8s_conn: str, proxy: TcpProxy, proxied_kubeconfig: Path) -> None:
     ns = await api.namespace(unique("t"))
     name = unique("cut")
     await api.create(ns, tfjob_manifest(name))
@@ -248,7 +248,7 @@ class _Recorder(logging.Handler):
         self.lines.append(record.getMessage())
 
 
-def _recorded(trigger: TFJobTrigger, recorder: _Recorder) -> TFJobTrigger:
+def _recorded(trigger: KubeflowJobTrigger, recorder: _Recorder) -> KubeflowJobTrigger:
     logger = logging.getLogger(f"test.trigger.{id(trigger)}")
     logger.setLevel(logging.DEBUG)
     logger.propagate = False
@@ -257,39 +257,62 @@ def _recorded(trigger: TFJobTrigger, recorder: _Recorder) -> TFJobTrigger:
     return trigger
 
 
-async def test_triggerer_restart_resumes_without_losing_lines_and_announces_repeats(
-    k8s_conn: str, tmp_path: Path
-) -> None:
-    """A triggerer restart rebuilds the trigger from its kwargs: the new one re-reads from the saved
-    position (nothing lost), says first that lines may repeat, and keeps the absolute start-up clock."""
-    from airflow_tfjob.triggers.tfjob import RESUME_MARKER
+async def _stop_and_take_over(tmp_path: Path) -> tuple[list[str], list[str], dict[str, Any]]:
+    """A trigger follows the counting job until its 8 lines are written, then is stopped (cancelled,
+    as a triggerer's shutdown does); a second trigger built from the same kwargs takes over after the
+    start-up window has passed, and the job finishes. (lines before, lines after, the event)"""
+    from airflow_tfjob.triggers.positions import TAKE_OVER as RESUME_MARKER
 
     kwargs = _deferred_kwargs(tmp_path)
-    assert kwargs["deferred_at"] and kwargs["startup_deadline"] == pytest.approx(kwargs["deferred_at"] + 60)
+    # The start-up clock is relative (60 s) and counts from the deferral; 0.1.0's absolute
+    # `startup_deadline` is still read (the take-over below passes one).
+    assert kwargs["deferred_at"] and kwargs["options"]["startup_timeout"] == 60
+    assert "startup_deadline" not in kwargs and kwargs["options"]["startup_from"] is None
 
     before, after = _Recorder(), _Recorder()
-    first = asyncio.ensure_future(_collect(_recorded(TFJobTrigger(**kwargs), before)))
+    first = asyncio.ensure_future(_collect(_recorded(KubeflowJobTrigger(**kwargs), before)))
     await wait_until(lambda: any("counted line 7" in x for x in before.lines), timeout=60)
-    assert RESUME_MARKER not in before.lines, "the first run of a deferral is not a restart"
+    assert not any(x.startswith(RESUME_MARKER) for x in before.lines), "a deferral's first run is no take-over"
     first.cancel()  # the triggerer stops...
     await asyncio.gather(first, return_exceptions=True)
 
     # ...and its successor starts the same trigger after the start-up window has passed: the job
     # had started, so it is not failed for it.
     restarted = dict(kwargs, startup_deadline=time.time() - 1)
-    second = asyncio.ensure_future(_collect(_recorded(TFJobTrigger(**restarted), after)))
-    await wait_until(lambda: any("counted line 7" in x for x in after.lines), timeout=60)
+    second = asyncio.ensure_future(_collect(_recorded(KubeflowJobTrigger(**restarted), after)))
+    await wait_until(lambda: any(x.startswith(RESUME_MARKER) for x in after.lines), timeout=60)
     (tmp_path / "release").write_text("go")
     (event,) = await asyncio.wait_for(second, 60)
     assert event["event"] == "succeeded", event
-    assert after.lines.count(RESUME_MARKER) == 1
-    marker_at = after.lines.index(RESUME_MARKER)
-    reread = [i for i, x in enumerate(after.lines) if "counted line" in x]
-    assert reread and min(reread) > marker_at, "the marker comes before the re-read lines"
-    everything = "\n".join(before.lines + after.lines)
-    for i in range(8):
-        assert f"counted line {i}" in everything
-    assert "counted final" in everything
+    assert [x for x in after.lines if RESUME_MARKER in x] == after.lines[:1], "one marker, first"
+    return before.lines, after.lines, event
+
+
+def _counted(lines: list[str]) -> list[str]:
+    return [x for record in lines for x in record.splitlines() if "counted " in x]
+
+
+async def test_a_take_over_after_a_stop_resumes_where_the_stopped_trigger_stopped_writing(
+    k8s_conn: str, tmp_path: Path
+) -> None:
+    """Local task logs: the stopped trigger saved the position it had written up to, so its successor
+    neither loses nor repeats a line, and its marker says so."""
+    before, after, _ = await _stop_and_take_over(tmp_path)
+    assert "no line above is repeated" in after[0], after[0]
+    assert _counted(before) == [f"[worker-0] counted line {i}" for i in range(8)]
+    assert _counted(after) == ["[worker-0] counted final"], "nothing repeated, nothing lost"
+
+
+async def test_a_take_over_with_remote_task_logs_reads_again_from_the_deferral(
+    k8s_conn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Remote task logs keep nothing of what a stopped triggerer wrote (Airflow uploads a trigger's log
+    when it finishes there): the successor reads every line again from the deferral, and says why."""
+    monkeypatch.setenv("AIRFLOW__LOGGING__REMOTE_LOGGING", "True")
+    before, after, _ = await _stop_and_take_over(tmp_path)
+    assert "with remote task logs" in after[0], after[0]
+    assert _counted(before) == [f"[worker-0] counted line {i}" for i in range(8)]
+    assert _counted(after) == [*(f"[worker-0] counted line {i}" for i in range(8)), "[worker-0] counted final"]
 
 
 async def test_startup_deadline_is_absolute_across_restarts(k8s_conn: str, tmp_path: Path) -> None:
@@ -298,25 +321,27 @@ async def test_startup_deadline_is_absolute_across_restarts(k8s_conn: str, tmp_p
     kwargs = _deferred_kwargs(tmp_path, gpus=64, startup_timeout=600)
     kwargs["startup_deadline"] = time.time() + 1
     started = time.monotonic()
-    (event,) = await asyncio.wait_for(_collect(TFJobTrigger(**kwargs)), 60)
+    (event,) = await asyncio.wait_for(_collect(KubeflowJobTrigger(**kwargs)), 60)
     assert event["event"] == "startup_timeout", event
     assert time.monotonic() - started < 30
     assert "nvidia.com/gpu" in event["message"] or "Unschedulable" in event["message"]
-    from airflow_tfjob.hooks.tfjob import TFJobHook
+    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
 
-    TFJobHook(conn_id=k8s_conn).delete_tfjob(kwargs["name"], kwargs["namespace"])
+    KubeflowJobHook(conn_id=k8s_conn).delete_tfjob(kwargs["name"], kwargs["namespace"])
 
 
-async def test_queued_job_gets_its_whole_startup_window_after_a_restart(k8s_conn: str, tmp_path: Path) -> None:
+async def test_queued_job_gets_its_whole_startup_window_after_a_restart(
+    k8s_conn: str, tmp_path: Path
+) -> None:
     """A job queued (suspended, e.g. by Kueue) past its deferral's start-up deadline, with a triggerer
     restart while it waits, must get the whole startup_timeout once admitted, not fail on admission."""
-    from airflow_tfjob.hooks.tfjob import TFJobHook
-    from airflow_tfjob.triggers.tfjob import ANNOTATION_TRIGGER_STARTED
+    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
+    from airflow_tfjob.triggers.kubeflow import ANNOTATION_TRIGGER_STARTED
 
     (tmp_path / "release").write_text("go")  # the replica finishes as soon as it runs
     kwargs = _deferred_kwargs(tmp_path, suspend=True, startup_timeout=60)
     name, ns = kwargs["name"], kwargs["namespace"]
-    hook = TFJobHook(conn_id=k8s_conn)
+    hook = KubeflowJobHook(conn_id=k8s_conn)
     try:
         await wait_until(
             lambda: any(
@@ -329,9 +354,9 @@ async def test_queued_job_gets_its_whole_startup_window_after_a_restart(k8s_conn
         stamp = repr(float(kwargs["deferred_at"]))
         hook.patch_tfjob(name, ns, {"metadata": {"annotations": {ANNOTATION_TRIGGER_STARTED: stamp}}})
         kwargs["startup_deadline"] = time.time() - 100  # it passed while the job was queued
-        trigger = TFJobTrigger(**kwargs)
+        trigger = KubeflowJobTrigger(**kwargs)
         run = asyncio.ensure_future(_collect(trigger))
-        await wait_until(lambda: trigger._job_at_start is not None or run.done(), timeout=30)
+        await wait_until(lambda: trigger._job_read or run.done(), timeout=30)
         hook.patch_tfjob(name, ns, {"spec": {"runPolicy": {"suspend": False}}})  # admitted
         (event,) = await asyncio.wait_for(run, 60)
         assert event["event"] == "succeeded", event

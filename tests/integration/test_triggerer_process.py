@@ -1,6 +1,6 @@
-"""TFJobTrigger under a real `airflow triggerer` process with a real (SQLite) metadata DB.
+"""KubeflowJobTrigger under a real `airflow triggerer` process with a real (SQLite) metadata DB.
 
-The test puts task instances into the DEFERRED state on a TFJobTrigger the way a deferring task does
+The test puts task instances into the DEFERRED state on a KubeflowJobTrigger the way a deferring task does
 (a Trigger row built from the trigger object, the TI pointing at it with next_method
 ``execute_complete``), then runs ``airflow triggerer``:
 
@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from triggerer_support import airflow_home, kill_triggerer, start_triggerer, stop_triggerer
 from watch_support import Api, succeeded_status, tfjob_manifest, unique, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(280)]
@@ -60,7 +60,7 @@ from airflow.models.trigger import Trigger
 from airflow.utils.session import create_session
 from airflow.utils.state import DagRunState, TaskInstanceState
 from airflow.utils.types import DagRunType, DagRunTriggeredByType
-from airflow_tfjob.triggers.tfjob import TFJobTrigger
+from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
 
 action, dag_id = sys.argv[1], sys.argv[2]
 with create_session() as session:
@@ -74,7 +74,7 @@ with create_session() as session:
         )
         for task_id, kwargs in specs.items():
             ti = run.get_task_instance(task_id, session=session)
-            trigger = Trigger.from_object(TFJobTrigger(**kwargs))
+            trigger = Trigger.from_object(KubeflowJobTrigger(**kwargs))
             session.add(trigger)
             session.flush()
             ti.state = TaskInstanceState.DEFERRED
@@ -99,33 +99,7 @@ with create_session() as session:
 
 @pytest.fixture(scope="module")
 def airflow_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    home = tmp_path_factory.mktemp("airflow-home")
-    dags = home / "dags"
-    dags.mkdir()
-    (dags / "triggerer_test_dag.py").write_text(DAG_FILE)
-    env = dict(os.environ)
-    env.update(
-        {
-            "AIRFLOW_HOME": str(home),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
-            "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
-            # Its log server must not collide with another triggerer on this machine.
-            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(_free_port()),
-        }
-    )
-    env.pop("AIRFLOW__CORE__UNIT_TEST_MODE", None)
-    airflow = str(Path(sys.executable).with_name("airflow"))
-    for cmd in (["db", "migrate"], ["dags", "reserialize"]):
-        subprocess.run([airflow, *cmd], env=env, check=True, capture_output=True, timeout=180)
-    yield env
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    yield airflow_home(tmp_path_factory.mktemp("airflow-home"), DAG_FILE)
 
 
 def _orm(env: dict[str, str], *args: str) -> str:
@@ -163,11 +137,7 @@ async def test_apache_airflow_36090_62398_job_completes_while_deferred_and_kill_
         }
         await asyncio.to_thread(_orm, env, "defer", DAG_ID, json.dumps(specs))
 
-        airflow = str(Path(sys.executable).with_name("airflow"))
-        log = (tmp_path / "triggerer.log").open("w")
-        triggerer = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, not awaited
-            [airflow, "triggerer"], env=env, stdout=log, stderr=subprocess.STDOUT
-        )
+        triggerer = start_triggerer(env, tmp_path / "triggerer.log")
         try:
             # The triggerer picks both triggers up; the first job then succeeds while its task is deferred.
             async def assigned() -> bool:
@@ -196,12 +166,7 @@ async def test_apache_airflow_36090_62398_job_completes_while_deferred_and_kill_
 
             await wait_until(killed_gone, timeout=90, interval=0.5)
         finally:
-            triggerer.terminate()
-            try:
-                triggerer.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                triggerer.kill()
-            log.close()
+            await asyncio.to_thread(stop_triggerer, triggerer)
         # The trigger's own log lines reach the task's log (the triggerer writes <task log>.trigger.<id>.log).
         logs = Path(env["AIRFLOW_HOME"]) / "logs" / f"dag_id={DAG_ID}" / "run_id=test_run"
         killed_log = "".join(p.read_text() for p in (logs / "task_id=killed").glob("*.trigger.*.log"))
@@ -219,30 +184,19 @@ print("counted final", flush=True)
 """
 
 
-def _start_triggerer(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
-    airflow = str(Path(sys.executable).with_name("airflow"))
-    with log_path.open("a") as log:
-        return subprocess.Popen([airflow, "triggerer"], env=env, stdout=log, stderr=subprocess.STDOUT)
-
-
-def _stop_triggerer(triggerer: subprocess.Popen[bytes]) -> None:
-    triggerer.terminate()
-    try:
-        triggerer.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        triggerer.kill()
-        triggerer.wait(timeout=30)
-
-
-async def test_triggerer_restart_resumes_the_trigger_without_losing_lines(
+async def test_a_killed_triggerer_s_successor_resumes_without_losing_or_repeating_lines(
     airflow_env: dict[str, str], local_cluster: Any, k8s_conn: str, tmp_path: Path
 ) -> None:
-    """A real triggerer is stopped (SIGTERM) while a TFJob runs and another one starts: the job is not
-    deleted (a restart is not a kill), the new trigger announces that lines may repeat, re-reads from
-    the deferral's position, and the task resumes with the job's success."""
+    """A real triggerer is SIGKILLed while a TFJob runs, once its periodic save covers the 8 lines it
+    wrote, and another one starts: the job is not deleted (a restart is not a kill), and the new trigger
+    resumes from the saved position, so the task's log (local files) has every line once.
+
+    A graceful stop (SIGTERM, the trigger cancelled) saves the exact position as it stops: that path is
+    test_trigger.py's take-over tests, in one process."""
     import time
 
-    from airflow_tfjob.triggers.tfjob import RESUME_MARKER
+    from airflow_tfjob.triggers.positions import TAKE_OVER as RESUME_MARKER
+    from airflow_tfjob.triggers.positions import entry_key
 
     env = dict(airflow_env)
     env["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"]
@@ -254,8 +208,9 @@ async def test_triggerer_restart_resumes_the_trigger_without_losing_lines(
             ns, tfjob_manifest(name, external=False, command=["python", "-c", COUNTING, str(release)])
         )
         now = time.time()
+        task_id, dag_id = "restarted", RESTART_DAG_ID
         specs = {
-            "restarted": {
+            task_id: {
                 "name": name,
                 "namespace": ns,
                 "options": {"log_replicas": "all", "startup_timeout": 120},
@@ -263,45 +218,60 @@ async def test_triggerer_restart_resumes_the_trigger_without_losing_lines(
                 "startup_deadline": now + 120,
             }
         }
-        await asyncio.to_thread(_orm, env, "defer", RESTART_DAG_ID, json.dumps(specs))
-        logs = Path(env["AIRFLOW_HOME"]) / "logs" / f"dag_id={RESTART_DAG_ID}" / "run_id=test_run"
+        await asyncio.to_thread(_orm, env, "defer", dag_id, json.dumps(specs))
+        logs = Path(env["AIRFLOW_HOME"]) / "logs" / f"dag_id={dag_id}" / "run_id=test_run"
 
         def trigger_log() -> str:
-            return "".join(
-                p.read_text() for p in sorted((logs / "task_id=restarted").glob("*.trigger.*.log"))
-            )
+            return "".join(p.read_text() for p in sorted((logs / f"task_id={task_id}").glob("*.trigger.*.log")))
+
+        async def saved(final: bool) -> dict[str, Any] | None:
+            entry = (await api.saved_positions(ns)).get(entry_key("tfjobs", name))
+            if entry is None or entry["final"] is not final:
+                return None
+            cursor = entry["cursors"].get("worker-0") or {}
+            return entry if cursor.get("ts") else None
 
         log_path = tmp_path / "triggerer.log"
-        triggerer = _start_triggerer(env, log_path)
+        triggerer = start_triggerer(env, log_path)
         try:
             await wait_until(lambda: "counted line 7" in trigger_log(), timeout=120, interval=0.5)
             assert RESUME_MARKER not in trigger_log()
+            await wait_until(lambda: saved(final=False), timeout=30, interval=0.3)
+            kill_triggerer(triggerer)
         finally:
-            _stop_triggerer(triggerer)
+            kill_triggerer(triggerer)
         assert await api.get(ns, name) is not None, "a triggerer restart must not delete the job"
-        shown_before = trigger_log()
 
-        triggerer = _start_triggerer(env, log_path)
+        triggerer = start_triggerer(env, log_path)
         try:
             await wait_until(lambda: RESUME_MARKER in trigger_log(), timeout=120, interval=0.5)
             release.write_text("go")
 
             async def resumed() -> bool:
-                ti = (await asyncio.to_thread(_states, env, RESTART_DAG_ID))["restarted"]
+                ti = (await asyncio.to_thread(_states, env, dag_id))[task_id]
                 return bool(ti["state"] == "scheduled" and ti["next_kwargs"])
 
             await wait_until(resumed, timeout=120, interval=1.0)
+            # The ended follow's entry goes with its book's next save.
+            await wait_until(
+                lambda: _absent(api, ns, entry_key("tfjobs", name)), timeout=30, interval=0.5
+            )
         finally:
-            _stop_triggerer(triggerer)
-        event = (await asyncio.to_thread(_states, env, RESTART_DAG_ID))["restarted"]["next_kwargs"]["event"]
+            stop_triggerer(triggerer)
+        event = (await asyncio.to_thread(_states, env, dag_id))[task_id]["next_kwargs"]["event"]
         assert event["event"] == "succeeded", event
         text = trigger_log()
         assert text.count(RESUME_MARKER) == 1
-        after_restart = text[text.index(RESUME_MARKER) :]
+        marker = next(line for line in text.splitlines() if RESUME_MARKER in line)
+        assert "last saved its position" in marker, marker
         for i in range(8):
-            assert f"counted line {i}" in shown_before
-            assert f"counted line {i}" in after_restart, "re-read after the restart, nothing lost"
-        assert "counted final" in after_restart
+            assert text.count(f"counted line {i}") == 1, f"line {i}: once, neither lost nor repeated"
+        assert text.count("counted final") == 1
+        assert text.index("counted final") > text.index(RESUME_MARKER)
+
+
+async def _absent(api: Api, ns: str, entry: str) -> bool:
+    return entry not in await api.saved_positions(ns)
 
 
 async def test_operator_deferred_to_a_real_triggerer_resumes_and_succeeds(
@@ -313,7 +283,7 @@ async def test_operator_deferred_to_a_real_triggerer_resumes_and_succeeds(
     from airflow.sdk.exceptions import TaskDeferred
     from operator_support import TaskInstance, context_for, replica_command, wait_for
 
-    from airflow_tfjob.hooks.tfjob import TFJobHook
+    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
     from airflow_tfjob.operators.tfjob import TFJobOperator
 
     release = tmp_path / "release"
@@ -340,7 +310,7 @@ async def test_operator_deferred_to_a_real_triggerer_resumes_and_succeeds(
     env["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"]
     specs = {"train": json.loads(json.dumps(kwargs))}
     await asyncio.to_thread(_orm, env, "defer", OPERATOR_DAG_ID, json.dumps(specs))
-    triggerer = _start_triggerer(env, tmp_path / "triggerer.log")
+    triggerer = start_triggerer(env, tmp_path / "triggerer.log")
     try:
 
         async def assigned() -> bool:
@@ -355,7 +325,7 @@ async def test_operator_deferred_to_a_real_triggerer_resumes_and_succeeds(
 
         await wait_until(resumed, timeout=120, interval=1.0)
     finally:
-        _stop_triggerer(triggerer)
+        stop_triggerer(triggerer)
     event = (await asyncio.to_thread(_states, env, OPERATOR_DAG_ID))["train"]["next_kwargs"]["event"]
     assert event["event"] == "succeeded", event
 
@@ -363,7 +333,7 @@ async def test_operator_deferred_to_a_real_triggerer_resumes_and_succeeds(
     assert result["state"] == "succeeded" and result["name"] == name
     assert float(result["metrics"]["accuracy"]) == 0.875
     assert ti.xcoms["metrics"] == result["metrics"]
-    hook = TFJobHook(conn_id=k8s_conn)
+    hook = KubeflowJobHook(conn_id=k8s_conn)
     # cleanPodPolicy All, applied by the resumed task once the logs were drained.
     wait_for(lambda: not hook.list_job_pods(name, "default"), 30, "pods deleted by the resumed task")
     hook.delete_tfjob(name, "default")

@@ -19,8 +19,9 @@ from watch_support import (
     wait_until,
 )
 
-from airflow_tfjob import watch
-from airflow_tfjob.hooks.tfjob import AsyncTFJobHook
+from airflow_tfjob.hooks import jobwatch as watch
+from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
+from airflow_tfjob.jobs.kinds import TFJOB
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 
@@ -41,16 +42,16 @@ async def _next_matching(sub: watch.Subscription, predicate: Any, timeout: float
 
 
 @pytest.fixture
-def hook(k8s_conn: str) -> AsyncTFJobHook:
+def hook(k8s_conn: str) -> AsyncKubeflowJobHook:
     # Overrides the shared synchronous `hook`: these tests drive the async side.
-    return AsyncTFJobHook(conn_id=k8s_conn)
+    return AsyncKubeflowJobHook(conn_id=k8s_conn)
 
 
-async def test_current_state_then_updates_then_deletion(api: Api, hook: AsyncTFJobHook) -> None:
+async def test_current_state_then_updates_then_deletion(api: Api, hook: AsyncKubeflowJobHook) -> None:
     ns = await api.namespace(unique("w"))
     name = unique("job")
     await api.create(ns, tfjob_manifest(name))
-    async with watch.shared_watch(hook, ns).subscribe(name) as sub:
+    async with watch.shared_watch(hook, ns, kind=TFJOB).subscribe(name) as sub:
         first = await sub.next(timeout=10)
         assert first is not None and first["metadata"]["name"] == name
         await api.set_status(ns, name, running_status(name, ns))
@@ -63,10 +64,10 @@ async def test_current_state_then_updates_then_deletion(api: Api, hook: AsyncTFJ
         assert await _next_matching(sub, lambda o: o is None) is None
 
 
-async def test_absent_job_is_none_until_created(api: Api, hook: AsyncTFJobHook) -> None:
+async def test_absent_job_is_none_until_created(api: Api, hook: AsyncKubeflowJobHook) -> None:
     ns = await api.namespace(unique("w"))
     name = unique("later")
-    async with watch.shared_watch(hook, ns).subscribe(name) as sub:
+    async with watch.shared_watch(hook, ns, kind=TFJOB).subscribe(name) as sub:
         assert await sub.next(timeout=10) is None
         assert sub.synced
         await api.create(ns, tfjob_manifest(name))
@@ -74,20 +75,24 @@ async def test_absent_job_is_none_until_created(api: Api, hook: AsyncTFJobHook) 
         assert created["metadata"]["name"] == name
 
 
-async def test_subscribers_share_one_stream_and_leave_independently(api: Api, hook: AsyncTFJobHook) -> None:
+async def test_subscribers_share_one_stream_and_leave_independently(api: Api, hook: AsyncKubeflowJobHook) -> None:
     ns = await api.namespace(unique("w"))
     names = [unique("a"), unique("b"), unique("c")]
     for n in names:
         await api.create(ns, tfjob_manifest(n))
-    handle = watch.shared_watch(hook, ns)
+    handle = watch.shared_watch(hook, ns, kind=TFJOB)
 
     async def crashing_consumer() -> None:
-        async with watch.shared_watch(AsyncTFJobHook(conn_id=hook.conn_id), ns).subscribe(names[2]) as sub:
+        async with watch.shared_watch(AsyncKubeflowJobHook(conn_id=hook.conn_id), ns, kind=TFJOB).subscribe(
+            names[2]
+        ) as sub:
             await sub.next(timeout=10)
             raise RuntimeError("subscriber bug")
 
     async with handle.subscribe(names[0]) as sub_a:
-        async with watch.shared_watch(AsyncTFJobHook(conn_id=hook.conn_id), ns).subscribe(names[1]) as sub_b:
+        async with watch.shared_watch(AsyncKubeflowJobHook(conn_id=hook.conn_id), ns, kind=TFJOB).subscribe(
+            names[1]
+        ) as sub_b:
             assert (await sub_a.next(timeout=10))["metadata"]["name"] == names[0]
             assert (await sub_b.next(timeout=10))["metadata"]["name"] == names[1]
             with pytest.raises(RuntimeError, match="subscriber bug"):
@@ -106,11 +111,11 @@ async def test_subscribers_share_one_stream_and_leave_independently(api: Api, ho
         assert not sub_a._pending
 
 
-async def test_stream_ends_every_second_and_resumes_without_relist(api: Api, hook: AsyncTFJobHook) -> None:
+async def test_stream_ends_every_second_and_resumes_without_relist(api: Api, hook: AsyncKubeflowJobHook) -> None:
     ns = await api.namespace(unique("w"))
     name = unique("job")
     await api.create(ns, tfjob_manifest(name))
-    handle = watch.shared_watch(hook, ns, watch_timeout=(1, 1))
+    handle = watch.shared_watch(hook, ns, kind=TFJOB, watch_timeout=(1, 1))
     async with handle.subscribe(name) as sub:
         await sub.next(timeout=10)
         stats = handle.stats
@@ -124,12 +129,12 @@ async def test_stream_ends_every_second_and_resumes_without_relist(api: Api, hoo
 
 
 async def test_connections_cut_mid_run_resume_from_resource_version(
-    api: Api, proxied_hook: AsyncTFJobHook, proxy: TcpProxy
+    api: Api, proxied_hook: AsyncKubeflowJobHook, proxy: TcpProxy
 ) -> None:
     ns = await api.namespace(unique("w"))
     name = unique("job")
     await api.create(ns, tfjob_manifest(name))
-    handle = watch.shared_watch(proxied_hook, ns)
+    handle = watch.shared_watch(proxied_hook, ns, kind=TFJOB)
     async with handle.subscribe(name) as sub:
         await sub.next(timeout=10)
         stats = handle.stats
@@ -147,13 +152,13 @@ async def test_connections_cut_mid_run_resume_from_resource_version(
 
 
 async def test_gone_relists_and_delivers_fresh_state(
-    api: Api, proxied_hook: AsyncTFJobHook, proxy: TcpProxy, local_cluster: Any
+    api: Api, proxied_hook: AsyncKubeflowJobHook, proxy: TcpProxy, local_cluster: Any
 ) -> None:
     ns = await api.namespace(unique("w"))
     name, churn = unique("job"), unique("churn")
     await api.create(ns, tfjob_manifest(name))
     await api.create(ns, tfjob_manifest(churn))
-    handle = watch.shared_watch(proxied_hook, ns)
+    handle = watch.shared_watch(proxied_hook, ns, kind=TFJOB)
     async with handle.subscribe(name) as sub:
         await sub.next(timeout=10)
         stats = handle.stats
@@ -172,7 +177,7 @@ async def test_gone_relists_and_delivers_fresh_state(
         assert stats.lists >= 2
 
 
-async def test_event_of_several_megabytes(api: Api, hook: AsyncTFJobHook) -> None:
+async def test_event_of_several_megabytes(api: Api, hook: AsyncKubeflowJobHook) -> None:
     """A watch event carries the whole object: 5 MB must pass (aiohttp's line reader would refuse it)."""
     ns = await api.namespace(unique("w"))
     name = unique("big")
@@ -181,7 +186,7 @@ async def test_event_of_several_megabytes(api: Api, hook: AsyncTFJobHook) -> Non
     container = body["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     container["env"] = [{"name": "BIG", "value": "s" * chunk}]
     await api.create(ns, body)
-    async with watch.shared_watch(hook, ns).subscribe(name) as sub:
+    async with watch.shared_watch(hook, ns, kind=TFJOB).subscribe(name) as sub:
         await sub.next(timeout=10)
         await api.set_status(ns, name, running_status(name, ns, message="m" * chunk))
         obj = await _next_matching(sub, lambda o: "Running" in _conditions(o), timeout=30)
@@ -189,11 +194,11 @@ async def test_event_of_several_megabytes(api: Api, hook: AsyncTFJobHook) -> Non
         assert len(obj["status"]["conditions"][-1]["message"]) == chunk
 
 
-async def test_stream_stops_after_last_subscriber_leaves(api: Api, hook: AsyncTFJobHook) -> None:
+async def test_stream_stops_after_last_subscriber_leaves(api: Api, hook: AsyncKubeflowJobHook) -> None:
     ns = await api.namespace(unique("w"))
     name = unique("job")
     await api.create(ns, tfjob_manifest(name))
-    handle = watch.shared_watch(hook, ns, linger=0.2)
+    handle = watch.shared_watch(hook, ns, kind=TFJOB, linger=0.2)
     async with handle.subscribe(name) as sub:
         await sub.next(timeout=10)
         assert any(w["namespace"] == ns for w in watch.active_watchers())
@@ -201,7 +206,7 @@ async def test_stream_stops_after_last_subscriber_leaves(api: Api, hook: AsyncTF
     stats = handle.stats
     assert stats is not None and not stats.connected
     # A new subscriber starts a new stream and still gets the current state.
-    async with watch.shared_watch(hook, ns).subscribe(name) as sub2:
+    async with watch.shared_watch(hook, ns, kind=TFJOB).subscribe(name) as sub2:
         assert (await sub2.next(timeout=10))["metadata"]["name"] == name
 
 
@@ -212,8 +217,8 @@ def test_each_event_loop_gets_its_own_stream(local_cluster: Any, k8s_conn: str) 
         async with Api(Path(local_cluster.kubeconfig_path)) as api:
             await api.namespace(ns)
             await api.create(ns, tfjob_manifest(name))
-            hook = AsyncTFJobHook(conn_id=k8s_conn)
-            handle = watch.shared_watch(hook, ns)
+            hook = AsyncKubeflowJobHook(conn_id=k8s_conn)
+            handle = watch.shared_watch(hook, ns, kind=TFJOB)
             async with handle.subscribe(name) as sub:
                 obj = await sub.next(timeout=10)
                 assert handle.stats is not None
@@ -234,14 +239,69 @@ async def test_a_watch_refused_403_fails_subscribers_and_is_logged_at_warning(
 
     role = cluster_role(tmp_path / "tfjob-lister.yaml", "kubeflow.org", "tfjobs", ["list"])
     with LocalCluster(controller=False, runner=False, auth=True, roles={"lister": [role]}) as cluster:
-        hook = AsyncTFJobHook(config_file=str(cluster.kubeconfig_for("lister")))
-        with caplog.at_level("WARNING", logger="airflow_tfjob.watching"):
-            async with watch.shared_watch(hook, "default").subscribe("any") as sub:
+        hook = AsyncKubeflowJobHook(config_file=str(cluster.kubeconfig_for("lister")))
+        with caplog.at_level("WARNING", logger="airflow_tfjob.hooks.watching"):
+            async with watch.shared_watch(hook, "default", kind=TFJOB).subscribe("any") as sub:
                 assert await sub.next(timeout=15) is None  # the LIST was allowed: no such job
                 # Were a 403 retried, the stream would go on and this would time out instead.
                 with pytest.raises(watch.WatchError) as refused:
                     await sub.next(timeout=15)
         assert cluster.request_count("WATCH", "tfjobs") == 1, "a refused watch is not retried"
     assert refused.value.code == 403
-    warnings = [r.getMessage() for r in caplog.records if r.name == "airflow_tfjob.watching"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "airflow_tfjob.hooks.watching"]
     assert any("watch of TFJobs in default refused" in m and "403" in m for m in warnings), warnings
+
+
+async def _server_requests(local_cluster: Any) -> dict[str, int]:
+    """Requests the local API server received, by "VERB resource" (its /metrics, which is not counted)."""
+    import aiohttp
+
+    from airflow_tfjob.local.apiserver.requestmetrics import REQUESTS, parse_text
+
+    async with aiohttp.ClientSession() as http, http.get(f"{local_cluster.url}/metrics", ssl=False) as resp:
+        text = await resp.text()
+    counts: dict[str, int] = {}
+    for name, labels, value in parse_text(text):
+        if name == REQUESTS:
+            key = f"{labels['verb']} {labels['resource']}"
+            counts[key] = counts.get(key, 0) + int(value)
+    return counts
+
+
+async def test_waiting_triggers_start_with_one_list_and_no_request_per_job(
+    api: Api, hook: AsyncKubeflowJobHook, local_cluster: Any
+) -> None:
+    """Issue 23: triggers of one namespace read their jobs from the shared watch (one LIST, no GET of
+    their own); the stamps of their start are their only writes."""
+    from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+
+    ns = await api.namespace(unique("many"))
+    names = [unique(f"j{i}") for i in range(8)]
+    for name in names:
+        await api.create(ns, tfjob_manifest(name))
+    before = await _server_requests(local_cluster)
+    triggers = [
+        KubeflowJobTrigger(
+            name=name, namespace=ns, options={"get_logs": False, "startup_timeout": None}, deferred_at=1.0
+        )
+        for name in names
+    ]
+    runs = [asyncio.ensure_future(t.run().__anext__()) for t in triggers]
+    try:
+        await wait_until(lambda: all(t._job_read for t in triggers), timeout=30)
+        watcher = next(w for w in watch.active_watchers() if w["namespace"] == ns)
+        await wait_until(
+            lambda: next(w for w in watch.active_watchers() if w["namespace"] == ns)["subscribers"] == len(names)
+            and next(w for w in watch.active_watchers() if w["namespace"] == ns)["events"] >= len(names),
+            timeout=30,
+        )
+        started = await _server_requests(local_cluster)
+    finally:
+        for run in runs:
+            run.cancel()
+        await asyncio.gather(*runs, return_exceptions=True)
+    grew = {k: started.get(k, 0) - before.get(k, 0) for k in started if started.get(k, 0) != before.get(k, 0)}
+    assert watcher["lists"] == 1
+    assert grew.get("GET tfjobs", 0) == 0, grew  # no trigger read its job by itself
+    assert grew.get("LIST tfjobs", 0) == 1, grew
+    assert grew.get("PATCH tfjobs", 0) == len(names), grew  # the start stamps, one per deferral

@@ -1,19 +1,25 @@
-"""What users install: the wheel, built from the checkout as a release would be, and plain pip.
+"""What users install: the wheel and the sdist, built from the checkout as a release would be, and plain pip.
 
-The development environment installs from the lock with uv (scripts/venv.sh); users run
-``pip install airflow-provider-tfjob``, which takes the wheel and resolves its declared requirements
-with pip. These tests build that wheel (pip, with build isolation: the declared build backend, not
-the venv's), read what it carries, have a fresh pip resolve it, and run the installed copy away from
-the checkout: its package data, its console script, its Airflow entry points and a local cluster.
+The development environment installs from the lock with uv (scripts/venv.sh); users follow the README:
+pip installs Airflow with its constraints file, then the provider's wheel beside it. These tests build
+the wheel (pip, with build isolation: the declared build backend, not the venv's) and the sdist
+(`python -m build`), check both as a package index would (`twine check --strict`: the README is the long
+description), read what they carry, have a fresh pip resolve the wheel, run the installed copy away from
+the checkout (its package data, its console script, its Airflow entry points and a local cluster), and
+run the README's install commands and its DAG, render-only, in a fresh venv.
 """
 
 from __future__ import annotations
 
+import ast
 import email
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
+import tarfile
 import venv
 import zipfile
 from collections.abc import Iterator
@@ -28,6 +34,13 @@ pytestmark = [pytest.mark.timeout(600)]
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+README = (ROOT / "README.md").read_text()
+# The Airflow release the project is tested with (requirements/lock.in), the one the README installs.
+AIRFLOW = next(
+    line.partition("==")[2].strip()
+    for line in (ROOT / "requirements" / "lock.in").read_text().splitlines()
+    if line.startswith("apache-airflow==")
+)
 
 
 def run(*argv: str | Path, **kwargs: object) -> subprocess.CompletedProcess[str]:
@@ -46,6 +59,15 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 "--disable-pip-version-check", "-w", out, ROOT)  # fmt: skip
     assert "deprecated" not in build.stdout + build.stderr, build.stdout + build.stderr
     (built,) = out.glob("airflow_provider_tfjob-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("sdist")
+    build = run(sys.executable, "-m", "build", "--sdist", "--outdir", out, ROOT)
+    assert "deprecated" not in build.stdout + build.stderr, build.stdout + build.stderr
+    (built,) = out.glob("airflow_provider_tfjob-*.tar.gz")
     return built
 
 
@@ -84,8 +106,8 @@ def test_the_wheel_declares_the_projects_requirements_and_entry_points(wheel: Pa
     # Ranges, not the lock's pins: a user's pip must be free to resolve with what they already have.
     assert not [r for r in declared if "==" in r]
     assert metadata["License-Expression"] == "Apache-2.0"
-    for line in ("tfjob-local = airflow_tfjob.local.cli:main", "tfjob-runtimes = airflow_tfjob.trainjob.runtimes:main",
-                 "airflow_tfjob = airflow_tfjob.plugin:TFJobPlugin",
+    for line in ("tfjob-local = airflow_tfjob.local.cli:main", "tfjob-runtimes = airflow_tfjob.jobs.trainjob.runtimes:main",
+                 "airflow_tfjob = airflow_tfjob.plugins.kubeflow:KubeflowJobPlugin",
                  "provider_info = airflow_tfjob:get_provider_info"):  # fmt: skip
         assert line in entry_points
 
@@ -116,7 +138,7 @@ def test_the_installed_copy_runs_away_from_the_checkout(installed: dict[str, str
 import airflow_tfjob, json
 assert airflow_tfjob.__file__.startswith({target!r}), airflow_tfjob.__file__
 from importlib import resources
-from airflow_tfjob.trainjob.runtimes import load_runtimes
+from airflow_tfjob.jobs.trainjob.runtimes import load_runtimes
 from airflow_tfjob.operators.tfjob import TFJobOperator
 role = resources.files("airflow_tfjob").joinpath("rbac/role.yaml").read_text()
 print(json.dumps({{"runtimes": [r["metadata"]["name"] for r in load_runtimes(None)],
@@ -130,7 +152,7 @@ print(json.dumps({{"runtimes": [r["metadata"]["name"] for r in load_runtimes(Non
         "provider": "airflow-provider-tfjob",
     }
     shown = run(
-        sys.executable, "-m", "airflow_tfjob.trainjob.runtimes", "show", env=installed, cwd=tmp_path
+        sys.executable, "-m", "airflow_tfjob.jobs.trainjob.runtimes", "show", env=installed, cwd=tmp_path
     ).stdout
     assert shown.count("kind: ClusterTrainingRuntime") == 3
 
@@ -155,3 +177,112 @@ with LocalCluster() as cluster:
     print(api.read_namespaced_pod_log("hello", "default", _preload_content=False).data.decode(), end="")
 """
     assert in_installed(installed, code, tmp_path) == "hello from the wheel\n"
+
+
+def test_a_package_index_accepts_the_wheel_and_the_sdist(wheel: Path, sdist: Path) -> None:
+    # --strict: a warning fails too (a long description that would not render on the index among them).
+    checked = run(sys.executable, "-m", "twine", "check", "--strict", wheel, sdist).stdout
+    assert checked.count("PASSED") == 2, checked
+    with zipfile.ZipFile(wheel) as whl:
+        info = next(n for n in whl.namelist() if n.endswith(".dist-info/METADATA"))
+        metadata = email.message_from_bytes(whl.read(info))
+    classifiers = metadata.get_all("Classifier") or []
+    assert {"Framework :: Apache Airflow", "Framework :: Apache Airflow :: Provider"} <= set(classifiers)
+    assert metadata["Description-Content-Type"] == "text/markdown"
+    # The long description is the README, shown on the index away from the repository: a relative link
+    # or image would point nowhere there.
+    relative = [t for t in re.findall(r"\]\(([^)\s]+)\)", README) if not re.match(r"[a-z]+://", t)]
+    assert relative == []
+
+
+def test_the_sdist_carries_every_file_of_the_package(sdist: Path) -> None:
+    tracked = run("git", "ls-files", "airflow_tfjob", "README.md", "pyproject.toml", cwd=ROOT).stdout.split()
+    with tarfile.open(sdist) as archive:
+        names = {name.partition("/")[2] for name in archive.getnames()}
+    missing = [name for name in tracked if name not in names]
+    assert not missing, f"files the sdist leaves out: {missing}"
+
+
+def readme_block(heading: str, language: str = "") -> str:
+    """The first fenced block of the README's section `heading`."""
+    section = README.split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0]
+    found = re.search(rf"(?s)```{language}\n(.*?)```", section)
+    assert found, f"no ```{language} block under {heading}"
+    return found.group(1)
+
+
+def test_the_readmes_install_and_dag_work_in_a_fresh_venv(wheel: Path, tmp_path: Path) -> None:
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    python = env_dir / "bin" / "python"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "PYTHON", "VIRTUAL_ENV"))}
+    env["PATH"] = f"{env_dir / 'bin'}{os.pathsep}{env['PATH']}"
+    # The README's two commands as written, but for two arguments: the built wheel for its placeholder,
+    # and for Airflow's constraints file (GitHub is out of reach here) the lock, which pins the same
+    # Airflow release.
+    constraints_url = (
+        f"https://raw.githubusercontent.com/apache/airflow/constraints-{AIRFLOW}/constraints-3.11.txt"
+    )
+    commands = [shlex.split(line) for line in readme_block("## Install").splitlines() if line.strip()]
+    assert [c[:2] for c in commands] == [["pip", "install"]] * 2
+    assert commands[0][2:] == [f"apache-airflow=={AIRFLOW}", "--constraint", constraints_url]
+    (placeholder,) = [a for a in commands[1] if a.startswith("airflow-provider-tfjob @ ")]
+    assert placeholder.endswith(".whl") and f"apache-airflow=={AIRFLOW}" in commands[1]
+    replaced = {constraints_url: str(ROOT / "requirements" / "lock.txt"),
+                placeholder: f"airflow-provider-tfjob @ {wheel.as_uri()}"}  # fmt: skip
+    for command in commands:
+        argv = [replaced.get(a, a) for a in command[2:]]
+        run(
+            python,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            *argv,
+            env=env,
+            cwd=tmp_path,
+        )
+
+    # The README's DAG, unchanged, in a DAG folder; a cluster policy (Airflow's airflow_local_settings)
+    # sets render_only=True on every task, so the run needs no cluster and shows the manifest.
+    code = readme_block("## A first DAG", "python")
+    dags, settings, home = tmp_path / "dags", tmp_path / "settings", tmp_path / "home"
+    for d in (dags, settings, home):
+        d.mkdir()
+    (dags / "readme_dag.py").write_text(code)
+    (settings / "airflow_local_settings.py").write_text(
+        "def task_policy(task):\n    task.render_only = True\n"
+    )
+    env |= {"AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "PYTHONPATH": str(settings)}  # fmt: skip
+    airflow = env_dir / "bin" / "airflow"
+    located = run(python, "-c", "import airflow_tfjob; print(airflow_tfjob.__file__)", env=env, cwd=tmp_path)
+    assert located.stdout.startswith(str(env_dir)), located.stdout
+    run(airflow, "db", "migrate", env=env, cwd=tmp_path)
+    call = next(
+        n for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "DAG"
+    )
+    dag_id = ast.literal_eval(call.args[0])
+    done = run(airflow, "dags", "test", dag_id, env=env, cwd=tmp_path)
+    out = done.stdout + done.stderr
+    assert "state=success" in out, out[-3000:]
+    shown = re.search(r"(?s)render_only=True: TFJob not submitted\. Manifest:\n(\{.*?\n\})", out)
+    assert shown, out[-3000:]
+    manifest = json.loads(shown.group(1))
+    given = {
+        k.arg: ast.literal_eval(k.value)
+        for n in ast.walk(ast.parse(code))
+        if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "TFJobOperator"
+        for k in n.keywords
+        if k.arg in ("worker", "image", "command")
+    }
+    worker = manifest["spec"]["tfReplicaSpecs"]["Worker"]
+    (container,) = worker["template"]["spec"]["containers"]
+    assert (worker["replicas"], container["image"], container["command"]) == (
+        given["worker"],
+        given["image"],
+        given["command"],
+    )
+    # On a CPU cluster: the README's job asks for no GPU.
+    assert "nvidia.com/gpu" not in json.dumps(manifest)

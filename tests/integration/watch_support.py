@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -21,11 +22,14 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def tfjob_manifest(name: str, *, external: bool = True, command: list[str] | None = None) -> dict[str, Any]:
+def tfjob_manifest(
+    name: str, *, external: bool = True, command: list[str] | None = None, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """A one-worker TFJob; with ``external`` the controller skips it and the test writes its status."""
     run_policy: dict[str, Any] = {"cleanPodPolicy": "None"}
     if external:
         run_policy["managedBy"] = EXTERNAL_MANAGER
+    extra = {"env": [{"name": k, "value": v} for k, v in env.items()]} if env else {}
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
@@ -43,6 +47,7 @@ def tfjob_manifest(name: str, *, external: bool = True, command: list[str] | Non
                                     "name": "tensorflow",
                                     "image": "python:3.11",
                                     "command": command or ["python", "-c", "print('hello')"],
+                                    **extra,
                                 }
                             ]
                         }
@@ -167,6 +172,21 @@ class Api:
             if exc.status == 404:
                 return None
             raise
+
+    async def saved_positions(self, ns: str) -> dict[str, dict[str, Any]]:
+        """The deferred follows' saved log positions in ``ns`` (triggers/positions.py), by entry."""
+        from kubernetes_asyncio import client
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        from airflow_tfjob.triggers.positions import CONFIG_MAP
+
+        try:
+            config_map = await client.CoreV1Api(self.client).read_namespaced_config_map(CONFIG_MAP, ns)
+        except ApiException as exc:
+            if exc.status == 404:
+                return {}
+            raise
+        return {key: json.loads(value) for key, value in (config_map.data or {}).items()}
 
     async def delete(self, ns: str, name: str) -> None:
         await self.custom.delete_namespaced_custom_object(

@@ -15,13 +15,13 @@ from typing import Any
 from store_reads import NS, StoreReads
 from waiting import until_async
 
-from airflow_tfjob.kinds import JobKind, kind_named
-from airflow_tfjob.local.admission import TFJobAdmission
-from airflow_tfjob.local.controllers import CONTROLLERS
-from airflow_tfjob.local.podlogs import PodLogs
-from airflow_tfjob.local.ports import ANNOTATION_HOST_PORT
-from airflow_tfjob.local.runner import Runner
-from airflow_tfjob.local.store import Store
+from airflow_tfjob.jobs.kinds import JobKind, kind_named
+from airflow_tfjob.local.admission.v1jobs import TFJobAdmission
+from airflow_tfjob.local.controllers.v1.registry import CONTROLLERS
+from airflow_tfjob.local.node.podlogs import PodLogs
+from airflow_tfjob.local.node.ports import ANNOTATION_HOST_PORT
+from airflow_tfjob.local.node.runner import Runner
+from airflow_tfjob.local.store.core import Store
 
 TIMEOUT = 30.0
 SLEEP = "import time; time.sleep(3600)"

@@ -14,7 +14,7 @@ from typing import Any
 from kubernetes import client, config
 from waiting import until
 
-from airflow_tfjob.kinds import JobKind
+from airflow_tfjob.jobs.kinds import JobKind
 from airflow_tfjob.local import LocalCluster
 from airflow_tfjob.local.kueue import queue_objects
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_tfjob.local.resources import ApiError
-from airflow_tfjob.local.store import Store
+from airflow_tfjob.local.model.resources import ApiError
+from airflow_tfjob.local.store.core import Store
 
 NS = "default"
 

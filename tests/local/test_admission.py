@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from airflow_tfjob.kinds import KINDS, kind_named
-from airflow_tfjob.local import warnings
-from airflow_tfjob.local.admission import JobAdmission
-from airflow_tfjob.local.resources import ApiError
+from airflow_tfjob.jobs.kinds import KINDS, kind_named
+from airflow_tfjob.local.admission import warnings
+from airflow_tfjob.local.admission.v1jobs import JobAdmission
+from airflow_tfjob.local.model.resources import ApiError
 
 JsonDict = dict[str, Any]
 

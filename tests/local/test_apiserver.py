@@ -243,7 +243,7 @@ def test_strategic_merge_patch_rejected_on_custom_resources(cluster: LocalCluste
 
 
 def test_events_field_selectors(cluster: LocalCluster, core: client.CoreV1Api, crd: client.CustomObjectsApi) -> None:
-    from airflow_tfjob.local.events import record_event
+    from airflow_tfjob.local.store.events import record_event
 
     name = unique("ev")
     job = crd.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, tfjob(name))
@@ -486,7 +486,7 @@ def test_namespaces_can_be_created(core: client.CoreV1Api) -> None:
      (30 * 3600, "30h"), (50 * 3600, "2d2h"), (10 * 86400, "10d"), (3 * 365 * 86400, "3y")],
 )
 def test_age_column_formatting(seconds: int, text: str) -> None:
-    from airflow_tfjob.local.tables import human_duration
+    from airflow_tfjob.local.apiserver.tables import human_duration
 
     assert human_duration(seconds) == text
 

@@ -14,11 +14,12 @@ from kubernetes import client, config
 from waiting import until, until_async
 
 from airflow_tfjob.local import LocalCluster
-from airflow_tfjob.local.admission import TFJobAdmission
+from airflow_tfjob.local.admission.v1jobs import TFJobAdmission
 from airflow_tfjob.local.cluster import PortAllocator
-from airflow_tfjob.local.ports import ANNOTATION_HOST_PORT
-from airflow_tfjob.local.store import Store
-from airflow_tfjob.local.tfjobcontroller import Controller
+from airflow_tfjob.local.controllers.jobset import JobSetController
+from airflow_tfjob.local.controllers.v1.tfjob import Controller
+from airflow_tfjob.local.node.ports import ANNOTATION_HOST_PORT
+from airflow_tfjob.local.store.core import Store
 
 TIMEOUT = 30.0
 SLEEP = "import time; time.sleep(3600)"
@@ -95,6 +96,17 @@ async def test_ports_of_jobs_deleted_while_not_watching_are_released() -> None:
     task = asyncio.create_task(controller.run())
     try:
         await until_async(lambda: controller.ports.known_jobs() == {job["metadata"]["uid"]}, "the job's ports")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_the_jobset_controller_releases_the_ports_of_jobsets_deleted_while_not_watching() -> None:
+    controller = JobSetController(Store())
+    controller.ports.adopt("uid-of-a-gone-jobset", "trainer", 0, 40001)
+    task = asyncio.create_task(controller.run())
+    try:
+        await until_async(lambda: not controller.ports.known_jobs(), "the gone JobSet's ports released")
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

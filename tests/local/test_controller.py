@@ -17,12 +17,12 @@ import pytest
 from store_reads import StoreReads
 from waiting import until_async
 
-from airflow_tfjob.local.admission import TFJobAdmission
-from airflow_tfjob.local.podlogs import PodLogs
-from airflow_tfjob.local.ports import ANNOTATION_HOST_PORT
-from airflow_tfjob.local.runner import Runner
-from airflow_tfjob.local.store import Store
-from airflow_tfjob.local.tfjobcontroller import Controller
+from airflow_tfjob.local.admission.v1jobs import TFJobAdmission
+from airflow_tfjob.local.controllers.v1.tfjob import Controller
+from airflow_tfjob.local.node.podlogs import PodLogs
+from airflow_tfjob.local.node.ports import ANNOTATION_HOST_PORT
+from airflow_tfjob.local.node.runner import Runner
+from airflow_tfjob.local.store.core import Store
 
 NS = "default"
 TIMEOUT = 30.0
@@ -622,7 +622,7 @@ async def test_unschedulable_pod_warning_on_job(tmp_path: Path) -> None:
 
 def test_status_json_round_trip_is_plain_json() -> None:
     # Guard for the status shape we write: JSON types only (the API server encodes it as is).
-    from airflow_tfjob.local.jobstatus import set_condition
+    from airflow_tfjob.local.controllers.v1.status import set_condition
 
     status: dict[str, Any] = {}
     set_condition(status, "Created", "True", "TFJobCreated", "m")

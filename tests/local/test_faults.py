@@ -18,8 +18,8 @@ from process_support import start_serve, stop_serve
 from urllib3.exceptions import ProtocolError
 
 from airflow_tfjob.local import LocalCluster
+from airflow_tfjob.local.apiserver.requestmetrics import parse_text
 from airflow_tfjob.local.faults import METRIC, FaultInjector, FaultPlan
-from airflow_tfjob.local.requestmetrics import parse_text
 
 PODS = "/api/v1/namespaces/default/pods"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from kind_harness import SLEEP, KindHarness, exit_with, job, print_env, replica, running_harness, wait_file
 
-from airflow_tfjob.kinds import JAXJOB, PADDLEJOB, PYTORCHJOB, XGBOOSTJOB, JobKind
+from airflow_tfjob.jobs.kinds import JAXJOB, PADDLEJOB, PYTORCHJOB, XGBOOSTJOB, JobKind
 
 ROLE = "training.kubeflow.org/job-role"
 

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from airflow_tfjob.kinds import PADDLEJOB, PYTORCHJOB, XGBOOSTJOB
-from airflow_tfjob.local.controllers import CONTROLLERS
-from airflow_tfjob.local.jobcontroller import ReconcileError
-from airflow_tfjob.local.kindpass import KindPass
-from airflow_tfjob.local.store import Store
+from airflow_tfjob.jobs.kinds import PADDLEJOB, PYTORCHJOB, XGBOOSTJOB
+from airflow_tfjob.local.controllers.v1.controller import ReconcileError
+from airflow_tfjob.local.controllers.v1.kindpass import KindPass
+from airflow_tfjob.local.controllers.v1.registry import CONTROLLERS
+from airflow_tfjob.local.store.core import Store
 
 
 def a_pass(kind: str, spec: dict[str, Any]) -> KindPass:

@@ -13,7 +13,7 @@ import pytest
 from test_kubectl import KUBECTL, kubectl, ok
 from waiting import until
 
-from airflow_tfjob.kinds import KINDS, JobKind, kind_named
+from airflow_tfjob.jobs.kinds import KINDS, JobKind, kind_named
 from airflow_tfjob.local import LocalCluster
 
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed on this machine")

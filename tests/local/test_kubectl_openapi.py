@@ -15,7 +15,7 @@ import pytest
 import yaml
 from kubectl_support import needs_kubectl, run_kubectl
 
-from airflow_tfjob.kinds import KINDS, kind_named
+from airflow_tfjob.jobs.kinds import KINDS, kind_named
 from airflow_tfjob.local import LocalCluster
 
 pytestmark = needs_kubectl

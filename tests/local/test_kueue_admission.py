@@ -27,7 +27,7 @@ from kueue_support import (
 )
 from waiting import until
 
-from airflow_tfjob.kinds import KINDS, TFJOB, JobKind
+from airflow_tfjob.jobs.kinds import KINDS, TFJOB, JobKind
 from airflow_tfjob.local import LocalCluster
 from airflow_tfjob.local.kueue import KUBEFLOW_V1, queue_objects
 
@@ -226,6 +226,54 @@ def test_a_missing_local_queue_and_a_missing_priority_class(kube: Kube, tmp_path
                  "value": 5}])
     wl = kube.wait_workload(TFJOB, "classless", admitted, "admitted once the class exists")
     assert wl["spec"]["priority"] == 5
+    (tmp_path / "go").touch()
+
+
+def lq_status(kube: Kube, name: str) -> dict[str, object]:
+    return dict(kube.crd.get_namespaced_custom_object(KUEUE, V2, NS, "localqueues", name).get("status") or {})
+
+
+def stop(kube: Kube, plural: str, name: str, policy: str) -> None:
+    patch = {"spec": {"stopPolicy": policy}}
+    if plural == "clusterqueues":
+        kube.crd.patch_cluster_custom_object(KUEUE, V2, plural, name, patch)
+    else:
+        kube.crd.patch_namespaced_custom_object(KUEUE, V2, NS, plural, name, patch)
+
+
+def test_stopped_queues_hold_pending_jobs_and_drain_admitted_ones_in_kueues_words(
+    kube: Kube, tmp_path: Path
+) -> None:
+    """stopPolicy (workload_controller.go getQueueBlocker, reconcileOn*QueueActiveState; §2.2, §2.3):
+    Hold keeps what runs and holds what waits (Inadmissible, "... is inactive"); HoldAndDrain also
+    evicts what was admitted ("The ClusterQueue is stopped"), which then waits held like the rest."""
+    lq = kube.queue("q-held-lq", {"cpu": 1})
+    stop(kube, "localqueues", lq, "Hold")
+    until(lambda: cond({"status": lq_status(kube, lq)}, "Active") == ("False", "Stopped", "LocalQueue is stopped"),
+          "the LocalQueue stopped")
+    kube.create(labelled_job(TFJOB, "held-lq", lq, wait_then_exit(tmp_path / "go")))
+    wl = kube.wait_workload(TFJOB, "held-lq", pending, "held")
+    assert cond(wl, "QuotaReserved") == ("False", "Inadmissible", f"LocalQueue {lq} is inactive")
+
+    cq = kube.queue("q-drained", {"cpu": 1})
+    kube.create(labelled_job(TFJOB, "drained", cq, wait_then_exit(tmp_path / "never")))
+    kube.wait_workload(TFJOB, "drained", admitted, "admitted")
+    until(lambda: running(kube, TFJOB, "drained"), "drained to run")
+    stop(kube, "clusterqueues", cq, "HoldAndDrain")
+    until(lambda: cond({"status": cq_status(kube, cq)}, "Active") == ("False", "Stopped", "Can't admit new workloads: is stopped."),
+          "the ClusterQueue stopped")
+    until(lambda: cond({"status": lq_status(kube, cq)}, "Active")
+          == ("False", "ClusterQueueIsInactive", "Can't submit new workloads to clusterQueue"),
+          "its LocalQueue inactive")
+    wl = kube.wait_workload(TFJOB, "drained", lambda w: pending(w) and "admission" not in w["status"], "requeued")
+    assert cond(wl, "Evicted") == ("True", "ClusterQueueStopped", "The ClusterQueue is stopped")
+    until(lambda: suspended(kube.job(TFJOB, "drained")) and kube.pods("drained") == [], "the job suspended")
+    wl = kube.wait_workload(TFJOB, "drained", lambda w: cond(w, "QuotaReserved")[1] == "Inadmissible",  # type: ignore[index]
+                            "held")
+    assert cond(wl, "QuotaReserved") == ("False", "Inadmissible", f"ClusterQueue {cq} is inactive")
+    stop(kube, "clusterqueues", cq, "None")  # started again: the same job is admitted and runs
+    kube.wait_workload(TFJOB, "drained", admitted, "admitted again")
+    (tmp_path / "never").touch()
     (tmp_path / "go").touch()
 
 

@@ -15,12 +15,12 @@ from kubernetes import client, watch
 from kueue_support import KUEUE, NS, V2, Kube, admitted, cond, labelled_job, suspended, wait_then_exit
 from waiting import until
 
-from airflow_tfjob.kinds import TFJOB
+from airflow_tfjob.jobs.kinds import TFJOB
 from airflow_tfjob.local import LocalCluster
+from airflow_tfjob.local.apiserver.tables import to_table
 from airflow_tfjob.local.cli import build_parser, build_runtime
 from airflow_tfjob.local.kueue import KUBEFLOW_V1, KueueOptions, queue_objects
-from airflow_tfjob.local.resources import RESOURCES
-from airflow_tfjob.local.tables import to_table
+from airflow_tfjob.local.model.resources import RESOURCES
 
 PRIORITIES = {"high": 1000}
 
@@ -126,9 +126,9 @@ def test_integrations_default_to_v0_19_2s_shipped_set() -> None:
     ({"integrations": ["kubeflow.org/tfjobs"]}, "kueue integrations: unsupported value 'kubeflow.org/tfjobs'"),
     ({"integrations": "kubeflow.org/tfjob"}, "kueue integrations must be a list of names"),
     ({"queues": []}, "kueue: unknown option 'queues'; known: backoff_base_seconds, integrations, objects, "
-                     "pods_ready_timeout"),
+                     "pods_ready_timeout, wait_for_pods_ready"),
     ({"pods_ready_timeout": 0}, "kueue pods_ready_timeout must be a positive number of seconds, got 0"),
-    ({"objects": [{"metadata": {}}]}, "kueue objects[0]: expected a Kueue object with a kind"),
+    ({"objects": [{"metadata": {}}]}, "kueue objects[0]: kind None is not one the emulation creates"),
     ({"objects": [{"kind": "Workload", "metadata": {"name": "w"}}]}, "kueue objects[0]: kind 'Workload' is not one"),
     ("yes", "kueue must be True, a mapping"),
 ])

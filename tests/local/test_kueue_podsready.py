@@ -15,7 +15,7 @@ from kubernetes import client
 from kueue_support import NS, Kube, admitted, cond, is_true, labelled_job, suspended, wait_then_exit
 from waiting import until
 
-from airflow_tfjob.kinds import TFJOB
+from airflow_tfjob.jobs.kinds import TFJOB
 from airflow_tfjob.local import LocalCluster
 from airflow_tfjob.local.kueue import KUBEFLOW_V1, queue_objects
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_tfjob.local.localnet import localize_pod
+from airflow_tfjob.local.node.localnet import localize_pod
 
 PORTS = {"tj-node-0-0": 40001, "tj-node-0-1": 40002}
 

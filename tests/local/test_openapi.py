@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from airflow_tfjob.kinds import KINDS
+from airflow_tfjob.jobs.kinds import KINDS
 from airflow_tfjob.local import LocalCluster
 
 

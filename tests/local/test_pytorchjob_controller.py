@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from kind_harness import SLEEP, KindHarness, exit_with, job, print_env, replica, running_harness, wait_file
 
-from airflow_tfjob.kinds import PYTORCHJOB as K
+from airflow_tfjob.jobs.kinds import PYTORCHJOB as K
 
 CREATED = ("Created", "True", "PyTorchJobCreated")
 RUNNING = ("Running", "True", "PyTorchJobRunning")

@@ -12,7 +12,7 @@ from urllib3.exceptions import ProtocolError
 from waiting import until
 
 from airflow_tfjob.local import LocalCluster
-from airflow_tfjob.local.requestmetrics import LONGRUNNING, REQUESTS, classify, parse_text
+from airflow_tfjob.local.apiserver.requestmetrics import LONGRUNNING, REQUESTS, classify, parse_text
 
 TFJOBS = "/apis/kubeflow.org/v1/namespaces/default/tfjobs"
 

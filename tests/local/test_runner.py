@@ -16,10 +16,10 @@ import pytest
 from process_support import alive
 from waiting import until_async
 
-from airflow_tfjob.local.podlogs import PodLogs
-from airflow_tfjob.local.resources import ApiError
-from airflow_tfjob.local.runner import Runner
-from airflow_tfjob.local.store import Store
+from airflow_tfjob.local.model.resources import ApiError
+from airflow_tfjob.local.node.podlogs import PodLogs
+from airflow_tfjob.local.node.runner import Runner
+from airflow_tfjob.local.store.core import Store
 
 NS = "default"
 
@@ -220,7 +220,7 @@ async def test_exit_codes_and_fallback_message(node: Node) -> None:
     )
     await node.until(lambda: node.phase("fails") == "Failed")
     term = (node.pod("fails") or {})["status"]["containerStatuses"][0]["state"]["terminated"]
-    # Killed by SIGKILL: 137 and reason Error (not OOMKilled: no memory limit is enforced).
+    # Killed by SIGKILL: 137 and reason Error (not OOMKilled: it has no memory limit).
     assert (term["exitCode"], term["reason"], term["message"]) == (137, "Error", "boom line")
 
 
@@ -383,3 +383,72 @@ def _gone(pid: int) -> bool:
 def test_alive_helper_sees_this_process() -> None:
     assert alive(os.getpid())
     assert signal.SIGKILL  # the module's signal import is used by the scripts above
+
+
+# ---------------------------------------------------------------- the failures a real node reports
+
+
+async def test_a_container_past_its_memory_limit_is_oom_killed(node: Node) -> None:
+    """Reason OOMKilled and exit code 137, as the kernel's memory cgroup and the kubelet report it; a
+    container under its limit runs as before."""
+    grow = "import time\ndata = b'x' * (200 << 20)\nprint('allocated', flush=True)\ntime.sleep(30)\n"
+    node.create_pod("hungry", grow, resources={"limits": {"memory": "100Mi"}})
+    node.create_pod("fits", grow.replace("time.sleep(30)", "pass"), resources={"limits": {"memory": "400Mi"}})
+    await node.until(lambda: node.phase("hungry") == "Failed" and node.phase("fits") == "Succeeded", timeout=30)
+    term = (node.pod("hungry") or {})["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (term["exitCode"], term["reason"]) == (137, "OOMKilled")
+
+
+async def test_an_image_that_cannot_be_pulled_backs_off_as_the_kubelet_does(node: Node) -> None:
+    node.create_pod("unpullable", "print('never runs')", image="registry.invalid/team/trainer:1.0")
+    seen: list[str] = []
+
+    def waiting() -> bool:
+        cs = ((node.pod("unpullable") or {}).get("status", {}).get("containerStatuses") or [{}])[0]
+        reason = (cs.get("state", {}).get("waiting") or {}).get("reason")
+        if reason and (not seen or seen[-1] != reason):
+            seen.append(reason)
+        return seen[-3:] == ["ErrImagePull", "ImagePullBackOff", "ErrImagePull"]
+
+    await node.until(waiting, timeout=20)
+    assert node.phase("unpullable") == "Pending"
+    assert node.lines("unpullable") == []
+    cs = (node.pod("unpullable") or {})["status"]["containerStatuses"][0]
+    assert cs["state"]["waiting"]["message"].endswith("dial tcp: lookup registry.invalid: no such host")
+    events = node.events("unpullable")
+    assert ("Normal", "Pulling", 'Pulling image "registry.invalid/team/trainer:1.0"') in events
+    assert ("Warning", "Failed", "Error: ErrImagePull") in events
+    assert ("Normal", "BackOff", 'Back-off pulling image "registry.invalid/team/trainer:1.0"') in events
+    assert ("Warning", "Failed", "Error: ImagePullBackOff") in events
+
+
+async def test_a_lost_node_s_pods_are_marked_evicted_and_removed_as_the_controllers_do(node: Node) -> None:
+    pids = node.tmp / "lost.pid"
+    script = f"import os, time\nopen({str(pids)!r}, 'w').write(str(os.getpid()))\nprint('up', flush=True)\ntime.sleep(3600)\n"
+    node.create_pod("doomed", script)
+    node.create_pod("spared", "import time\nprint('up', flush=True)\ntime.sleep(3600)\n")
+    await node.until(lambda: b"up" in node.lines("doomed") and b"up" in node.lines("spared"))
+    seen: list[dict[str, Any]] = []
+    lost = asyncio.create_task(node.runner.lose_node("app=doomed", step=0.3))
+
+    def gone() -> bool:
+        pod = node.pod("doomed")
+        if pod is not None:
+            seen.append(pod)
+        return pod is None
+
+    await node.until(gone, timeout=10)
+    assert await lost == ["default/doomed"]
+    await node.until(functools.partial(_gone, int(pids.read_text())), timeout=5)
+    terminating = [p for p in seen if p["metadata"].get("deletionTimestamp")]
+    assert terminating, "the pod stayed Terminating while no kubelet confirmed its deletion"
+    assert terminating[0]["status"]["phase"] == "Running"
+    conditions = {c["type"]: c for c in terminating[0]["status"]["conditions"]}
+    assert conditions["Ready"]["status"] == "False"
+    assert (conditions["DisruptionTarget"]["status"], conditions["DisruptionTarget"]["reason"]) == (
+        "True",
+        "DeletionByTaintManager",
+    )
+    events = [(t, r) for t, r, _ in node.events("doomed")]
+    assert ("Warning", "NodeNotReady") in events and ("Normal", "TaintManagerEviction") in events
+    assert node.phase("spared") == "Running"

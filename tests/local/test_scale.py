@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from airflow_tfjob.local.resources import ApiError
-from airflow_tfjob.local.store import Store
+from airflow_tfjob.local.model.resources import ApiError
+from airflow_tfjob.local.store.core import Store
 
 
 def pytorchjob(replicas: dict[str, Any]) -> dict[str, Any]:

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from airflow_tfjob.local.events import record_event
-from airflow_tfjob.local.resources import ApiError
-from airflow_tfjob.local.store import Store
+from airflow_tfjob.local.model.resources import ApiError
+from airflow_tfjob.local.store.core import Store
+from airflow_tfjob.local.store.events import record_event
 
 
 def pod(name: str, labels: dict[str, str] | None = None, owner: dict[str, Any] | None = None) -> dict[str, Any]:

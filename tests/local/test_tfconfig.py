@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_tfjob.local.tfconfig import is_distributed, tf_config
+from airflow_tfjob.local.controllers.v1.tfconfig import is_distributed, tf_config
 
 
 def svc(ns: str, job: str) -> object:

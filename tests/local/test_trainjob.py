@@ -15,7 +15,7 @@ from kubernetes import client, config
 from waiting import until
 
 from airflow_tfjob.local import LocalCluster
-from airflow_tfjob.local.trainruntimes import runtime_manifest
+from airflow_tfjob.local.controllers.trainjob.runtimes import runtime_manifest
 
 G, V = "trainer.kubeflow.org", "v1alpha1"
 NS = "default"
@@ -167,7 +167,7 @@ def test_torch_runtime_injects_pet_env_with_local_addresses(api: client.ApiClien
     node = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
     env = {e["name"]: e.get("value") for e in node["env"]}
     assert (env["PET_MASTER_ADDR"], env["PET_MASTER_PORT"]) == ("torch-env-node-0-0.torch-env", "29500")
-    assert node["ports"] == [{"containerPort": 29500}]
+    assert node["ports"] == [{"containerPort": 29500, "protocol": "TCP"}]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -280,7 +280,8 @@ def test_kubectl_lists_trainjobs_jobsets_and_jobs(cluster: LocalCluster, api: cl
     assert jobset[1:5] == ["Completed", "0", "True", "false"]  # TERMINALSTATE RESTARTS COMPLETED SUSPENDED
     assert next(line for line in lines if line[0] == "job.batch/kubectl-tj-node-0")[1:3] == ["Complete", "1/1"]
     runtimes = run_kubectl(cluster, "get", "clustertrainingruntimes", "-o", "name", cache_dir=tmp_path)
-    assert "clustertrainingruntime.trainer.kubeflow.org/torch-distributed" in runtimes.stdout.split()
+    assert set(runtimes.stdout.split()) >= {f"clustertrainingruntime.trainer.kubeflow.org/{name}-distributed" for name in (
+        "torch", "jax", "xgboost", "deepspeed", "mlx")}
 
 
 def test_suspending_a_running_trainjob_deletes_its_pods_and_resuming_makes_new_ones(api: client.ApiClient) -> None:
@@ -309,3 +310,31 @@ def test_a_name_too_long_for_the_pods_is_a_warning_event_not_a_condition(api: cl
     assert (f'spec.replicatedJobs[0].name: Invalid value: "{name}-node-0": JobSet name is too long, pod names '
             "generated for this JobSet will exceed 63 characters") in warned()[0]
     assert "conditions" not in (get(api, name).get("status") or {})
+
+
+def test_a_finished_batch_jobs_ttl_deletes_it_and_garbage_collection_its_dependents(
+    api: client.ApiClient,
+) -> None:
+    """The TTL-after-finished controller's part (keep_failed_for's expiry Job): a Job of completions 0
+    completes without a pod, is deleted ttlSecondsAfterFinished after it finished, and a TrainJob it owns
+    goes with it; a Job without a TTL stays."""
+    batch = client.BatchV1Api(api)
+    template = {"spec": {"restartPolicy": "Never", "containers": [{"name": "expiry", "image": "pause"}]}}
+    body = {"metadata": {"name": "expiry"}, "spec": {"completions": 0, "ttlSecondsAfterFinished": 2,
+                                                     "template": template}}
+    kept = {"metadata": {"name": "no-ttl"}, "spec": {"completions": 0, "template": template}}
+    expiry = batch.create_namespaced_job(NS, body)
+    batch.create_namespaced_job(NS, kept)
+    create(api, "owned", trainer=trainer("import time; time.sleep(3600)"))
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": "expiry", "uid": expiry.metadata.uid}
+    custom(api).patch_namespaced_custom_object(G, V, NS, "trainjobs", "owned",
+                                               {"metadata": {"ownerReferences": [owner]}})
+    until(lambda: any(c.type == "Complete" and c.status == "True"
+                      for c in batch.read_namespaced_job("no-ttl", NS).status.conditions or ()),
+          "the Job of completions 0 complete")
+    assert not client.CoreV1Api(api).list_namespaced_pod(NS, label_selector="job-name=no-ttl").items
+    until(lambda: "expiry" not in [j.metadata.name for j in batch.list_namespaced_job(NS).items], "TTL deletion")
+    until(lambda: not custom(api).list_namespaced_custom_object(
+        G, V, NS, "trainjobs", field_selector="metadata.name=owned")["items"], "the owned TrainJob collected")
+    until(lambda: not pods(api, "owned"), "its pods collected")
+    assert batch.read_namespaced_job("no-ttl", NS).status.completion_time is not None

@@ -15,16 +15,20 @@ from test_trainjob import NS, PRINT_ENV, G, V, create, custom, get, log_of, pods
 from waiting import until
 
 from airflow_tfjob.local import LocalCluster
-from airflow_tfjob.local.trainbuild import ANCESTOR
-from airflow_tfjob.local.trainruntimes import runtime_manifest
+from airflow_tfjob.local.controllers.trainjob.build import ANCESTOR
+from airflow_tfjob.local.controllers.trainjob.runtimes import runtime_manifest
 
-REPORT = """import json, os, urllib.request
+# As a program on a real cluster reports: HTTPS, the server verified against the CA file Trainer injects,
+# the token file's token as a Bearer token.
+REPORT = """import json, os, ssl, urllib.request
+assert os.environ["KUBEFLOW_TRAINER_SERVER_URL"].startswith("https://")
+context = ssl.create_default_context(cafile=os.environ["KUBEFLOW_TRAINER_SERVER_CA_CERT"])
 request = urllib.request.Request(os.environ["KUBEFLOW_TRAINER_SERVER_URL"], method="POST",
     data=json.dumps({"trainerStatus": {"progressPercentage": 40, "estimatedRemainingSeconds": 12,
                      "metrics": [{"name": "loss", "value": "0.25"}], "lastUpdatedTime": "2026-01-01T00:00:00Z"}}).encode(),
     headers={"Authorization": "Bearer " + open(os.environ["KUBEFLOW_TRAINER_SERVER_TOKEN"]).read(),
              "Content-Type": "application/json"})
-print(urllib.request.urlopen(request).status)
+print(urllib.request.urlopen(request, context=context).status)
 """
 
 
@@ -120,19 +124,44 @@ def test_progress_status_written_by_a_node_with_the_gate_on(api: client.ApiClien
     assert log_of(api, pods(api, "progress")[0].metadata.name) == "200\n"
 
 
-def test_progress_endpoint_refuses_a_wrong_token(cluster: LocalCluster, api: client.ApiClient) -> None:
+def test_progress_status_works_on_a_cluster_with_token_authentication() -> None:
+    """The status server is not the API server: its own CA and token, whether or not the cluster asks
+    for its own tokens."""
+    with LocalCluster(apis=["trainjob"], feature_gates={"TrainJobStatus": True}, auth=True) as secured:
+        secured.install_runtime(runtime_manifest("plain", "plain", {"numNodes": 1}, "python:3.12"))
+        with config.new_client_from_config(str(secured.kubeconfig_path)) as authed:
+            create(authed, "progress", trainer=trainer(REPORT))
+            wait_condition(authed, "progress", "Complete")
+            assert get(authed, "progress")["status"]["trainerStatus"]["progressPercentage"] == 40
+
+
+def test_progress_endpoint_refuses_a_wrong_token_and_an_unverified_client(
+    cluster: LocalCluster, api: client.ApiClient
+) -> None:
+    import ssl
     import urllib.error
     import urllib.request
 
     create(api, "intruder", trainer=trainer("print('x')"))
     wait_condition(api, "intruder", "Complete")
-    url = f"{cluster.url}/apis/{G}/{V}/namespaces/{NS}/trainjobs/intruder/status"
+    server = cluster.runtime.status_server
+    assert server is not None
+    url = f"{server.url}/apis/{G}/{V}/namespaces/{NS}/trainjobs/intruder/status"
     request = urllib.request.Request(url, method="POST", data=b'{"trainerStatus": null}',
                                      headers={"Authorization": "Bearer nope"})
     with pytest.raises(urllib.error.HTTPError) as exc:
-        urllib.request.urlopen(request)
+        urllib.request.urlopen(request, context=ssl.create_default_context(cafile=server.tls.ca_path))
     assert exc.value.code == 403
+    # The certificate is the status server's CA's, no public one: a client that trusts only the system CAs
+    # refuses it, as it would refuse Trainer's.
+    with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+        urllib.request.urlopen(request)
     assert "trainerStatus" not in get(api, "intruder")["status"]
+    # The API server itself has no POST on the status subresource (405, as a real one).
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(urllib.request.Request(
+            f"{cluster.url}/apis/{G}/{V}/namespaces/{NS}/trainjobs/intruder/status", method="POST", data=b"{}"))
+    assert refused.value.code == 405
 
 
 def test_the_stable_pod_names_resolve_through_the_local_dns_records(api: client.ApiClient, tmp_path: Path) -> None:

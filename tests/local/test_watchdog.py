@@ -18,7 +18,7 @@ import pytest
 from process_support import alive
 from waiting import until
 
-from airflow_tfjob.local.watchdog import MARK_VARIABLE, ProcessGroups
+from airflow_tfjob.local.node.watchdog import MARK_VARIABLE, ProcessGroups
 
 # A container's process that starts a child in its group, writes both pids and sleeps.
 PARENT = (

@@ -24,3 +24,20 @@ async def until_async(predicate: Callable[[], object], what: str = "", timeout: 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what or predicate}")
         await asyncio.sleep(POLL)
+
+
+def written(write: Callable[[], object], what: str = "", timeout: float = 30.0) -> None:
+    """Repeat a read-modify-write until the API server takes it: a 409 Conflict means a controller wrote
+    the object in between (upstream's tests wrap such updates in Eventually for the same reason)."""
+    from kubernetes.client.exceptions import ApiException
+
+    def attempt() -> bool:
+        try:
+            write()
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            return False
+        return True
+
+    until(attempt, what, timeout)

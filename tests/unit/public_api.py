@@ -12,6 +12,8 @@ from typing import Any
 PUBLIC_METHODS = {
     "airflow_tfjob.hooks.tfjob.TFJobHook": None,
     "airflow_tfjob.hooks.tfjob.AsyncTFJobHook": None,
+    "airflow_tfjob.hooks.tfjob.KubeflowJobHook": None,
+    "airflow_tfjob.hooks.tfjob.AsyncKubeflowJobHook": None,
 }
 CONSTRUCTORS = (
     "airflow_tfjob.operators.tfjob.TFJobOperator",
@@ -32,11 +34,20 @@ CONSTRUCTORS = (
     "airflow_tfjob.triggers.tfjob.TFJobConditionTrigger",
     "airflow_tfjob.hooks.tfjob.TFJobHook",
     "airflow_tfjob.hooks.tfjob.AsyncTFJobHook",
+    # The kind-neutral names of 0.2 (the TFJob ones above are the same classes).
+    "airflow_tfjob.triggers.kubeflow.KubeflowJobTrigger",
+    "airflow_tfjob.triggers.kubeflow.KubeflowJobConditionTrigger",
+    "airflow_tfjob.triggers.assets.KubeflowJobSucceededTrigger",
+    "airflow_tfjob.hooks.tfjob.KubeflowJobHook",
+    "airflow_tfjob.hooks.tfjob.AsyncKubeflowJobHook",
+    # Airflow 3.3's retry_policy= for training tasks (issue 26).
+    "airflow_tfjob.operators.retry_policy.TrainingRetryPolicy",
 )
 FUNCTIONS = (
     "airflow_tfjob.decorators.tfjob.tfjob_task",
     "airflow_tfjob.decorators.pytorchjob.pytorchjob_task",
     "airflow_tfjob.follow.follow_job",
+    "airflow_tfjob.follow.core.follow_job",
 )
 
 

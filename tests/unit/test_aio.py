@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from airflow_tfjob.aio import wait_event
-from airflow_tfjob.watch import Subscription
+from airflow_tfjob.hooks.jobwatch import Subscription
+from airflow_tfjob.hooks.waits import wait_event
 
 
 async def cancelled_as_the_change_arrives(wait: Callable[[], Awaitable[Any]], change: Callable[[], None]) -> Any:

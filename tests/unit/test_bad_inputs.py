@@ -8,28 +8,28 @@ KeyError or Jinja error escapes.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from badinput_support import task_context
 
-from airflow_tfjob.manifest import build_tfjob
-from airflow_tfjob.validation import TFJobValidationError
+from airflow_tfjob.build.manifest import build_tfjob
+from airflow_tfjob.build.validation import JobValidationError
 
 
 class _Obj:
     pass
 
 
-def _problem_for(err: TFJobValidationError, field: str) -> Any:
+def _problem_for(err: JobValidationError, field: str) -> Any:
     matches = [p for p in err.problems if p.field == field]
     assert matches, f"no problem for {field!r} in {[str(p) for p in err.problems]}"
     return matches[0]
 
 
-def assert_refused(call: Any, field: str, fix: str) -> TFJobValidationError:
-    with pytest.raises(TFJobValidationError) as caught:
+def assert_refused(call: Any, field: str, fix: str) -> JobValidationError:
+    with pytest.raises(JobValidationError) as caught:
         call()
     problem = _problem_for(caught.value, field)
     assert fix in problem.fix, f"{fix!r} not in {problem.fix!r}"
@@ -128,7 +128,7 @@ def test_builder_parameter_of_the_wrong_type(kwargs: dict[str, Any], field: str,
 
 
 def test_every_type_problem_is_reported_at_once() -> None:
-    with pytest.raises(TFJobValidationError) as caught:
+    with pytest.raises(JobValidationError) as caught:
         build_tfjob("j", image="i", resources="4 cpus", hyperparameters=[1], gpus="2")
     assert {p.field for p in caught.value.problems} == {"resources", "hyperparameters", "gpus"}
 
@@ -247,7 +247,7 @@ BAD_VALUES = [
 
 @pytest.mark.parametrize(("kwargs", "field", "fix"), BAD_VALUES)
 def test_bad_container_values(kwargs: dict[str, Any], field: str, fix: str) -> None:
-    from airflow_tfjob.validation import validate_tfjob
+    from airflow_tfjob.build.validation import validate_tfjob
 
     params = {"image": "img:1", **kwargs}
     built = build_tfjob("j", **params)
@@ -256,7 +256,7 @@ def test_bad_container_values(kwargs: dict[str, Any], field: str, fix: str) -> N
 
 
 def test_a_manifest_over_the_request_limit_is_refused_naming_the_largest_fields() -> None:
-    from airflow_tfjob.limits import check_request_size
+    from airflow_tfjob.build.limits import check_request_size
 
     built = build_tfjob("j", image="i", env={"CONFIG": "x" * 2_000_000, "SMALL": "y"})
     err = assert_refused(lambda: check_request_size(built), "tfjob", "ConfigMap")
@@ -284,14 +284,14 @@ YAML_ERRORS = [
 
 @pytest.mark.parametrize(("text", "problem"), YAML_ERRORS)
 def test_bad_yaml_text(text: str, problem: str) -> None:
-    from airflow_tfjob.manifest import load_manifest
+    from airflow_tfjob.build.manifest import load_manifest
 
     err = assert_refused(lambda: load_manifest(text), "tfjob", "")
     assert problem in err.problem
 
 
 def test_a_yaml_alias_bomb_is_refused_briefly() -> None:
-    from airflow_tfjob.manifest import load_manifest
+    from airflow_tfjob.build.manifest import load_manifest
 
     lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
     lines += [f"a{i}: &a{i} [{','.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
@@ -300,7 +300,7 @@ def test_a_yaml_alias_bomb_is_refused_briefly() -> None:
 
 
 def test_a_yaml_error_in_a_file_names_file_and_line_without_quoting_content(tmp_path: Path) -> None:
-    from airflow_tfjob.manifest import load_manifest
+    from airflow_tfjob.build.manifest import load_manifest
 
     (tmp_path / "job.yaml").write_text(
         "kind: TFJob\nmetadata:\n  name: j\n  token: hunter2-secret\n  name: k\n"
@@ -311,7 +311,7 @@ def test_a_yaml_error_in_a_file_names_file_and_line_without_quoting_content(tmp_
 
 
 def test_a_jinja_error_in_a_file_names_file_and_line(tmp_path: Path) -> None:
-    from airflow_tfjob.manifest import load_manifest
+    from airflow_tfjob.build.manifest import load_manifest
 
     (tmp_path / "job.yaml").write_text("kind: TFJob\nmetadata:\n  name: {{ missing_name }}\n")
     err = assert_refused(lambda: load_manifest("job.yaml", searchpath=[tmp_path]), "tfjob", "params")
@@ -322,7 +322,7 @@ def test_a_jinja_error_in_a_file_names_file_and_line(tmp_path: Path) -> None:
 
 
 def test_duplicate_keys_in_json_are_refused(tmp_path: Path) -> None:
-    from airflow_tfjob.manifest import load_manifest
+    from airflow_tfjob.build.manifest import load_manifest
 
     (tmp_path / "job.json").write_text('{"kind": "TFJob", "kind": "TFJob"}')
     err = assert_refused(lambda: load_manifest("job.json", searchpath=[tmp_path]), "tfjob", "one of the keys")
@@ -344,7 +344,7 @@ def folders(tmp_path: Path) -> tuple[Path, Path]:
     "path", ["../elsewhere/secret.yaml", "ABSOLUTE", "sub/../../elsewhere/secret.yaml", "LINK"]
 )
 def test_template_paths_outside_the_dag_folders_are_refused(folders: tuple[Path, Path], path: str) -> None:
-    from airflow_tfjob.manifest import load_manifest
+    from airflow_tfjob.build.manifest import load_manifest
 
     dag_folder, outside = folders
     (dag_folder / "link.yaml").symlink_to(outside / "secret.yaml")
@@ -362,7 +362,7 @@ def test_template_paths_outside_the_dag_folders_are_refused(folders: tuple[Path,
 def test_no_fallback_to_the_current_directory(
     folders: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from airflow_tfjob.manifest import load_manifest
+    from airflow_tfjob.build.manifest import load_manifest
 
     dag_folder, outside = folders
     monkeypatch.chdir(outside)
@@ -375,15 +375,6 @@ def test_no_fallback_to_the_current_directory(
 # --------------------------------------------------------------------------- the operator
 
 
-@dataclass
-class _TI:
-    dag_id: str = "bad_inputs"
-    task_id: str = "train"
-    run_id: str = "manual__1"
-    map_index: int = -1
-    try_number: int = 1
-
-
 def _operator(tmp_path: Path, **kwargs: Any) -> Any:
     from airflow.sdk import DAG
 
@@ -394,7 +385,7 @@ def _operator(tmp_path: Path, **kwargs: Any) -> Any:
 
 
 def _run(op: Any, params: dict[str, Any] | None = None) -> Any:
-    context: dict[str, Any] = {"ti": _TI(), "params": params or {}, "ds": "2025-01-02", "run_id": "manual__1"}
+    context = task_context(params=params)
     op.render_template_fields(context)
     return op.execute(context)
 
@@ -551,9 +542,9 @@ def test_sensor_checks_rendered_values_before_the_first_call() -> None:
 def test_operator_and_sensor_word_a_bad_name_alike(tmp_path: Path) -> None:
     from airflow_tfjob.sensors.tfjob import TFJobSensor
 
-    with pytest.raises(TFJobValidationError) as from_sensor:
+    with pytest.raises(JobValidationError) as from_sensor:
         TFJobSensor(task_id="wait", name="My_Job")
-    with pytest.raises(TFJobValidationError) as from_operator:
+    with pytest.raises(JobValidationError) as from_operator:
         _run(_operator(tmp_path, worker=1, name="My_Job"))
     sensor_problem = from_sensor.value.problems[0]
     operator_problem = _problem_for(from_operator.value, "metadata.name")
@@ -576,13 +567,13 @@ DECORATOR_BAD = [
 def test_decorator_arguments_that_cannot_reach_the_replicas(
     args: tuple[Any, ...], kwargs: dict[str, Any], field: str, fix: str
 ) -> None:
-    from airflow_tfjob.decorators.tfjob import encode_call
+    from airflow_tfjob.decorators.replica_function import encode_call
 
     assert_refused(lambda: encode_call("train", args, kwargs), field, fix)
 
 
 def test_decorator_secret_args_must_name_parameters() -> None:
-    from airflow_tfjob.decorators.tfjob import secret_arguments
+    from airflow_tfjob.decorators.replica_function import secret_arguments
 
     def train(data: str, token: str) -> None:
         del data, token
@@ -616,10 +607,10 @@ def test_decorator_hides_the_call_of_secret_arguments(tmp_path: Path) -> None:
             del token
 
         op = train("very-secret-token").operator
-    result = op.execute({"ti": _TI(), "params": {}})
+    result = op.execute(task_context())
     text = json.dumps(result)
     assert "very-secret-token" not in text
-    from airflow_tfjob.decorators.tfjob import CALL_ENV
+    from airflow_tfjob.decorators.replica_function import CALL_ENV
 
     env = result["manifest"]["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"]
     assert {"name": CALL_ENV, "value": "***"} in env

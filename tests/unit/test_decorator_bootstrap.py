@@ -11,8 +11,7 @@ import textwrap
 
 import pytest
 
-from airflow_tfjob.decorators.tfjob import (
-    BOOTSTRAP,
+from airflow_tfjob.decorators.replica_function import (
     CALL_ENV,
     RETURN_MARKER,
     SOURCE_ENV,
@@ -20,6 +19,7 @@ from airflow_tfjob.decorators.tfjob import (
     decode_return,
     encode_call,
 )
+from airflow_tfjob.decorators.tfjob import BOOTSTRAP
 
 SOURCE = textwrap.dedent(
     """
@@ -86,9 +86,9 @@ def test_an_exception_fails_the_replica() -> None:
 
 
 def test_arguments_must_be_json() -> None:
-    from airflow_tfjob.validation import TFJobValidationError
+    from airflow_tfjob.build.validation import JobValidationError
 
-    with pytest.raises(TFJobValidationError, match=r"op_args\[0\]: a object is not a plain JSON value"):
+    with pytest.raises(JobValidationError, match=r"op_args\[0\]: a object is not a plain JSON value"):
         encode_call("train", [object()], {})
 
 

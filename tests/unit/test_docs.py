@@ -16,7 +16,7 @@ from types import ModuleType, SimpleNamespace
 
 import yaml
 
-from airflow_tfjob.kinds import KINDS
+from airflow_tfjob.jobs.kinds import KINDS
 from airflow_tfjob.operators import params
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,16 +92,28 @@ def test_a_page_left_out_of_the_nav_fails_the_build(tmp_path: Path) -> None:
     assert "stray.md" in result.stderr
 
 
+def _parameter(line: str) -> str:
+    """The parameter a table line is about: the first cell's code span (linked to its how-to or not)."""
+    found = re.match(r"\| \[?`([a-z_]+)`", line)
+    assert found, line
+    return found.group(1)
+
+
 def test_the_parameter_table_has_every_parameter_and_kind() -> None:
     table = _script("docs_parameters").parameters_table(ROOT / "docs").splitlines()
     header = [cell.strip() for cell in table[0].strip("|").split("|")]
-    assert header[-len(KINDS) :] == [kind.kind for kind in KINDS]
-    names = [line.split("|")[1].strip().strip("`") for line in table[2:]]
+    assert header[-1] == "Kinds"
+    names = [_parameter(line) for line in table[2:]]
     assert names == [row.name for row in params.GENERIC.rows]
-    by_name = {line.split("|")[1].strip().strip("`"): line for line in table[2:]}
-    # A replica shortcut is marked for exactly the kinds with that replica type.
-    ps_kinds = [cell.strip() for cell in by_name["ps"].strip().strip("|").split("|")][-len(KINDS) :]
-    assert ps_kinds == ["yes" if "PS" in kind.replica_types else "" for kind in KINDS]
+    by_name = {_parameter(line): line for line in table[2:]}
+
+    def kinds(name: str) -> str:
+        return by_name[name].strip().strip("|").split("|")[-1].strip()
+
+    # A replica shortcut names exactly the kinds with that replica type; a parameter of all of them says so.
+    assert kinds("ps") == ", ".join(kind.kind for kind in KINDS if "PS" in kind.replica_types)
+    assert kinds("master") == ", ".join(kind.kind for kind in KINDS if "Master" in kind.replica_types)
+    assert kinds("image") == "every kind"
 
 
 def test_every_parameter_is_described_in_a_how_to() -> None:
@@ -120,7 +132,7 @@ def test_the_hook_fills_only_the_page_with_the_marker() -> None:
     assert hook.on_page_markdown("# Other\n", page=page, config=config) == "# Other\n"
     filled = hook.on_page_markdown(f"# Parameters\n\n{hook.MARKER}\n", page=page, config=config)
     assert hook.MARKER not in filled
-    assert "| `worker` | [how-to](../howto/tfjob-operator.md#replicas) |" in filled
+    assert "| [`worker`](../howto/tfjob-operator.md#replicas) |" in filled
 
 
 def _anchors(markdown: str) -> set[str]:
@@ -153,17 +165,41 @@ def test_the_readme_quick_start_is_the_two_commands() -> None:
 
 def test_docstring_roles_become_code_spans() -> None:
     plain = _script("docs_griffe").plain
-    text = "See :class:`~airflow_tfjob.kinds.JobKind`, :func:`airflow_tfjob.manifest.build_job` and ``x``."
-    assert plain(text) == "See `JobKind`, `airflow_tfjob.manifest.build_job` and ``x``."
+    text = "See :class:`~airflow_tfjob.jobs.kinds.JobKind`, :func:`airflow_tfjob.build.manifest.build_job` and ``x``."
+    assert plain(text) == "See `JobKind`, `airflow_tfjob.build.manifest.build_job` and ``x``."
+
+
+def test_a_docstring_list_under_its_lead_in_becomes_a_list() -> None:
+    separate = _script("docs_griffe").separate_lists
+    text = "Lifecycle:\n  * one,\n    going on;\n  * two.\nAfter.\n\n```\nx:\n- not a list\n```"
+    assert (
+        separate(text)
+        == "Lifecycle:\n\n  * one,\n    going on;\n  * two.\nAfter.\n\n```\nx:\n- not a list\n```"
+    )
+    # An item after an item, or after a blank line, needs nothing.
+    assert separate("Text.\n\n- a\n- b") == "Text.\n\n- a\n- b"
+
+
+def test_a_default_naming_a_constant_is_shown_as_its_value() -> None:
+    import griffe
+
+    from airflow_tfjob.follow.cleanup import KILL_GRACE_PERIOD
+    from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
+
+    constant_value = _script("docs_griffe").constant_value
+    module = griffe.load("airflow_tfjob.operators.kubeflow", search_paths=[str(ROOT)])
+    init = module["KubeflowJobOperator"].members["__init__"]
+    defaults = {p.name: constant_value(p.default, init) for p in init.parameters}
+    assert defaults["api_retry_timeout"] == repr(DEFAULT_RETRY_TIMEOUT)
+    assert defaults["kill_grace_period"] == repr(KILL_GRACE_PERIOD)
+    assert defaults["kind"] is None  # a literal default needs no resolving
 
 
 def test_the_sensor_table_marks_the_templated_parameters() -> None:
     from airflow_tfjob.sensors.kubeflow import KubeflowJobSensor
 
     rows = _script("docs_parameters").sensor_table(ROOT / "docs").splitlines()[2:]
-    cells = {
-        row.split("|")[1].strip().strip("`"): row.strip().strip("|").split("|")[-1].strip() for row in rows
-    }
+    cells = {_parameter(row): row.strip().strip("|").split("|")[-1].strip() for row in rows}
     assert set(cells) == {
         "kind",
         "name",

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from airflow_tfjob import constants as c
-from airflow_tfjob.identity import Decision, decide, is_handled, is_result_reported, job_try_number
+from airflow_tfjob.operators.identity import Decision, decide, is_handled, is_result_reported, job_try_number
 
 CONDITIONS: dict[str, list[dict[str, str]]] = {
     "created": [{"type": "Created", "status": "True"}],

@@ -18,21 +18,27 @@ from typing import Any
 import pytest
 
 from airflow_tfjob import get_provider_info
+from airflow_tfjob.build.validation import JobValidationError
 from airflow_tfjob.decorators.pytorchjob import BOOTSTRAP as PYTORCH_BOOTSTRAP
-from airflow_tfjob.decorators.tfjob import CALL_ENV, RETURN_MARKER, SOURCE_ENV, decode_return, encode_call
-from airflow_tfjob.diagnostics import diagnose
-from airflow_tfjob.follow_outcome import FollowOptions
+from airflow_tfjob.decorators.replica_function import (
+    CALL_ENV,
+    RETURN_MARKER,
+    SOURCE_ENV,
+    decode_return,
+    encode_call,
+)
+from airflow_tfjob.follow.diagnostics import diagnose
+from airflow_tfjob.follow.outcome import FollowOptions
 from airflow_tfjob.hooks.common import COLLECTIONS, job_path
-from airflow_tfjob.kinds import KINDS, PYTORCHJOB, TFJOB, as_kind
+from airflow_tfjob.jobs.kinds import KINDS, PYTORCHJOB, TFJOB, as_kind
+from airflow_tfjob.jobs.status import JobState, interpret
 from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
 from airflow_tfjob.operators.pytorchjob import PyTorchJobOperator
 from airflow_tfjob.operators.tfjob import TFJobOperator
 from airflow_tfjob.sensors.kubeflow import KubeflowJobSensor
 from airflow_tfjob.sensors.pytorchjob import PyTorchJobSensor
 from airflow_tfjob.sensors.tfjob import TFJobSensor
-from airflow_tfjob.status import JobState, interpret
-from airflow_tfjob.triggers.tfjob import TFJobConditionTrigger, TFJobTrigger
-from airflow_tfjob.validation import TFJobValidationError
+from airflow_tfjob.triggers.kubeflow import KubeflowJobConditionTrigger, KubeflowJobTrigger
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.kind)
@@ -73,19 +79,19 @@ def test_follow_options_carry_the_kind_by_name_and_default_to_tfjob() -> None:
 
 
 def test_the_operators_trigger_keeps_its_kind_across_serialisation() -> None:
-    trigger = TFJobTrigger(name="j", namespace="ns", options=FollowOptions(kind="JAXJob").to_dict())
+    trigger = KubeflowJobTrigger(name="j", namespace="ns", options=FollowOptions(kind="JAXJob").to_dict())
     classpath, kwargs = trigger.serialize()
-    assert classpath == "airflow_tfjob.triggers.tfjob.TFJobTrigger"
-    assert TFJobTrigger(**kwargs).kind.kind == "JAXJob"
+    assert classpath == "airflow_tfjob.triggers.kubeflow.KubeflowJobTrigger"
+    assert KubeflowJobTrigger(**kwargs).kind.kind == "JAXJob"
     old = {k: v for k, v in kwargs.items() if k != "options"} | {"options": {"log_replicas": "all"}}
-    assert TFJobTrigger(**old).kind is TFJOB
+    assert KubeflowJobTrigger(**old).kind is TFJOB
 
 
 def test_the_sensors_trigger_keeps_its_kind_and_old_ones_watch_tfjobs() -> None:
-    _, kwargs = TFJobConditionTrigger(name="j", namespace="ns", kind="xgboostjob").serialize()
+    _, kwargs = KubeflowJobConditionTrigger(name="j", namespace="ns", kind="xgboostjob").serialize()
     assert kwargs["kind"] == "XGBoostJob"
     del kwargs["kind"]
-    assert TFJobConditionTrigger(**kwargs).kind == "TFJob"
+    assert KubeflowJobConditionTrigger(**kwargs).kind == "TFJob"
 
 
 def test_diagnostics_read_the_exit_code_of_the_kinds_container() -> None:
@@ -116,14 +122,14 @@ def test_diagnostics_read_the_exit_code_of_the_kinds_container() -> None:
     ],
 )
 def test_the_generic_operator_refuses_a_missing_or_unknown_kind(kwargs: dict, problem: str) -> None:
-    with pytest.raises(TFJobValidationError, match=problem):
+    with pytest.raises(JobValidationError, match=problem):
         KubeflowJobOperator(task_id="t", **kwargs)
 
 
 def test_a_named_operator_or_sensor_refuses_another_kind() -> None:
-    with pytest.raises(TFJobValidationError, match="kind: is 'TFJob' but PyTorchJobOperator"):
+    with pytest.raises(JobValidationError, match="kind: is 'TFJob' but PyTorchJobOperator"):
         PyTorchJobOperator(task_id="t", kind="TFJob")
-    with pytest.raises(TFJobValidationError, match="kind: is 'JAXJob' but PyTorchJobSensor"):
+    with pytest.raises(JobValidationError, match="kind: is 'JAXJob' but PyTorchJobSensor"):
         PyTorchJobSensor(task_id="t", name="j", kind="JAXJob")
     assert TFJobSensor(task_id="s", name="j").kind == "TFJob"
 
@@ -190,6 +196,8 @@ def test_the_generic_operators_signature_and_its_parameter_rows_cannot_drift() -
     keyword_only = [p.name for p in signature if p.kind is inspect.Parameter.KEYWORD_ONLY]
     assert keyword_only == list(params.GENERIC.names)
     assert tuple(KubeflowJobOperator.template_fields) == params.GENERIC.template_fields
+    written = {p.name: p.default for p in signature if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    assert written == params.GENERIC.defaults
     op = PyTorchJobOperator(task_id="drift", image="python:3.11")
     assert all(hasattr(op, name) for name in params.GENERIC.names)
 
@@ -209,8 +217,12 @@ def _keyword_parameters(cls: type) -> dict[str, inspect.Parameter]:
         (TFJobSensor, KubeflowJobSensor, True, {}),
         # Trainer v2's own signature: its types may be narrower (no replica types), and its nodes are
         # alike, so every node's log is followed by default (documented in its docstring).
-        ("airflow_tfjob.operators.trainjob.TrainJobOperator", KubeflowJobOperator, False,
-         {"log_replicas": ("all", "master")}),
+        (
+            "airflow_tfjob.operators.trainjob.TrainJobOperator",
+            KubeflowJobOperator,
+            False,
+            {"log_replicas": ("all", "master")},
+        ),
     ],
 )
 def test_a_signature_written_out_again_keeps_the_generic_ones_defaults(

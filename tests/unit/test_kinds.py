@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_tfjob import kinds
-from airflow_tfjob.kinds import KINDS, JobKind, kind_named, kind_of
+from airflow_tfjob.jobs import kinds
+from airflow_tfjob.jobs.kinds import KINDS, JobKind, kind_named, kind_of
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "kubeflow-v1-kinds.md"
 

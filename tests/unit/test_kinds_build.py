@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from airflow_tfjob import kinds
-from airflow_tfjob.kinds import KINDS, PADDLEJOB, PYTORCHJOB, TFJOB, XGBOOSTJOB, JobKind
-from airflow_tfjob.manifest import PARAMETER_NAMES, build_job, build_tfjob, redact
+from airflow_tfjob.build.manifest import PARAMETER_NAMES, build_job, build_tfjob, redact
+from airflow_tfjob.build.paramtypes import PARAMETER_TYPES
+from airflow_tfjob.build.validation import JobValidationError, validate_job
+from airflow_tfjob.jobs import kinds
+from airflow_tfjob.jobs.kinds import KINDS, PADDLEJOB, PYTORCHJOB, TFJOB, XGBOOSTJOB, JobKind
 from airflow_tfjob.operators import params
-from airflow_tfjob.paramtypes import PARAMETER_TYPES
-from airflow_tfjob.validation import TFJobValidationError, validate_job
 
 TF_TYPES = TFJOB.replica_types
 
@@ -26,8 +26,8 @@ def _containers(manifest: dict[str, Any], kind: JobKind, rtype: str) -> list[dic
     return containers
 
 
-def _refused(call: Any, *args: Any, **kwargs: Any) -> TFJobValidationError:
-    with pytest.raises(TFJobValidationError) as raised:
+def _refused(call: Any, *args: Any, **kwargs: Any) -> JobValidationError:
+    with pytest.raises(JobValidationError) as raised:
         call(*args, **kwargs)
     return raised.value
 
@@ -207,7 +207,7 @@ def test_nproc_per_node_becomes_the_string_the_crd_wants(value: Any, written: st
     [(0, "1 or more processes"), (True, "nproc_per_node=4"), (2.5, "nproc_per_node=4"), ("lots", "'auto'")],
 )
 def test_a_bad_nproc_per_node_is_refused(value: Any, fix: str) -> None:
-    with pytest.raises(TFJobValidationError, match="nproc") as raised:
+    with pytest.raises(JobValidationError, match="nproc") as raised:
         validate_job(build_job(PYTORCHJOB, "j", image="i", nproc_per_node=value))
     assert fix in str(raised.value)
 
@@ -305,7 +305,7 @@ def test_the_parameter_table_has_a_view_per_kind() -> None:
 
 
 def test_name_budget_before_the_counts_are_known_follows_the_kinds_types() -> None:
-    from airflow_tfjob.naming import DEFAULT_MAX_REPLICA_SUFFIX, default_replica_suffix, max_name_length
+    from airflow_tfjob.build.naming import DEFAULT_MAX_REPLICA_SUFFIX, default_replica_suffix, max_name_length
 
     assert default_replica_suffix(TFJOB.replica_types) == DEFAULT_MAX_REPLICA_SUFFIX == "-evaluator-99"
     assert default_replica_suffix(PYTORCHJOB.replica_types) == "-worker-99"

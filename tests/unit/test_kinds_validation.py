@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from airflow_tfjob import validation, validation_kinds
-from airflow_tfjob.kinds import JAXJOB, KINDS, PADDLEJOB, PYTORCHJOB, TFJOB, XGBOOSTJOB, JobKind
-from airflow_tfjob.manifest import build_job
-from airflow_tfjob.validation import JobValidationError, TFJobValidationError, validate_job, validate_tfjob
+from airflow_tfjob.build import kind_rules as validation_kinds
+from airflow_tfjob.build import validation
+from airflow_tfjob.build.manifest import build_job
+from airflow_tfjob.build.validation import JobValidationError, validate_job, validate_tfjob
+from airflow_tfjob.jobs.kinds import JAXJOB, KINDS, PADDLEJOB, PYTORCHJOB, TFJOB, XGBOOSTJOB, JobKind
 
 OTHERS = [k for k in KINDS if k is not TFJOB]
 
@@ -32,8 +33,8 @@ def specs(m: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-def problems(manifest: dict[str, Any]) -> TFJobValidationError:
-    with pytest.raises(TFJobValidationError) as raised:
+def problems(manifest: dict[str, Any]) -> JobValidationError:
+    with pytest.raises(JobValidationError) as raised:
         validate_job(manifest)
     return raised.value
 
@@ -44,7 +45,7 @@ def test_a_job_of_every_kind_with_all_its_types_is_valid(kind: JobKind) -> None:
 
 
 def test_validate_tfjob_is_validate_job_and_the_error_has_a_neutral_alias() -> None:
-    assert validate_tfjob is validate_job and JobValidationError is TFJobValidationError
+    assert validate_tfjob is validate_job and JobValidationError is JobValidationError
 
 
 def test_the_error_names_the_kind_and_pickles_with_it() -> None:
@@ -377,7 +378,9 @@ def test_every_problem_of_a_kind_comes_in_one_error() -> None:
     ]
 
 
-def test_the_rule_table_covers_the_kinds_and_tfjob_rules_stay_in_validation() -> None:
-    assert set(validation_kinds.KIND_RULES) == {k.kind for k in OTHERS}
+def test_the_rule_table_covers_every_kind_tfjob_an_ordinary_row() -> None:
+    assert set(validation_kinds.KIND_RULES) == {k.kind for k in KINDS}
     assert validation_kinds.KIND_RULES["JAXJob"] == ()
-    assert "TFJob" not in validation_kinds.KIND_RULES and hasattr(validation, "_validate_tfjob_semantics")
+    tf_rules = validation_kinds.KIND_RULES["TFJob"]
+    assert validation_kinds.tf_roles in tf_rules and validation_kinds.tf_spec_fields in tf_rules
+    assert not hasattr(validation, "_validate_tfjob_semantics")  # validation.py holds only shared rules

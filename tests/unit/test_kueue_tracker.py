@@ -13,10 +13,10 @@ from typing import Any
 
 import kueue_objects as k
 
-from airflow_tfjob.follow_outcome import FollowOptions, FollowOutcome
-from airflow_tfjob.kueue.tracker import QueueTracker
-from airflow_tfjob.kueue.workload import owned_by
-from airflow_tfjob.status import interpret
+from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
+from airflow_tfjob.hooks.kueue import owned_by
+from airflow_tfjob.integrations.kueue.tracker import QueueTracker
+from airflow_tfjob.jobs.status import interpret
 
 
 class ReplayedKueue:
@@ -163,3 +163,46 @@ def test_no_kueue_api_at_all_is_told_at_once() -> None:
     assert outcome is not None and outcome.event == "kueue_ignored"
     assert "serves no Kueue Workload API" in outcome.message and len(lines) == 1
 
+
+
+def test_a_job_kueue_can_never_admit_ends_once_kueues_words_stood_without_queue_timeout() -> None:
+    import airflow_tfjob.integrations.kueue.tracker as tracker_module
+
+    api = ReplayedKueue()
+    t, _ = tracker(api)  # no queue_timeout at all: it would wait forever
+    words = "LocalQueue team-q doesn't exist"
+    api.workloads = [k.workload(k.cond("QuotaReserved", "False", "Inadmissible", words))]
+    job = k.job(k.JOB_SUSPENDED, suspend=True)
+    assert observe(t, job) is None  # first read: Kueue's cache may lag behind a queue just created
+    assert t.wake_in() <= tracker_module.NEVER_CONFIRM  # the follow core comes back to confirm
+    assert t.never is not None
+    t.never = (t.never[0], t.never[1] - tracker_module.NEVER_CONFIRM)  # the words stood that long
+    outcome = observe(t, job)
+    assert outcome is not None and outcome.event == "kueue_inadmissible"
+    assert f"Inadmissible: {words}" in outcome.message and "can never be admitted" in outcome.message
+    assert "kueue_inadmissible" in tracker_module.FAILURE_EVENTS  # the operator deletes the job
+
+
+def test_kueues_never_words_that_change_or_go_away_do_not_end_the_follow() -> None:
+    api = ReplayedKueue()
+    t, _ = tracker(api)
+    job = k.job(k.JOB_SUSPENDED, suspend=True)
+    api.workloads = [k.workload(k.cond("QuotaReserved", "False", "Inadmissible", "LocalQueue q doesn't exist"))]
+    assert observe(t, job) is None and t.never is not None
+    t.never = (t.never[0], t.never[1] - 60)
+    # The queue appeared: Kueue now only lacks free quota. That waits (up to a queue_timeout, if set).
+    api.workloads = [k.workload(k.cond("QuotaReserved", "False", "Pending", k.PENDING))]
+    t.next_look = 0.0
+    assert observe(t, job) is None and t.never is None
+
+
+def test_queue_timeout_already_passed_is_said_before_kueues_never() -> None:
+    api = ReplayedKueue()
+    t, _ = tracker(api, queue_timeout=2.0)
+    wl = k.workload(k.cond("QuotaReserved", "False", "Inadmissible", "ClusterQueue cq is inactive"))
+    wl["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"
+    api.workloads = [wl]
+    job = k.job(k.JOB_SUSPENDED, suspend=True)
+    outcome = observe(t, job)
+    assert outcome is not None and outcome.event == "queue_timeout"
+    assert "ClusterQueue cq is inactive" in outcome.message

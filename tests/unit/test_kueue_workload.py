@@ -5,18 +5,19 @@ from __future__ import annotations
 import kueue_objects as k
 import pytest
 
-from airflow_tfjob.kinds import ALL_KINDS, TFJOB
-from airflow_tfjob.kueue.workload import (
+from airflow_tfjob.hooks.kueue import owned_by
+from airflow_tfjob.integrations.kueue.workload import (
     QueueState,
     describe,
     integration_hint,
-    owned_by,
+    never_admitted,
     parse_time,
     position_of,
     preemption_count,
     view,
 )
-from airflow_tfjob.status import interpret
+from airflow_tfjob.jobs.kinds import ALL_KINDS, TFJOB
+from airflow_tfjob.jobs.status import interpret
 
 EXPECTED = {
     "created": QueueState.QUEUED,  # no condition yet: QuotaReserved absent counts as not reserved (§5.2)
@@ -150,3 +151,65 @@ def test_after_a_pods_ready_timeout_the_queue_clock_starts_at_the_requeue() -> N
     job = k.job(k.JOB_SUSPENDED, suspend=True)
     seen = view(job, interpret(job), wl)
     assert seen.state is QueueState.QUEUED and seen.queued_since == parse_time(at)
+
+
+# Kueue v0.19.2's own words (workload_controller.go getQueueBlocker, reconcileOn*QueueActiveState;
+# flavorassigner.go fitsResourceQuota, findFlavorForPodSetResource; scheduler nominate), §3.1, §3.3, §5.3.
+MAX = (
+    "insufficient quota for cpu in flavor default, previously considered podsets requests (0) + "
+    "current podset request (4) > maximum capacity (2)"
+)
+NEVER = [
+    ("Inadmissible", "LocalQueue team-q doesn't exist"),
+    ("Inadmissible", "LocalQueue team-q is inactive"),
+    ("Inadmissible", "ClusterQueue cq doesn't exist"),
+    ("Inadmissible", "ClusterQueue cq is inactive"),
+    ("Inadmissible", "LocalQueue team-q is stopped"),
+    ("Inadmissible", "ClusterQueue cq is terminating or missing"),
+    ("Misconfigured", "LocalQueue team-q doesn't exist"),  # the granular gate's reasons
+    ("Suspended", "ClusterQueue cq is inactive"),
+    ("ExceedsMaxQuota", MAX),
+    ("NoMatchingFlavor", "couldn't assign flavors to pod set worker: flavor a doesn't match node affinity"),
+    ("Pending", f"couldn't assign flavors to pod set worker: {MAX}"),
+    ("Pending", f"couldn't assign flavors to pod set ps: {MAX}; couldn't assign flavors to pod set worker: {MAX}"),
+    ("Pending", "couldn't assign flavors to pod set worker: resource nvidia.com/gpu unavailable in ClusterQueue"),
+    (
+        "Pending",
+        "couldn't assign flavors to pod set worker: flavor spot doesn't match node affinity, "
+        + MAX.replace("default", "on-demand"),
+    ),
+    ("Pending", "couldn't assign flavors to pod set worker: untolerated taint {gpu true NoSchedule <nil>} in flavor a"),
+    ("Pending", "ClusterQueue cq is inactive"),
+    ("Pending", "workload namespace doesn't match ClusterQueue selector"),
+]
+SOME_DAY = [
+    ("Pending", k.PENDING),  # insufficient unused quota: others will finish
+    ("Pending", f"{k.PENDING}. Pending the preemption of 1 workload(s)"),
+    # one flavor is too small, the other is only full: it fits once that one frees up
+    ("Pending", f"couldn't assign flavors to pod set worker: {MAX}, " + k.PENDING.split(": ", 1)[1]),
+    ("Pending", f"couldn't assign flavors to pod set ps: {MAX}; {k.PENDING}"),  # pod set worker only waits
+    ("Pending", k.PREEMPTED),  # the Evicted message of a preempted job, requeued
+    ("Pending", "Workload no longer fits after processing another workload"),
+    ("WaitingForQuota", "waiting"),
+    ("Waiting", "waiting for all admitted workloads to be in PodsReady condition"),
+    ("Pending", ""),
+]
+
+
+@pytest.mark.parametrize(("reason", "message"), NEVER)
+def test_kueues_words_for_a_job_it_can_never_admit(reason: str, message: str) -> None:
+    wl = k.workload(k.cond("QuotaReserved", "False", reason, message))
+    job = k.job(k.JOB_SUSPENDED, suspend=True)
+    assert never_admitted(view(job, interpret(job), wl))
+
+
+@pytest.mark.parametrize(("reason", "message"), SOME_DAY)
+def test_kueues_words_for_a_job_that_may_still_be_admitted(reason: str, message: str) -> None:
+    wl = k.workload(k.cond("QuotaReserved", "False", reason, message))
+    job = k.job(k.JOB_SUSPENDED, suspend=True)
+    assert not never_admitted(view(job, interpret(job), wl))
+
+
+def test_only_a_queued_job_is_judged() -> None:
+    for _, job, wl in k.lifecycle()[2:]:
+        assert not never_admitted(view(job, interpret(job), wl))

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from airflow.sdk import DAG, Asset
 
-from airflow_tfjob.kinds import PYTORCHJOB, TFJOB
-from airflow_tfjob.lineage import dataset_name, job_identity, manifest_claims, operator_lineage
-from airflow_tfjob.manifest import build_job
+from airflow_tfjob.build.manifest import build_job
+from airflow_tfjob.build.validation import JobValidationError
+from airflow_tfjob.integrations.lineage import dataset_name, job_identity, manifest_claims, operator_lineage
+from airflow_tfjob.jobs.kinds import PYTORCHJOB, TFJOB
 from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
 from airflow_tfjob.operators.tfjob import TFJobOperator
-from airflow_tfjob.validation import TFJobValidationError
 
 
 @pytest.mark.parametrize(
@@ -140,7 +140,7 @@ def test_model_asset_is_an_outlet_of_the_task_and_serializes() -> None:
 def test_bad_lineage_parameters_are_refused_at_parse_time(
     kwargs: dict[str, Any], field: str, fix: str
 ) -> None:
-    with pytest.raises(TFJobValidationError) as info:
+    with pytest.raises(JobValidationError) as info:
         TFJobOperator(task_id="t", image="i", worker=1, **kwargs)
     assert field in str(info.value) and fix in str(info.value)
 
@@ -189,7 +189,7 @@ def test_tfjob_kind_identity_reads_its_container() -> None:
 
 def test_trainjob_identity_counts_its_nodes_and_trainer_image() -> None:
     """A TrainJob has no replica specs: its run facet says how many nodes and which trainer image."""
-    from airflow_tfjob.trainjob.manifest import build_trainjob
+    from airflow_tfjob.jobs.trainjob.manifest import build_trainjob
 
     job = build_trainjob(None, name="tj", namespace="ml", runtime="torch-distributed", image="repo/t:1", num_nodes=3)
     identity = job_identity(job, state="succeeded")

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from airflow_tfjob import links
-from airflow_tfjob.kinds import PYTORCHJOB, TFJOB
+from airflow_tfjob.integrations import links
+from airflow_tfjob.jobs.kinds import PYTORCHJOB, TFJOB
 from airflow_tfjob.operators.pytorchjob import PyTorchJobOperator
 from airflow_tfjob.operators.tfjob import TFJobOperator
 

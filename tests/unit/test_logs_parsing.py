@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from airflow_tfjob.logs import (
+from airflow_tfjob.follow.logs_parsing import (
     Cursor,
     LineSplitter,
     LogBatcher,

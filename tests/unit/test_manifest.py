@@ -9,11 +9,11 @@ import pytest
 import yaml
 
 from airflow_tfjob import constants as c
-from airflow_tfjob.manifest import (
+from airflow_tfjob.build.manifest import (
     PARAMETER_NAMES,
     REDACTED,
     IntendedCleanup,
-    TFJobParameters,
+    JobParameters,
     build_tfjob,
     format_hyperparameters,
     intended_cleanup,
@@ -22,7 +22,7 @@ from airflow_tfjob.manifest import (
     submission_manifest,
     tensorflow_container,
 )
-from airflow_tfjob.validation import TFJobValidationError, validate_tfjob
+from airflow_tfjob.build.validation import JobValidationError, validate_tfjob
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DOC_FILES = sorted(FIXTURES.glob("kubeflow_docs_*.yaml"))
@@ -141,8 +141,8 @@ def test_parameter_names_and_unknown_keyword() -> None:
     with pytest.raises(TypeError):
         build_tfjob("j", image="i", gpu=1)
     with pytest.raises(TypeError, match="either"):
-        build_tfjob("j", params=TFJobParameters(image="i"), image="i")
-    assert build_tfjob("j", params=TFJobParameters(image="i")) == build_tfjob("j", image="i")
+        build_tfjob("j", params=JobParameters(image="i"), image="i")
+    assert build_tfjob("j", params=JobParameters(image="i")) == build_tfjob("j", image="i")
 
 
 @pytest.mark.parametrize(
@@ -247,7 +247,7 @@ def test_env_list_form() -> None:
     ],
 )
 def test_bad_parameters_name_field_and_fix(kwargs: dict[str, Any], field: str, fix: str) -> None:
-    with pytest.raises(TFJobValidationError) as err:
+    with pytest.raises(JobValidationError) as err:
         build_tfjob("j", image="i", **kwargs)
     assert err.value.field == field
     assert fix in err.value.fix
@@ -439,7 +439,7 @@ def test_new_replica_type_copies_worker_template() -> None:
 def test_base_with_duplicate_case_keys_is_refused() -> None:
     base = copy.deepcopy(SIDECAR_BASE)
     base["spec"]["tfReplicaSpecs"]["Worker"] = copy.deepcopy(base["spec"]["tfReplicaSpecs"]["worker"])
-    with pytest.raises(TFJobValidationError) as err:
+    with pytest.raises(JobValidationError) as err:
         build_tfjob(base=base)
     assert err.value.field == "spec.tfReplicaSpecs.Worker"
     assert "case-insensitive" in err.value.problem
@@ -457,7 +457,7 @@ def test_base_without_tensorflow_container_is_left_for_validation() -> None:
     assert built["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"] == [
         {"name": "main", "image": "x"}
     ]
-    with pytest.raises(TFJobValidationError, match="tensorflow"):
+    with pytest.raises(JobValidationError, match="tensorflow"):
         validate_tfjob(built)
 
 
@@ -520,7 +520,7 @@ def test_load_manifest_json_file(tmp_path: Path) -> None:
 
 def test_load_manifest_undefined_variable_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "job.yaml").write_text(TEMPLATE)
-    with pytest.raises(TFJobValidationError, match=r"job.yaml line \d+: 'name' is undefined"):
+    with pytest.raises(JobValidationError, match=r"job.yaml line \d+: 'name' is undefined"):
         load_manifest("job.yaml", searchpath=[tmp_path])
 
 
@@ -533,7 +533,7 @@ def test_load_manifest_undefined_variable_is_an_error(tmp_path: Path) -> None:
     ],
 )
 def test_load_manifest_errors(value: str, problem: str) -> None:
-    with pytest.raises(TFJobValidationError) as err:
+    with pytest.raises(JobValidationError) as err:
         load_manifest(value)
     assert err.value.field == "tfjob"
     assert problem in err.value.problem

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from airflow_tfjob.metrics import METRIC_RE, MetricsCollector, line_timestamp, parse_line
+from airflow_tfjob.follow.metrics import METRIC_RE, MetricsCollector, line_timestamp, parse_line
 
 
 def test_regex_is_katibs_default_filter() -> None:

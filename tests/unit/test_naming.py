@@ -6,7 +6,7 @@ import re
 import pytest
 
 from airflow_tfjob import constants as c
-from airflow_tfjob.naming import (
+from airflow_tfjob.build.naming import (
     DNS1035_RE,
     LABEL_VALUE_RE,
     canonical_replica_type,

@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from airflow_tfjob.status import JobState, JobStatus
-from airflow_tfjob.triggers.tfjob import TARGET_CONDITIONS, condition_reached
+from airflow_tfjob.jobs.status import TARGET_CONDITIONS, JobState, JobStatus, condition_reached
 
 HEAVY_PREFIXES = ("kubernetes", "kubernetes_asyncio", "airflow.providers.cncf.kubernetes.hooks")
 
@@ -87,10 +86,10 @@ def test_tfjob_file_rendered_without_parse_time_resolution(tmp_path: Path) -> No
 
 
 def test_missing_tfjob_file_is_reported(tmp_path: Path) -> None:
-    from airflow_tfjob.validation import TFJobValidationError
+    from airflow_tfjob.build.validation import JobValidationError
 
     op = _operator_in_dag(tmp_path, tfjob="missing.yaml")
-    with pytest.raises(TFJobValidationError, match=r"template file 'missing.yaml' not found"):
+    with pytest.raises(JobValidationError, match=r"template file 'missing.yaml' not found"):
         _render(op)
 
 
@@ -113,7 +112,11 @@ def test_only_tfjob_has_file_rendering_and_template_ext_is_declared(tmp_path: Pa
     [
         ({"on_finish_action": "delete_pod"}, "on_finish_action", "'keep', 'delete', 'delete_succeeded'"),
         ({"on_kill_action": "stop"}, "on_kill_action", "'delete', 'keep'"),
-        ({"kill_grace_period": -1}, "kill_grace_period", "None for the pods' own terminationGracePeriodSeconds"),
+        (
+            {"kill_grace_period": -1},
+            "kill_grace_period",
+            "None for the pods' own terminationGracePeriodSeconds",
+        ),
         ({"kill_grace_period": 2.5}, "kill_grace_period", "0 to remove the pods at once"),
         ({"kill_grace_period": True}, "kill_grace_period", "e.g. 1"),
         ({"startup_timeout": 0}, "startup_timeout", "positive number of seconds, or None"),
@@ -151,34 +154,35 @@ def test_only_tfjob_has_file_rendering_and_template_ext_is_declared(tmp_path: Pa
 def test_bad_operator_parameters_are_refused_at_parse_time(
     tmp_path: Path, kwargs: dict[str, Any], field: str, fix: str
 ) -> None:
-    from airflow_tfjob.validation import TFJobValidationError
+    from airflow_tfjob.build.validation import JobValidationError
 
-    with pytest.raises(TFJobValidationError) as raised:
+    with pytest.raises(JobValidationError) as raised:
         _operator_in_dag(tmp_path, image="x", **kwargs)
     assert raised.value.field == field
     assert fix in str(raised.value), str(raised.value)
 
 
 def test_all_parameter_problems_are_reported_at_once(tmp_path: Path) -> None:
-    from airflow_tfjob.validation import TFJobValidationError
+    from airflow_tfjob.build.validation import JobValidationError
 
-    with pytest.raises(TFJobValidationError) as raised:
+    with pytest.raises(JobValidationError) as raised:
         _operator_in_dag(tmp_path, image="x", on_kill_action="stop", startup_timeout=0, metrics=["a b"])
-    assert [p.field for p in raised.value.problems] == ["on_kill_action", "startup_timeout", "metrics"]
+    # In the order of the signature (the rows' order).
+    assert [p.field for p in raised.value.problems] == ["metrics", "startup_timeout", "on_kill_action"]
 
 
 def test_templated_log_replicas_is_checked_once_rendered(tmp_path: Path) -> None:
+    from airflow_tfjob.build.validation import JobValidationError
     from airflow_tfjob.operators.checks import check_operator_parameters
-    from airflow_tfjob.validation import TFJobValidationError
 
     op = _operator_in_dag(tmp_path, image="x", log_replicas="{{ params.which }}")
     op.render_template_fields({"params": {"which": "everyone"}})
-    with pytest.raises(TFJobValidationError, match="log_replicas"):
+    with pytest.raises(JobValidationError, match="log_replicas"):
         check_operator_parameters(op._own_parameters())
 
 
 def test_tensorboard_parameters_build_one_spec(tmp_path: Path) -> None:
-    from airflow_tfjob.links import TensorBoardLink
+    from airflow_tfjob.integrations.links import TensorBoardLink
     from airflow_tfjob.operators.checks import tensorboard_spec
 
     assert tensorboard_spec(None) is None and tensorboard_spec(False) is None
@@ -284,7 +288,7 @@ def test_tensorboard_link_without_a_board_reads_no_xcom() -> None:
     """Airflow evaluates every extra link when a task ends: without a board the link must be empty
     without asking for the XCom (a lookup would log a 404 error in every task's log; outside a task
     runner, as here, it would raise)."""
-    from airflow_tfjob.links import TensorBoardLink
+    from airflow_tfjob.integrations.links import TensorBoardLink
     from airflow_tfjob.operators.tfjob import TFJobOperator
 
     op = TFJobOperator(task_id="no_board", image="x", worker=2)
@@ -295,11 +299,11 @@ def test_the_parameter_table_and_the_signature_cannot_drift() -> None:
     # Parameters are declared once (operators/params.py); everything else derives from that table.
     import inspect
 
-    from airflow_tfjob.connection import CONNECTION_PARAMS
-    from airflow_tfjob.manifest import PARAMETER_NAMES
+    from airflow_tfjob.build.manifest import PARAMETER_NAMES
+    from airflow_tfjob.build.paramtypes import PARAMETER_TYPES
+    from airflow_tfjob.hooks.connection import CONNECTION_PARAMS
     from airflow_tfjob.operators import params
     from airflow_tfjob.operators.tfjob import TFJobOperator
-    from airflow_tfjob.paramtypes import PARAMETER_TYPES
 
     signature = inspect.signature(TFJobOperator.__init__).parameters.values()
     keyword_only = [p.name for p in signature if p.kind is inspect.Parameter.KEYWORD_ONLY]
@@ -312,16 +316,21 @@ def test_the_parameter_table_and_the_signature_cannot_drift() -> None:
     assert set(to_manifest) <= set(PARAMETER_NAMES)
     assert set(params.TYPED) <= set(PARAMETER_TYPES)
     assert set(CONNECTION_PARAMS) <= set(params.NAMES)
-    # The typed attributes are parameters of the table, and every parameter is stored.
-    assert set(params.StoredParameters.__annotations__) <= set(params.NAMES)
-    op = TFJobOperator(task_id="drift", image="python:3.11")
-    assert all(hasattr(op, name) for name in params.NAMES)
+    # The signature writes out the rows' defaults, and every parameter is stored (`metrics` as a list).
+    written = {p.name: p.default for p in signature if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    assert written == params.TFJOB_PARAMETERS.defaults
+    op = TFJobOperator(task_id="drift")
+    assert {name: getattr(op, name) for name in params.NAMES} == {**written, "metrics": []}
 
 
-def test_every_own_parameter_is_checked_by_check_operator_parameters() -> None:
-    import inspect
+def test_every_follow_and_own_parameter_has_its_rule_and_its_field() -> None:
+    from dataclasses import fields
 
-    from airflow_tfjob.operators import checks, params
+    from airflow_tfjob.follow.outcome import FollowOptions
+    from airflow_tfjob.operators import params
 
-    source = inspect.getsource(checks.check_operator_parameters)
-    assert [name for name in params.OWN if f'"{name}"' not in source] == []
+    rows = params.GENERIC.rows
+    assert [row.name for row in rows if row.role in ("follow", "own") and row.check is None] == []
+    option_fields = {f.name for f in fields(FollowOptions)}
+    assert [row.field for row in params.GENERIC.follow if row.field not in option_fields] == []
+    assert all(row.doc and "\n" not in row.doc for row in rows), "every row has its one docs line"

@@ -10,14 +10,17 @@ from types import SimpleNamespace
 
 import pytest
 
-from airflow_tfjob.progress import (
+from airflow_tfjob.build.validation import JobValidationError
+from airflow_tfjob.follow.progress import (
     ProgressSpec,
     ProgressTracker,
+    ReportedProgressLog,
     check_progress,
     duration,
     progress_spec,
 )
-from airflow_tfjob.validation import TFJobValidationError
+from airflow_tfjob.jobs.kinds import TRAINJOB
+from airflow_tfjob.jobs.trainjob.adapter import adapter as trainjob_adapter
 
 
 class Clock:
@@ -155,7 +158,7 @@ def test_the_total_may_be_a_hyperparameter() -> None:
     ],
 )
 def test_bad_progress_names_the_field_and_the_fix(value: object, field: str, words: str) -> None:
-    with pytest.raises(TFJobValidationError) as error:
+    with pytest.raises(JobValidationError) as error:
         check_progress(value)
     assert error.value.field == field and words in error.value.problem
     assert 'progress={"metric": "epoch", "total": 10}' in error.value.fix
@@ -163,14 +166,14 @@ def test_bad_progress_names_the_field_and_the_fix(value: object, field: str, wor
 
 def test_a_total_naming_a_missing_hyperparameter_is_refused_at_run_time() -> None:
     check_progress({"metric": "epoch", "total": "epochs"})  # a name: known only once rendered
-    with pytest.raises(TFJobValidationError, match="hyperparameter 'epochs', whose value None"):
+    with pytest.raises(JobValidationError, match="hyperparameter 'epochs', whose value None"):
         progress_spec({"metric": "epoch", "total": "epochs"}, {"epoch": 3})
 
 
 def test_the_operator_refuses_a_bad_progress_at_parse_time() -> None:
     from airflow_tfjob.operators.tfjob import TFJobOperator
 
-    with pytest.raises(TFJobValidationError) as error:
+    with pytest.raises(JobValidationError) as error:
         TFJobOperator(task_id="t", image="python:3.11", command=["true"], progress={"metric": "epoch"})
     assert error.value.field == "progress.total"
 
@@ -187,7 +190,7 @@ def test_the_operator_refuses_a_total_naming_no_hyperparameter_before_submitting
         render_only=True,
     )
     ti = SimpleNamespace(dag_id="d", task_id="t", run_id="manual__1", map_index=-1, try_number=1)
-    with pytest.raises(TFJobValidationError, match="names the hyperparameter 'epochs'"):
+    with pytest.raises(JobValidationError, match="names the hyperparameter 'epochs'"):
         op.execute({"ti": ti, "run_id": ti.run_id})  # type: ignore[typeddict-item]
 
 
@@ -204,3 +207,49 @@ def test_a_restarted_replica_counting_again_restarts_the_measure() -> None:
     assert [v for _, v in tracker.timeline] == [1, 2, 3, 4, 1, 2]
     again = ProgressTracker.restore(json.loads(json.dumps(tracker.state())), clock)
     assert again.rate() == pytest.approx(0.2)
+
+
+def _trainjob(percent: int, left: int | None = None, **metrics: str) -> dict:
+    status = {
+        "progressPercentage": percent,
+        "lastUpdatedTime": f"2026-01-01T00:00:{percent % 60:02d}Z",
+        "metrics": [{"name": k, "value": v} for k, v in metrics.items()],
+    }
+    if left is not None:
+        status["estimatedRemainingSeconds"] = left
+    return {"kind": "TrainJob", "status": {"trainerStatus": status}}
+
+
+def test_reported_progress_lines_are_throttled_like_the_metric_and_the_last_one_is_never_lost() -> None:
+    """Trainer's trainerStatus (a TrainJob's status) through its adapter: a line on each tenth crossed or
+    every `every` seconds, nothing for a report seen again, the held-back last one at the end."""
+    read = trainjob_adapter(TRAINJOB).reported_progress
+    clock = Clock()
+    log = ReportedProgressLog(clock, every=30)
+    assert log.feed(read({"kind": "TrainJob", "status": {}})) is None and log.state() is None
+    assert (
+        log.feed(read(_trainjob(1, 600, loss="2.5"))) == "Trainer reports 1%, about 10 min 0 s left, loss=2.5"
+    )
+    assert log.feed(read(_trainjob(1, 600, loss="2.5"))) is None  # the same report seen again
+    clock.now += 1
+    assert log.feed(read(_trainjob(2, 590, loss="2.4"))) is None  # chatty: within the tenth and 30 s
+    assert log.feed(read(_trainjob(10, 540))) == "Trainer reports 10%, about 9 min 0 s left"
+    clock.now += 31
+    assert log.feed(read(_trainjob(11))) == "Trainer reports 11%"  # 30 s on
+    assert log.feed(read(_trainjob(12, 0))) is None
+    assert log.final() == "Trainer reports 12%, done"
+    assert log.final() is None
+    state = json.loads(json.dumps(log.state()))
+    assert state["key"] == "trainer_status" and state["value"]["percentage"] == 12
+
+    # A deferred task's drain continues from the trigger's state: nothing logged twice.
+    drain = ReportedProgressLog.for_follow(state)
+    assert drain.feed(read(_trainjob(12, 0))) is None and drain.final() is None
+    assert drain.state() == state
+    assert drain.feed(read(_trainjob(100, 0))) == "Trainer reports 100%, done"
+
+
+def test_the_v1_kinds_report_no_progress_in_their_status() -> None:
+    from airflow_tfjob.jobs.adapter import adapter_for
+
+    assert adapter_for("TFJob").reported_progress({"kind": "TFJob", "status": {"trainerStatus": {}}}) is None

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from airflow_tfjob.kinds import PYTORCHJOB, TFJOB
-from airflow_tfjob.manifest import build_job
-from airflow_tfjob.validation import TFJobValidationError, validate_job
+from airflow_tfjob.build.manifest import build_job
+from airflow_tfjob.build.validation import JobValidationError, validate_job
+from airflow_tfjob.jobs.kinds import PYTORCHJOB, TFJOB
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 AFFINITY = {
@@ -75,7 +75,7 @@ def test_camel_case_fields_are_taken_as_they_are() -> None:
     ],
 )
 def test_bad_placement_names_the_field_and_the_fix(placement: dict[str, Any], field: str, fix: str) -> None:
-    with pytest.raises(TFJobValidationError) as caught:
+    with pytest.raises(JobValidationError) as caught:
         build_job(PYTORCHJOB, "p", "ns", image="img", replicas={"master": 1, "worker": 1}, replica_placement=placement)
     assert caught.value.field == field
     assert fix in str(caught.value)

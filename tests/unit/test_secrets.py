@@ -7,8 +7,8 @@ import json
 import pytest
 
 from airflow_tfjob import constants as c
-from airflow_tfjob.manifest import build_tfjob
-from airflow_tfjob.secrets import (
+from airflow_tfjob.build.manifest import build_tfjob
+from airflow_tfjob.build.secrets import (
     REDACTED,
     decode_names,
     masked,
@@ -63,7 +63,7 @@ def test_a_secret_value_is_hidden_wherever_it_occurs_in_a_shown_manifest() -> No
 
 
 def test_values_registered_with_the_masker_are_masked_in_text() -> None:
-    from airflow_tfjob.secrets import mask_values
+    from airflow_tfjob.build.secrets import mask_values
 
     value = "masker-unit-test-value-7731"
     assert masked(f"token={value}") == f"token={value}"

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from airflow_tfjob.status import JobState, JobStatus, interpret, summarise
+from airflow_tfjob.jobs.status import JobState, JobStatus, interpret, summarise
 
 
 def cond(ctype: str, status: str = "True", reason: str | None = None, message: str = "") -> dict[str, Any]:

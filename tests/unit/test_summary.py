@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_tfjob.kinds import PYTORCHJOB, TFJOB
-from airflow_tfjob.manifest import build_job
-from airflow_tfjob.summary import job_summary
+from airflow_tfjob.build.manifest import build_job
+from airflow_tfjob.follow.summary import job_summary
+from airflow_tfjob.jobs.kinds import PYTORCHJOB, TFJOB
 
 
 def _job(kind: Any = TFJOB, **kwargs: Any) -> dict[str, Any]:

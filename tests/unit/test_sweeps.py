@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from airflow_tfjob.sweeps import rank_trials
+from airflow_tfjob.integrations.sweeps import rank_trials
 
 GRID = [{"learning_rate": "0.001"}, {"learning_rate": "0.01"}, {"learning_rate": "0.1"}]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_tfjob.tensorboard import (
+from airflow_tfjob.integrations.tensorboard import (
     CONTAINER,
     TensorBoardSpec,
     build_objects,

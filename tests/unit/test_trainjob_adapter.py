@@ -1,4 +1,4 @@
-"""The TrainJob adapter (airflow_tfjob/trainjob/), on objects shaped exactly as
+"""The TrainJob adapter (airflow_tfjob/jobs/trainjob/), on objects shaped exactly as
 docs/reference/trainjob-behaviour.md shows them: status (§6.2, §6.6, §7), pod naming (§5.3), the
 manifest and its validation (§1.1, §2.2, §5.6), the TFJob mapping and its refusals (§10), TF_CONFIG
 computed by the launcher in a real `python3` process, the shipped runtimes (§1.2, §2.3) and discovery.
@@ -14,18 +14,18 @@ from typing import Any
 
 import pytest
 
-from airflow_tfjob.kinds import TFJOB, TRAINJOB, kind_named, kind_of
-from airflow_tfjob.logs_parsing import pod_replica, replica_name
-from airflow_tfjob.manifest import build_job
-from airflow_tfjob.status import JobState, interpret
-from airflow_tfjob.trainjob import pods, tfconfig
-from airflow_tfjob.trainjob.discovery import NoTrainingApi, choose_api
-from airflow_tfjob.trainjob.from_tfjob import to_trainjob
-from airflow_tfjob.trainjob.manifest import build_trainjob
-from airflow_tfjob.trainjob.runtimes import NAMES, load_runtimes
-from airflow_tfjob.trainjob.status import trainer_progress
-from airflow_tfjob.trainjob.validation import max_name_length, validate_trainjob
-from airflow_tfjob.validation_checker import TFJobValidationError
+from airflow_tfjob.build.checker import JobValidationError
+from airflow_tfjob.build.manifest import build_job
+from airflow_tfjob.follow.logs_parsing import pod_replica, replica_name
+from airflow_tfjob.jobs.kinds import TFJOB, TRAINJOB, kind_named, kind_of
+from airflow_tfjob.jobs.status import JobState, interpret
+from airflow_tfjob.jobs.trainjob import pods, tfconfig
+from airflow_tfjob.jobs.trainjob.discovery import NoTrainingApi, choose_api
+from airflow_tfjob.jobs.trainjob.from_tfjob import to_trainjob
+from airflow_tfjob.jobs.trainjob.manifest import build_trainjob
+from airflow_tfjob.jobs.trainjob.runtimes import NAMES, load_runtimes
+from airflow_tfjob.jobs.trainjob.status import trainer_progress
+from airflow_tfjob.jobs.trainjob.validation import max_name_length, validate_trainjob
 
 
 def trainjob(status: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
@@ -161,14 +161,14 @@ def test_every_problem_is_named_by_its_parameter_with_a_fix() -> None:
         name="x" * 50, num_nodes=0, env={"PET_NNODES": "3"}, runtime="torch-distributed", managed_by="me",
         active_deadline_seconds=0, dataset_storage_uri="no-scheme", runtime_kind="Runtime",
     )  # fmt: skip
-    with pytest.raises(TFJobValidationError) as raised:
+    with pytest.raises(JobValidationError) as raised:
         validate_trainjob(bad)
     fields = [p.field for p in raised.value.problems]
     assert fields == [
         "name", "runtime_kind", "num_nodes", "env", "dataset_storage_uri", "active_deadline_seconds", "managed_by",
     ]  # fmt: skip
     assert all(p.fix for p in raised.value.problems)
-    with pytest.raises(TFJobValidationError, match="runtime: is missing"):
+    with pytest.raises(JobValidationError, match="runtime: is missing"):
         validate_trainjob(build_trainjob(name="ok"))
 
 
@@ -225,7 +225,7 @@ def test_a_tfjob_run_as_a_trainjob_reports_its_replicas_as_the_tfjob_would() -> 
 
 
 def test_chief_and_ps_run_the_launcher_in_their_own_replicated_jobs() -> None:
-    from airflow_tfjob.secrets import redact
+    from airflow_tfjob.build.secrets import redact
 
     manifest = to_trainjob(tfjob(replicas={"Chief": 1, "PS": 1, "Worker": 2}, secret_env={"TOKEN": "s3cr3t"}))
     assert "s3cr3t" in json.dumps(manifest) and "s3cr3t" not in json.dumps(redact(manifest))
@@ -252,7 +252,7 @@ def test_chief_and_ps_run_the_launcher_in_their_own_replicated_jobs() -> None:
     ],
 )
 def test_what_cannot_be_mapped_is_refused_naming_it(params: dict[str, Any], field: str, words: str) -> None:
-    with pytest.raises(TFJobValidationError) as raised:
+    with pytest.raises(JobValidationError) as raised:
         to_trainjob(tfjob(**params))
     problem = next(p for p in raised.value.problems if p.field == field)
     assert words in problem.problem + problem.fix

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from airflow_tfjob.validation import Problem, TFJobValidationError, parse_quantity, validate_tfjob
+from airflow_tfjob.build.validation import JobValidationError, Problem, parse_quantity, validate_tfjob
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -658,7 +658,7 @@ BAD: list[tuple[str, Mut, str, str, str]] = [
 def test_bad_manifest_names_field_problem_and_fix(mutate: Mut, field: str, problem: str, fix: str) -> None:
     manifest = valid()
     mutate(manifest)
-    with pytest.raises(TFJobValidationError) as err:
+    with pytest.raises(JobValidationError) as err:
         validate_tfjob(manifest)
     matching = [p for p in err.value.problems if p.field == field]
     assert matching, f"no problem for {field}; got {[str(p) for p in err.value.problems]}"
@@ -685,7 +685,7 @@ def test_several_problems_aggregate_in_one_error() -> None:
     manifest["metadata"]["name"] = "Bad"
     specs(manifest)["Worker"]["replicas"] = -1
     run_policy(manifest)["cleanPodPolicy"] = "Sometimes"
-    with pytest.raises(TFJobValidationError) as err:
+    with pytest.raises(JobValidationError) as err:
         validate_tfjob(manifest)
     fields = [p.field for p in err.value.problems]
     assert fields == ["metadata.name", f"{W}.replicas", "spec.runPolicy.cleanPodPolicy"]
@@ -694,7 +694,7 @@ def test_several_problems_aggregate_in_one_error() -> None:
 
 
 def test_error_is_a_value_error_and_pickles() -> None:
-    err = TFJobValidationError("spec.x", "is wrong", "make it right")
+    err = JobValidationError("spec.x", "is wrong", "make it right")
     assert isinstance(err, ValueError)
     assert str(err) == "Invalid TFJob: spec.x: is wrong. Fix: make it right."
     clone = pickle.loads(pickle.dumps(err))
@@ -756,7 +756,7 @@ def test_name_at_the_exact_limit() -> None:
 
 
 def test_not_a_mapping() -> None:
-    with pytest.raises(TFJobValidationError) as err:
+    with pytest.raises(JobValidationError) as err:
         validate_tfjob(["not", "a", "job"])
     assert err.value.field == "tfjob"
 

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from airflow_tfjob.watching import (
+from airflow_tfjob.hooks.watching import (
     Backoff,
     ListWatch,
     Next,
@@ -116,9 +116,9 @@ async def test_permanent_errors_are_logged_at_warning_with_verb_and_resource(
 ) -> None:
     server = _Server(lists=[ApiException(status=code, reason="No")], streams=[])
     lw = _list_watch(server, "pods of TFJob ns/job")
-    with caplog.at_level(logging.WARNING, logger="airflow_tfjob.watching"), pytest.raises(ApiException):
+    with caplog.at_level(logging.WARNING, logger="airflow_tfjob.hooks.watching"), pytest.raises(ApiException):
         await lw.run_forever(pause=_no_pause)
-    (record,) = [r for r in caplog.records if r.name == "airflow_tfjob.watching"]
+    (record,) = [r for r in caplog.records if r.name == "airflow_tfjob.hooks.watching"]
     assert record.levelno == logging.WARNING
     assert "watch of pods of TFJob ns/job" in record.getMessage()
     assert str(code) in record.getMessage()

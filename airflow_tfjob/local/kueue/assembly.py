@@ -1,20 +1,26 @@
 """Wires the Kueue emulation into one local cluster: its webhook in front of the store's admission, its
 kinds, v1beta1 view and visibility API on the API server, its objects created at start, and its
-controller on the cluster's loop."""
+controller on the cluster's loop, and the manager's ConfigMap a release install leaves (its
+``integrations.frameworks`` the options' integrations: what the provider's preflight reads)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from airflow_tfjob.local.extensions import Extensions
+import yaml
+
+from airflow_tfjob.local.apiserver.extensions import Extensions
 from airflow_tfjob.local.kueue.controller import KueueController
 from airflow_tfjob.local.kueue.convert import VIEWS, to_v1beta2
 from airflow_tfjob.local.kueue.jobs import KueueWebhook
 from airflow_tfjob.local.kueue.options import KueueOptions, kinds_managed
 from airflow_tfjob.local.kueue.visibility import VisibilityApi
-from airflow_tfjob.local.resources import KUEUE_GROUP, RESOURCES, ApiError
-from airflow_tfjob.local.store import Admission, Store
+from airflow_tfjob.local.model.resources import KUEUE_GROUP, RESOURCES, ApiError
+from airflow_tfjob.local.store.core import Admission, Store
 
+MANAGER_NAMESPACE = "kueue-system"
+MANAGER_CONFIG = "kueue-manager-config"
+MANAGER_CONFIG_KEY = "controller_manager_config.yaml"
 _PLURALS = {r.kind: r.plural for r in RESOURCES.values() if r.group == KUEUE_GROUP}
 
 
@@ -37,7 +43,9 @@ class Kueue:
         return Extensions(features=frozenset({"kueue"}), views=VIEWS, aggregated={visibility.group: visibility})
 
     def create_objects(self, store: Store) -> None:
-        """The configured Kueue objects, in order; a bad one is a ValueError naming it."""
+        """The manager's configuration, then the configured Kueue objects, in order; a bad one is a
+        ValueError naming it."""
+        self._create_manager_config(store)
         for i, obj in enumerate(self.options.objects):
             kind = obj.get("kind")
             plural = _PLURALS.get(str(kind))
@@ -52,3 +60,16 @@ class Kueue:
             except ApiError as exc:
                 raise ValueError(f"kueue objects[{i}] ({kind} {(body.get('metadata') or {}).get('name')!r}): "
                                  f"{exc.message}") from None
+
+    def _create_manager_config(self, store: Store) -> None:
+        """kueue-system/kueue-manager-config as the release manifests ship it (docs/reference/
+        kueue-behaviour.md §9.2), with the emulation's integrations in `integrations.frameworks`."""
+        config = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+                  "namespace": MANAGER_NAMESPACE, "integrations": {"frameworks": list(self.options.integrations)}}
+        store.create("namespaces", None, {"apiVersion": "v1", "kind": "Namespace",
+                                          "metadata": {"name": MANAGER_NAMESPACE}})
+        store.create("configmaps", MANAGER_NAMESPACE, {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": MANAGER_CONFIG, "namespace": MANAGER_NAMESPACE},
+            "data": {MANAGER_CONFIG_KEY: yaml.safe_dump(config, sort_keys=False)},
+        })

@@ -4,8 +4,8 @@ queueName, priority) has the same shape. Conversion never touches the stored obj
 
 from __future__ import annotations
 
-from airflow_tfjob.local.extensions import VersionView
-from airflow_tfjob.local.resources import KUEUE_GROUP, JsonDict, clone
+from airflow_tfjob.local.apiserver.extensions import VersionView
+from airflow_tfjob.local.model.resources import KUEUE_GROUP, JsonDict, clone
 
 V1BETA1 = f"{KUEUE_GROUP}/v1beta1"
 V1BETA2 = f"{KUEUE_GROUP}/v1beta2"

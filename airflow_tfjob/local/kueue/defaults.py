@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from airflow_tfjob.local.resources import JsonDict
+from airflow_tfjob.local.model.resources import JsonDict
 
 
 def _spec(obj: JsonDict) -> JsonDict | None:

@@ -1,16 +1,19 @@
-"""Kueue's jobframework for the kubeflow.org/v1 kinds whose integration is on (pkg/controller/
-jobframework/reconciler.go with the KubeflowJob adapter; docs/reference/kueue-behaviour.md §4): the
-mutating webhook that creates a labelled job suspended, and the job reconciler that creates its
-Workload, unsuspends it on admission (flavor nodeLabels, tolerations and the podset label merged in),
-suspends it again on eviction (templates restored), releases the quota once no replica is active, and
-marks the Workload Finished when the job ends. Kinds whose integration is off are never looked at."""
+"""Kueue's jobframework for the kinds whose integration is on (pkg/controller/jobframework/reconciler.go;
+docs/reference/kueue-behaviour.md §4): the mutating webhook that creates a labelled job suspended, and the
+job reconciler that creates its Workload, unsuspends it on admission (flavor nodeLabels, tolerations and
+the podset label handed to the job), suspends it again on eviction (what admission added taken back),
+releases the quota once no replica is active, and marks the Workload Finished when the job ends. What
+differs between integrations (the kubeflow.org/v1 kinds, Trainer's TrainJob) is asked of the kind's
+adapter (adapters.py). Kinds whose integration is off are never looked at."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from airflow_tfjob.kinds import JobKind
+from airflow_tfjob.jobs.kinds import JobKind
+from airflow_tfjob.local.kueue.adapters import Adapter, PodSetsInfo, adapter_for
 from airflow_tfjob.local.kueue.defaults import apply_kueue_defaults
 from airflow_tfjob.local.kueue.workloads import (
     FINALIZER,
@@ -22,13 +25,12 @@ from airflow_tfjob.local.kueue.workloads import (
     has_reservation,
     is_true,
     new_workload,
-    ordered_replica_types,
     pods_ready_condition,
     set_condition,
 )
 from airflow_tfjob.local.kueue.writes import event, write_status
-from airflow_tfjob.local.resources import ApiError, JsonDict, clone
-from airflow_tfjob.local.store import Admission, Store
+from airflow_tfjob.local.model.resources import ApiError, JsonDict, clone
+from airflow_tfjob.local.store.core import Admission, Store
 
 log = logging.getLogger(__name__)
 
@@ -41,25 +43,20 @@ class KueueWebhook:
     """BaseWebhook.Default in front of the cluster's own admission, on CREATE of a managed kind: the
     queue label `default` when the namespace has a LocalQueue of that name and the job names none
     (ApplyDefaultLocalQueueWithManagedJobsNamespaceSelector), then `runPolicy.suspend = true` for a
-    labelled job (ApplyDefaultForSuspend); and the Kueue CRDs' defaults on every write of their kinds."""
+    labelled job (ApplyDefaultForSuspend) and whatever else the kind's webhook adds (adapters.py); and the
+    Kueue CRDs' defaults on every write of their kinds."""
 
     def __init__(self, inner: Admission | None, kinds: Sequence[JobKind]) -> None:
         self.inner = inner
-        self.plurals = {k.plural for k in kinds}
+        self.adapters = {k.plural: adapter_for(k) for k in kinds}
         self.store: Store | None = None  # set once the store exists (it calls this admission)
 
     def admit(self, rtype: str, operation: str, obj: JsonDict, old: JsonDict | None) -> None:
         apply_kueue_defaults(rtype, obj)
         namespace = (obj.get("metadata") or {}).get("namespace")
-        if operation == "CREATE" and rtype in self.plurals and namespace not in UNMANAGED_NAMESPACES:
+        if operation == "CREATE" and rtype in self.adapters and namespace not in UNMANAGED_NAMESPACES:
             self._default_queue(obj, str(namespace))
-            spec = obj.get("spec")
-            if queue_name(obj) and isinstance(spec, dict):
-                policy = spec.get("runPolicy")
-                if policy is None:
-                    policy = spec["runPolicy"] = {}
-                if isinstance(policy, dict):
-                    policy["suspend"] = True
+            self.adapters[rtype].default(obj, bool(queue_name(obj)))
         if self.inner is not None:
             self.inner.admit(rtype, operation, obj, old)
 
@@ -82,30 +79,16 @@ def queue_name(job: JsonDict) -> str:
     return str(((job.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL) or "")
 
 
-def _suspended(job: JsonDict) -> bool:
-    return ((job.get("spec") or {}).get("runPolicy") or {}).get("suspend") is True
-
-
-def _active(job: JsonDict) -> bool:
-    """KubeflowJob.IsActive: any replicaStatuses.*.active != 0."""
-    statuses = (job.get("status") or {}).get("replicaStatuses") or {}
-    return any((s or {}).get("active") for s in statuses.values())
-
-
-def _job_condition(job: JsonDict, type_: str) -> JsonDict | None:
-    for cond in (job.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == type_ and cond.get("status") == "True":
-            return dict(cond)
-    return None
-
-
 class JobReconciler:
     """ReconcileGenericJob for one managed kind; `reconcile` is called on job and Workload changes."""
 
-    def __init__(self, store: Store, kind: JobKind, created: Callable[[str], None] = lambda _uid: None) -> None:
+    def __init__(self, store: Store, kind: JobKind, created: Callable[[str], None] = lambda _uid: None,
+                 wait_for_pods_ready: bool = True) -> None:
         self.store = store
         self.kind = kind
+        self.adapter: Adapter = adapter_for(kind)
         self.created = created  # tells the scheduler the creation order of Workloads
+        self.wait_for_pods_ready = wait_for_pods_ready
 
     def workload_of(self, job: JsonDict) -> JsonDict | None:
         uid = job["metadata"]["uid"]
@@ -123,42 +106,149 @@ class JobReconciler:
         queue = queue_name(job)
         if not queue or job["metadata"].get("deletionTimestamp") or namespace in UNMANAGED_NAMESPACES:
             return True
-        wl = self.workload_of(job)
-        finished = _job_condition(job, "Succeeded") or _job_condition(job, "Failed")
+        finished = self.adapter.finished(job)
+        wl, outcome = self._ensure_one_workload(job, finished is not None)
+        if outcome is not None:
+            return outcome
         if finished is not None:
             if wl is not None:
                 self._finish(job, wl, finished)
             return True
         if wl is None or wl["metadata"].get("deletionTimestamp"):
             return self._without_workload(job, queue)
+        reclaimable = self.adapter.reclaimable_pods(self.store, job)
+        if reclaimable is not None and self._update_reclaimable(wl, reclaimable):
+            return True  # step 4 wrote the Workload; its change brings the next pass
         if self._sync_spec(job, wl, queue) or self._pods_ready(job, wl):  # step 5, before eviction
             wl = self.workload_of(job) or wl
         if is_true(wl, "Evicted"):
             self._evicted(job, wl)
         elif is_true(wl, "Admitted") and has_reservation(wl):
-            if _suspended(job):
+            if self.adapter.suspended(job):
                 self._start(job, wl)
-        elif not _suspended(job):
+        elif not self.adapter.suspended(job):
             self._stop(job, wl, "Not admitted by cluster queue")
         return True
+
+    # ---- ensureOneWorkload: the one Workload that matches the job
+
+    def owned_workloads(self, job: JsonDict) -> list[JsonDict]:
+        """The Workloads the job controls (by owner kind and name, as Kueue's owner index), not being deleted."""
+        meta = job["metadata"]
+        found, _ = self.store.list("workloads", meta["namespace"])
+        return [w for w in found if not w["metadata"].get("deletionTimestamp") and any(
+            r.get("controller") and r.get("kind") == self.kind.kind and r.get("name") == meta["name"]
+            for r in w["metadata"].get("ownerReferences") or [])]
+
+    def _equivalent(self, job: JsonDict, wl: JsonDict) -> bool:
+        """EquivalentToWorkload (ComparePodSetSlices): counts, containers, init containers, and tolerations
+        unless the Workload holds quota (then the flavor's were merged into the job)."""
+        wanted = self.adapter.pod_sets(self.store, job)
+        if wanted is None:
+            return True  # its pod sets cannot be computed now (a TrainJob's runtime missing): keep it
+        have = (wl.get("spec") or {}).get("podSets") or []
+        fields = ("initContainers", "containers") + (() if has_reservation(wl) else ("tolerations",))
+
+        def same(a: JsonDict, b: JsonDict) -> bool:
+            one, other = (a.get("template") or {}).get("spec") or {}, (b.get("template") or {}).get("spec") or {}
+            return a.get("count", 1) == b.get("count", 1) and all(
+                (one.get(f) or None) == (other.get(f) or None) for f in fields)
+
+        return len(wanted) == len(have) and all(same(a, b) for a, b in zip(wanted, have, strict=False))
+
+    def _ensure_one_workload(self, job: JsonDict, finished: bool) -> tuple[JsonDict | None, bool | None]:
+        """(the Workload matching the job, None to go on or the reconcile's outcome to stop). Workloads that do not match are
+        deleted (a running job stopped first, its templates restored from the one it had), or, for a
+        suspended job whose only Workload holds no quota, that Workload is brought in line with it."""
+        owned = self.owned_workloads(job)
+        match = next((w for w in owned if self._equivalent(job, w)), None)
+        extra = [w for w in owned if w is not match]
+        to_update = None
+        if match is None and extra and self.adapter.suspended(job) and not has_reservation(extra[0]):
+            to_update, extra = extra[0], extra[1:]
+        if match is None and extra and not self.adapter.suspended(job) and not finished:
+            if len(extra) == 1:
+                self._stop(job, extra[0], "No matching Workload; restoring pod templates according to existent Workload")
+            else:
+                self._stop(job, None, "Missing Workload; unable to restore pod templates")
+        deleted = [w for w in extra if self._delete(w)]
+        for wl in deleted:
+            self._event(job, "DeletedWorkload", f"Deleted not matching Workload: {wl['metadata']['namespace']}/"
+                                                f"{wl['metadata']['name']}")
+        if deleted:
+            return None, True  # the deletions' events bring the job back
+        if to_update is not None:
+            updated = self._update_to_match(job, to_update)
+            return updated, None if updated is not None else False
+        return match, None
+
+    def _update_to_match(self, job: JsonDict, wl: JsonDict) -> JsonDict | None:
+        """updateWorkloadToMatchJob: the spec constructed anew (pod sets, priority), `active` kept."""
+        found = self._priority(job)
+        if found is None:
+            return None
+        new = clone(wl)
+        sets = self.adapter.pod_sets(self.store, job)
+        if sets is None:
+            return None
+        built = new_workload(self.kind, job, queue_name(job), sets, found[1], found[0])["spec"]
+        new["spec"] = {**built, "active": (wl.get("spec") or {}).get("active", True)}
+        meta = wl["metadata"]
+        try:
+            stored = self.store.replace("workloads", meta["namespace"], meta["name"], new)
+        except ApiError:
+            return None
+        self._event(job, "UpdatedWorkload", f"Updated not matching Workload for suspended job: {meta['namespace']}/"
+                                            f"{meta['name']}")
+        return stored
+
+    def _delete(self, wl: JsonDict) -> bool:
+        meta = wl["metadata"]
+        try:
+            self.store.delete("workloads", meta["namespace"], meta["name"])
+        except ApiError:
+            return False
+        return True
+
+    def _priority(self, job: JsonDict) -> tuple[str, tuple[str, int] | None] | None:
+        """ExtractPriority: (class kind, (name, value) or None for priority 0): the priority-class label's
+        WorkloadPriorityClass, else the job's PriorityClass (runPolicy.schedulingPolicy.priorityClass or
+        the first replica template's priorityClassName), else the globalDefault PriorityClass with the
+        lowest value. None while a named class does not exist (no Workload until it does)."""
+        wpc_name = (job["metadata"].get("labels") or {}).get(PRIORITY_LABEL)
+        if wpc_name:
+            return self._named_class("workloadpriorityclasses", "WorkloadPriorityClass", wpc_name)
+        pc_name = self.adapter.priority_class(self.store, job)
+        if pc_name:
+            return self._named_class("priorityclasses", "PriorityClass", pc_name)
+        defaults = [pc for pc in self.store.list("priorityclasses")[0] if pc.get("globalDefault") is True]
+        if not defaults:
+            return "WorkloadPriorityClass", None
+        lowest = min(defaults, key=lambda pc: int(pc.get("value", 0)))
+        return "PriorityClass", (lowest["metadata"]["name"], int(lowest.get("value", 0)))
+
+    def _named_class(self, rtype: str, class_kind: str, name: str) -> tuple[str, tuple[str, int]] | None:
+        try:
+            value = self.store.get(rtype, None, name).get("value", 0)
+        except ApiError:
+            return None
+        return class_kind, (name, int(value))
 
     # ---- the steps
 
     def _without_workload(self, job: JsonDict, queue: str) -> bool:
-        if not _suspended(job) or _active(job):
+        if not self.adapter.suspended(job) or self.adapter.active(job):
             # handleJobWithNoWorkload: a running job without a Workload is stopped first.
-            if not _suspended(job):
+            if not self.adapter.suspended(job):
                 self._stop(job, None, "Missing Workload; unable to restore pod templates")
             return True
-        wpc: tuple[str, int] | None = None
-        wpc_name = (job["metadata"].get("labels") or {}).get(PRIORITY_LABEL)
-        if wpc_name:
-            try:
-                value = self.store.get("workloadpriorityclasses", None, wpc_name).get("value", 0)
-            except ApiError:
-                return False  # ExtractPriority fails: no Workload until the class exists
-            wpc = (wpc_name, int(value))
-        wl = new_workload(self.kind, job, queue, wpc)
+        found = self._priority(job)
+        if found is None:
+            return False  # ExtractPriority fails: no Workload until the class exists
+        sets = self.adapter.pod_sets(self.store, job)
+        if sets is None:
+            return False  # PodSets fails (a TrainJob's runtime not found): retried
+        wl = new_workload(self.kind, job, queue, sets, found[1], found[0])
         try:
             created = self.store.create("workloads", job["metadata"]["namespace"], wl)
         except ApiError as exc:
@@ -169,62 +259,67 @@ class JobReconciler:
         return True
 
     def _start(self, job: JsonDict, wl: JsonDict) -> None:
-        """startJob / RunWithPodSetsInfo: flavors' nodeLabels and tolerations, the podset label, unsuspend."""
+        """startJob / RunWithPodSetsInfo: each pod set's flavors' nodeLabels and tolerations and the podset
+        label handed to the job (written while still suspended if the kind wants it so), then unsuspend."""
         admission = (wl.get("status") or {}).get("admission") or {}
-        flavors = {o["metadata"]["name"]: o for o in self.store.list("resourceflavors")[0]}
-        by_podset = {p.get("name"): p for p in admission.get("podSetAssignments") or []}
         new = clone(job)
-        specs = new["spec"].get(self.kind.spec_key) or {}
-        for key_, rtype in ordered_replica_types(self.kind, specs):
-            assignment = by_podset.get(rtype.lower()) or {}
-            template = specs[key_].setdefault("template", {})
-            pod_spec = template.setdefault("spec", {})
-            labels = template.setdefault("metadata", {}).setdefault("labels", {})
-            labels[PODSET_LABEL] = rtype.lower()
-            for flavor_name in dict.fromkeys((assignment.get("flavors") or {}).values()):
-                flavor = (flavors.get(flavor_name) or {}).get("spec") or {}
-                if flavor.get("nodeLabels"):
-                    pod_spec["nodeSelector"] = {**(pod_spec.get("nodeSelector") or {}), **flavor["nodeLabels"]}
-                if flavor.get("tolerations"):
-                    pod_spec["tolerations"] = [*(pod_spec.get("tolerations") or []), *flavor["tolerations"]]
-        new["spec"].setdefault("runPolicy", {})["suspend"] = False
-        if self._replace(new):
+        self.adapter.run_with(new, self._pod_sets_info(wl))
+        if self.adapter.write_info_suspended and new != job:
+            written = self._replace(new)
+            if written is None:
+                return
+            new = clone(written)
+        self.adapter.set_suspend(new, False)
+        if self._replace(new) is not None:
             self._event(job, "Started", f"Admitted by clusterQueue {admission.get('clusterQueue', '')}")
 
+    def _pod_sets_info(self, wl: JsonDict) -> PodSetsInfo:
+        """getPodSetsInfoFromStatus: per pod set of the Workload, in its order, the podset label and the
+        admitted flavors' nodeLabels (merged) and tolerations (appended), each flavor once."""
+        flavors = {o["metadata"]["name"]: o for o in self.store.list("resourceflavors")[0]}
+        admission = (wl.get("status") or {}).get("admission") or {}
+        by_podset = {p.get("name"): p for p in admission.get("podSetAssignments") or []}
+        infos: PodSetsInfo = {}
+        for podset in (wl.get("spec") or {}).get("podSets") or []:
+            name = str(podset.get("name", ""))
+            info: dict[str, Any] = {"labels": {PODSET_LABEL: name}, "nodeSelector": {}, "tolerations": []}
+            for flavor_name in dict.fromkeys(((by_podset.get(name) or {}).get("flavors") or {}).values()):
+                flavor = (flavors.get(flavor_name) or {}).get("spec") or {}
+                info["nodeSelector"].update(flavor.get("nodeLabels") or {})
+                info["tolerations"] += flavor.get("tolerations") or []
+            infos[name] = info
+        return infos
+
     def _stop(self, job: JsonDict, wl: JsonDict | None, message: str) -> None:
-        """stopJob: suspend, and put back the templates the Workload recorded (RestorePodSetsInfo)."""
+        """stopJob: suspend and take back what admission added (RestorePodSetsInfo), in one write; a kind
+        with a custom Stop is suspended first and restored only once none of its replicas is active."""
         new = clone(job)
-        new["spec"].setdefault("runPolicy", {})["suspend"] = True
-        if wl is not None:
-            originals = {p.get("name"): p.get("template") or {} for p in (wl.get("spec") or {}).get("podSets") or []}
-            specs = new["spec"].get(self.kind.spec_key) or {}
-            for key_, rtype in ordered_replica_types(self.kind, specs):
-                original = originals.get(rtype.lower())
-                if original is None:
-                    continue
-                template = specs[key_].setdefault("template", {})
-                pod_spec = template.setdefault("spec", {})
-                for field in ("nodeSelector", "tolerations"):
-                    value = (original.get("spec") or {}).get(field)
-                    if value is None:
-                        pod_spec.pop(field, None)
-                    else:
-                        pod_spec[field] = clone(value)
-                labels = (original.get("metadata") or {}).get("labels")
-                meta = template.setdefault("metadata", {})
-                if labels is None:
-                    meta.pop("labels", None)
-                else:
-                    meta["labels"] = clone(labels)
-        if self._replace(new):
+        if self.adapter.custom_stop:
+            suspended_now = not self.adapter.suspended(job)
+            if suspended_now:
+                self.adapter.set_suspend(new, True)
+                written = self._replace(new)
+                if written is None:
+                    return
+                new = clone(written)
+            if self.adapter.active(new):
+                return  # "jobs are still active": the job's status change brings the next pass
+            before = clone(new)
+            self.adapter.restore(new, wl)
+            restored = new != before and self._replace(new) is not None
+            if suspended_now or restored:
+                self._event(job, "Stopped", message)
+            return
+        self.adapter.set_suspend(new, True)
+        self.adapter.restore(new, wl)
+        if self._replace(new) is not None:
             self._event(job, "Stopped", message)
 
     def _evicted(self, job: JsonDict, wl: JsonDict) -> None:
         evicted = condition(wl, "Evicted") or {}
-        if not _suspended(job):
+        if not self.adapter.suspended(job) or self.adapter.custom_stop:
             self._stop(job, wl, str(evicted.get("message", "")))
-            return
-        if _active(job) or not has_reservation(wl):
+        if not self.adapter.suspended(job) or self.adapter.active(job) or not has_reservation(wl):
             return
         # The job has no active replicas: release the quota, requeue (one status write).
         status = clone(wl.get("status") or {})
@@ -235,14 +330,16 @@ class JobReconciler:
         set_condition(status, "QuotaReserved", "False", "Pending", message, generation)
         status.pop("admission", None)
         set_condition(status, "Admitted", "False", "NoReservation", "The workload has no reservation", generation)
-        set_condition(status, "PodsReady", "False", "WaitForStart", "Not all pods are ready or succeeded", generation)
+        if self.wait_for_pods_ready:
+            set_condition(status, "PodsReady", "False", "WaitForStart", "Not all pods are ready or succeeded",
+                          generation)
         self._write_status(wl, status)
 
     def _sync_spec(self, job: JsonDict, wl: JsonDict, queue: str) -> bool:
         """A queue label changed while the job waits goes to spec.queueName (QueueNameChange); the
         priority follows its WorkloadPriorityClass (UpdateWorkloadPriority)."""
         spec = clone(wl.get("spec") or {})
-        if _suspended(job) and not has_reservation(wl):
+        if self.adapter.suspended(job) and not has_reservation(wl):
             spec["queueName"] = queue
         ref = spec.get("priorityClassRef") or {}
         if ref.get("kind") == "WorkloadPriorityClass":
@@ -263,10 +360,24 @@ class JobReconciler:
             return False
         return True
 
+    def _update_reclaimable(self, wl: JsonDict, reclaimable: list[JsonDict]) -> bool:
+        """Step 4, UpdateReclaimablePods: the job's reclaimable pods, each at most its pod set's count
+        (LimitReclaimablePodsToPodSetSizes), written when they differ from the Workload's."""
+        sizes = {p.get("name"): int(p.get("count", 1)) for p in (wl.get("spec") or {}).get("podSets") or []}
+        limited = [{"name": r["name"], "count": min(r["count"], sizes.get(r["name"], r["count"]))} for r in reclaimable]
+        have = {r.get("name"): r.get("count") for r in (wl.get("status") or {}).get("reclaimablePods") or []}
+        if {r["name"]: r["count"] for r in limited} == have:
+            return False
+        status = clone(wl.get("status") or {})
+        status["reclaimablePods"] = limited
+        return self._write_status(wl, status)
+
     def _pods_ready(self, job: JsonDict, wl: JsonDict) -> bool:
-        """PodsReady (waitForPodsReady, on by default in v0.19): KubeflowJob.PodsReady is the job's
-        Running condition."""
-        value, reason, message = pods_ready_condition(wl, _job_condition(job, "Running") is not None)
+        """PodsReady (waitForPodsReady, on by default in v0.19): the kind's PodsReady (adapters.py).
+        Nothing when waitForPodsReady is off."""
+        if not self.wait_for_pods_ready:
+            return False
+        value, reason, message = pods_ready_condition(wl, self.adapter.pods_ready(self.store, job))
         before = condition(wl, "PodsReady")
         if before is not None and (before.get("status"), before.get("reason")) == (value, reason):
             return False  # HasConditionWithTypeAndReason
@@ -274,11 +385,10 @@ class JobReconciler:
         set_condition(status, "PodsReady", value, reason, message, wl["metadata"].get("generation"))
         return self._write_status(wl, status)
 
-    def _finish(self, job: JsonDict, wl: JsonDict, finished: JsonDict) -> None:
+    def _finish(self, job: JsonDict, wl: JsonDict, finished: tuple[str, str]) -> None:
         if not is_true(wl, "Finished"):
             status = clone(wl.get("status") or {})
-            set_condition(status, "Finished", "True", str(finished.get("type")), str(finished.get("message", "")),
-                          wl["metadata"].get("generation"))
+            set_condition(status, "Finished", "True", finished[0], finished[1], wl["metadata"].get("generation"))
             if not self._write_status(wl, status):
                 return
             ns, name = wl["metadata"]["namespace"], wl["metadata"]["name"]
@@ -287,14 +397,13 @@ class JobReconciler:
 
     # ---- store helpers
 
-    def _replace(self, job: JsonDict) -> bool:
+    def _replace(self, job: JsonDict) -> JsonDict | None:
         meta = job["metadata"]
         try:
-            self.store.replace(self.kind.plural, meta["namespace"], meta["name"], job)
+            return self.store.replace(self.kind.plural, meta["namespace"], meta["name"], job)
         except ApiError as exc:
             log.debug("kueue: could not update %s %s: %s", self.kind.kind, meta["name"], exc.message)
-            return False
-        return True
+            return None
 
     def _write_status(self, wl: JsonDict, status: JsonDict) -> bool:
         return write_status(self.store, "workloads", wl, status)

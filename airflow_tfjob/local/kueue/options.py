@@ -3,8 +3,8 @@ objects to create at start, the WaitForPodsReady timeout. Checked before anythin
 error naming the option and the fix.
 
 Defaults are those of a v0.19.2 install from the release manifests (docs/reference/kueue-behaviour.md
-§9.2): the kubeflow.org v1 kinds are **off**, so a queue label on a TFJob is ignored until the
-integration is named, e.g. ``LocalCluster(kueue={"integrations": ["kubeflow.org/tfjob"]})`` or
+§9.2): Trainer's TrainJob (`trainer.kubeflow.org/trainjob`) is **on**, the kubeflow.org v1 kinds are
+**off**, so a queue label on a TFJob is ignored until the integration is named, e.g. ``LocalCluster(kueue={"integrations": ["kubeflow.org/tfjob"]})`` or
 ``tfjob-local serve --kueue --kueue-integrations kubeflow.org/tfjob``.
 """
 
@@ -15,9 +15,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from airflow_tfjob.kinds import KINDS, JobKind
+from airflow_tfjob.jobs.kinds import ALL_KINDS, KINDS, JobKind
+from airflow_tfjob.local.yamlfile import check_metadata, load_documents
 
 # Every integration name Kueue v0.19.2 accepts (pkg/config/validation.go validateIntegrations).
 FRAMEWORKS = (
@@ -39,12 +38,15 @@ class KueueOptions:
     `objects`: Kueue objects (ResourceFlavor, ClusterQueue, LocalQueue, WorkloadPriorityClass, as dicts in
     v1beta2 form) created when the cluster starts, e.g. from `queue_objects(...)`;
     `pods_ready_timeout`: WaitForPodsReady's timeout in seconds (None: PodsReady conditions only, no
-    eviction; a v0.19 install evicts after 1800), and `backoff_base_seconds` its requeue backoff (60)."""
+    eviction; a v0.19 install evicts after 1800), and `backoff_base_seconds` its requeue backoff (60);
+    `wait_for_pods_ready`: False as with the DisableWaitForPodsReady gate (no PodsReady conditions, no
+    timeout; v0.19 has it on)."""
 
     integrations: tuple[str, ...] = DEFAULT_INTEGRATIONS
     objects: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
     pods_ready_timeout: float | None = None
     backoff_base_seconds: float = 60.0
+    wait_for_pods_ready: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.integrations, str) or not all(isinstance(i, str) for i in self.integrations):
@@ -56,15 +58,17 @@ class KueueOptions:
                              + ", ".join(f'"{f}"' for f in FRAMEWORKS))
         object.__setattr__(self, "integrations", tuple(self.integrations))
         for i, obj in enumerate(self.objects):
-            if not isinstance(obj, Mapping) or not isinstance(obj.get("kind"), str):
-                raise ValueError(f"kueue objects[{i}]: expected a Kueue object with a kind "
-                                 f"(e.g. ClusterQueue), got {obj!r}")
+            check_object(obj, f"kueue objects[{i}]")
         object.__setattr__(self, "objects", tuple(self.objects))
         for name in ("pods_ready_timeout", "backoff_base_seconds"):
             value = getattr(self, name)
             if (value is not None or name == "backoff_base_seconds") and (
                     isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
                 raise ValueError(f"kueue {name} must be a positive number of seconds, got {value!r}")
+        if not isinstance(self.wait_for_pods_ready, bool):
+            raise ValueError(f"kueue wait_for_pods_ready must be true or false, got {self.wait_for_pods_ready!r}")
+        if not self.wait_for_pods_ready and self.pods_ready_timeout is not None:
+            raise ValueError("kueue pods_ready_timeout needs wait_for_pods_ready; leave one of them out")
 
     def manages(self, kind: JobKind) -> bool:
         return kind.kueue_framework in self.integrations
@@ -91,17 +95,62 @@ class KueueOptions:
 
 def parse_integrations(value: str) -> tuple[str, ...]:
     """`--kueue-integrations kubeflow.org/tfjob,kubeflow.org/pytorchjob` (Kueue's names, comma-separated)."""
-    return tuple(v.strip() for v in value.split(",") if v.strip())
+    names = tuple(v.strip() for v in value.split(",") if v.strip())
+    unknown = [n for n in names if n not in FRAMEWORKS]
+    if unknown:
+        raise ValueError(f"--kueue-integrations: unsupported value {unknown[0]!r}: supported values: "
+                         + ", ".join(FRAMEWORKS))
+    return names
+
+
+#: The Kueue kinds the emulation creates at start, in the API versions it serves.
+OBJECT_KINDS = ("ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass")
+API_VERSIONS = ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1")
+
+
+def check_object(obj: Any, where: str) -> None:
+    """One Kueue object as the emulation's start takes it: a known kind, metadata an API server would
+    accept, and the fields the emulation walks of the types it walks (checked here, so that a wrong type
+    is one error naming the field, not a crash of the scheduler later)."""
+    if not isinstance(obj, Mapping):
+        raise ValueError(f"{where} is a YAML {type(obj).__name__}, not a Kueue object; give a mapping with "
+                         "apiVersion, kind, metadata and spec")
+    kind = obj.get("kind")
+    if kind not in OBJECT_KINDS:
+        raise ValueError(f"{where}: kind {kind!r} is not one the emulation creates at start; use "
+                         f"{', '.join(OBJECT_KINDS)}")
+    version = obj.get("apiVersion")
+    if version is not None and version not in API_VERSIONS:
+        raise ValueError(f"{where} ({kind}): apiVersion {version!r} is not Kueue's; use {API_VERSIONS[0]}")
+    name = check_metadata(obj, f"{where} ({kind})")
+    at = f"{where} ({kind} {name})"
+    spec = obj.get("spec", {})
+    if spec is not None and not isinstance(spec, Mapping):
+        raise ValueError(f"{at}: spec must be a mapping, got a {type(spec).__name__}; write spec: {{...}}")
+    spec = spec or {}
+    if kind == "ClusterQueue":
+        groups = spec.get("resourceGroups", [])
+        if groups is not None and not (isinstance(groups, list) and all(isinstance(g, Mapping) for g in groups)):
+            raise ValueError(f"{at}: spec.resourceGroups must be a list of resource groups, got a "
+                             f"{type(groups).__name__}; write it as a list, e.g. resourceGroups: "
+                             "[{coveredResources: [cpu], flavors: [{name: default-flavor, resources: "
+                             "[{name: cpu, nominalQuota: '4'}]}]}]")
+        for i, group in enumerate(groups or []):
+            for key in ("coveredResources", "flavors"):
+                if not isinstance(group.get(key, []), list):
+                    raise ValueError(f"{at}: spec.resourceGroups[{i}].{key} must be a list; write it as a list")
+    if kind == "LocalQueue" and not isinstance(spec.get("clusterQueue"), str):
+        raise ValueError(f"{at}: spec.clusterQueue must name a ClusterQueue; give spec: {{clusterQueue: NAME}}")
 
 
 def load_objects(paths: Iterable[Path]) -> tuple[dict[str, Any], ...]:
-    """Kueue objects from YAML files (several documents each), for `--kueue-objects`."""
+    """Kueue objects from YAML files (several documents each, or a list), for `--kueue-objects`: loaded
+    with the templates' limits, each checked, errors naming the file and document but no content."""
     found: list[dict[str, Any]] = []
     for path in paths:
-        try:
-            found += [d for d in yaml.safe_load_all(Path(path).read_text()) if isinstance(d, dict)]
-        except (OSError, yaml.YAMLError) as exc:
-            raise ValueError(f"--kueue-objects: cannot read {path}: {exc}") from None
+        for number, doc in enumerate(load_documents(Path(path), "--kueue-objects"), 1):
+            check_object(doc, f"--kueue-objects {path} document {number}")
+            found.append(doc)
     return tuple(found)
 
 
@@ -139,4 +188,4 @@ def queue_objects(
 
 
 def kinds_managed(options: KueueOptions) -> Sequence[JobKind]:
-    return [k for k in KINDS if options.manages(k)]
+    return [k for k in ALL_KINDS if options.manages(k)]

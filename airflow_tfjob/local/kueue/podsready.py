@@ -18,8 +18,8 @@ from airflow_tfjob.local.kueue.workloads import (
     set_condition,
 )
 from airflow_tfjob.local.kueue.writes import event, write_status
-from airflow_tfjob.local.resources import JsonDict, clone
-from airflow_tfjob.local.store import Store
+from airflow_tfjob.local.model.resources import JsonDict, clone
+from airflow_tfjob.local.store.core import Store
 
 REASON = "PodsReadyTimeout"
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from airflow_tfjob.local.kueue.workloads import condition, has_reservation, is_true, priority
-from airflow_tfjob.local.resources import JsonDict
+from airflow_tfjob.local.model.resources import JsonDict
 
 _NEWEST = 2**62  # a Workload the controller has not seen arrive yet was created last
 
@@ -46,19 +46,45 @@ def is_pending(wl: JsonDict) -> bool:
             and not has_reservation(wl) and not wl["metadata"].get("deletionTimestamp") and not backing_off(wl))
 
 
+def stop_policy(queue: JsonDict | None) -> str:
+    """spec.stopPolicy: ``None`` (the default), ``Hold`` or ``HoldAndDrain``."""
+    return str(((queue or {}).get("spec") or {}).get("stopPolicy") or "None")
+
+
+def cq_active(snap: Snapshot, cq: JsonDict) -> bool:
+    """The cache's ClusterQueueActive: no missing flavor, not stopped, not terminating."""
+    return not (snap.missing_flavors(cq) or stop_policy(cq) != "None" or cq["metadata"].get("deletionTimestamp"))
+
+
 def blocker(snap: Snapshot, wl: JsonDict) -> str | None:
-    """getQueueBlocker's message (reason Inadmissible) when the Workload cannot be queued at all."""
+    """getQueueBlocker's message (reason Inadmissible) when the Workload cannot be queued at all: a
+    stopped LocalQueue is inactive, and a stopped ClusterQueue is inactive in Kueue's cache."""
     ns = wl["metadata"].get("namespace", "")
     queue = (wl.get("spec") or {}).get("queueName", "")
     lq = snap.local_queues.get((ns, queue))
     if lq is None:
         return f"LocalQueue {queue} doesn't exist"
+    if stop_policy(lq) != "None":
+        return f"LocalQueue {queue} is inactive"
     cq_name = (lq.get("spec") or {}).get("clusterQueue", "")
     cq = snap.cluster_queues.get(cq_name)
     if cq is None:
         return f"ClusterQueue {cq_name} doesn't exist"
-    if snap.missing_flavors(cq):
+    if not cq_active(snap, cq):
         return f"ClusterQueue {cq_name} is inactive"
+    return None
+
+
+def drained_by(snap: Snapshot, wl: JsonDict) -> tuple[str, str] | None:
+    """reconcileOn{Local,Cluster}QueueActiveState: an admitted Workload whose LocalQueue or ClusterQueue
+    has ``stopPolicy: HoldAndDrain`` is evicted (reason, message); ``Hold`` lets it run."""
+    ns = wl["metadata"].get("namespace", "")
+    lq = snap.local_queues.get((ns, (wl.get("spec") or {}).get("queueName", "")))
+    if stop_policy(lq) == "HoldAndDrain":
+        return "LocalQueueStopped", "The LocalQueue is stopped"
+    cq = snap.cluster_queues.get(((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", ""))
+    if stop_policy(cq) == "HoldAndDrain":
+        return "ClusterQueueStopped", "The ClusterQueue is stopped"
     return None
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from airflow_tfjob.local.resources import JsonDict
+from airflow_tfjob.local.model.resources import JsonDict
 
 FIT, PREEMPT, NO_FIT = 0, 1, 2
 Usage = dict[tuple[str, str], Decimal]  # (flavor, resource) -> amount
@@ -65,15 +65,34 @@ def podset_requests(podset: JsonDict) -> dict[str, Decimal]:
     return {k: v * count for k, v in pod_requests(podset.get("template") or {}).items()}
 
 
+def reclaimable(wl: JsonDict) -> dict[str, int]:
+    """status.reclaimablePods: pod set name -> pods that finished and no longer need their quota."""
+    return {str(r.get("name")): int(r.get("count") or 0)
+            for r in (wl.get("status") or {}).get("reclaimablePods") or [] if isinstance(r, dict)}
+
+
+def effective_podsets(wl: JsonDict) -> list[JsonDict]:
+    """The pod sets to find quota for: each count less its reclaimable pods (podSetsCountsAfterReclaim)."""
+    done = reclaimable(wl)
+    podsets = (wl.get("spec") or {}).get("podSets") or []
+    return [{**ps, "count": max(int(ps.get("count", 1)) - done.get(str(ps.get("name")), 0), 0)}
+            if done.get(str(ps.get("name"))) else ps for ps in podsets]
+
+
 def workload_usage(wl: JsonDict) -> Usage:
-    """What a Workload holding a reservation uses, from its status.admission."""
+    """What a Workload holding a reservation uses, from its status.admission, scaled down to the pods
+    that are not reclaimable (totalRequestsFromAdmission)."""
     usage: Usage = {}
+    done = reclaimable(wl)
     for psa in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []:
         flavors = psa.get("flavors") or {}
+        count = int(psa.get("count") or 0)
+        left = count - done.get(str(psa.get("name")), 0)
+        scale = Decimal(max(left, 0)) / count if 0 < count and left < count else Decimal(1)
         for resource, amount in (psa.get("resourceUsage") or {}).items():
             flavor = flavors.get(resource)
             if flavor:
-                usage[(flavor, resource)] = usage.get((flavor, resource), Decimal(0)) + quantity(amount)
+                usage[(flavor, resource)] = usage.get((flavor, resource), Decimal(0)) + quantity(amount) * scale
     return usage
 
 
@@ -108,6 +127,31 @@ def _nominal(cq: JsonDict) -> tuple[dict[str, list[str]], dict[tuple[str, str], 
     return flavors_of, nominal
 
 
+def _tolerates(toleration: JsonDict, taint: JsonDict) -> bool:
+    """Toleration.ToleratesTaint: effect and key match (empty matches any), Exists or an equal value."""
+    if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
+        return False
+    if toleration.get("key") and toleration.get("key") != taint.get("key"):
+        return False
+    if toleration.get("operator") == "Exists":
+        return True
+    return bool(toleration.get("key")) and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def untolerated_taint(template: JsonDict, flavor: JsonDict | None) -> str | None:
+    """FindMatchingUntoleratedTaint over the flavor's NoSchedule/NoExecute nodeTaints, against the pod's and
+    the flavor's tolerations; the taint as Kubernetes prints it (`key=value:effect`)."""
+    spec = (flavor or {}).get("spec") or {}
+    tolerations = [*((template.get("spec") or {}).get("tolerations") or []), *(spec.get("tolerations") or [])]
+    for taint in spec.get("nodeTaints") or []:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any(_tolerates(t, taint) for t in tolerations):
+            value = f"={taint['value']}" if taint.get("value") else ""
+            return f"{taint.get('key', '')}{value}:{taint.get('effect')}"
+    return None
+
+
 def _affinity_conflict(template: JsonDict, flavor: JsonDict | None) -> bool:
     selector = (template.get("spec") or {}).get("nodeSelector") or {}
     labels = ((flavor or {}).get("spec") or {}).get("nodeLabels") or {}
@@ -121,6 +165,8 @@ def assign(cq: JsonDict, podsets: list[JsonDict], used: Usage, flavors: dict[str
     result = Assignment()
     for podset in podsets:
         requests = podset_requests(podset)
+        if "pods" in flavors_of:  # a ClusterQueue that covers `pods` counts each pod as one
+            requests["pods"] = Decimal(int(podset.get("count", 1)))
         reasons: list[str] = []
         chosen: dict[str, str] = {}
         mode = FIT
@@ -134,6 +180,10 @@ def assign(cq: JsonDict, podsets: list[JsonDict], used: Usage, flavors: dict[str
         for group_flavors, resources in by_group.items():
             best: tuple[int, str] | None = None
             for flavor in group_flavors:
+                taint = untolerated_taint(podset.get("template") or {}, flavors.get(flavor))
+                if taint is not None:
+                    reasons.append(f"untolerated taint {taint} in flavor {flavor}")
+                    continue
                 if _affinity_conflict(podset.get("template") or {}, flavors.get(flavor)):
                     reasons.append(f"flavor {flavor} doesn't match node affinity")
                     continue

@@ -12,7 +12,16 @@ from collections.abc import Callable
 from decimal import Decimal
 
 from airflow_tfjob.local.kueue import quota
-from airflow_tfjob.local.kueue.queues import Snapshot, blocker, is_pending, namespace_matches, pending_in
+from airflow_tfjob.local.kueue.queues import (
+    Snapshot,
+    blocker,
+    cq_active,
+    drained_by,
+    is_pending,
+    namespace_matches,
+    pending_in,
+    stop_policy,
+)
 from airflow_tfjob.local.kueue.workloads import (
     JOB_UID_LABEL,
     condition,
@@ -25,8 +34,8 @@ from airflow_tfjob.local.kueue.workloads import (
     set_condition,
 )
 from airflow_tfjob.local.kueue.writes import event, write_status
-from airflow_tfjob.local.resources import JsonDict, clone, now_rfc3339
-from airflow_tfjob.local.store import Store
+from airflow_tfjob.local.model.resources import JsonDict, clone, now_rfc3339
+from airflow_tfjob.local.store.core import Store
 
 _WHY = {"InClusterQueue": "prioritization in the ClusterQueue"}
 
@@ -75,8 +84,12 @@ class Scheduler:
                 reason = blocker(snap, wl)
                 if reason is not None:
                     self._pending(wl, "Inadmissible", reason)
+            elif has_reservation(wl) and not is_true(wl, "Finished") and not is_true(wl, "Evicted"):
+                drained = drained_by(snap, wl)
+                if drained is not None:
+                    self._evict(wl, *drained)
         for name, cq in snap.cluster_queues.items():
-            if not snap.missing_flavors(cq) and not cq["metadata"].get("deletionTimestamp"):
+            if cq_active(snap, cq):
                 self._schedule_queue(snap, name, cq)
         self._write_queue_statuses(snapshot(self.store))
 
@@ -98,7 +111,7 @@ class Scheduler:
             if not namespace_matches(cq, ns):
                 self._pending(wl, "Pending", "workload namespace doesn't match ClusterQueue selector")
                 continue
-            result = quota.assign(cq, (wl.get("spec") or {}).get("podSets") or [], used, snap.flavors)
+            result = quota.assign(cq, quota.effective_podsets(wl), used, snap.flavors)
             if result.mode == quota.FIT:
                 self._admit(wl, name, result)
                 quota.add(used, result.usage)
@@ -148,6 +161,15 @@ class Scheduler:
         if self._write(wl, status) and reason == "Pending":
             self._event(wl, "Pending", message, "Warning")
 
+    def _evict(self, wl: JsonDict, reason: str, message: str) -> None:
+        """workloadevict.Evict for a stopped queue (HoldAndDrain): the job reconciler then suspends the
+        job and requeues the Workload, which the stopped queue then holds (Inadmissible)."""
+        status = clone(wl.get("status") or {})
+        set_condition(status, "Evicted", "True", reason, message, wl["metadata"].get("generation"))
+        count_eviction(status, reason)
+        if self._write(wl, status):
+            self._event(wl, f"EvictedDueTo{reason}", message)  # patching.ReasonWithCause
+
     # ---- preemption (withinClusterQueue only: a standalone ClusterQueue has no cohort)
 
     def _victims(self, cq: JsonDict, wl: JsonDict, admitted: list[JsonDict], used: quota.Usage,
@@ -172,7 +194,7 @@ class Scheduler:
         # CandidatesOrdering: evicted first, lowest priority, most recently reserved, UID.
         candidates.sort(key=lambda c: (not is_true(c, "Evicted"), priority(c),
                                        _negated(reserved_at(c)), c["metadata"].get("uid", "")))
-        podsets = (wl.get("spec") or {}).get("podSets") or []
+        podsets = quota.effective_podsets(wl)
         cq_obj = snap.cluster_queues[wl_cq(wl, snap)]
         remaining = dict(used)
         chosen: list[JsonDict] = []
@@ -223,13 +245,15 @@ class Scheduler:
         for name, cq in snap.cluster_queues.items():
             missing = snap.missing_flavors(cq)
             status = clone(cq.get("status") or {})
-            status.update(_counts(snap, lambda wl: name in (snap.cluster_queue_of(wl),  # noqa: B023
-                                                             _admitted_in(wl))))
+            status.update(_counts(snap, lambda wl: _counted_in(snap, wl, name)))  # noqa: B023
             status.update(_usage(snap, name))
-            if missing:
-                set_condition(status, "Active", "False", "FlavorNotFound",
-                              "Can't admit new workloads: references missing ResourceFlavor(s): "
-                              f"{', '.join(missing)}.", cq["metadata"].get("generation"))
+            if missing or stop_policy(cq) != "None":
+                # inactiveReason: the first reason, every message (stopped first, as Kueue lists them).
+                reasons = (["Stopped"] if stop_policy(cq) != "None" else []) + (["FlavorNotFound"] if missing else [])
+                messages = (["is stopped"] if stop_policy(cq) != "None" else []) + (
+                    [f"references missing ResourceFlavor(s): {','.join(missing)}"] if missing else [])
+                set_condition(status, "Active", "False", reasons[0],
+                              f"Can't admit new workloads: {', '.join(messages)}.", cq["metadata"].get("generation"))
             else:
                 set_condition(status, "Active", "True", "Ready", "Can admit new workloads",
                               cq["metadata"].get("generation"))
@@ -240,10 +264,13 @@ class Scheduler:
                                   and (wl.get("spec") or {}).get("queueName") == name))  # noqa: B023
             cq_name = (lq.get("spec") or {}).get("clusterQueue", "")
             target = snap.cluster_queues.get(cq_name)
-            if target is None:
+            if stop_policy(lq) != "None":
+                set_condition(status, "Active", "False", "Stopped", "LocalQueue is stopped",
+                              lq["metadata"].get("generation"))
+            elif target is None:
                 set_condition(status, "Active", "False", "ClusterQueueDoesNotExist",
                               "Can't submit new workloads to clusterQueue", lq["metadata"].get("generation"))
-            elif snap.missing_flavors(target):
+            elif not cq_active(snap, target):
                 set_condition(status, "Active", "False", "ClusterQueueIsInactive",
                               "Can't submit new workloads to clusterQueue", lq["metadata"].get("generation"))
             else:
@@ -266,6 +293,15 @@ def wl_cq(wl: JsonDict, snap: Snapshot) -> str:
     return snap.cluster_queue_of(wl) or ""
 
 
+def _counted_in(snap: Snapshot, wl: JsonDict, cq: str) -> bool:
+    """Counted by the ClusterQueue: admitted in it, or waiting in it through a LocalQueue that is not held
+    (the queue manager keeps a stopped LocalQueue's Workloads out of its ClusterQueue)."""
+    if _admitted_in(wl) == cq:
+        return True
+    lq = snap.local_queues.get((key(wl)[0], (wl.get("spec") or {}).get("queueName", "")))
+    return snap.cluster_queue_of(wl) == cq and stop_policy(lq) == "None"
+
+
 def _admitted_in(wl: JsonDict) -> str | None:
     return ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue")
 
@@ -282,7 +318,8 @@ def _shape(wl: JsonDict) -> tuple[object, ...]:
         spec = (ps.get("template") or {}).get("spec") or {}
         requests = sorted((k, str(v)) for k, v in quota.podset_requests(ps).items())
         parts.append((ps.get("name"), ps.get("count"), tuple(requests),
-                      tuple(sorted((spec.get("nodeSelector") or {}).items()))))
+                      tuple(sorted((spec.get("nodeSelector") or {}).items())),
+                      repr(spec.get("tolerations") or [])))
     return tuple(parts)
 
 

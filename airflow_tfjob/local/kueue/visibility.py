@@ -9,11 +9,11 @@ from typing import Any
 
 from aiohttp import web
 
-from airflow_tfjob.local.apirequest import JSON_TYPE, parse_int, route_not_found
+from airflow_tfjob.local.apiserver.request import JSON_TYPE, parse_int, route_not_found
 from airflow_tfjob.local.kueue.scheduler import Scheduler, snapshot
 from airflow_tfjob.local.kueue.workloads import priority
-from airflow_tfjob.local.resources import ApiError, JsonDict
-from airflow_tfjob.local.store import Store
+from airflow_tfjob.local.model.resources import ApiError, JsonDict
+from airflow_tfjob.local.store.core import Store
 
 GROUP = "visibility.kueue.x-k8s.io"
 DEFAULT_LIMIT, MAX_LIMIT = 1000, 100000

@@ -7,8 +7,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from airflow_tfjob.kinds import API_VERSION, GROUP, JobKind
-from airflow_tfjob.local.resources import KUEUE_GROUP, JsonDict, clone, now_rfc3339
+from airflow_tfjob.jobs.kinds import JobKind
+from airflow_tfjob.local.model.conditions import condition_is_true, find_condition
+from airflow_tfjob.local.model.conditions import set_condition as write_condition
+from airflow_tfjob.local.model.resources import KUEUE_GROUP, JsonDict, clone
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -23,15 +25,11 @@ _PODSET_ORDER = ("Chief", "Master", "PS", "Worker", "Evaluator")
 
 
 def condition(wl: JsonDict, type_: str) -> JsonDict | None:
-    for cond in (wl.get("status") or {}).get("conditions") or []:
-        if isinstance(cond, dict) and cond.get("type") == type_:
-            return cond
-    return None
+    return find_condition(wl.get("status") or {}, type_)
 
 
 def is_true(wl: JsonDict, type_: str) -> bool:
-    cond = condition(wl, type_)
-    return cond is not None and cond.get("status") == "True"
+    return condition_is_true(wl.get("status") or {}, type_)
 
 
 def has_reservation(wl: JsonDict) -> bool:
@@ -59,24 +57,10 @@ def owner_uid(wl: JsonDict) -> str | None:
 
 def set_condition(status: JsonDict, type_: str, value: str, reason: str, message: str,
                   generation: int | None = None) -> None:
-    conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
-    now = now_rfc3339()
-    for i, cond in enumerate(conditions):
-        if cond.get("type") == type_:
-            transition = cond.get("lastTransitionTime", now) if cond.get("status") == value else now
-            conditions[i] = _condition(type_, value, reason, message, transition, generation)
-            break
-    else:
-        conditions.append(_condition(type_, value, reason, message, now, generation))
-    status["conditions"] = conditions
-
-
-def _condition(type_: str, value: str, reason: str, message: str, when: str, generation: int | None) -> JsonDict:
-    cond: JsonDict = {"type": type_, "status": value, "lastTransitionTime": when, "reason": reason,
-                      "message": message}
-    if generation is not None:
-        cond["observedGeneration"] = generation
-    return cond
+    """Kueue's SetStatusCondition: the entry replaced at its place (model/conditions.py), stamped with the
+    Workload's generation when there is one."""
+    write_condition(status, type_, value, reason, message,
+                    extra=None if generation is None else {"observedGeneration": generation})
 
 
 def reset_to_previously(status: JsonDict, type_: str, generation: int | None) -> None:
@@ -121,7 +105,7 @@ def pods_ready_condition(wl: JsonDict, job_ready: bool) -> tuple[str, str, str]:
 
 def workload_name(kind: JobKind, name: str, uid: str) -> str:
     """GetWorkloadNameForOwnerWithGVK: `<lower(kind)>-<name>-<first 5 hex of sha1(kind, group, name, uid)>`."""
-    digest = hashlib.sha1(f"{kind.kind}\n{GROUP}\n{name}\n{uid}".encode()).hexdigest()[:5]
+    digest = hashlib.sha1(f"{kind.kind}\n{kind.group}\n{name}\n{uid}".encode()).hexdigest()[:5]
     return f"{kind.kind.lower()}-{name}"[:247] + f"-{digest}"
 
 
@@ -142,11 +126,20 @@ def pod_sets(kind: JobKind, job: JsonDict) -> list[JsonDict]:
     return sets
 
 
-def new_workload(kind: JobKind, job: JsonDict, queue: str, wpc: tuple[str, int] | None) -> JsonDict:
+def priority_ref(kind: str, name: str) -> JsonDict:
+    """spec.priorityClassRef: a WorkloadPriorityClass or a scheduling.k8s.io PriorityClass."""
+    group = KUEUE_GROUP if kind == "WorkloadPriorityClass" else "scheduling.k8s.io"
+    return {"group": group, "kind": kind, "name": name}
+
+
+def new_workload(kind: JobKind, job: JsonDict, queue: str, sets: list[JsonDict], wpc: tuple[str, int] | None,
+                 class_kind: str = "WorkloadPriorityClass") -> JsonDict:
+    """`sets`: the job's pod sets (its adapter's); `wpc`: the priority class's (name, value), of kind
+    `class_kind` (ExtractPriority's answer)."""
     meta = job["metadata"]
-    spec: dict[str, Any] = {"queueName": queue, "podSets": pod_sets(kind, job), "priority": 0}
+    spec: dict[str, Any] = {"queueName": queue, "podSets": sets, "priority": 0}
     if wpc is not None:
-        spec["priorityClassRef"] = {"group": KUEUE_GROUP, "kind": "WorkloadPriorityClass", "name": wpc[0]}
+        spec["priorityClassRef"] = priority_ref(class_kind, wpc[0])
         spec["priority"] = wpc[1]
     return {
         "apiVersion": f"{KUEUE_GROUP}/v1beta2",
@@ -156,7 +149,7 @@ def new_workload(kind: JobKind, job: JsonDict, queue: str, wpc: tuple[str, int] 
             "namespace": meta["namespace"],
             "labels": {JOB_UID_LABEL: meta["uid"]},
             "finalizers": [FINALIZER],
-            "ownerReferences": [{"apiVersion": API_VERSION, "kind": kind.kind, "name": meta["name"],
+            "ownerReferences": [{"apiVersion": kind.api_version, "kind": kind.kind, "name": meta["name"],
                                  "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}],
         },
         "spec": spec,

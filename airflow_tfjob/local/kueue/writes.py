@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import logging
 
-from airflow_tfjob.local.events import record_event
-from airflow_tfjob.local.resources import ApiError, JsonDict, resource_type
-from airflow_tfjob.local.store import Store
+from airflow_tfjob.local.model.resources import ApiError, JsonDict, resource_type
+from airflow_tfjob.local.store.core import Store
+from airflow_tfjob.local.store.events import record_event
 
 log = logging.getLogger(__name__)
 COMPONENT = "kueue-admission"

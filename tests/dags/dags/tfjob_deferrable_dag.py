@@ -18,14 +18,14 @@ with DAG("tfjob_deferrable", schedule=None, catchup=False, tags=["test"]):
 
     @task
     def submit(run_id: str | None = None) -> str:
-        from airflow_tfjob.hooks.tfjob import TFJobHook
-        from airflow_tfjob.manifest import build_tfjob
+        from airflow_tfjob.build.manifest import build_tfjob
+        from airflow_tfjob.hooks.tfjob import KubeflowJobHook
 
         name = "sensed-" + format(abs(hash(run_id)) % 10**10, "010d")
         body = build_tfjob(
             name, "default", replicas={"worker": 1}, image="x", command=[sys.executable, "-c", SLOW]
         )
-        TFJobHook().create_tfjob(body, "default")
+        KubeflowJobHook().create_tfjob(body, "default")
         return name
 
     wait = TFJobSensor(

@@ -1,0 +1,527 @@
+"""The follow core: watch a job of any kind to its end while streaming its logs, events and metrics.
+
+What differs between job APIs (the job's status, which pods are its replicas, rank 0, how many pods to
+expect) is asked of the job's adapter (airflow_tfjob/jobs/), never decided here.
+
+The synchronous operator runs it with `asyncio.run` and the trigger runs it in the triggerer, so both
+modes report the same outcome, the same log lines and the same diagnostics. It imports nothing from
+Airflow: the caller passes a hook and a sink (a callable that writes one record to the task log; a
+record holds one line or several, joined with newlines, each line starting with its source).
+
+Requests do not grow with the time spent waiting: the job comes from the shared watch (one stream per
+namespace), pods and events from one watch each per followed job (only when logs are followed), and
+pods are listed on demand otherwise (start-up check until every replica has started, diagnostics).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from airflow_tfjob.constants import KUEUE_QUEUE_LABEL
+from airflow_tfjob.follow import diagnostics
+from airflow_tfjob.follow.checkpoints import CheckpointTracker
+from airflow_tfjob.follow.diagnosis import gather_diagnosis
+from airflow_tfjob.follow.logs_parsing import (
+    LogBatcher,
+    LogLimits,
+    LogSelection,
+    format_timestamp,
+    parse_timestamp,
+)
+from airflow_tfjob.follow.metrics import MetricsCollector
+from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
+from airflow_tfjob.follow.progress import ProgressTracker, ReportedProgressLog
+from airflow_tfjob.follow.replica_logs import JobLogFollower, ReplicaFollower
+from airflow_tfjob.hooks.common import job_pod_selector
+from airflow_tfjob.hooks.waits import wait_event
+from airflow_tfjob.hooks.watching import reflect
+from airflow_tfjob.jobs.adapter import adapter_for
+from airflow_tfjob.jobs.status import JobState, JobStatus, as_ended, interpret
+
+if TYPE_CHECKING:
+    from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
+    from airflow_tfjob.integrations.kueue.tracker import QueueTracker
+
+log = logging.getLogger(__name__)
+
+Sink = Callable[[str], None]
+
+
+class FollowTap:
+    """What a caller may see of a running follow besides its sink (the trigger keeps its log positions
+    durable with it, triggers/positions.py): filled in by the follow when it starts.
+
+    ``on_line`` (the caller's, optional) is called with (replica, shown, timestamp in epoch ns) for
+    each replica line read, before it is written; ``positions()`` writes what is pending to the sink,
+    then returns the log cursors of every line written so far; ``sink`` writes a line in order with
+    the follow's own.
+    """
+
+    def __init__(self, on_line: Callable[[str, bool, int], None] | None = None) -> None:
+        self.on_line = on_line
+        self.positions: Callable[[], dict[str, Any]] = dict
+        self.sink: Sink | None = None
+
+
+class _JobFollow:
+    """State of one follow_job call: the watches' caches, the log followers, the outcome."""
+
+    def __init__(
+        self,
+        hook: AsyncKubeflowJobHook,
+        name: str,
+        namespace: str,
+        options: FollowOptions,
+        sink: Sink,
+        cursors: Mapping[str, Any] | None,
+        earlier: FollowOutcome | None = None,
+        tap: FollowTap | None = None,
+    ) -> None:
+        self.hook = hook
+        self.name = name
+        self.namespace = namespace
+        self.options = options
+        self.kind = options.job_kind
+        self.adapter = adapter_for(self.kind)  # what differs between job APIs: status, replicas, rank 0
+        self.ref = f"{self.kind.kind} {namespace}/{name}"  # how messages name the job
+        # Every line of this follow (replicas, events, diagnostics) goes through one batcher: in order,
+        # and as few task-log records as possible.
+        self.sink = LogBatcher(sink)
+        self.resumed = bool(cursors) or earlier is not None
+        self.pods: dict[str, dict] = {}  # by pod uid, last known state, deleted pods kept
+        self.events: dict[str, dict] = {}  # by event uid
+        self.job: dict[str, Any] | None = None
+        # A drain continues the earlier follow: its metrics, its captured value, its diagnosis.
+        self.earlier = earlier
+        # What only some follows need is made only for them: a triggerer holds one follow per waiting job.
+        self.metrics: MetricsCollector | None = None
+        if options.metrics:
+            self.metrics = MetricsCollector(options.metrics, history=options.metrics_history)
+            if earlier is not None:
+                self.metrics.restore(earlier.metrics)
+        self.progress = ProgressTracker.for_follow(
+            options.progress, earlier.progress if earlier is not None else None
+        )
+        # What the job's status reports of its progress (a TrainJob's trainerStatus), the adapter says.
+        self.reported = ReportedProgressLog.for_follow(earlier.reported if earlier is not None else None)
+        self.tasks: list[asyncio.Task[None]] = []
+        self.logs: JobLogFollower | None = None
+        # When the start-up clock started: a deferred follow's deferral, else now (relative from there).
+        self.startup_base = time.time() if options.startup_from is None else options.startup_from
+        self.started = False
+        self._shown_events: dict[str, int] = {}
+        self._early_pods: list[tuple[str, dict]] = []  # pod events that came before the job object
+        # Set once the pod watch has listed (drain knows every replica); only a follow that reads logs
+        # watches pods.
+        self.pods_synced: asyncio.Event | None = asyncio.Event() if options.reads_logs else None
+        self.return_payload: str | None = earlier.return_payload if earlier is not None else None
+        self.queue: QueueTracker | None = None  # a job with Kueue's queue label: its place in Kueue
+        # checkpoint=: the newest checkpoint, from the one the job started from (a drain: the trigger's).
+        self.checkpoints = (
+            CheckpointTracker(earlier.checkpoint if earlier is not None else options.resume_from)
+            if options.checkpoints
+            else None
+        )
+        self.tap_line = tap.on_line if tap is not None else None
+        if tap is not None:
+            tap.positions, tap.sink = self._positions, self.sink
+        if options.reads_logs:
+            selection = options.selection if options.get_logs else LogSelection()
+            self.logs = JobLogFollower(
+                hook,
+                namespace,
+                selection,
+                self.sink,
+                limits=LogLimits(
+                    rate_per_replica=options.log_rate_per_replica, total_cap=options.log_total_cap
+                ),
+                cursors={k: v for k, v in (cursors or {}).items() if not k.startswith("_")},
+                # A call per line only if needed.
+                on_line=(
+                    self._on_line
+                    if options.metrics or self._reads_master_lines() or self.tap_line is not None
+                    else None
+                ),
+                capture_prefix=options.return_marker,
+                on_capture=self._on_capture,
+                container=self.kind.container,
+                adapter=self.adapter,
+            )
+
+    # -- feeds ----------------------------------------------------------------------------------
+
+    def _reads_master_lines(self) -> bool:
+        return self.progress is not None or self.checkpoints is not None
+
+    def _on_line(self, replica: ReplicaFollower, ts: int, text: str) -> None:
+        if self.tap_line is not None:
+            self.tap_line(replica.name, replica.selected, ts)
+        if replica.state.pod is None or not replica.master:
+            return
+        if self.metrics is not None:
+            self.metrics.feed(f"{format_timestamp(ts)} {text}" if self.options.metrics_history else text)
+        if self.progress is not None:
+            line = self.progress.feed_line(text)
+            if line is not None:
+                self.sink(f"[progress] {line}")
+        if self.checkpoints is not None:
+            self.checkpoints.feed(text)
+
+    def _positions(self) -> dict[str, Any]:
+        """The cursors of every line written to the sink (what is pending is written first)."""
+        self.sink.flush()
+        return self.logs.cursors() if self.logs is not None else {}
+
+    def _on_capture(self, replica: ReplicaFollower, payload: str) -> None:
+        self.return_payload = payload
+
+    def _on_pod(self, etype: str, pod: dict) -> None:
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        self.pods[uid] = pod
+        if self.logs is None:
+            return
+        if self.job is None:
+            # Which replica is rank 0 may depend on the job's spec (the adapter's rank0): its pods wait for it.
+            self._early_pods.append((etype, pod))
+            return
+        self._feed_pod(etype, pod)
+
+    def _job_known(self, job: dict[str, Any]) -> None:
+        self.job = job
+        if self.logs is not None:
+            self.logs.job = job
+        early, self._early_pods = self._early_pods, []
+        for etype, pod in early:
+            self._feed_pod(etype, pod)
+
+    def _feed_pod(self, etype: str, pod: dict) -> None:
+        assert self.logs is not None
+        if etype == "DELETED":
+            self.logs.pod_deleted(pod)
+        else:
+            self.logs.update_pod(pod)
+
+    def _on_event(self, etype: str, ev: dict) -> None:
+        if etype == "DELETED":
+            return
+        uid = str((ev.get("metadata") or {}).get("uid") or id(ev))
+        self.events[uid] = ev
+        count = int(ev.get("count") or 1)
+        shown = self._shown_events.get(uid)
+        # A repeat of a Normal event says nothing new (the operator re-emits ExitedWithCode on every
+        # reconcile); a repeated Warning (BackOff, FailedScheduling) is news: show it with its count.
+        if shown == count or (shown is not None and ev.get("type") != "Warning"):
+            return
+        self._shown_events[uid] = count
+        if self.options.log_events and not self._suppress_events:
+            self.sink(f"[events] {diagnostics.format_event(ev)}")
+
+    _suppress_events = False
+
+    # -- start-up tracking ----------------------------------------------------------------------
+
+    def _expected_replicas(self) -> int:
+        return self.adapter.expected_pods(self.job or {})
+
+    async def _current_pods(self) -> list[dict]:
+        if self.logs is not None:
+            live = [p for p in self.pods.values() if not (p.get("metadata") or {}).get("deletionTimestamp")]
+            return live
+        pods = await self.hook.list_job_pods(self.name, self.namespace, kind=self.kind)
+        for p in pods:
+            self.pods[str((p.get("metadata") or {}).get("uid") or "")] = p
+        return pods
+
+    async def _check_startup(self, status: JobStatus) -> FollowOutcome | None:
+        """Pods still Pending (or unschedulable) past startup_timeout fail the follow; a suspended job waits."""
+        if self.started or self.options.startup_timeout is None:
+            return None
+        if status.state == JobState.SUSPENDED:
+            self.startup_base = time.time()  # queued (e.g. Kueue): waiting does not count
+            return None
+        pods = await self._current_pods()
+        started = [
+            p for p in pods if (p.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")
+        ]
+        if pods and len(started) >= len(pods) and len(started) >= self._expected_replicas():
+            self.started = True
+            return None
+        hopeless = diagnostics.cannot_start(pods)
+        if hopeless:  # waiting out startup_timeout would not change it: the kubelet already backs off
+            return FollowOutcome("cannot_start", status, f"{self.ref} cannot start: " + "; ".join(hopeless))
+        if time.time() - self.startup_base < self.options.startup_timeout:
+            return None
+        stuck = [p for p in pods if p not in started]
+        reasons: list[str] = []
+        for pod in stuck:
+            pname = str((pod.get("metadata") or {}).get("name", ""))
+            problem = diagnostics.scheduling_problem(pod)
+            evs = await self.hook.list_events(self.namespace, involved_name=pname)
+            warn = [e for e in evs if e.get("type") == "Warning"]
+            if problem is not None:
+                reasons.append(f"{pname}: {problem[0]}: {problem[1]}".rstrip(": "))
+            elif warn:
+                reasons.append(f"{pname}: {warn[-1].get('reason')}: {warn[-1].get('message')}")
+            else:
+                phase = (pod.get("status") or {}).get("phase", "Pending")
+                reasons.append(f"{pname}: {phase}")
+        if not pods:
+            reasons.append(f"no pods were created (expected {self._expected_replicas()})")
+            job_warn = [
+                e
+                for e in await self.hook.list_events(self.namespace, involved_name=self.name)
+                if e.get("type") == "Warning"
+            ]
+            if job_warn:
+                reasons.append(f"{job_warn[-1].get('reason')}: {job_warn[-1].get('message')}")
+        since = " of its admission by Kueue" if self.queue is not None else ""
+        message = f"{self.ref} did not start within {self.options.startup_timeout:g} s{since}: " + "; ".join(
+            reasons
+        )
+        return FollowOutcome("startup_timeout", status, message)
+
+    # -- main -----------------------------------------------------------------------------------
+
+    def _start_watches(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self.logs is not None:
+            self.tasks.append(
+                loop.create_task(
+                    reflect(
+                        lambda: self.hook.list_objects(
+                            "pods",
+                            self.namespace,
+                            label_selector=job_pod_selector(self.name, kind=self.kind),
+                        ),
+                        lambda rv: self.hook.watch_job_pods(self.name, self.namespace, rv, kind=self.kind),
+                        self._on_pod,
+                        synced=self.pods_synced,
+                        resource=f"pods of {self.ref}",
+                    ),
+                    name=f"tfjob-pods-{self.name}",
+                )
+            )
+        if self.options.get_logs and self.options.log_events:
+            # On a resume the events already went to the log: show only what happens from now on.
+            self._suppress_events = self.resumed
+            self.tasks.append(
+                loop.create_task(
+                    reflect(
+                        self._list_job_events,
+                        lambda rv: self.hook.watch_events(self.namespace, rv, involved_name=self.name),
+                        self._on_event,
+                        resource=f"events of {self.ref}",
+                    ),
+                    name=f"tfjob-events-{self.name}",
+                )
+            )
+
+    async def _list_job_events(self) -> tuple[list[dict], str]:
+        items, rv = await self.hook.list_objects(
+            "events", self.namespace, field_selector=f"involvedObject.name={self.name}"
+        )
+        items = [e for e in items if (e.get("involvedObject") or {}).get("name") == self.name]
+        items.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("firstTimestamp") or ""))
+        for ev in items:
+            self._on_event("ADDED", ev)
+        self._suppress_events = False
+        return [], rv
+
+    async def run(self) -> FollowOutcome:
+        from airflow_tfjob.hooks.jobwatch import shared_watch
+
+        self._start_watches()
+        try:
+            async with shared_watch(self.hook, self.namespace, kind=self.kind).subscribe(self.name) as sub:
+                outcome = await self._wait(sub)
+                outcome = await self._finish(outcome)
+                outcome.status = as_ended(outcome.status, sub.latest)
+                return outcome
+        finally:
+            for t in self.tasks:
+                t.cancel()
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+            if self.logs is not None:
+                await self.logs.close()
+            self.sink.flush()
+
+    async def _wait(self, sub: Any) -> FollowOutcome:
+        while True:
+            timeout = self._tick()
+            try:
+                obj = await sub.next(timeout=timeout)
+            except TimeoutError:
+                obj = sub.latest
+            # Each value is judged in a call of its own, so that nothing it computed (the status) is
+            # held while the next change is awaited: a triggerer holds thousands of these waits.
+            outcome = await (self._absent(sub) if obj is None else self._judge(obj))
+            if outcome is not None:
+                return outcome
+
+    async def _absent(self, sub: Any) -> FollowOutcome | None:
+        """The watch says the job is not there: an error once a GET confirms it (None: keep waiting)."""
+        if sub.synced and await self.hook.find_job(self.kind, self.name, self.namespace) is None:
+            last = self.job  # as it was last seen
+            what = "was deleted" if last is not None else "does not exist"
+            return FollowOutcome("error", interpret(last) if last is not None else None, f"{self.ref} {what}")
+        return None
+
+    async def _judge(self, obj: dict[str, Any]) -> FollowOutcome | None:
+        """The outcome a value of the job decides, if any (None: keep waiting)."""
+        self._job_known(obj)
+        line = self.reported.feed(self.adapter.reported_progress(obj))
+        if line is not None:
+            self.sink(f"[progress] {line}")
+        status = interpret(obj)
+        queued = await self._observe_queue(obj, status)
+        if status.finished:
+            return FollowOutcome(status.state.value, status, status.message)
+        if queued is not None:
+            return queued
+        if self.options.deadline is not None and time.time() >= self.options.deadline:
+            what = self.queue.waiting_for() if self.queue is not None else status.state.value
+            return FollowOutcome("timeout", status, f"{self.ref} passed its deadline while {what}")
+        return await self._check_startup(status)
+
+    async def _observe_queue(self, job: dict[str, Any], status: JobStatus) -> FollowOutcome | None:
+        """A job with Kueue's queue label: its place in Kueue told and held to its limits (kueue/)."""
+        if self.queue is None:
+            labels = (job.get("metadata") or {}).get("labels") or {}
+            if self.earlier is not None or not labels.get(KUEUE_QUEUE_LABEL):
+                return None  # a drain only reads what is left of the logs
+            from airflow_tfjob.integrations.kueue.tracker import QueueTracker
+
+            self.queue = QueueTracker(self.hook, self.name, self.namespace, self.options, self.sink)
+        admitted = len(self.queue.admissions)
+        verdict = await self.queue.observe(job, status)
+        if self.checkpoints is not None and self.queue.evictions and len(self.queue.admissions) > admitted:
+            # Admitted again after a preemption: its pods start over from the newest checkpoint.
+            newest = self.checkpoints.newest
+            self.sink(f"[checkpoint] {newest.resuming_line() if newest else 'no checkpoint yet: starting over'}")
+        return verdict
+
+    def _tick(self) -> float | None:
+        """How long to wait for the next job change before re-checking the clocks (None: no clock runs).
+
+        A job with no deadline, no start-up clock running and no Kueue tracker waits for its next
+        change alone: a triggerer holding thousands of them does not wake each one now and then.
+        """
+        waits: list[float] = []
+        if self.queue is not None:
+            waits.append(self.queue.wake_in())
+        now = time.time()
+        if self.options.deadline is not None:
+            waits.append(max(0.05, self.options.deadline - now))
+        if not self.started and self.options.startup_timeout is not None:
+            waits.append(max(0.2, min(5.0, self.startup_base + self.options.startup_timeout - now)))
+        return min(waits) if waits else None
+
+    async def _finish(self, outcome: FollowOutcome) -> FollowOutcome:
+        status = outcome.status
+        if self.logs is not None:
+            # A job that finished before the pod list came back must still have its replicas drained.
+            assert self.pods_synced is not None  # made with the log follower
+            await wait_event(self.pods_synced, 30)
+            if outcome.event in ("succeeded", "failed"):
+                await self.logs.drain(
+                    status.completion_time if status else None, grace=self.options.drain_grace
+                )
+            else:
+                await self.logs.drain(None, grace=0.5, cap=5.0)
+        if self.earlier is not None:
+            outcome.diagnostics, outcome.message = self.earlier.diagnostics, self.earlier.message
+            outcome.failures = self.earlier.failures
+        elif outcome.event in ("failed", "startup_timeout", "cannot_start"):
+            diags = await self._diagnose(status)
+            outcome.failures = [d.to_dict() for d in diags]  # the cause is read from these (failure.py)
+            if diags:
+                # Carried in the outcome, not sunk: the operator logs it once, at ERROR, in the
+                # worker whichever mode followed (a sunk copy showed the block twice in the task log).
+                outcome.diagnostics = diagnostics.format_block(diags)
+                if outcome.event == "failed":
+                    outcome.message = diagnostics.summary_line(diags, outcome.message)
+        if self.metrics is not None:
+            outcome.metrics = self.metrics.result()
+            if outcome.metrics.get("missing") and self.options.report_missing_metrics:
+                self.sink(
+                    "metrics never reported by the master replica: " + ", ".join(outcome.metrics["missing"])
+                )
+        outcome.cursors = self.logs.cursors() if self.logs is not None else {}
+        outcome.dropped = _merged_drops(
+            self.earlier.dropped if self.earlier is not None else {},
+            self.logs.dropped() if self.logs is not None else {},
+        )
+        outcome.return_payload = self.return_payload
+        outcome.progress = self.progress.state() if self.progress is not None else None
+        line = self.reported.final()
+        if line is not None:
+            self.sink(f"[progress] {line}")
+        outcome.reported = self.reported.state()
+        outcome.queue = self.queue.summary() if self.queue is not None else None
+        outcome.checkpoint = self.checkpoints.state() if self.checkpoints is not None else None
+        if self.earlier is not None:
+            outcome.queue = self.earlier.queue
+        return outcome
+
+    async def _diagnose(self, status: JobStatus | None) -> list[diagnostics.ReplicaDiagnosis]:
+        rings = {name: f.ring for name, f in self.logs.replicas.items()} if self.logs is not None else {}
+        return await gather_diagnosis(
+            self.hook, self.name, self.namespace, kind=self.kind, pods=self.pods,
+            events=list(self.events.values()), rings=rings,
+            failed_types=status.failed_replica_types if status else (), tail=self.options.diagnostics_tail,
+        )  # fmt: skip
+
+
+def _merged_drops(*parts: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+    """Dropped-line counts of a follow and of the drain that continues it, added up."""
+    out: dict[str, dict[str, int]] = {}
+    for part in parts:
+        for replica, reasons in part.items():
+            mine = out.setdefault(replica, {})
+            for why, n in reasons.items():
+                mine[why] = mine.get(why, 0) + int(n)
+    return out
+
+
+async def follow_job(
+    hook: AsyncKubeflowJobHook,
+    name: str,
+    namespace: str,
+    options: FollowOptions,
+    sink: Sink,
+    cursors: dict | None = None,
+    tap: FollowTap | None = None,
+) -> FollowOutcome:
+    """Follow a job (of ``options.kind``) until it succeeds, fails, times out or does not start; logs drained before return."""
+    follow = _JobFollow(hook, name, namespace, options, sink, cursors, tap=tap)
+    return await follow.run()
+
+
+async def drain_job(
+    hook: AsyncKubeflowJobHook,
+    name: str,
+    namespace: str,
+    options: FollowOptions,
+    sink: Sink,
+    earlier: FollowOutcome,
+) -> FollowOutcome:
+    """Finish what an earlier follow of a finished job (the trigger's) started, as if it had been one.
+
+    Reads the replica lines after the earlier cursors, with the earlier metrics and captured value as
+    the starting point; the earlier outcome's event, message and diagnosis stand (the job is final), and
+    only its status is refreshed to the job's as it ended. Nothing the earlier follow showed is shown
+    again: no resumption marker, no event already listed, no second diagnosis.
+    """
+    follow = _JobFollow(hook, name, namespace, options, sink, earlier.cursors, earlier=earlier)
+    drained = await follow.run()
+    drained.event = earlier.event
+    if drained.status is None or earlier.status is None or drained.status.state is not earlier.status.state:
+        drained.status = earlier.status  # deleted or changed meanwhile: the earlier view is the outcome
+    return drained
+
+
+__all__ = ["FollowOptions", "FollowOutcome", "FollowTap", "drain_job", "follow_job", "parse_timestamp", "reflect"]

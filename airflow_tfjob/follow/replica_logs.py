@@ -1,0 +1,566 @@
+"""The I/O of following replica logs: one follower per replica, and the set of them for a job.
+
+Each replica's stream is read across reconnects (the watches' reconnect layer,
+``hooks.watching.reconnect_forever``), container restarts and pod recreation; what it reads is cut,
+filtered and limited by ``logs_parsing`` (the pure parts).
+
+Why it is built this way:
+- A follow stream can be cut at any time (network, API server restart, read timeout). The kubelet only
+  resumes from `sinceTime`, which the API truncates to whole seconds, so a reconnect replays part of the
+  last second. Each replica therefore keeps a cursor (container instance, timestamp of the last line,
+  number of lines seen with exactly that timestamp) and drops what it has already shown.
+- A container can restart in place (OnFailure) or its pod be recreated (ExitCode policy, same name, new
+  uid); both are announced with a marker line, and the rest of the old run is read from `previous`.
+- Operators up to v1.9.3 delete every pod on deadline or backoff failures before Failed is visible, so
+  every replica is streamed (selected ones to the sink, all into a ring buffer) and diagnostics can show
+  the last lines of a replica whose pod is gone.
+- A runaway job must not flood the task log: a per-replica rate limit and a total cap drop lines with a
+  line saying how many were dropped; dropped lines still feed the ring buffer and the metrics.
+- Airflow's task log costs about the same per record whatever its length (the task process encodes JSON,
+  the supervisor decodes it and encodes it again into the file), so lines that arrive together go out
+  as one multi-line record (`LogBatcher`), each line keeping its `[replica] ` prefix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow_tfjob.constants import CONTAINER_NAME
+from airflow_tfjob.follow.logs_parsing import (
+    RING_LINE_CHARS,
+    SLICE_LINES,
+    TIMESTAMP_ROOM,
+    TRUNCATION_MARK,
+    Cursor,
+    JobBudget,
+    LineSplitter,
+    LogBatcher,
+    LogLimits,
+    LogSelection,
+    RateLimiter,
+    ResumeFilter,
+    TotalCap,
+    container_status,
+    has_exited,
+    is_master_role,
+    main_container,
+    parse_timestamp,
+    pod_replica,
+    pod_terminal,
+    replica_name,
+    split_timestamp,
+    terminated_exit_code,
+)
+from airflow_tfjob.hooks.retry import is_transient
+from airflow_tfjob.hooks.waits import wait_event
+from airflow_tfjob.hooks.watching import Backoff, Next, error_code, reconnect_forever
+
+# A log request refused for want of rights is not retried; a 404 is (the pod is being recreated).
+REFUSED = frozenset({401, 403})
+
+if TYPE_CHECKING:
+    from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
+    from airflow_tfjob.jobs.adapter import JobAdapter
+
+# The name the log lines of this module have always carried (before it was split from logs.py).
+log = logging.getLogger("airflow_tfjob.follow.replica_logs")
+
+
+@dataclass
+class ReplicaState:
+    """What the job's pod watch last said about one replica's pod (None: no pod right now)."""
+
+    pod: dict[str, Any] | None = None
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    container: str = CONTAINER_NAME  # the kind's default container, whose exit codes count
+
+    exit_codes: dict[str, int] = field(default_factory=dict)  # last exit code seen per pod uid
+
+    def set(self, pod: dict[str, Any] | None) -> None:
+        self.pod = pod
+        if pod is not None:
+            cs = container_status(pod, self.container)
+            code = terminated_exit_code(cs)
+            if code is not None:
+                self.exit_codes[str((pod.get("metadata") or {}).get("uid") or "")] = code
+        self.changed.set()
+
+
+class ReplicaFollower:
+    """Follows one replica (pod name) across reconnects, container restarts and pod recreation."""
+
+    def __init__(
+        self,
+        owner: JobLogFollower,
+        name: str,
+        pod_name: str,
+        selected: bool,
+        cursor: Cursor | None,
+    ) -> None:
+        self.owner = owner
+        self.name = name
+        self.pod_name = pod_name
+        self.selected = selected
+        self.prefix = f"[{name}] "
+        self.cursor = cursor or Cursor()
+        self.container = owner.container  # the pod's main container (main_container), once it is known
+        self.state = ReplicaState(container=owner.container)
+        self.ring: deque[str] = deque(maxlen=owner.limits.ring_lines)
+        self.rate = RateLimiter(owner.limits.rate_per_replica)
+        self.rate_dropped = 0
+        self.budget_dropped = 0  # lines dropped since the last notice (the job's budget)
+        self.dropped: dict[str, int] = {}  # lines not shown, by why: "budget", "rate" (the outcome's)
+        self.lines_seen = 0
+        self.reconnects = 0
+        self.finished = False
+        self.task: asyncio.Task[None] | None = None
+        self.drain_deadline: float | None = None  # wall clock; a still-running container stops here
+        self.last_error: BaseException | None = None  # why the last request ended early, if it did
+        self.master = False  # the job-role=master pod (metrics and captured values come from it)
+        self.complete: tuple[str, int] | None = None  # (pod uid, run) whose log was read to its end
+        self._catch_up: tuple[str, int] | None = None  # the run a catch-up read was made at once for
+
+    # -- emitting -----------------------------------------------------------------------------
+
+    def _emit_raw(self, text: str) -> None:
+        self.owner.sink(self.prefix + text)
+
+    def marker(self, text: str) -> None:
+        """Marker lines bypass the rate limit: they explain what happened to the stream."""
+        self.ring.append(f"--- {text} ---")
+        if self.selected:
+            self._emit_raw(f"--- {text} ---")
+
+    def _line(self, ts: int, text: str, dropping: bool = False) -> None:
+        self.lines_seen += 1
+        self.ring.append(text if len(text) <= RING_LINE_CHARS else text[:RING_LINE_CHARS])
+        if self.owner.on_line is not None:
+            self.owner.on_line(self, ts, text)
+        if not self.selected:
+            return
+        if dropping:
+            self.budget_dropped += 1
+            self.dropped["budget"] = self.dropped.get("budget", 0) + 1
+            return
+        self._announce_budget_drops()
+        if not self.rate.allow():
+            self.rate_dropped += 1
+            self.dropped["rate"] = self.dropped.get("rate", 0) + 1
+            return
+        if self.rate_dropped:
+            n, self.rate_dropped = self.rate_dropped, 0
+            self._emit_raw(f"--- {n} lines dropped (rate limit {self.rate.rate:g} lines/s) ---")
+        if self.owner.total.take():
+            self._emit_raw(text)
+        elif not self.owner.total.announced:
+            self.owner.total.announced = True
+            self.owner.sink(
+                f"--- log cap of {self.owner.total.cap} lines reached: further replica lines are not shown ---"
+            )
+
+    def _announce_budget_drops(self) -> None:
+        if self.budget_dropped:
+            n, self.budget_dropped = self.budget_dropped, 0
+            budget = self.owner.budget
+            self._emit_raw(
+                f"--- {n} lines dropped from {self.name} (budget: the job's replicas wrote faster than "
+                f"{budget.lines:g} lines/s or {budget.bytes / 1048576:g} MiB/s for over {budget.max_lag:g} s) ---"
+            )
+
+    def flush_dropped(self) -> None:
+        self._announce_budget_drops()
+        if self.rate_dropped and self.selected:
+            n, self.rate_dropped = self.rate_dropped, 0
+            self._emit_raw(f"--- {n} lines dropped (rate limit {self.rate.rate:g} lines/s) ---")
+
+    def _process(self, filt: ResumeFilter, raw: bytes, cut: int, dropping: bool = False) -> None:
+        ts, body = split_timestamp(raw)
+        if ts is None:
+            # Without timestamps the line cannot be placed: show it (the server did not stamp it).
+            ts = filt.cursor.ts if filt.cursor.ts >= 0 else 0
+            if not filt.accept(ts):
+                return
+        elif not filt.accept(ts):
+            return
+        capture = self.owner.capture_prefix
+        if capture is not None and self.master and body.startswith(capture):
+            # A value handed back through the log (e.g. @task.tfjob's return value): kept whole, not shown.
+            payload = body[len(capture) :].removeprefix(b" ").decode("utf-8", errors="replace")
+            self.lines_seen += 1
+            if self.owner.on_capture is not None:
+                self.owner.on_capture(self, payload)
+            self._emit_raw(f"return value received ({len(payload)} bytes)")
+            return
+        limit = self.owner.limits.max_line
+        if len(body) > limit:
+            cut += len(body) - limit
+            body = body[:limit]
+        text = body.decode("utf-8", errors="replace")
+        if text.endswith("\r"):
+            text = text[:-1]
+        if cut:
+            text += TRUNCATION_MARK.format(n=cut)
+        self._line(ts, text, dropping)
+
+    async def _handle(self, filt: ResumeFilter, lines: list[tuple[bytes, int]]) -> None:
+        """Lines split from one piece of the stream, a slice at a time under the job's budget.
+
+        After each slice the loop runs other work (other jobs' lines and events); a slice over budget
+        waits (the stream is not read meanwhile) while the replica's lines are at most the budget's
+        lag old, and is dropped, counted, once they are older.
+        """
+        budget = self.owner.budget
+        if not lines:  # a piece of one long line: nothing to hand on, a turn all the same
+            await asyncio.sleep(0)
+            return
+        for start in range(0, len(lines), SLICE_LINES):
+            part = lines[start : start + SLICE_LINES]
+            size = sum(len(raw) for raw, _cut in part)
+            wait = budget.wait(len(part), size)
+            dropping = False
+            if wait > 0:
+                ts, _ = split_timestamp(part[-1][0][:TIMESTAMP_ROOM])
+                lag = max(0.0, time.time() - ts / 1e9) if ts is not None else 0.0
+                if budget.may_wait(lag, wait):
+                    budget.waited += wait
+                    await asyncio.sleep(wait)
+                else:
+                    dropping = True
+            if not dropping:
+                budget.take(len(part), size)
+            for raw, cut in part:
+                self._process(filt, raw, cut, dropping)
+            if wait <= 0:
+                # A turn for other work after every slice, and after every piece of the stream (a
+                # piece read from what the client buffered comes without any wait: 4 MiB of 10 KB
+                # lines would otherwise be handled in one go).
+                await asyncio.sleep(0)
+
+    # -- reading ------------------------------------------------------------------------------
+
+    async def _read(self, *, previous: bool = False, exited: bool = False) -> tuple[bool, int]:
+        """One request: (ended cleanly, lines accepted).
+
+        For a run that has ended (``previous``, or ``exited``: the pod watch shows its container
+        terminated) the request does not follow: a bounded read of what is left, answered whole, which
+        no proxy can leave without its end."""
+        hook = self.owner.hook
+        filt = ResumeFilter(self.cursor)
+        room = self.owner.limits.max_line
+        if self.master and self.owner.capture_prefix is not None:
+            room = max(room, self.owner.limits.capture_max)
+        splitter = LineSplitter(room + TIMESTAMP_ROOM)
+        before = self.lines_seen
+        clean = False
+        try:
+            async for chunk in hook.stream_pod_log(
+                self.pod_name,
+                self.owner.namespace,
+                container=self.container,
+                since_time=self.cursor.since_time,
+                previous=previous,
+                follow=not (previous or exited),
+                read_timeout=self.owner.limits.read_timeout,
+            ):
+                await self._handle(filt, splitter.feed(chunk))
+                if self._past_drain_deadline():
+                    return True, self.lines_seen - before
+            tail = splitter.flush()
+            if tail is not None:
+                self._process(filt, *tail)
+            clean = True
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if error_code(exc) in REFUSED:
+                raise  # no rights to read logs: reconnect_forever reports it and gives up
+            # A cut stream, 400/404 while the pod changes, timeouts: retried.
+            log.debug("log stream of %s ended: %r", self.name, exc)
+            self.last_error = exc
+            splitter.reset()
+        return clean, self.lines_seen - before
+
+    def _past_drain_deadline(self) -> bool:
+        """Past the drain deadline while the container still runs (a PS never exits): stop reading.
+
+        A container that has exited is read to its end whatever the time (drain() bounds that by its
+        cap): its log is finite, and stopping early loses lines, e.g. of a replica whose pod the watch
+        reported late because the API was failing.
+        """
+        if self.drain_deadline is None or time.time() < self.drain_deadline:
+            return False
+        return not has_exited(self.state.pod)
+
+    async def _wait_change(self, timeout: float) -> bool:
+        """Wait for a new pod state from the watch (or a drain); False if none came in time."""
+        self.state.changed.clear()
+        # Not asyncio.wait_for: on Python 3.11 it can swallow a cancellation that arrives with the event.
+        return await wait_event(self.state.changed, timeout)
+
+    async def run(self) -> None:
+        """Read the replica's runs one after the other until drained (or cancelled).
+
+        The reconnect policy is the watches' (``watching.reconnect_forever``), waking early when the
+        pod changes; each step decides what comes next from the pod state the watch last reported.
+        """
+        try:
+            await reconnect_forever(
+                self._step,
+                verb="log stream",
+                resource=f"replica {self.name} ({self.owner.namespace}/{self.pod_name})",
+                backoff=Backoff(start=0.2, cap=5.0, jitter=False),
+                pause=self._wait_change,
+            )
+        except Exception as exc:
+            if error_code(exc) not in REFUSED:
+                raise
+            # Refused for good (reconnect_forever logged it at WARNING): this replica is not read further.
+        self.flush_dropped()
+        self.finished = True
+
+    async def _step(self) -> Next:
+        if self._past_drain_deadline():
+            return Next.STOP
+        pod = self.state.pod
+        if pod is None:
+            return await self._await_pod()
+        uid = (pod.get("metadata") or {}).get("uid") or ""
+        cs = container_status(pod, self.container)
+        started = bool(
+            cs
+            and (
+                (cs.get("state") or {}).get("running")
+                or (cs.get("state") or {}).get("terminated")
+                or (cs.get("lastState") or {}).get("terminated")
+            )
+        )
+        if not started:
+            return await self._await_pod()
+        assert cs is not None
+        instance = int(cs.get("restartCount") or 0)
+        if (uid, instance) == self.complete:
+            # This container run's log was read to its end. Reconnecting by name could reach a
+            # recreated pod (or the next run) under this run's cursor: wait until the pod watch
+            # shows what happened next.
+            if self.owner.draining:
+                return Next.STOP
+            changed = await self._wait_change(30.0)
+            if not changed and (cs.get("state") or {}).get("running"):
+                self.complete = None  # still running after all: the stream was closed by a proxy
+            return Next.AGAIN
+        if self.cursor.uid and uid != self.cursor.uid:
+            code = self.state.exit_codes.get(self.cursor.uid)
+            self.marker(
+                "pod recreated" + (f" (previous pod exited with code {code})" if code is not None else "")
+            )
+            self.cursor = Cursor(uid=uid, instance=instance)
+        elif not self.cursor.uid:
+            self.cursor.uid = uid
+            self.cursor.instance = instance
+        elif instance > self.cursor.instance:
+            await self._catch_up_previous(cs, instance)
+        self.last_error = None
+        exited = bool((cs.get("state") or {}).get("terminated"))
+        clean, got = await self._read(exited=exited)
+        self.reconnects += 1
+        latest = self.state.pod
+        if self._past_drain_deadline():
+            return Next.STOP
+        if clean:
+            # The kubelet ends a follow stream when the container exits: this run is read to its end.
+            self.complete = (uid, instance)
+            self._catch_up = None
+            return Next.FRESH
+        if not exited and self._catch_up != (uid, instance) and _run_exited(latest, self.container, uid, instance):
+            # The stream ended badly (a gateway that drops the connection instead of ending the
+            # stream looks like this at every container exit) and the container has exited since:
+            # what is left is read at once, by one bounded request, not after a reconnect delay.
+            self._catch_up = (uid, instance)
+            return Next.AGAIN
+        if (
+            self.owner.draining
+            and (latest is None or pod_terminal(latest))
+            and (self.last_error is None or not is_transient(self.last_error))
+        ):
+            # Last try of a draining replica: the previous request got nothing new. A request the API
+            # failed (5xx, 429, a cut connection) read nothing at all: it is tried again.
+            return Next.STOP
+        # A stream that was flowing when it was cut reconnects promptly (the delay starts again).
+        return Next.RESET_BACK_OFF if got else Next.BACK_OFF
+
+    async def _await_pod(self) -> Next:
+        """No pod, or its container has not started: wait for the watch to say more (not when draining)."""
+        if self.owner.draining:
+            return Next.STOP
+        await self._wait_change(5.0)
+        return Next.AGAIN
+
+    async def _catch_up_previous(self, cs: Mapping[str, Any], instance: int) -> None:
+        """The container restarted since we last read: finish its previous run, then announce it."""
+        code = terminated_exit_code(cs, last=True)
+        if instance == self.cursor.instance + 1:
+            await self._read(previous=True)
+        lost = instance - self.cursor.instance - 1
+        note = f", {lost} intermediate run(s) not read" if lost > 0 else ""
+        exit_part = f", exit code {code}" if code is not None else ""
+        self.marker(f"container restarted (restart {instance}{exit_part}{note})")
+        self.cursor = Cursor(uid=self.cursor.uid, instance=instance)
+
+
+def _run_exited(pod: Mapping[str, Any] | None, container: str, uid: str, instance: int) -> bool:
+    """Whether the pod watch shows this run (pod uid, restart count) of the container terminated."""
+    if pod is None or (pod.get("metadata") or {}).get("uid") != uid:
+        return False
+    cs = container_status(pod, container)
+    if cs is None or int(cs.get("restartCount") or 0) != instance:
+        return False
+    return bool((cs.get("state") or {}).get("terminated"))
+
+
+class JobLogFollower:
+    """All replicas of one job: fed with pod updates, streams each replica, drains at the end."""
+
+    def __init__(
+        self,
+        hook: AsyncKubeflowJobHook,
+        namespace: str,
+        selection: LogSelection,
+        sink: Callable[[str], None],
+        *,
+        limits: LogLimits | None = None,
+        cursors: Mapping[str, Any] | None = None,
+        container: str = CONTAINER_NAME,
+        on_line: Callable[[ReplicaFollower, int, str], None] | None = None,
+        capture_prefix: str | None = None,
+        on_capture: Callable[[ReplicaFollower, str], None] | None = None,
+        adapter: JobAdapter | None = None,
+    ) -> None:
+        self.hook = hook
+        self.namespace = namespace
+        self.selection = selection
+        # Shared with the caller when it passes its own batcher, so its lines keep their order with ours.
+        self.sink = sink if isinstance(sink, LogBatcher) else LogBatcher(sink)
+        self.limits = limits or LogLimits()
+        self.container = container
+        self.on_line = on_line
+        self.capture_prefix = capture_prefix.encode() if capture_prefix else None
+        self.on_capture = on_capture
+        # The job's API: rank 0 where no pod carries job-role=master (a PaddleJob without Master), and the
+        # type `log_replicas` names a replica by when not its own (a TFJob run as a TrainJob: "worker").
+        self.adapter = adapter
+        # The job object, once the caller knows it (its pods wait for it: rank 0 may depend on its spec).
+        self.job: Mapping[str, Any] | None = None
+        self.total = TotalCap(self.limits.total_cap)
+        self.budget = JobBudget(self.limits.budget_lines, self.limits.budget_bytes, self.limits.budget_lag)
+        self.replicas: dict[str, ReplicaFollower] = {}
+        self.draining = False
+        self._cursors = {k: Cursor.from_dict(v) for k, v in (cursors or {}).items() if isinstance(v, Mapping)}
+
+    def update_pod(self, pod: dict[str, Any]) -> None:
+        ident = pod_replica(pod)
+        if ident is None:
+            return
+        rtype, index = ident
+        name = replica_name(rtype, index)
+        follower = self.replicas.get(name)
+        master = is_master_role(pod) or self._rank0() == (rtype, index)
+        if follower is None:
+            shown = self.adapter.selected_as(self.job or {}, rtype) if self.adapter is not None else rtype
+            selected = self.selection.matches(shown, index, master)
+            follower = ReplicaFollower(
+                self, name, (pod.get("metadata") or {}).get("name", name), selected, self._cursors.get(name)
+            )
+            follower.master = master
+            follower.container = follower.state.container = main_container(pod, self.container)
+            self.replicas[name] = follower
+            follower.state.set(pod)
+            follower.task = asyncio.get_running_loop().create_task(follower.run(), name=f"tfjob-log-{name}")
+        else:
+            follower.master = master
+            # A recreated pod may have a name of its own (a batch Job's pods, as a TrainJob's JobSet
+            # makes them, carry a random suffix; the v1 kinds reuse the name): read the current one.
+            follower.pod_name = (pod.get("metadata") or {}).get("name", follower.pod_name)
+            follower.state.set(pod)
+
+    def _rank0(self) -> tuple[str, int] | None:
+        if self.adapter is None or self.job is None:
+            return None
+        return self.adapter.rank0(self.job)
+
+    def pod_deleted(self, pod: dict[str, Any]) -> None:
+        ident = pod_replica(pod)
+        if ident is None:
+            return
+        follower = self.replicas.get(replica_name(*ident))
+        if follower is not None and (follower.state.pod or {}).get("metadata", {}).get("uid") == (
+            pod.get("metadata") or {}
+        ).get("uid"):
+            follower.state.set(None)
+
+    def cursors(self) -> dict[str, Any]:
+        out = {k: v.to_dict() for k, v in self._cursors.items()}
+        out.update({name: f.cursor.to_dict() for name, f in self.replicas.items() if f.cursor.uid})
+        return out
+
+    def dropped(self) -> dict[str, dict[str, int]]:
+        """Lines not shown in the task log, by replica and why ("budget", "rate"; "cap": the job's
+        total cap, under the key "*"): the task's XCom ``log_lines_dropped``."""
+        out = {name: dict(f.dropped) for name, f in self.replicas.items() if f.dropped}
+        if self.total.dropped_total:
+            out["*"] = {"cap": self.total.dropped_total}
+        return out
+
+    def ring(self, name: str) -> list[str]:
+        f = self.replicas.get(name)
+        return list(f.ring) if f else []
+
+    async def drain(self, completion_time: str | None, grace: float = 5.0, cap: float = 60.0) -> None:
+        """Read every replica to its end; containers still running stop at completion + `grace`."""
+        self.draining = True
+        end = time.time() + grace
+        if completion_time:
+            with contextlib.suppress(ValueError):
+                end = max(parse_timestamp(completion_time) / 1e9 + grace, time.time() + 0.5)
+        for f in self.replicas.values():
+            f.drain_deadline = end
+            f.state.changed.set()
+        active = {f.task: f for f in self.replicas.values() if f.task is not None and not f.task.done()}
+        if active:
+            _done, pending = await asyncio.wait(active, timeout=max(0.0, end - time.time()))
+            # At the deadline a container that is still running (a PS never exits) has nothing more to
+            # wait for: its stream would only end with the server's read timeout. Containers that have
+            # exited are still read to their end, within `cap`.
+            running = {t for t in pending if not has_exited(active[t].state.pod)}
+            if pending - running:
+                _done, late = await asyncio.wait(pending - running, timeout=cap)
+                running |= late
+            for t in running:
+                t.cancel()
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
+                for t in running:
+                    active[t].flush_dropped()
+        self._announce_cap()
+        self.sink.flush()
+
+    def _announce_cap(self) -> None:
+        if self.total.dropped:
+            self.sink(
+                f"--- log cap of {self.total.cap} lines reached: {self.total.dropped} replica lines were not shown ---"
+            )
+            self.total.dropped = 0
+
+    async def close(self) -> None:
+        tasks = [f.task for f in self.replicas.values() if f.task is not None and not f.task.done()]
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self.sink.flush()

@@ -1,0 +1,228 @@
+"""The checks: what the targets need, asked of the cluster through a hook (discovery, reads and
+SelfSubjectAccessReviews; nothing is created), answered as a Report.
+
+What differs between kinds comes from the kind table (group, version, plural, Kueue framework name) and
+from preflight/needs.py (each API's install, runtimes, companions); nothing here names an API.
+An answer the cluster refuses (403) makes the part "unknown" (a warning), never a crash; any other
+failure (the server is down) is the caller's to report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol, TypeVar
+
+from airflow_tfjob.hooks.common import api_status
+from airflow_tfjob.jobs.kinds import JobKind
+from airflow_tfjob.preflight import needs
+from airflow_tfjob.preflight.needs import Target
+from airflow_tfjob.preflight.report import Finding, Report
+
+T = TypeVar("T")
+#: Statuses that mean "you may not read this" rather than "the cluster is broken".
+REFUSED = frozenset({401, 403})
+
+
+class Cluster(Protocol):
+    """The hook's calls the checks use (hooks/sync.py's KubeflowJobHook has them)."""
+
+    def served_resources(self, group_version: str) -> set[str] | None: ...
+
+    def api_group(self, group: str) -> dict | None: ...
+
+    def find_object(
+        self, api_version: str, plural: str, name: str, namespace: str | None = None
+    ) -> dict | None: ...
+
+    def access_review(self, verb: str, group: str, resource: str, namespace: str | None = None) -> bool: ...
+
+
+def _refused(ask: Callable[..., T], *args: Any) -> tuple[T | None, int | None]:
+    """(``ask(*args)``, None), or (None, the status) when the cluster refuses to answer."""
+    try:
+        return ask(*args), None
+    except Exception as error:
+        status = api_status(error)
+        if status in REFUSED:
+            return None, status
+        raise
+
+
+def _versions(group_doc: dict | None) -> str:
+    if not group_doc:
+        return "not served"
+    versions = [str(v.get("version")) for v in group_doc.get("versions") or [] if isinstance(v, dict)]
+    preferred = (group_doc.get("preferredVersion") or {}).get("version")
+    shown = ", ".join(versions) or "none"
+    return f"{group_doc.get('name', '?')} serves {shown}" + (f" (preferred {preferred})" if preferred else "")
+
+
+def check(cluster: Cluster, namespace: str, targets: Sequence[Target]) -> Report:
+    """Every part the targets need, once each, in the order: APIs and kinds, companions, runtimes,
+    Kueue, the Role's verbs."""
+    wanted = tuple(targets)
+    return Report.of(
+        [
+            *_kinds(cluster, wanted),
+            *_runtimes(cluster, namespace, wanted),
+            *_kueue(cluster, wanted),
+            *_verbs(cluster, namespace, wanted),
+        ]
+    )
+
+
+def _kinds(cluster: Cluster, targets: tuple[Target, ...]) -> Iterator[Finding]:
+    groups: dict[str, dict | None] = {}
+    for kind in dict.fromkeys(t.kind for t in targets):
+        api = needs.api_of(kind)
+        if kind.group not in groups:
+            groups[kind.group] = cluster.api_group(kind.group)
+        served = cluster.served_resources(kind.api_version) or set()
+        there = f"{api.name}: {_versions(groups[kind.group])}" + _installed_version(cluster, api)
+        if kind.plural in served:
+            yield Finding(f"{kind.kind} ({kind.api_version})", there + f"; {kind.plural} served")
+        else:
+            yield Finding(
+                f"{kind.kind} ({kind.api_version})",
+                there,
+                f"{kind.api_version} does not serve {kind.plural}: {api.name} is not installed",
+                f"install {api.name}: {api.install}",
+            )
+        for group, _plural, name, fix in api.companions:
+            if group not in groups:
+                groups[group] = cluster.api_group(group)
+            doc = groups[group]
+            if doc is None:
+                yield Finding(
+                    f"{name} ({group})", "not served", f"{name}, which {api.name} runs jobs on", fix
+                )
+            else:
+                yield Finding(f"{name} ({group})", _versions(doc))
+
+
+def _installed_version(cluster: Cluster, api: needs.Api) -> str:
+    """The installed release where its install records one (Trainer's ConfigMap), readable or not."""
+    if api.version_config is None:
+        return ""
+    namespace, name, key = api.version_config
+    config, _ = _refused(cluster.find_object, "v1", "configmaps", name, namespace)
+    version = ((config or {}).get("data") or {}).get(key)
+    return f"; release {version}" if version else ""
+
+
+def _runtimes(cluster: Cluster, namespace: str, targets: tuple[Target, ...]) -> Iterator[Finding]:
+    seen = set()
+    for target in targets:
+        api = needs.api_of(target.kind)
+        if api.runtimes is None or not target.runtime or (target.runtime, target.runtime_kind) in seen:
+            continue
+        seen.add((target.runtime, target.runtime_kind))
+        group_version, _ = api.runtimes
+        plural = needs.RUNTIME_PLURALS.get(target.runtime_kind, api.runtimes[1])
+        scope = namespace if plural != api.runtimes[1] else None
+        part = f"{target.runtime_kind} {target.runtime}"
+        runtime, refused = _refused(cluster.find_object, group_version, plural, target.runtime, scope)
+        if refused is not None:
+            yield Finding(
+                part,
+                f"cannot tell: reading {plural} was refused ({refused})",
+                "unknown",
+                needs.runtime_fix(target.runtime, target.runtime_kind),
+                blocking=False,
+            )
+        elif runtime is None:
+            yield Finding(
+                part,
+                "not found",
+                f"the runtime {target.kind.kind} "
+                + (f"{target.source} " if target.source else "")
+                + "runs on",
+                needs.runtime_fix(target.runtime, target.runtime_kind),
+            )
+        else:
+            labels = (runtime.get("metadata") or {}).get("labels") or {}
+            framework = labels.get("trainer.kubeflow.org/framework")
+            yield Finding(part, "installed" + (f" (framework {framework})" if framework else ""))
+
+
+def _kueue(cluster: Cluster, targets: tuple[Target, ...]) -> Iterator[Finding]:
+    queued = {t.kind for t in targets if t.queue}
+    doc = cluster.api_group(needs.KUEUE_GROUP)
+    if doc is None:
+        if queued:
+            yield Finding(
+                "Kueue",
+                "not served",
+                "Kueue, which the jobs with a queue (kueue_queue) ask for",
+                f"install Kueue: {needs.KUEUE_INSTALL}; or drop kueue_queue",
+            )
+        return
+    yield Finding("Kueue", _versions(doc))
+    namespace, name, _ = needs.KUEUE_CONFIG
+    config, refused = _refused(cluster.find_object, "v1", "configmaps", name, namespace)
+    frameworks = needs.frameworks_of(config) if config is not None else None
+    for kind in dict.fromkeys(t.kind for t in targets):
+        yield _integration(kind, kind in queued, frameworks, config is not None, refused)
+
+
+def _integration(
+    kind: JobKind, queued: bool, frameworks: list[str] | None, read: bool, refused: int | None
+) -> Finding:
+    part = f"Kueue integration {kind.kueue_framework}"
+    effect = (
+        "the job's queue label is ignored: it runs outside quota"
+        if queued
+        else "a queue label would be ignored"
+    )
+    namespace, name, _ = needs.KUEUE_CONFIG
+    if not read:
+        why = (
+            f"reading {namespace}/{name} was refused ({refused})"
+            if refused
+            else f"{namespace}/{name} not found"
+        )
+        return Finding(
+            part,
+            f"cannot tell: {why}",
+            "unknown",
+            "ask a cluster admin whether it is on; " + needs.integration_fix(kind),
+            blocking=False,
+        )
+    # Without integrations.frameworks Kueue manages batch/job only (its built-in default).
+    if kind.kueue_framework in (frameworks or []):
+        return Finding(part, "on")
+    return Finding(part, "off", effect, needs.integration_fix(kind), blocking=queued)
+
+
+def _verbs(cluster: Cluster, namespace: str, targets: tuple[Target, ...]) -> Iterator[Finding]:
+    grants = needs.grants_for(targets)
+    allowed = 0
+    denied = []
+    for grant in grants:
+        answer, refused = _refused(cluster.access_review, grant.verb, grant.group, grant.resource, namespace)
+        if refused is not None:
+            yield Finding(
+                f"Role ({needs.ROLE_FILE})",
+                f"cannot tell: a SelfSubjectAccessReview was refused ({refused})",
+                "unknown",
+                "check the connection's credentials",
+                blocking=False,
+            )
+            return
+        if answer:
+            allowed += 1
+        else:
+            denied.append(grant)
+    yield Finding(
+        f"Role ({needs.ROLE_FILE})", f"{allowed} of {len(grants)} verbs the jobs use allowed in {namespace}"
+    )
+    for grant in denied:
+        needed_for = grant.optional_for
+        yield Finding(
+            f"verb: {grant}",
+            "denied",
+            f"{grant} in {namespace}" + (f" (needed for {needed_for} only)" if needed_for else ""),
+            f"grant it to the connection's user: kubectl apply -n {namespace} -f {needs.ROLE_FILE} "
+            "and bind the Role to that user (the file's RoleBinding)",
+            blocking=needed_for is None,
+        )

@@ -1,0 +1,234 @@
+"""What a job of each API needs besides its own kind, and the fix for each part (data, read by
+preflight/checks.py): the install of each API, the runtimes a TrainJob runs on, the JobSet under
+Trainer v2, the Role's verbs (read from the shipped airflow_tfjob/rbac/role.yaml).
+
+The one module of the preflight that names an API: the checks look a kind's needs up here by its
+row's ``api`` and never compare with an API's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from airflow_tfjob.jobs.kinds import ALL_KINDS, JobKind, kind_named, kind_of
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One job to check: its kind, the runtime a TrainJob runs on, the Kueue LocalQueue it asks for,
+    and where it comes from (a DAG's task id, or the command line)."""
+
+    kind: JobKind
+    runtime: str | None = None
+    runtime_kind: str = "ClusterTrainingRuntime"
+    queue: str | None = None
+    source: str = ""
+
+    @classmethod
+    def of_manifest(cls, manifest: Mapping[str, Any], source: str = "") -> Target:
+        """The target a built manifest is (what an operator submits)."""
+        spec = manifest.get("spec") or {}
+        ref = spec.get("runtimeRef") or {}
+        labels = (manifest.get("metadata") or {}).get("labels") or {}
+        return cls(
+            kind=kind_of(dict(manifest)),
+            runtime=ref.get("name") or None,
+            runtime_kind=ref.get("kind") or "ClusterTrainingRuntime",
+            queue=labels.get(QUEUE_LABEL) or None,
+            source=source,
+        )
+
+
+@dataclass(frozen=True)
+class Api:
+    """A job API's install: what it is called and how it is installed."""
+
+    name: str
+    install: str
+    #: (group/version, plural) of the cluster-wide runtimes its jobs run on, if it has any.
+    runtimes: tuple[str, str] | None = None
+    #: Other APIs its controller needs: (group, plural, name, fix).
+    companions: tuple[tuple[str, str, str, str], ...] = ()
+    #: Where its install records the release: (namespace, ConfigMap, key).
+    version_config: tuple[str, str, str] | None = None
+
+
+TRAINER_INSTALL = 'kubectl apply --server-side -k "https://github.com/kubeflow/trainer.git/manifests/overlays/manager?ref=v2.3.0"'
+TRAINER_RUNTIMES_INSTALL = 'kubectl apply --server-side -k "https://github.com/kubeflow/trainer.git/manifests/overlays/runtimes?ref=v2.3.0"'
+#: Where Trainer's install records its version (docs/reference/trainjob-behaviour.md §11).
+TRAINER_VERSION_CONFIG = ("kubeflow-system", "kubeflow-trainer-public", "kubeflow_trainer_version")
+APIS: dict[str, Api] = {
+    "kubeflow.org/v1": Api(
+        "Kubeflow training-operator",
+        'kubectl apply --server-side -k "github.com/kubeflow/training-operator.git/manifests/overlays/'
+        'standalone?ref=v1.9.4"',
+    ),
+    "trainer.kubeflow.org": Api(
+        "Kubeflow Trainer v2",
+        TRAINER_INSTALL,
+        runtimes=("trainer.kubeflow.org/v1alpha1", "clustertrainingruntimes"),
+        companions=(
+            (
+                "jobset.x-k8s.io",
+                "jobsets",
+                "JobSet",
+                f"install JobSet (Trainer's manifests include it): {TRAINER_INSTALL}",
+            ),
+        ),
+        version_config=TRAINER_VERSION_CONFIG,
+    ),
+}
+#: The plural of the namespaced runtime kind.
+RUNTIME_PLURALS = {"ClusterTrainingRuntime": "clustertrainingruntimes", "TrainingRuntime": "trainingruntimes"}
+
+
+def api_of(kind: JobKind) -> Api:
+    return APIS[kind.api]
+
+
+def runtime_fix(runtime: str, runtime_kind: str) -> str:
+    """How to get a runtime: the provider installs its TensorFlow ones; others are Trainer's or yours."""
+    from airflow_tfjob.jobs.trainjob.runtimes import load_runtimes
+
+    shipped = {r["metadata"]["name"] for r in load_runtimes()}
+    if runtime in shipped:
+        return "tfjob-runtimes install --kubeconfig FILE (installs the provider's TensorFlow runtimes)"
+    return (
+        f"install the {runtime_kind} {runtime!r} (Trainer's own runtimes: {TRAINER_RUNTIMES_INSTALL}), "
+        f"or name one that exists (kubectl get {RUNTIME_PLURALS.get(runtime_kind, runtime_kind)})"
+    )
+
+
+# -- Kueue ------------------------------------------------------------------------------------------
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_INSTALL = "kubectl apply --server-side -f https://github.com/kubernetes-sigs/kueue/releases/download/v0.19.2/manifests.yaml"
+#: The manager's configuration (docs/reference/kueue-behaviour.md §9.2): namespace, ConfigMap, key.
+KUEUE_CONFIG = ("kueue-system", "kueue-manager-config", "controller_manager_config.yaml")
+
+
+def frameworks_of(config_map: Mapping[str, Any]) -> list[str] | None:
+    """``integrations.frameworks`` of the manager's ConfigMap; None when it names none (Kueue's
+    built-in default, batch/job only) or cannot be read."""
+    text = (config_map.get("data") or {}).get(KUEUE_CONFIG[2])
+    try:
+        config = yaml.safe_load(text) if isinstance(text, str) else None
+    except yaml.YAMLError:
+        return None
+    frameworks = (
+        ((config or {}).get("integrations") or {}).get("frameworks") if isinstance(config, dict) else None
+    )
+    return [str(f) for f in frameworks] if isinstance(frameworks, list) else None
+
+
+def integration_fix(kind: JobKind) -> str:
+    namespace, name, key = KUEUE_CONFIG
+    return (
+        f'add "- {kind.kueue_framework}" under integrations.frameworks in {key} of the ConfigMap '
+        f"{namespace}/{name}, then restart the manager (kubectl -n {namespace} rollout restart "
+        "deployment kueue-controller-manager)"
+    )
+
+
+# -- the Role ---------------------------------------------------------------------------------------
+
+#: Verbs a job runs without (what needs them is optional), and what needs them.
+OPTIONAL_GRANTS: dict[tuple[str, str, str], str] = {
+    ("", "pods", "create"): "tensorboard=True",
+    ("", "services", "create"): "tensorboard=True",
+    ("", "services", "get"): "tensorboard=True",
+    ("visibility.kueue.x-k8s.io", "localqueues/pendingworkloads", "get"): "queue positions in the task log",
+}
+ROLE_FILE = "airflow_tfjob/rbac/role.yaml"
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One (group, resource, verb) of the provider's Role."""
+
+    group: str
+    resource: str
+    verb: str
+
+    @property
+    def optional_for(self) -> str | None:
+        return OPTIONAL_GRANTS.get((self.group, self.resource, self.verb))
+
+    def __str__(self) -> str:
+        return f"{self.verb} {self.resource}" + (f".{self.group}" if self.group else "")
+
+
+@cache
+def role_grants() -> tuple[Grant, ...]:
+    """Every verb of the shipped Role, in its order."""
+    text = resources.files("airflow_tfjob").joinpath("rbac/role.yaml").read_text()
+    role = next(d for d in yaml.safe_load_all(text) if isinstance(d, dict) and d.get("kind") == "Role")
+    return tuple(
+        Grant(group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    )
+
+
+def grants_for(targets: tuple[Target, ...]) -> tuple[Grant, ...]:
+    """The Role's verbs the targets use: their kinds' (not every kind's), the core ones, Kueue's when a
+    target asks for a queue."""
+    plurals = {(t.kind.group, t.kind.plural) for t in targets}
+    job_groups = {k.group for k in ALL_KINDS}
+    queued = any(t.queue for t in targets)
+    out = []
+    for grant in role_grants():
+        if grant.group in job_groups:
+            if (grant.group, grant.resource) in plurals:
+                out.append(grant)
+        elif grant.group.endswith(KUEUE_GROUP):
+            if queued:
+                out.append(grant)
+        else:
+            out.append(grant)
+    return tuple(out)
+
+
+# -- a DAG's operators --------------------------------------------------------------------------------
+
+
+def target_of_task(task: Any) -> Target | None:
+    """The target a provider operator of a loaded DAG is (None for any other task): its kind (the one it
+    runs, once ``api="auto"`` is decided), the runtime and queue as written."""
+    if not hasattr(task, "parameter_table") or not hasattr(task, "job_kind"):
+        return None
+    kind: JobKind = task.job_kind
+    queue = getattr(task, "kueue_queue", None)
+    runtime = getattr(task, "runtime", None)
+    runtime_kind = getattr(task, "runtime_kind", None) or "ClusterTrainingRuntime"
+    if runtime is None and kind.api in APIS and APIS[kind.api].runtimes and task.kind != kind.kind:
+        runtime = _tensorflow_runtime(task)
+    return Target(
+        kind,
+        runtime if isinstance(runtime, str) else None,
+        runtime_kind,
+        queue if isinstance(queue, str) else None,
+        task.task_id,
+    )
+
+
+def _tensorflow_runtime(task: Any) -> str | None:
+    """The shipped TensorFlow runtime a TFJob run as a TrainJob lands on, by its replica types."""
+    from airflow_tfjob.jobs.trainjob.from_tfjob import runtime_for
+
+    written = getattr(task, "replicas", None)
+    types = set(written) if isinstance(written, Mapping) else set()
+    for rtype in kind_named(task.kind).replica_types:
+        if getattr(task, rtype.lower(), None):
+            types.add(rtype)
+    return runtime_for(frozenset(types or {"Worker"}))

@@ -1,0 +1,625 @@
+"""Triggers of the provider: KubeflowJobTrigger (the operator's) and KubeflowJobConditionTrigger (the sensor's).
+
+KubeflowJobTrigger waits in the triggerer for a TFJob to finish, following it as the synchronous mode does.
+Constructor (every argument is JSON and survives a triggerer restart)::
+
+    KubeflowJobTrigger(
+        name, namespace,
+        kubernetes_conn_id="kubernetes_default", cluster_context=None, config_file=None, in_cluster=None,
+        api_retry_timeout=None, # seconds every API call is retried in all (hooks.retry)
+        options=None,          # follow.FollowOptions as a dict: everything the follow needs, the
+                               # deadline (epoch seconds: task start + execution_timeout) included
+        cursors=None,          # log cursors from an earlier follow: logs resume without loss
+        delete_on_kill=True,   # a user's kill deletes the TFJob (Foreground) and its pods
+        kill_grace_period=1,   # grace (s) of those pod deletions; None: the pods' own
+        deferred_at=None,      # epoch seconds when the task deferred (identifies this deferral, and
+                               # starts its start-up clock)
+    )
+
+``deadline`` and ``startup_deadline`` are the previous release's kwargs (the deadline beside the
+options', the start-up clock as an absolute time): a trigger it serialized still runs, read by
+:func:`read_options`, the one place that knows that form.
+
+Triggerer restarts and take-overs: the triggerer rebuilds the trigger from these kwargs, whose cursors
+are the task's at deferral. While it follows, the trigger keeps the position it has written up to
+durable (:mod:`airflow_tfjob.triggers.positions`: one ConfigMap per namespace, saved every few seconds
+with what changed), so a trigger that another triggerer was running resumes from there: nothing lost,
+nothing repeated after a graceful stop, and after a SIGKILL only the last few seconds' lines, counted
+and labelled. With remote task logs the stopped triggerer's part is not kept (Airflow uploads a
+trigger's log only when it finishes there), so the take-over reads again from the deferral. Either way
+it writes one marker line first (starting with :data:`airflow_tfjob.triggers.positions.TAKE_OVER`) that says which. It knows it is
+a take-over because the first run of a deferral stamps the TFJob with ``deferred_at`` (annotation
+:data:`ANNOTATION_TRIGGER_STARTED`). The start-up timeout counts from ``deferred_at``, so it does
+not start over with each restart either; a job that had already started before the restart is not
+held to it again.
+
+It runs :func:`airflow_tfjob.follow.core.follow_job` (the same core as the synchronous mode, watching the job
+through the shared per-namespace watch) and yields exactly ONE event whose payload is::
+
+    {"event": "succeeded" | "failed" | "timeout" | "startup_timeout" | "error",
+     "name": str, "namespace": str,
+     "status": JobStatus.to_dict() | None, "message": str,
+     "metrics": dict, "diagnostics": list[str], "cursors": dict,
+     "deleted": bool,   # True when this trigger deleted the job (deadline passed)
+     "options": dict}   # the options it followed with, which the worker's drain continues
+
+Kill and timeout semantics (Airflow 3.3.2):
+
+- ``on_kill()`` runs only when a user acts on the deferred task (mark failed/success, clear): it deletes
+  the TFJob with Foreground propagation and its pods with ``kill_grace_period`` (regression
+  apache/airflow#36090, #62398), through :func:`airflow_tfjob.follow.cleanup.kill_async`, the same steps as the
+  worker's kill. The triggerer cancels ``on_kill`` again about a second later, so the deletion runs in
+  a task of its own that the cancellation does not reach: it finishes its requests regardless.
+- ``cleanup()`` runs on every exit, triggerer restarts included, so it deletes nothing.
+- Airflow does not apply ``execution_timeout`` to a deferred task (apache/airflow#67227): when
+  ``deadline`` passes the trigger deletes the job itself, then yields ``timeout``. The operator should
+  defer with a timeout somewhat beyond the deadline, so that Airflow's own timeout only catches a stuck
+  trigger (and handle ``__fail__`` by deleting the job).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import importlib
+import threading
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_tfjob.constants import KILL_GRACE_PERIOD
+from airflow_tfjob.hooks.connection import connection_of, hook_kwargs
+
+if TYPE_CHECKING:
+    from airflow_tfjob.follow.outcome import FollowOptions
+    from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
+    from airflow_tfjob.jobs.kinds import JobKind
+    from airflow_tfjob.jobs.status import JobStatus
+    from airflow_tfjob.triggers.positions import PositionBook, SavedPosition
+
+#: The TFJob annotation holding the ``deferred_at`` of the deferral whose trigger has started.
+ANNOTATION_TRIGGER_STARTED = "tfjob.airflow.apache.org/trigger-started"
+
+#: How long the trigger waits past ``deadline`` for follow_job to report the timeout itself (with its
+#: cursors and diagnostics) before it cancels it.
+DEADLINE_GRACE = 15.0
+#: How long a stopping trigger waits for its position to be saved (a triggerer's shutdown is not held).
+STOP_SAVE_TIMEOUT = 5.0
+#: How long the start of a run waits for the shared watch's first LIST before it reads the job by a GET.
+JOB_READ_TIMEOUT = 60.0
+#: How long deletion (timeout, kill) waits for the TFJob to disappear; on_kill is bounded by
+#: ``[triggerer] on_kill_timeout`` (30 s by default).
+DELETE_WAIT = 20.0
+#: Kills in progress: a task must be referenced until it is done, or the loop may collect it half-way.
+_KILLS: set[asyncio.Task[bool]] = set()
+
+#: What a trigger's run needs beyond this module. The triggerer imports a trigger's class and runs the
+#: trigger on its event loop, so this module stays light and these (kubernetes_asyncio, aiohttp, the cncf
+#: hook: seconds of imports, more on a loaded machine) are imported once per process on a thread of
+#: their own, which every trigger awaits before it touches them (:func:`load_run_modules`).
+RUN_MODULES: tuple[str, ...] = (
+    "urllib3.exceptions",
+    "airflow_tfjob.jobs.kinds",
+    "airflow_tfjob.jobs.adapter",
+    "airflow_tfjob.jobs.status",
+    "airflow_tfjob.follow.outcome",
+    "airflow_tfjob.follow.cleanup",
+    "airflow_tfjob.triggers.positions",
+    "airflow_tfjob.hooks.aio",
+    "airflow_tfjob.hooks.jobwatch",
+    "airflow_tfjob.follow.core",
+    "airflow_tfjob.follow.diagnosis",
+    "airflow_tfjob.build.secrets",
+    "airflow_tfjob.build.checker",
+    # Every job API's adapter (jobs.adapter.ADAPTER_MODULES, which an import would load on the loop).
+    "airflow_tfjob.jobs.v1",
+    "airflow_tfjob.jobs.trainjob.adapter",
+    "airflow_tfjob.integrations.kueue.note",
+    "airflow_tfjob.integrations.kueue.tracker",
+)
+_loading: concurrent.futures.Future[None] | None = None
+_loading_lock = threading.Lock()
+
+
+def _import_run_modules(done: concurrent.futures.Future[None]) -> None:
+    try:
+        for module in RUN_MODULES:
+            importlib.import_module(module)
+    except BaseException as error:  # told to every waiting trigger; the next one tries again
+        global _loading
+        with _loading_lock:
+            _loading = None
+        done.set_exception(error)
+    else:
+        done.set_result(None)
+
+
+async def load_run_modules() -> None:
+    """Import :data:`RUN_MODULES` off the event loop, once per process; every trigger awaits the same
+    import (a module being imported on another thread must not be imported on the loop meanwhile: the
+    loop would wait on its import lock)."""
+    global _loading
+    with _loading_lock:
+        loading = _loading
+        if loading is None:
+            loading = _loading = concurrent.futures.Future()
+            threading.Thread(
+                target=_import_run_modules, args=(loading,), name="tfjob-trigger-imports", daemon=True
+            ).start()
+    if not loading.done():
+        await asyncio.wrap_future(loading)
+    loading.result()
+
+
+class _ClusterTrigger(BaseTrigger):
+    """What both triggers share: the connection fields (serialized as given) and the async hook."""
+
+    def __init__(
+        self,
+        kubernetes_conn_id: str,
+        cluster_context: str | None,
+        config_file: str | None,
+        in_cluster: bool | None,
+        api_retry_timeout: float | None = None,
+    ) -> None:
+        super().__init__()
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.cluster_context = cluster_context
+        self.config_file = config_file
+        self.in_cluster = in_cluster
+        self.api_retry_timeout = api_retry_timeout
+
+    def _connection(self) -> dict[str, Any]:
+        return connection_of(self)
+
+    def _hook(self) -> AsyncKubeflowJobHook:
+        # One hook for the triggers of one connection (the loop's, renewed each minute): a triggerer
+        # waiting on thousands of jobs neither holds nor loads a connection per job.
+        from airflow_tfjob.hooks.aio import shared_hook
+
+        return shared_hook(**hook_kwargs(self))
+
+
+def read_options(
+    options: dict[str, Any] | None, deadline: float | None = None, startup_deadline: float | None = None
+) -> dict[str, Any]:
+    """The follow options of a trigger's kwargs, as FollowOptions.to_dict writes them (a dict: the
+    follow parses it once, when it runs in the triggerer).
+
+    The one reading of the previous release's form (tests/integration/recorded/triggers_0.1.0_*.json):
+    it sent the deadline a second time as ``deadline`` (the same value) and the start-up clock as
+    the absolute ``startup_deadline`` (deferred_at + startup_timeout), which says when that clock
+    started. Keys of another version inside ``options`` are ignored by FollowOptions.from_dict.
+    """
+    if deadline is None and startup_deadline is None:
+        # The current form, kept as given: a triggerer holds one per waiting job, so no copy of it.
+        return options if options is not None else {}
+    from airflow_tfjob.follow.outcome import FollowOptions
+
+    read = dict(options or {})
+    if deadline is not None:
+        read["deadline"] = deadline
+    timeout = read.get("startup_timeout", FollowOptions.startup_timeout)
+    if startup_deadline is not None and timeout is not None:
+        read["startup_from"] = startup_deadline - timeout
+    return read
+
+
+class KubeflowJobTrigger(_ClusterTrigger):
+    """Fires once when the TFJob succeeds, fails, times out, or cannot be followed."""
+
+    def __init__(
+        self,
+        name: str,
+        namespace: str,
+        kubernetes_conn_id: str = "kubernetes_default",
+        cluster_context: str | None = None,
+        config_file: str | None = None,
+        in_cluster: bool | None = None,
+        api_retry_timeout: float | None = None,
+        options: dict[str, Any] | None = None,
+        cursors: dict[str, Any] | None = None,
+        deadline: float | None = None,
+        delete_on_kill: bool = True,
+        deferred_at: float | None = None,
+        startup_deadline: float | None = None,
+        kill_grace_period: int | None = KILL_GRACE_PERIOD,
+    ) -> None:
+        super().__init__(kubernetes_conn_id, cluster_context, config_file, in_cluster, api_retry_timeout)
+        self.name = name
+        self.namespace = namespace
+        self.options = read_options(options, deadline, startup_deadline)
+        self.cursors = dict(cursors or {})
+        self.delete_on_kill = delete_on_kill
+        self.deferred_at = deferred_at
+        self.kill_grace_period = kill_grace_period
+        # The job as the run found it at its start (read once, from the namespace's shared watch), and
+        # whether that read is done; the object is not held while the job is followed.
+        self._job_at_start: dict[str, Any] | None = None
+        self._job_read = False
+
+    @property
+    def deadline(self) -> float | None:
+        """Epoch seconds past which the job is deleted and the event is ``timeout`` (the options')."""
+        deadline = self.options.get("deadline")
+        return None if deadline is None else float(deadline)
+
+    @property
+    def kind(self) -> JobKind:
+        """The job's kind, from the options (a trigger serialized before kinds existed: TFJob); read in
+        run() and after, when :func:`load_run_modules` has imported the kinds."""
+        from airflow_tfjob.jobs.kinds import kind_named
+
+        return kind_named(str(self.options.get("kind") or "TFJob"))
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "name": self.name,
+                "namespace": self.namespace,
+                **self._connection(),
+                "options": self.options,
+                "cursors": self.cursors,
+                "delete_on_kill": self.delete_on_kill,
+                "deferred_at": self.deferred_at,
+                "kill_grace_period": self.kill_grace_period,
+            },
+        )
+
+    def _payload(self, event: str, message: str, **extra: Any) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "event": event,
+            "name": self.name,
+            "namespace": self.namespace,
+            "status": None,
+            "message": message,
+            "metrics": {},
+            "diagnostics": [],
+            "cursors": self.cursors,
+            "deleted": False,
+            "options": self.options,
+        }
+        payload.update(extra)
+        return payload
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        await load_run_modules()
+        from airflow_tfjob.follow.core import FollowTap, follow_job
+        from airflow_tfjob.follow.outcome import FollowOptions
+        from airflow_tfjob.triggers.positions import entry_key, remote_task_logs, take_over
+
+        hook = self._hook()
+        ref = f"{self.kind.kind} {self.namespace}/{self.name}"
+        # from_dict ignores unknown keys: a trigger serialized by another provider version still runs.
+        options = FollowOptions.from_dict(self.options)
+        await self._mask_secrets(hook)
+        restarted = await self._is_restart(hook)
+        entry = entry_key(self.kind.plural, self.name)
+        book = await self._book(hook) if options.reads_logs else None
+        cursors, window, known = self.cursors, None, False
+        if restarted:
+            saved = await self._saved_position(book, entry)
+            known = saved is not None
+            plan = take_over(saved, remote_task_logs(), self.cursors, self.kind.kind)
+            cursors, window = plan.cursors, plan.window
+            self.log.info("%s", plan.marker)
+        self._resume_startup_clock(options, restarted)
+        self._job_at_start = None  # read what it had to say: the watch holds the job from here on
+
+        tap = FollowTap(on_line=window.on_line if window is not None else None)
+        if window is not None:
+            window.sink = lambda line: (tap.sink or self.log.info)(line)
+        if book is not None:
+            book.track(entry, self.deferred_at, lambda: tap.positions())
+        ended = False
+        # The follow runs in this run's own task (no second task per waiting job), under a timeout at
+        # the deadline plus a grace in which follow_job reports the timeout itself; a cancellation of
+        # the run (the triggerer's) reaches it directly and it cleans up as it unwinds.
+        wait_for = None if self.deadline is None else self.deadline + DEADLINE_GRACE - time.time()
+        limit = asyncio.timeout(None if wait_for is None else max(wait_for, 0))
+        try:
+            try:
+                async with limit:
+                    outcome = await follow_job(
+                        hook, self.name, self.namespace, options, self.log.info, cursors, tap=tap
+                    )
+            except Exception as exc:
+                if limit.expired():
+                    payload = self._payload("timeout", f"{ref} did not finish before its deadline.")
+                else:
+                    # Reported, not raised: a crashed trigger would resume the task with a bare
+                    # "__fail__" and no message; the operator decides what to do with the job.
+                    self.log.exception("Following %s failed", ref)
+                    payload = self._payload("error", f"Following {ref} failed: {exc!r}")
+            else:
+                payload = {**self._payload(outcome.event, outcome.message), **outcome.to_dict()}
+            ended = True
+        finally:
+            if book is not None:
+                if ended:
+                    book.ended(entry, known)
+                else:
+                    # Stopped (triggerer shutdown, trigger moved, user action): save where this
+                    # follow stopped writing, for whichever triggerer runs the trigger next.
+                    await self._save_stopped(book, entry)
+        if window is not None:
+            window.sink = self.log.info
+            window.finish()
+
+        if payload["event"] == "timeout":
+            payload["deleted"] = await self._delete(hook, "its deadline passed")
+        yield TriggerEvent(payload)
+
+    async def _book(self, hook: AsyncKubeflowJobHook) -> PositionBook | None:
+        from airflow_tfjob.triggers.positions import book_for
+
+        try:
+            return await book_for(hook, self.namespace)
+        except Exception as error:  # no cluster key (bad connection): the follow reports it
+            self.log.debug("no log position book: %s", error)
+            return None
+
+    async def _saved_position(self, book: PositionBook | None, entry: str) -> SavedPosition | None:
+        """This deferral's saved position (an entry of an earlier deferral of the job is not), or None."""
+        if book is None:
+            return None
+        try:
+            saved = await book.read(entry)
+        except Exception as error:
+            self.log.warning("Could not read the saved log position of %s %s/%s: %s",
+                             self.kind.kind, self.namespace, self.name, error)  # fmt: skip
+            return None
+        if saved is None or self.deferred_at is None or saved.deferred_at != float(self.deferred_at):
+            return None
+        return saved
+
+    async def _save_stopped(self, book: PositionBook, entry: str) -> None:
+        try:
+            await asyncio.wait_for(book.stopped(entry), STOP_SAVE_TIMEOUT)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            self.log.debug("log position of %s not saved on stop: %s", entry, error)
+
+    async def _mask_secrets(self, hook: AsyncKubeflowJobHook) -> None:
+        """The job's secret_env values masked in the trigger's log (a replica may print them)."""
+        from airflow_tfjob.build.secrets import amask_job_secrets
+
+        try:
+            await amask_job_secrets(await self._read_job(hook))
+        except Exception as error:  # the follow reports real API trouble
+            self.log.warning(
+                "Could not read %s %s/%s to mask its secrets: %s",
+                self.kind.kind,
+                self.namespace,
+                self.name,
+                error,
+            )
+
+    async def _read_job(self, hook: AsyncKubeflowJobHook) -> dict[str, Any] | None:
+        """The job at the run's start, read once: from the shared watch of its namespace and kind,
+        which the follow uses next (one LIST for every trigger there, no request per job); by a GET
+        only if that watch has not listed within :data:`JOB_READ_TIMEOUT`."""
+        if not self._job_read:
+            from airflow_tfjob.hooks.jobwatch import shared_watch
+
+            try:
+                job = await shared_watch(hook, self.namespace, kind=self.kind).current(
+                    self.name, timeout=JOB_READ_TIMEOUT
+                )
+            except TimeoutError:
+                job = await hook.find_job(self.kind, self.name, self.namespace)
+            self._job_at_start, self._job_read = job, True
+        return self._job_at_start
+
+    async def _is_restart(self, hook: AsyncKubeflowJobHook) -> bool:
+        """Whether a trigger of this same deferral already ran (then the triggerer restarted).
+
+        The first run stamps the job; a failure to read or stamp it (RBAC without patch, API
+        trouble) counts as a first run: the follow itself reports real API problems.
+        """
+        if self.deferred_at is None:
+            return False
+        stamp = repr(float(self.deferred_at))
+        try:
+            job = await self._read_job(hook)
+            if job is None:
+                return False
+            annotations = (job.get("metadata") or {}).get("annotations") or {}
+            if annotations.get(ANNOTATION_TRIGGER_STARTED) == stamp:
+                return True
+            await hook.patch_job(
+                self.kind,
+                self.name,
+                self.namespace,
+                {"metadata": {"annotations": {ANNOTATION_TRIGGER_STARTED: stamp}}},
+            )
+        except Exception as error:
+            self.log.warning(
+                "Could not record the trigger's start on %s %s/%s: %s",
+                self.kind.kind,
+                self.namespace,
+                self.name,
+                error,
+            )
+        return False
+
+    def _resume_startup_clock(self, options: FollowOptions, restarted: bool) -> None:
+        """Make the start-up timeout count from the deferral, not from this (re)start of the trigger."""
+        if options.startup_timeout is None:
+            return
+        if restarted and self._had_started():
+            options.startup_timeout = None  # held to it once already; pods restarting now are not a start-up
+            return
+        if restarted and self._was_suspended():
+            # A queued (e.g. Kueue) job's start-up window opens when it is admitted, and the follow core
+            # restarts it while the job is suspended: the deferral's clock says nothing about it, so
+            # keep the whole window rather than fail the moment the job is admitted.
+            options.startup_from = None
+            return
+        if options.startup_from is None:
+            options.startup_from = self.deferred_at
+
+    def _was_suspended(self) -> bool:
+        """The job has been suspended at some point (a Suspended condition, True or False, stays)."""
+        conditions = ((self._job_at_start or {}).get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "Suspended" for c in conditions)
+
+    def _had_started(self) -> bool:
+        """The job reached its running phase at some point (its API's adapter reads the history)."""
+        from airflow_tfjob.jobs.adapter import adapter_for
+
+        job = self._job_at_start or {}
+        return adapter_for(self.kind).ever_started(job)
+
+    async def _delete(self, hook: AsyncKubeflowJobHook, why: str) -> bool:
+        """Delete the TFJob and its pods (:func:`cleanup.kill_async`); False if that could not be done."""
+        from airflow_tfjob.follow.cleanup import kill_async
+
+        try:
+            gone = await kill_async(
+                hook,
+                self.name,
+                self.namespace,
+                on_kill_action="delete",
+                log=self.log.info,
+                grace_period_seconds=self.kill_grace_period,
+                why=why,
+                wait_timeout=DELETE_WAIT,
+                kind=self.kind,
+            )
+        except Exception:
+            self.log.exception("Could not delete %s %s/%s", self.kind.kind, self.namespace, self.name)
+            return False
+        if not gone:
+            self.log.warning(
+                "%s %s/%s: deletion requested, not finished yet", self.kind.kind, self.namespace, self.name
+            )
+        return True
+
+    async def on_kill(self) -> None:
+        """A user killed the deferred task: delete the TFJob unless told to keep it.
+
+        Airflow 3.3's triggerer cancels on_kill about a second after calling it; the deletion requests
+        and the wait run in a task of their own (kept referenced), which that cancellation does not
+        reach, so they finish anyway.
+        """
+        await load_run_modules()
+        if not self.delete_on_kill:
+            self.log.info(
+                "Task killed; keeping %s %s/%s (delete_on_kill=False)",
+                self.kind.kind,
+                self.namespace,
+                self.name,
+            )
+            return
+        from airflow_tfjob.triggers.positions import entry_key
+
+        hook = self._hook()
+        book = await self._book(hook)
+        if book is not None:
+            book.ended(entry_key(self.kind.plural, self.name), known=True)
+        task = asyncio.get_running_loop().create_task(
+            self._delete(hook, "the task was killed"), name=f"tfjob-kill-{self.name}"
+        )
+        _KILLS.add(task)
+        task.add_done_callback(_KILLS.discard)
+        await asyncio.shield(task)
+
+    async def cleanup(self) -> None:
+        """Nothing to delete: this runs on triggerer restarts too, and the job must survive those."""
+
+
+class KubeflowJobConditionTrigger(_ClusterTrigger):
+    """Fires once: when the TFJob reaches the target condition, fails, or cannot be watched.
+
+    A job that does not exist yet is waited for; the sensor's timeout (the defer timeout) bounds it.
+    Payload: ``{"event": "reached" | "failed" | "error", "name", "namespace", "status", "message"}``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        namespace: str,
+        target_condition: str = "Succeeded",
+        kubernetes_conn_id: str = "kubernetes_default",
+        cluster_context: str | None = None,
+        config_file: str | None = None,
+        in_cluster: bool | None = None,
+        api_retry_timeout: float | None = None,
+        kind: str = "TFJob",
+    ) -> None:
+        super().__init__(kubernetes_conn_id, cluster_context, config_file, in_cluster, api_retry_timeout)
+        self.name = name
+        self.namespace = namespace
+        self.target_condition = target_condition
+        # By name (JSON); a trigger serialized before kinds existed has none and watches TFJobs. Read
+        # (any spelling kind_named takes) by serialize() and run(), not here: the triggerer builds the
+        # trigger on its event loop, where the kind table is not imported.
+        self.kind = kind
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        from airflow_tfjob.jobs.kinds import kind_named
+
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "name": self.name,
+                "namespace": self.namespace,
+                "target_condition": self.target_condition,
+                **self._connection(),
+                "kind": kind_named(self.kind).kind,
+            },
+        )
+
+    def _event(self, event: str, message: str, status: JobStatus | None = None) -> TriggerEvent:
+        return TriggerEvent(
+            {
+                "event": event,
+                "name": self.name,
+                "namespace": self.namespace,
+                "status": status.to_dict() if status is not None else None,
+                "message": message,
+            }
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        told = None
+        try:
+            await load_run_modules()
+            from airflow_tfjob.hooks.jobwatch import shared_watch
+            from airflow_tfjob.integrations.kueue.note import aqueue_note
+            from airflow_tfjob.jobs.kinds import kind_named
+            from airflow_tfjob.jobs.status import (
+                JobState,
+                condition_reached,
+                failure_message,
+                interpret,
+                summarise,
+            )
+
+            hook = self._hook()
+            kind = kind_named(self.kind)
+            watch = shared_watch(hook, self.namespace, kind=kind)
+            async with watch.subscribe(self.name) as sub:
+                async for obj in sub:
+                    if obj is None:
+                        continue  # not created yet (or deleted and maybe re-created): keep waiting
+                    status = interpret(obj)
+                    note = await aqueue_note(hook, obj)  # a job with a Kueue queue: where it stands
+                    if note is not None and note != told:
+                        told = note
+                        self.log.info("%s %s/%s: %s", kind.kind, self.namespace, self.name, note)
+                    if status.state is JobState.FAILED:
+                        yield self._event(
+                            "failed", failure_message(self.name, self.namespace, status, kind.kind), status
+                        )
+                        return
+                    if condition_reached(status, self.target_condition):
+                        yield self._event("reached", summarise(status), status)
+                        return
+        except Exception as error:  # reported to the task, which fails with the message
+            yield self._event("error", f"{type(error).__name__}: {error}")

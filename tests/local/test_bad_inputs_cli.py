@@ -1,0 +1,636 @@
+"""The bad-input suite over the command-line tools: `tfjob-runtimes`, `tfjob-local serve`, `tfjob-preflight`.
+
+Each case runs the tool as a subprocess, as a user or a script would. A refusal is what kubectl gives: the
+expected exit status (2 for usage, 1 for a failure, 3 for preflight's "could not ask the cluster"), exactly
+one line on stderr that names the option (or the missing part) and the fix, no traceback. A server that
+starts instead (prints its ready line) is an accepted case and is stopped at once.
+
+The cluster a tool reaches is a loopback server: the suite's RequestCounter where no request should happen,
+and a server answering one fixed status (403, 404, 401, 500) where the point is how the tool reports it.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from badinput_support import Case, FigureLine, Judgement, RequestCounter, judge
+
+SECRET = "hunter2-Secret-5d1c7e"  # planted in files the tools read: it must never reach stderr
+TOOLS = {
+    "tfjob-runtimes": "airflow_tfjob.jobs.trainjob.runtimes",
+    "tfjob-local": "airflow_tfjob.local.cli",
+    "tfjob-preflight": "airflow_tfjob.preflight.cli",
+}
+
+
+class CliRefusal(Exception):
+    """The tool refused as kubectl does: the expected status, one stderr line, no traceback."""
+
+
+class CliOutcome(Exception):
+    """The tool failed some other way (a traceback, several lines, the wrong status): unclear."""
+
+
+def run_tool(
+    tool: str, *args: str, status: int, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> None:
+    """Run ``tool ARGS``; raise CliRefusal (a proper refusal), CliOutcome (any other failure) or return
+    (it succeeded, or a server came up: accepted)."""
+    import os
+
+    environ = {**os.environ, **(env or {})}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", TOOLS[tool], *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environ,
+        cwd=cwd,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()  # a server prints its ready line; anything else runs to its end
+    if first.startswith("ready "):
+        proc.terminate()
+        proc.communicate(timeout=30)
+        return
+    _, err = proc.communicate(timeout=120)
+    # Airflow's notice that the suite runs it in unit-test mode (tests/conftest.py) is not the tool's.
+    lines = [
+        line for line in err.splitlines() if line.strip() and "Unit test configuration loaded" not in line
+    ]
+    if proc.returncode == 0:
+        return
+    text = "\n".join(lines)
+    if proc.returncode != status or len(lines) != 1 or "Traceback" in err:
+        raise CliOutcome(f"exit {proc.returncode}, {len(lines)} stderr line(s): {text[-600:]}")
+    raise CliRefusal(text)
+
+
+# --------------------------------------------------------------------------- clusters to reach
+
+
+class _Fixed(BaseHTTPRequestHandler):
+    def _answer(self) -> None:
+        code, reason = self.server.code, self.server.reason  # type: ignore[attr-defined]
+        body = json.dumps(
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Failure",
+                "reason": reason,
+                "code": code,
+                "message": f"answered {code} by the bad-input suite",
+            }
+        ).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet."""
+
+
+def kubeconfig(path: Path, server: str, token: str = "not-a-secret") -> Path:
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "here",
+        "clusters": [{"name": "here", "cluster": {"server": server}}],
+        "users": [{"name": "here", "user": {"token": token}}],
+        "contexts": [{"name": "here", "context": {"cluster": "here", "user": "here", "namespace": "default"}}],
+    }))  # fmt: skip
+    return path
+
+
+class FixedServer:
+    """A loopback server answering every request with one status, and a kubeconfig for it."""
+
+    def __init__(self, directory: Path, code: int, reason: str) -> None:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Fixed)
+        self._server.code, self._server.reason = code, reason  # type: ignore[attr-defined]
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        port = self._server.server_address[1]
+        self.kubeconfig = kubeconfig(directory / f"kubeconfig-{code}", f"http://127.0.0.1:{port}", SECRET)
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def closed_port() -> int:
+    """A loopback port nobody listens on (bound then released: nothing else takes it in the meantime)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# --------------------------------------------------------------------------- the cases
+
+
+def _write(directory: Path, name: str, text: str) -> str:
+    path = directory / name
+    path.write_text(text)
+    return str(path)
+
+
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(6)
+)
+CLUSTER_QUEUE = (
+    "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {{name: cq{extra_meta}}}\n"
+    "spec:\n  namespaceSelector: {{}}\n  resourceGroups: {groups}\n"
+)
+GROUPS = '[{coveredResources: [cpu], flavors: [{name: default-flavor, resources: [{name: cpu, nominalQuota: "4"}]}]}]'
+ROLE = (
+    "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {meta}\n"
+    "rules:\n- apiGroups: [kubeflow.org]\n  resources: [tfjobs]\n  {verbs}\n"
+)
+
+
+def cases(d: Path, counter: RequestCounter, servers: dict[int, FixedServer]) -> list[Case]:
+    """Every bad input of the three tools; ``d`` holds their files."""
+    out: list[Case] = []
+
+    def add(id: str, field: str, fix: str, call: Any, secret: str | None = None) -> None:
+        out.append(Case(id, call, field, fix, secret))
+
+    def rt(*args: str, status: int = 1, env: dict[str, str] | None = None) -> Any:
+        return lambda: run_tool("tfjob-runtimes", *args, status=status, env=env)
+
+    def serve(*args: str, status: int = 2) -> Any:
+        return lambda: run_tool("tfjob-local", "serve", "--workdir", str(d / "work"), *args, status=status)
+
+    def pre(*args: str, status: int = 3) -> Any:
+        return lambda: run_tool("tfjob-preflight", "--kind", "TFJob", *args, status=status)
+
+    counted = str(counter.kubeconfig)
+    down = str(kubeconfig(d / "kubeconfig-down", f"http://127.0.0.1:{closed_port()}", SECRET))
+    no_home = d / "home"
+    no_home.mkdir()
+    # ---------------------------------------------------------------- tfjob-runtimes
+    add(
+        "runtimes-missing-kubeconfig",
+        "--kubeconfig",
+        "give --kubeconfig FILE",
+        rt("install", "--kubeconfig", str(d / "nowhere.yaml")),
+    )
+    add(
+        "runtimes-missing-env-kubeconfig",
+        "$KUBECONFIG",
+        "--kubeconfig FILE",
+        rt("install", env={"KUBECONFIG": str(d / "nowhere.yaml")}),
+    )
+    add(
+        "runtimes-missing-default-kubeconfig",
+        ".kube/config",
+        "--kubeconfig FILE",
+        rt("install", env={"HOME": str(no_home), "KUBECONFIG": ""}),
+    )
+    add(
+        "runtimes-kubeconfig-is-a-directory",
+        "--kubeconfig",
+        "--kubeconfig FILE",
+        rt("install", "--kubeconfig", str(d)),
+    )
+    add(
+        "runtimes-bad-context",
+        "--context",
+        "use one of here",
+        rt("install", "--kubeconfig", down, "--context", "elsewhere"),
+    )
+    add(
+        "runtimes-malformed-kubeconfig",
+        "--kubeconfig",
+        "fix the kubeconfig",
+        rt(
+            "install",
+            "--kubeconfig",
+            _write(d, "broken-kc.yaml", f"users:\n- name: x\n  user: {{token: {SECRET}\n"),
+        ),
+        secret=SECRET,
+    )
+    add(
+        "runtimes-kubeconfig-no-context",
+        "--context",
+        "--context NAME",
+        rt(
+            "install",
+            "--kubeconfig",
+            _write(d, "empty-kc.yaml", "apiVersion: v1\nkind: Config\nclusters: []\n"),
+        ),
+    )
+    add(
+        "runtimes-server-down",
+        "API server",
+        "is the cluster running",
+        rt("install", "--kubeconfig", down),
+        secret=SECRET,
+    )
+    add(
+        "runtimes-403",
+        "403",
+        "clustertrainingruntimes",
+        rt("install", "--kubeconfig", str(servers[403].kubeconfig)),
+        secret=SECRET,
+    )
+    add(
+        "runtimes-401",
+        "401",
+        "credentials",
+        rt("install", "--kubeconfig", str(servers[401].kubeconfig)),
+        secret=SECRET,
+    )
+    add(
+        "runtimes-404",
+        "404",
+        "install Kubeflow Trainer",
+        rt("install", "--kubeconfig", str(servers[404].kubeconfig)),
+        secret=SECRET,
+    )
+    add(
+        "runtimes-500",
+        "500",
+        "try again",
+        rt("install", "--kubeconfig", str(servers[500].kubeconfig)),
+        secret=SECRET,
+    )
+    add("runtimes-no-command", "install", "show", rt(status=2))
+    add("runtimes-unknown-option", "--kubconfig", "--help", rt("install", "--kubconfig", counted, status=2))
+    add(
+        "runtimes-image-with-space",
+        "--image",
+        "no whitespace",
+        rt("show", "--image", "tensorflow/tensorflow 2.21", status=2),
+    )
+    add("runtimes-image-empty", "--image", "e.g. tensorflow/tensorflow", rt("show", "--image", "", status=2))
+    add(
+        "runtimes-image-invisible",
+        "--image",
+        "no whitespace",
+        rt("install", "--kubeconfig", counted, "--image", "tensorflow/tensorflow\u200b:2.21", status=2),
+    )
+    # ---------------------------------------------------------------- tfjob-preflight
+    add(
+        "preflight-missing-kubeconfig",
+        "--kubeconfig",
+        "give --kubeconfig FILE",
+        pre("--kubeconfig", str(d / "nowhere.yaml")),
+    )
+    add(
+        "preflight-server-down",
+        "API server",
+        "is the cluster running",
+        pre("--kubeconfig", down, "--timeout", "2"),
+        secret=SECRET,
+    )
+    add(
+        "preflight-403",
+        "403",
+        "credentials",
+        pre("--kubeconfig", str(servers[403].kubeconfig)),
+        secret=SECRET,
+    )
+    add(
+        "preflight-404",
+        "404",
+        "Kubernetes API server",
+        pre("--kubeconfig", str(servers[404].kubeconfig)),
+        secret=SECRET,
+    )
+    # ---------------------------------------------------------------- tfjob-local serve: options
+    for value in ("70000", "-1", "http"):
+        add(f"serve-port-{value}", "--port", "0 (any free port) to 65535", serve("--port", value))
+    for value in ("LOUD", "5", ""):
+        add(
+            f"serve-log-level-{value or 'empty'}",
+            "--log-level",
+            "DEBUG, INFO, WARNING, ERROR",
+            serve("--log-level", value),
+        )
+    for value in ("nan", "inf", "-1", "0", "soon"):
+        add(
+            f"serve-token-ttl-{value}",
+            "--token-ttl",
+            "a positive number of seconds",
+            serve("--auth", "token", "--token-ttl", value),
+        )
+    for value in ("nan", "inf", "-5", "0"):
+        add(
+            f"serve-pods-ready-timeout-{value}",
+            "--kueue-pods-ready-timeout",
+            "a positive number of seconds",
+            serve("--kueue-pods-ready-timeout", value),
+        )
+    faults = {
+        "latency=inf": "latency=0.01",
+        "latency=nan": "latency=0.01",
+        "latency=-1": "latency=0.01",
+        "rate=nan": "rate=0.05",
+        "rate=2": "rate=0.05",
+        "retry_after=inf": "retry_after=1",
+        "stream_cut_after=nan+1": "stream_cut_after=0.5+2",
+        "stream_cut_after=1": "stream_cut_after=0.5+2",
+        "stream_cut_after=2+1": "stream_cut_after=0.5+2",
+        "stream_cut_after=0.5+inf": "stream_cut_after=0.5+2",
+        "seed=x": "seed=7",
+        "seed=1.5": "seed=7",
+        "kinds=bogus": "choose among",
+        "kinds=": "choose among",
+        "verbs=FETCH": "choose among",
+        "colour=red": "known:",
+        "rate": "key=value",
+    }
+    for spec, fix in faults.items():
+        add(f"serve-faults-{spec}", "--faults", fix, serve("--faults", spec))
+    add(
+        "serve-host-not-here",
+        "--host",
+        "an address of this machine",
+        serve("--auth", "token", "--host", "203.0.113.7"),
+    )
+    add(
+        "serve-host-unresolvable",
+        "--host",
+        "an address of this machine",
+        serve("--auth", "token", "--host", "no-such-host.invalid"),
+    )
+    add("serve-host-open-without-auth", "--host", "--auth token", serve("--host", "0.0.0.0"))
+    add(
+        "serve-kubeconfig-dir-missing",
+        "--kubeconfig",
+        "existing directory",
+        serve("--kubeconfig", str(d / "no" / "kc.yaml")),
+    )
+    add(
+        "serve-workdir-is-a-file",
+        "--workdir",
+        "a directory",
+        lambda: run_tool("tfjob-local", "serve", "--workdir", _write(d, "a-file", "x"), status=2),
+    )
+    add(
+        "serve-kueue-integrations-unknown",
+        "--kueue-integrations",
+        "supported values",
+        serve("--kueue-integrations", "tfjob"),
+    )
+    add("serve-apis-unknown", "--apis", "v1, trainjob", serve("--apis", "tfjob"))
+    add(
+        "serve-feature-gate-unknown",
+        "--feature-gates",
+        "TrainJobStatus=true",
+        serve("--feature-gates", "Fast=true"),
+    )
+    add("serve-gpus-blank-id", "--gpus", "e.g. 0,1", serve("--gpus", "0,,a b"))
+
+    # ---------------------------------------------------------------- --role files
+    def role(name: str, text: str, *more: str) -> Any:
+        return serve("--auth", "token", "--role", f"airflow={_write(d, name, text)}", *more)
+
+    add(
+        "role-verb-singular",
+        "verb",
+        "verbs:",
+        role("role-verb.yaml", ROLE.format(meta="{name: r}", verbs="verb: [get]")),
+    )
+    add(
+        "role-no-verbs",
+        "verbs",
+        "verbs:",
+        role("role-noverbs.yaml", ROLE.format(meta="{name: r}", verbs="verbs: []")),
+    )
+    add(
+        "role-verbs-string",
+        "verbs",
+        "list of strings",
+        role("role-verbstr.yaml", ROLE.format(meta="{name: r}", verbs="verbs: get")),
+    )
+    add(
+        "role-metadata-list",
+        "metadata",
+        "a mapping",
+        role("role-metalist.yaml", ROLE.format(meta="[r]", verbs="verbs: [get]")),
+    )
+    add(
+        "role-missing-file",
+        "--role",
+        "no such file",
+        serve("--auth", "token", "--role", f"airflow={d / 'none.yaml'}"),
+    )
+    add(
+        "role-malformed-with-secret",
+        "--role",
+        "fix the YAML",
+        role(
+            "role-secret.yaml",
+            f"kind: Role\nmetadata: {{name: r}}\nrules: [{{verbs: [get], token: {SECRET}\n",
+        ),
+        secret=SECRET,
+    )
+    add(
+        "role-without-auth",
+        "--role",
+        "--auth token",
+        serve(
+            "--role",
+            f"airflow={_write(d, 'role-ok.yaml', ROLE.format(meta='{name: r}', verbs='verbs: [get]'))}",
+        ),
+    )
+    add("role-alias-bomb", "--role", "without anchors and aliases", role("role-bomb.yaml", ALIAS_BOMB))
+
+    # ---------------------------------------------------------------- --kueue-objects files
+    def kq(name: str, text: str) -> Any:
+        return serve("--kueue-objects", _write(d, name, text))
+
+    add(
+        "kueue-malformed-with-secret",
+        "--kueue-objects",
+        "fix the YAML",
+        kq("kq-secret.yaml", f"kind: ClusterQueue\nmetadata: {{name: cq, password: {SECRET}\nspec: {{}}\n"),
+        secret=SECRET,
+    )
+    add(
+        "kueue-secret-file-not-yaml",
+        "--kueue-objects",
+        "fix the YAML",
+        kq("kq-shadow", f"root:$6${SECRET}:19000:0:99999:7:::\ndaemon:*: [x\n"),
+        secret=SECRET,
+    )
+    add("kueue-alias-bomb", "--kueue-objects", "without anchors and aliases", kq("kq-bomb.yaml", ALIAS_BOMB))
+    add(
+        "kueue-file-too-big",
+        "--kueue-objects",
+        "MiB",
+        kq(
+            "kq-big.yaml",
+            CLUSTER_QUEUE.format(extra_meta=", annotations: {a: " + "x" * (8 << 20) + "}", groups=GROUPS),
+        ),
+    )
+    add(
+        "kueue-annotation-too-big",
+        "metadata.annotations",
+        "256 KiB",
+        kq(
+            "kq-annot.yaml",
+            CLUSTER_QUEUE.format(extra_meta=", annotations: {a: " + "x" * (300 << 10) + "}", groups=GROUPS),
+        ),
+    )
+    add(
+        "kueue-unknown-kind",
+        "kind",
+        "ResourceFlavor, ClusterQueue, LocalQueue",
+        kq("kq-kind.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n"),
+    )
+    add(
+        "kueue-no-kind",
+        "kind",
+        "ResourceFlavor, ClusterQueue, LocalQueue",
+        kq("kq-nokind.yaml", "metadata: {name: d}\n"),
+    )
+    add(
+        "kueue-string-resource-groups",
+        "spec.resourceGroups",
+        "a list",
+        kq("kq-rg.yaml", CLUSTER_QUEUE.format(extra_meta="", groups="cpu=4")),
+    )
+    add(
+        "kueue-metadata-list",
+        "metadata",
+        "a mapping",
+        kq("kq-metalist.yaml", "kind: ResourceFlavor\nmetadata: [rf]\n"),
+    )
+    add(
+        "kueue-no-name",
+        "metadata.name",
+        "give the object a name",
+        kq("kq-noname.yaml", "kind: ResourceFlavor\nmetadata: {}\n"),
+    )
+    add("kueue-scalar-document", "document 1", "a Kueue object", kq("kq-scalar.yaml", "just a string\n"))
+    add(
+        "kueue-duplicate-key",
+        "--kueue-objects",
+        "fix the YAML",
+        kq("kq-dup.yaml", "kind: ResourceFlavor\nkind: ClusterQueue\nmetadata: {name: rf}\n"),
+    )
+    add(
+        "kueue-wrong-api-version",
+        "apiVersion",
+        "kueue.x-k8s.io/v1beta2",
+        kq("kq-apiv.yaml", "apiVersion: v1\nkind: ResourceFlavor\nmetadata: {name: rf}\n"),
+    )
+    add(
+        "kueue-missing-file",
+        "--kueue-objects",
+        "no such file",
+        serve("--kueue-objects", str(d / "none.yaml")),
+    )
+    add(
+        "kueue-list-with-bad-item",
+        "document 2",
+        "a Kueue object",
+        kq("kq-listbad.yaml", "- kind: ResourceFlavor\n  metadata: {name: rf}\n- 7\n"),
+    )
+    return out
+
+
+@pytest.fixture(scope="module")
+def judgements(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Judgement]]:
+    d = tmp_path_factory.mktemp("cli")
+    (d / "work").mkdir()
+    servers = {
+        code: FixedServer(d, code, reason)
+        for code, reason in (
+            (401, "Unauthorized"),
+            (403, "Forbidden"),
+            (404, "NotFound"),
+            (500, "InternalError"),
+        )
+    }
+    line = FigureLine("command-line")
+    try:
+        with RequestCounter(d) as counter:
+            for case in cases(d, counter, servers):
+                line.add(judge(case, refusals=(CliRefusal,), counter=counter))
+    finally:
+        for server in servers.values():
+            server.close()
+    line.write()
+    print(line.line())
+    yield {j.case.id: j for j in line.judgements}
+
+
+def test_figure_line(judgements: dict[str, Judgement]) -> None:
+    line = FigureLine("command-line", list(judgements.values()))
+    assert len(judgements) >= 50
+    assert line.failures() == [], "\n".join(str(f) for f in line.failures())
+
+
+def _case_ids() -> list[str]:
+    d = Path("/nonexistent")
+
+    class _NoCounter:
+        kubeconfig = d / "kubeconfig"
+
+    ids: list[str] = []
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in cases(Path(tmp), _NoCounter(), {c: _IdsOnly(Path(tmp), c) for c in (401, 403, 404, 500)}):  # type: ignore[arg-type]
+            ids.append(case.id)
+    return ids
+
+
+class _IdsOnly:
+    def __init__(self, directory: Path, code: int) -> None:
+        self.kubeconfig = directory / f"kubeconfig-{code}"
+
+
+@pytest.mark.parametrize("case_id", _case_ids())
+def test_case(judgements: dict[str, Judgement], case_id: str) -> None:
+    judgement = judgements[case_id]
+    assert judgement.outcome == "refused" and not judgement.leaked, str(judgement)
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    """--debug is how a user asks for the traceback a refusal leaves out."""
+    down = kubeconfig(tmp_path / "kc", f"http://127.0.0.1:{closed_port()}")
+    done = subprocess.run(
+        [sys.executable, "-m", TOOLS["tfjob-runtimes"], "install", "--kubeconfig", str(down), "--debug"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0 and "Traceback" in done.stderr and "is the cluster running" in done.stderr
+
+
+def test_kueue_objects_list_document_is_loaded(tmp_path: Path) -> None:
+    """A YAML list of objects (as `kubectl get -o yaml` lists them) is loaded, not silently dropped."""
+    from airflow_tfjob.local.kueue.options import load_objects
+
+    path = tmp_path / "objects.yaml"
+    path.write_text(
+        "- apiVersion: kueue.x-k8s.io/v1beta2\n  kind: ResourceFlavor\n  metadata: {name: rf}\n"
+        "- apiVersion: kueue.x-k8s.io/v1beta2\n  kind: LocalQueue\n"
+        "  metadata: {name: q, namespace: default}\n  spec: {clusterQueue: cq}\n"
+    )
+    assert [o["kind"] for o in load_objects([path])] == ["ResourceFlavor", "LocalQueue"]
+
+
+def test_serve_failing_at_start_is_one_line(tmp_path: Path) -> None:
+    """A failure only the start can see (the port is taken) is exit 1 and one line, not a traceback."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        with pytest.raises(CliRefusal, match=f"--port {port} on 127.0.0.1 is taken.*give another --port"):
+            run_tool("tfjob-local", "serve", "--port", port, "--workdir", str(tmp_path), status=1)

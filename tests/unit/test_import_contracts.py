@@ -1,0 +1,97 @@
+"""The walls between the rooms fail loudly: lint-imports (run by `make lint`) on a scratch copy of the
+package with one wrong import added reports that import; on the tree as it is, every contract holds."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the package, the contracts and their custom type, importable from its own root."""
+    root = tmp_path_factory.mktemp("house")
+    shutil.copytree(
+        ROOT / "airflow_tfjob", root / "airflow_tfjob", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    (root / "tests").mkdir()
+    shutil.copy(ROOT / "tests" / "house_contracts.py", root / "tests" / "house_contracts.py")
+    shutil.copy(ROOT / "pyproject.toml", root / "pyproject.toml")
+    return root
+
+
+def lint(root: Path) -> subprocess.CompletedProcess[str]:
+    # A wide terminal, so that no module path in the report is wrapped.
+    env = {**os.environ, "PYTHONPATH": str(root), "COLUMNS": "400"}
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache"], cwd=root, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def with_line(path: Path, line: str, after: str = "from __future__ import annotations\n") -> str:
+    original = path.read_text()
+    assert after in original
+    path.write_text(original.replace(after, after + line + "\n", 1))
+    return original
+
+
+def test_the_tree_keeps_every_contract() -> None:
+    result = lint(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "BROKEN" not in result.stdout
+
+
+def test_building_that_imports_following_breaks_the_layers(scratch: Path) -> None:
+    module = scratch / "airflow_tfjob" / "build" / "naming.py"
+    original = with_line(module, "from airflow_tfjob.follow import progress  # noqa")
+    try:
+        result = lint(scratch)
+    finally:
+        module.write_text(original)
+    assert result.returncode != 0
+    assert "airflow_tfjob.build.naming -> airflow_tfjob.follow.progress" in result.stdout
+
+
+def test_the_provider_importing_the_local_cluster_breaks_its_contract(scratch: Path) -> None:
+    module = scratch / "airflow_tfjob" / "follow" / "summary.py"
+    original = with_line(module, "import airflow_tfjob.local.cluster  # noqa")
+    try:
+        result = lint(scratch)
+    finally:
+        module.write_text(original)
+    assert result.returncode != 0
+    assert "airflow_tfjob.follow.summary -> airflow_tfjob.local.cluster" in result.stdout
+
+
+def test_a_kubernetes_import_at_load_breaks_the_light_dag_parse(scratch: Path) -> None:
+    module = scratch / "airflow_tfjob" / "operators" / "tfjob.py"
+    original = with_line(module, "import kubernetes  # noqa")
+    try:
+        result = lint(scratch)
+    finally:
+        module.write_text(original)
+    assert result.returncode != 0
+    assert "airflow_tfjob.operators.tfjob imports kubernetes at module load" in result.stdout.replace(
+        "\n", " "
+    )
+
+
+def test_the_same_import_inside_a_function_keeps_the_light_dag_parse(scratch: Path) -> None:
+    module = scratch / "airflow_tfjob" / "operators" / "tfjob.py"
+    original = with_line(module, "\n\ndef _later() -> None:\n    import kubernetes  # noqa\n")
+    try:
+        result = lint(scratch)
+    finally:
+        module.write_text(original)
+    assert (
+        "What a DAG file's parse imports loads neither the Kubernetes clients nor aiohttp KEPT"
+        in " ".join(result.stdout.split())
+    )
