@@ -62,7 +62,8 @@ class Deployment:
     # ------------------------------------------------------------------ processes
 
     def _start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-        out = (self.logs / f"{name}.log").open("wb")
+        # Appended to: a component restarted by stopped() goes on in the same file.
+        out = (self.logs / f"{name}.log").open("ab")
         # A session of its own: stop() signals the whole group, so the task processes the
         # LocalExecutor forks and the replicas the cluster starts go with their parent.
         proc = subprocess.Popen(argv, env={**self.env, **(env or {})} or None, stdout=out,
@@ -131,13 +132,24 @@ class Deployment:
         self.wait("the API server", self._api_ready, 90, self.processes["api-server"])
 
     @contextmanager
-    def paused(self, name: str) -> Iterator[None]:
-        """The component ``name`` (its whole process group) stopped with SIGSTOP, continued after."""
-        _signal_group(self.processes[name], signal.SIGSTOP)
+    def stopped(self, name: str) -> Iterator[None]:
+        """The component ``name`` (its whole process group) ended with SIGTERM, started again after.
+
+        Ended rather than frozen with SIGSTOP: a component frozen inside a transaction holds the
+        SQLite database locked, and every other component's write then waits out the busy timeout
+        (a user's PATCH once timed out so).
+        """
+        proc = self.processes[name]
+        _signal_group(proc, signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, signal.SIGKILL)
+            proc.wait()
         try:
             yield
         finally:
-            _signal_group(self.processes[name], signal.SIGCONT)
+            self._start(name, [str(VENV_BIN / "airflow"), name])
 
     def stop(self) -> None:
         """SIGTERM to every group, then SIGKILL to what is left: nothing outlives the test."""

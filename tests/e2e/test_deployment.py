@@ -106,11 +106,11 @@ def test_digits_in_a_deployment(airflow: Deployment) -> None:
     print(f"e2e: run 1 checked after {time.monotonic() - started:.0f} s")
 
     # ---- run 2: links while deferred, then mark-failed stops the job, its pods and replica processes.
-    # The triggerer is stopped (SIGSTOP) throughout, so the mark lands before any triggerer has
+    # The triggerer is stopped throughout, so the mark lands before any triggerer has
     # started run 2's trigger: Airflow then runs no code of the task nor of the trigger, and only the
     # provider's listener in the API server (airflow_tfjob.plugins.kubeflow) can stop the job.
     known = {job["metadata"]["name"] for job in tfjobs(airflow)}
-    with airflow.paused("triggerer"):
+    with airflow.stopped("triggerer"):
         second = trigger(airflow, epochs=50)
         wait_deferred_with_links(airflow, second)
         job = airflow.wait("run 2's TFJob", lambda: next((j for j in tfjobs(airflow) if j["metadata"]["name"] not in known), None), 30)
