@@ -3,8 +3,10 @@
 Before the job is built, :func:`plan_for` fixes the task instance's checkpoint directory
 (:mod:`airflow_tfjob.build.checkpoints`) and the newest checkpoint to resume from: the one an earlier
 try recorded in the task's durable state (Airflow's ``task_state_store``, where the job's identity is
-kept too), else, for object storage, the newest the worker lists in the directory (state lost: the
-task instance cleared from the database, or an earlier try that died before recording). A claim is
+kept too), unless, for object storage, the worker lists a newer one in the directory (saved by a
+replica preempted before the follow read its line), and the newest listed when there is no record
+(state lost: the task instance cleared from the database, or an earlier try that died before
+recording). A claim is
 never listed: the worker cannot mount it, so its checkpoints are known from the replicas' log only.
 
 After the follow, whatever its outcome (a failure and a Kueue preemption first of all),
@@ -64,10 +66,23 @@ def plan_for(value: Any, context: Context, log: Any, *, look: bool = True) -> Ch
     dag_id, task_id, run_id, map_index, _ = task_identity(context)
     directory = location(store, dag_id, task_id, run_id, map_index)
     recorded = recorded_checkpoint(context, directory)
-    if recorded is not None:
-        return CheckpointPlan(store, directory, recorded, "recorded")
     listed = newest_listed(store, directory, log) if look and not store.is_pvc else None
+    if recorded is not None and not _newer(listed, recorded):
+        return CheckpointPlan(store, directory, recorded, "recorded")
     return CheckpointPlan(store, directory, listed, "listed" if listed is not None else "")
+
+
+def _newer(listed: Checkpoint | None, recorded: Checkpoint) -> bool:
+    """Whether the directory holds a checkpoint past the recorded one: one saved after the last line
+    the earlier try's follow read (a replica preempted or killed just after saving it). Compared in
+    the unit both name; a listing in other units does not overrule the record."""
+    if listed is None:
+        return False
+    if listed.epoch is not None and recorded.epoch is not None:
+        return listed.epoch > recorded.epoch
+    if listed.step is not None and recorded.step is not None:
+        return listed.step > recorded.step
+    return False
 
 
 def recorded_checkpoint(context: Context, directory: str) -> Checkpoint | None:

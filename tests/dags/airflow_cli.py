@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from airflow_database import migrate
+
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
 
 
@@ -44,9 +46,7 @@ def migrated_airflow_env(
         # The task processes `airflow dags test` starts must find this virtualenv's executables.
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
-    subprocess.run(
-        [AIRFLOW, "db", "migrate"], env=env, check=True, capture_output=True, timeout=migrate_timeout
-    )
+    migrate(env, migrate_timeout)
     return env
 
 

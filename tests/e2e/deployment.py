@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+from airflow_database import migrate
 
 VENV_BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parents[2]
@@ -126,7 +127,7 @@ class Deployment:
             **extra_env,
         }
         airflow = str(VENV_BIN / "airflow")
-        subprocess.run([airflow, "db", "migrate"], env=self.env, check=True, capture_output=True, timeout=300)
+        migrate(self.env)
         for name in COMPONENTS:
             self._start(name, [airflow, name])
         self.wait("the API server", self._api_ready, 90, self.processes["api-server"])

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from airflow_database import migrate
 
 pytestmark = [pytest.mark.dags, pytest.mark.cluster, pytest.mark.tensorflow, pytest.mark.timeout(600)]
 
@@ -81,7 +82,7 @@ def env(local_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps({"conn_type": "kubernetes", "extra": extra}),
         "PATH": path,
     }
-    subprocess.run([AIRFLOW, "db", "migrate"], env=environment, check=True, capture_output=True, timeout=300)
+    migrate(environment)
     return environment
 
 

@@ -334,6 +334,28 @@ def test_without_a_record_an_object_store_is_listed_and_a_claim_is_not(tmp_path:
     assert checkpointing.plan_for("pvc://claim", _context(None), log).resume is None  # type: ignore[union-attr]
 
 
+def test_a_checkpoint_saved_after_the_record_wins_over_it(tmp_path: Path) -> None:
+    """A replica preempted just after saving epoch 8 whose line the follow never read: the record says 7,
+    the directory holds 8, and the next try is told 8; an older listing leaves the record alone."""
+    state, log = StateStore(), Log()
+    store = f"file://{tmp_path}"
+    directory = checkpointing.plan_for(store, _context(state), log, look=False).directory  # type: ignore[union-attr]
+    folder = Path(directory[len("file://") :])
+    folder.mkdir(parents=True)
+    for epoch in (6, 7):
+        (folder / f"epoch-{epoch}").write_text("x")
+    state.set("checkpoint", {"path": f"{directory}/epoch-7", "epoch": 7, "directory": directory})
+    plan = checkpointing.plan_for(store, _context(state), log)
+    assert plan is not None and (plan.source, plan.resume) == ("recorded", Checkpoint(f"{directory}/epoch-7", 7))
+    (folder / "epoch-8").write_text("x")
+    plan = checkpointing.plan_for(store, _context(state), log)
+    assert plan is not None and (plan.source, plan.resume) == ("listed", Checkpoint(f"{directory}/epoch-8", 8))
+    # A record in steps is not overruled by names in epochs.
+    state.set("checkpoint", {"path": f"{directory}/step-100", "step": 100, "directory": directory})
+    plan = checkpointing.plan_for(store, _context(state), log)
+    assert plan is not None and plan.source == "recorded" and plan.resume.step == 100  # type: ignore[union-attr]
+
+
 def test_the_task_log_says_where_it_resumes_from_only_for_a_job_this_try_created() -> None:
     plan = checkpointing.CheckpointPlan(
         parse_store("s3://m/c"), "s3://m/c/d", Checkpoint("s3://m/c/d/e7", 7), "recorded"

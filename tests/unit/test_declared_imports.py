@@ -49,13 +49,20 @@ def third_party_imports() -> dict[str, set[str]]:
 
 
 @cache
+def top_level_owners() -> dict[str, list[str]]:
+    """importlib.metadata's map of top-level names to distributions (it reads every distribution's
+    files: read once, not per import)."""
+    return metadata.packages_distributions()
+
+
+@cache
 def files_of(distribution: str) -> frozenset[str]:
     return frozenset(str(f) for f in metadata.distribution(distribution).files or ())
 
 
 def owner(module: str) -> NormalizedName | None:
     """The installed distribution the module comes from."""
-    candidates = metadata.packages_distributions().get(module.partition(".")[0], [])
+    candidates = top_level_owners().get(module.partition(".")[0], [])
     if len(set(candidates)) == 1:
         return canonicalize_name(candidates[0])
     # A namespace several distributions fill: the one holding the module's own file or directory,
