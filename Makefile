@@ -52,9 +52,12 @@ services:
 # TEST_WORKERS=0 runs serially.
 TEST_WORKERS ?= 3
 
-# Modules marked `alone` run after the parallel suite, by themselves (their markers say why).
+# Modules marked `apart` run after the parallel suite with no other file beside them, their tests spread
+# over two workers; modules marked `alone` run last, by themselves, one test at a time (their markers
+# say why).
 test: lint docs browser services
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not alone"
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not alone and not apart"
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider -n 2 --dist load -m apart
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider -m alone
 
 # The deployment test alone (make test runs it too, as part of the pytest run: tests/e2e).

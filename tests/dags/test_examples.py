@@ -26,15 +26,17 @@ from airflow_cli import (
     xcom_value,
 )
 
-# alone: in the last three clean-clone runs of the parallel suite, the retraining test's second
-# `airflow scheduler --num-runs 1` twice ran past its 300 s while another test file ran on the other
-# worker; the module passes by itself every time (and with test_preflight beside it). Until the
-# interference is found, `make test` runs this module after the parallel suite, by itself.
+# apart: in three clean-clone runs of the parallel suite, the retraining test's second `airflow
+# scheduler --num-runs 1` twice ran past its 300 s while another test file ran on the other worker;
+# the module passes by itself every time (and with test_preflight beside it). Until the interference
+# is found, `make test` runs this module after the parallel suite with no other file beside it, its
+# tests spread over two workers (each worker its own Airflow home and cluster): alone they kept one
+# of the two cores idle about half the time.
 pytestmark = [
     pytest.mark.dags,
     pytest.mark.cluster,
     pytest.mark.tensorflow,
-    pytest.mark.alone,
+    pytest.mark.apart,
     pytest.mark.timeout(900),
 ]
 
@@ -135,24 +137,24 @@ def test_retraining_deploys_only_a_better_model(env: dict[str, str]) -> None:
 
 def test_sweep_maps_one_job_per_trial_and_picks_the_best(env: dict[str, str]) -> None:
     dag_id = "example_tfjob_sweep"
-    conf = {"learning_rates": [0.0003, 0.003, 0.03], "batch_sizes": [32], "epochs": 3}
+    conf = {"learning_rates": [0.0003, 0.03], "batch_sizes": [32], "epochs": 3}
     run_id, _ = run_example(env, dag_id, conf)
     run_states = states(env, dag_id, run_id)
-    assert [run_states[("train", i)] for i in range(3)] == ["success"] * 3
+    assert [run_states[("train", i)] for i in range(2)] == ["success"] * 2
     assert run_states[("pick_best", -1)] == "success"
 
     (grid,) = xcoms(env, dag_id, run_id, "trials")
-    assert [trial["learning_rate"] for trial in grid] == ["0.0003", "0.003", "0.03"]
+    assert [trial["learning_rate"] for trial in grid] == ["0.0003", "0.03"]
     metrics = xcoms(env, dag_id, run_id, "train", "metrics")
     results = xcoms(env, dag_id, run_id, "train")
-    assert len(metrics) == len(results) == 3
+    assert len(metrics) == len(results) == 2
     # Each mapped task instance ran its own TFJob.
-    assert len({result["name"] for result in results}) == 3
+    assert len({result["name"] for result in results}) == 2
     accuracies = [m["test_accuracy"] for m in metrics]
     assert all(0 < a <= 1 for a in accuracies)
 
     (choice,) = xcoms(env, dag_id, run_id, "pick_best")
-    best = max(range(3), key=lambda i: accuracies[i])
+    best = max(range(2), key=lambda i: accuracies[i])
     assert choice["best"]["trial"] == best
     assert choice["best"]["hyperparameters"] == grid[best]
     assert choice["best"]["test_accuracy"] == pytest.approx(accuracies[best])

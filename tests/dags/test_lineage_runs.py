@@ -123,13 +123,14 @@ def train_and_deploy(env: dict[str, str], accuracy: float) -> dict[str, Any]:
     return deploy(env, accuracy)
 
 
-def test_model_asset_event_schedules_the_deployment_which_promotes_only_better_models(
+def test_model_asset_events_schedule_the_deployment_which_reads_each_trainings_metrics(
     env: dict[str, str], first_training: str
 ) -> None:
     first = deploy(env, 0.75)
     assert (first["accuracy"], first["best_before"], first["promote"]) == (0.75, None, True)
     assert first["job"]["kind"] == "TFJob" and first["job"]["uid"]
-    worse = train_and_deploy(env, 0.7)
-    assert (worse["accuracy"], worse["best_before"], worse["promote"]) == (0.7, 0.75, False)
+    # A second training's event schedules a deployment of its own, which reads that training's
+    # metrics and the first's through the asset. (That a worse model is kept out is the examples'
+    # retraining test, on the example DAGs users copy.)
     better = train_and_deploy(env, 0.9)
-    assert (better["best_before"], better["promote"]) == (0.75, True)
+    assert (better["accuracy"], better["best_before"], better["promote"]) == (0.9, 0.75, True)
