@@ -13,6 +13,19 @@ the entry points users name.
 
 from __future__ import annotations
 
-from airflow_tfjob.local.cluster import ClusterRuntime, LocalCluster
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow_tfjob.local.cluster import ClusterRuntime, LocalCluster
 
 __all__ = ["ClusterRuntime", "LocalCluster"]
+
+
+def __getattr__(name: str) -> Any:
+    # On first use, not at the package's import: `tfjob-local` checks its command line (and serves
+    # `credential`) without loading the cluster.
+    if name in __all__:
+        from airflow_tfjob.local import cluster
+
+        return getattr(cluster, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

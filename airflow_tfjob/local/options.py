@@ -11,12 +11,14 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_tfjob.local.controllers.trainjob.status import GATE
+# The gate's name from the model, not the status server's module: the command line checks options
+# without loading the server (aiohttp).
+from airflow_tfjob.local.model.resources import TRAINER_STATUS_GATE
 
 #: How a kubeconfig's user authenticates: an exec plugin minting fresh tokens, or one static token.
 CREDENTIALS = ("exec", "static")
 #: Feature gates the cluster knows: Kubeflow Trainer's, off by default as upstream.
-FEATURE_GATES = (GATE,)
+FEATURE_GATES = (TRAINER_STATUS_GATE,)
 
 
 def is_loopback(host: str) -> bool:

@@ -94,6 +94,8 @@ class ResourceType:
 CORE_GROUPS = ("", "apps", "batch", "scheduling.k8s.io")
 TRAINER_GROUP = "trainer.kubeflow.org"
 TRAINER_VERSION = "v1alpha1"
+#: Kubeflow Trainer's feature gate for the TrainJob progress status endpoint (off by default, as upstream).
+TRAINER_STATUS_GATE = "TrainJobStatus"
 JOBSET_GROUP = "jobset.x-k8s.io"
 JOBSET_VERSION = "v1alpha2"
 # `tfjob-local serve --apis`: the API families a cluster can serve, by name, and their groups.

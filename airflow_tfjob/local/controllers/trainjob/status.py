@@ -24,11 +24,18 @@ from pathlib import Path
 
 from aiohttp import web
 
-from airflow_tfjob.local.model.resources import TRAINER_GROUP, TRAINER_VERSION, ApiError, JsonDict, clone
+from airflow_tfjob.local.model.resources import (
+    TRAINER_GROUP,
+    TRAINER_STATUS_GATE,
+    TRAINER_VERSION,
+    ApiError,
+    JsonDict,
+    clone,
+)
 from airflow_tfjob.local.store.core import Store
 from airflow_tfjob.local.tls import make_server_tls
 
-GATE = "TrainJobStatus"
+GATE = TRAINER_STATUS_GATE
 MAX_BODY = 64 * 1024
 URL_ENV, CA_ENV, TOKEN_ENV = ("KUBEFLOW_TRAINER_SERVER_URL", "KUBEFLOW_TRAINER_SERVER_CA_CERT",
                               "KUBEFLOW_TRAINER_SERVER_TOKEN")
