@@ -145,6 +145,10 @@ async def load_run_modules() -> None:
         loading = _loading
         if loading is None:
             loading = _loading = concurrent.futures.Future()
+            # Running from the start, so that it cannot be cancelled: a trigger cancelled while it waits
+            # (a user's mark, a triggerer's shutdown) cancels its own wait, and asyncio.wrap_future would
+            # pass that on to this shared future, failing every other trigger of the process with it.
+            loading.set_running_or_notify_cancel()
             threading.Thread(
                 target=_import_run_modules, args=(loading,), name="tfjob-trigger-imports", daemon=True
             ).start()

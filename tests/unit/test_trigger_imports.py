@@ -1,0 +1,44 @@
+"""The trigger's modules load once per process, off the loop, whoever waits for them and whatever happens
+to the waiters (airflow_tfjob.triggers.kubeflow.load_run_modules)."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+
+import pytest
+
+from airflow_tfjob.triggers import kubeflow
+
+
+async def test_a_trigger_cancelled_while_the_modules_load_fails_no_other(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen in a deployment: a triggerer whose first trigger was cancelled during the import failed every
+    trigger after it with CancelledError ("Trigger exited without sending an event")."""
+    gate = threading.Event()
+
+    def slow_import(done: concurrent.futures.Future[None]) -> None:
+        gate.wait(30)
+        done.set_result(None)
+
+    monkeypatch.setattr(kubeflow, "_loading", None)
+    monkeypatch.setattr(kubeflow, "_import_run_modules", slow_import)
+    first = asyncio.create_task(kubeflow.load_run_modules())
+    second = asyncio.create_task(kubeflow.load_run_modules())
+    await asyncio.sleep(0)
+    assert not first.done() and not second.done()
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    gate.set()
+    await asyncio.wait_for(second, 30)
+    await asyncio.wait_for(kubeflow.load_run_modules(), 30)  # and a trigger that comes later
+
+
+async def test_an_import_that_failed_is_tried_again_by_the_next_trigger(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kubeflow, "_loading", None)
+    monkeypatch.setattr(kubeflow, "RUN_MODULES", ("airflow_tfjob.no_such_module",))
+    with pytest.raises(ModuleNotFoundError):
+        await asyncio.wait_for(kubeflow.load_run_modules(), 30)
+    monkeypatch.setattr(kubeflow, "RUN_MODULES", ("airflow_tfjob.constants",))
+    await asyncio.wait_for(kubeflow.load_run_modules(), 30)
