@@ -6,8 +6,8 @@ try recorded in the task's durable state (Airflow's ``task_state_store``, where 
 kept too), unless, for object storage, the worker lists a newer one in the directory (saved by a
 replica preempted before the follow read its line), and the newest listed when there is no record
 (state lost: the task instance cleared from the database, or an earlier try that died before
-recording). A claim is
-never listed: the worker cannot mount it, so its checkpoints are known from the replicas' log only.
+recording). A claim is never listed: the worker cannot mount it, so its checkpoints are known from the
+replicas' log only.
 
 After the follow, whatever its outcome (a failure and a Kueue preemption first of all),
 :func:`record` keeps the newest checkpoint the replicas reported (``checkpoint saved: <path>
@@ -66,7 +66,8 @@ def plan_for(value: Any, context: Context, log: Any, *, look: bool = True) -> Ch
     dag_id, task_id, run_id, map_index, _ = task_identity(context)
     directory = location(store, dag_id, task_id, run_id, map_index)
     recorded = recorded_checkpoint(context, directory)
-    listed = newest_listed(store, directory, log) if look and not store.is_pvc else None
+    otherwise = "resuming from the recorded one" if recorded is not None else "starting without RESUME_FROM"
+    listed = newest_listed(store, directory, log, otherwise) if look and not store.is_pvc else None
     if recorded is not None and not _newer(listed, recorded):
         return CheckpointPlan(store, directory, recorded, "recorded")
     return CheckpointPlan(store, directory, listed, "listed" if listed is not None else "")
@@ -94,9 +95,12 @@ def recorded_checkpoint(context: Context, directory: str) -> Checkpoint | None:
     return Checkpoint.from_dict(value)
 
 
-def newest_listed(store: CheckpointStore, directory: str, log: Any) -> Checkpoint | None:
+def newest_listed(
+    store: CheckpointStore, directory: str, log: Any, otherwise: str = "starting without RESUME_FROM"
+) -> Checkpoint | None:
     """The entry of ``directory`` whose name carries the highest epoch (or step) number, through
-    Airflow's ObjectStoragePath (the store's connection); None when there is none or it cannot be read."""
+    Airflow's ObjectStoragePath (the store's connection); None when there is none or it cannot be read
+    (a warning then says what the try does instead: ``otherwise``)."""
     from airflow.sdk import ObjectStoragePath
 
     try:
@@ -113,9 +117,7 @@ def newest_listed(store: CheckpointStore, directory: str, log: Any) -> Checkpoin
             if best is None or candidate[0] > best[0]:
                 best = candidate
     except Exception as error:  # a store the worker cannot read costs the resume point, not the task
-        log.warning(
-            "Could not list the checkpoints in %s (%s): starting without RESUME_FROM", directory, error
-        )
+        log.warning("Could not list the checkpoints in %s (%s): %s", directory, error, otherwise)
         return None
     if best is None:
         return None
