@@ -57,7 +57,7 @@ TEST_WORKERS ?= 3
 # say why).
 test: lint docs browser services
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not alone and not apart"
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider -n 2 --dist load -m apart
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadgroup -m apart
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider -m alone
 
 # The deployment test alone (make test runs it too, as part of the pytest run: tests/e2e).

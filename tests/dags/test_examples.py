@@ -37,6 +37,8 @@ pytestmark = [
     pytest.mark.cluster,
     pytest.mark.tensorflow,
     pytest.mark.apart,
+    # The retraining test (about 3 minutes) takes one worker, the other three the other one.
+    pytest.mark.xdist_group("examples"),
     pytest.mark.timeout(900),
 ]
 
@@ -109,6 +111,7 @@ def retrain_and_deploy(
     return run_id, metrics, xcom_of(env, "example_tfjob_deploy", deploy_run, "promote_if_better")
 
 
+@pytest.mark.xdist_group("examples-retraining")
 def test_retraining_deploys_only_a_better_model(env: dict[str, str]) -> None:
     root = Path(env["TFJOB_EXAMPLES_DATA_DIR"]) / "retraining"
     # The deployment runs on the model asset's events: known to Airflow and unpaused beforehand.
