@@ -126,10 +126,9 @@ class Deployment:
             "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
             **extra_env,
         }
-        airflow = str(VENV_BIN / "airflow")
         migrate(self.env)
         for name in COMPONENTS:
-            self._start(name, [airflow, name])
+            self._start_component(name)
         self.wait("the API server", self._api_ready, 90, self.processes["api-server"])
 
     @contextmanager
@@ -150,7 +149,11 @@ class Deployment:
         try:
             yield
         finally:
-            self._start(name, [str(VENV_BIN / "airflow"), name])
+            self._start_component(name)
+
+    def _start_component(self, name: str) -> None:
+        """One of COMPONENTS, as `airflow <name>` (at the start, and again after stopped())."""
+        self._start(name, [str(VENV_BIN / "airflow"), name])
 
     def stop(self) -> None:
         """SIGTERM to every group, then SIGKILL to what is left: nothing outlives the test."""

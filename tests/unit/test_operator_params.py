@@ -28,8 +28,7 @@ def test_import_does_not_load_kubernetes_clients() -> None:
     # (nothing before loads one), so this is as strict as a process per module, at a twelfth the cost.
     code = (
         "import json, sys\n"
-        "heavy = lambda: sorted(m for m in sys.modules if m.split('.')[0] in ('kubernetes', 'kubernetes_asyncio') "
-        "or m.startswith('airflow.providers.cncf.kubernetes.hooks'))\n"
+        f"heavy = lambda: sorted(m for m in sys.modules if any(m == p or m.startswith(p + '.') for p in {HEAVY_PREFIXES!r}))\n"
         "found = {}\n"
         f"for module in {MODULES!r}:\n"
         "    __import__(module)\n"
