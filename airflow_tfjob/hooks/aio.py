@@ -23,7 +23,7 @@ from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiExcepti
 from airflow_tfjob.constants import CONTAINER_NAME
 from airflow_tfjob.hooks import calls, kueue, streams
 from airflow_tfjob.hooks.calls import Call, Done, Request, Step, advance
-from airflow_tfjob.hooks.clients import retire_client, shared_client
+from airflow_tfjob.hooks.clients import request_slot, retire_client, shared_client
 from airflow_tfjob.hooks.common import events_field_selector, filter_events, job_pod_selector
 from airflow_tfjob.hooks.exec_auth import ExecTokenRefresher, load_exec_config
 from airflow_tfjob.hooks.retry import RetryPolicy
@@ -189,12 +189,13 @@ class AsyncKubeflowJobHook(AsyncKubernetesHook):
             return exc
 
     async def _read(self, request: Request) -> bytes:
-        """One attempt of a plain request: its whole answer."""
-        resp = await self._request(request)
-        try:
-            return await resp.read()
-        finally:
-            resp.release()
+        """One attempt of a plain request: its whole answer (one of the loop's plain slots held)."""
+        async with request_slot():
+            resp = await self._request(request)
+            try:
+                return await resp.read()
+            finally:
+                resp.release()
 
     async def _request(
         self, request: Request, timeout: aiohttp.ClientTimeout | None = None

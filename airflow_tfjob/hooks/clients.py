@@ -11,6 +11,10 @@ about 0.8 MB, so hooks with the same configuration share one per running loop. B
 - token files (in-cluster service accounts) are re-read by the client's own refresh hook;
 - a 401 anyway (a token revoked early, a clock skew) retires the client: the next request builds a
   new one from the configuration, and requests already streaming on the old one finish undisturbed.
+
+A loop also bounds its plain (non-streaming) requests in flight (:func:`request_slot`): a triggerer
+that starts thousands of triggers at once would otherwise open a connection per request, whose buffers
+stay idle in the pool for aiohttp's keep-alive and leave the allocator's arenas fragmented for good.
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ import contextlib
 from collections.abc import Awaitable, Callable, Hashable
 
 from kubernetes_asyncio import client as async_client
+
+#: Plain requests one event loop has in flight at most (streams are not counted: each holds its own
+#: connection as long as it reads). Enough to keep an API server busy; queued requests wait their turn.
+PLAIN_REQUESTS_IN_FLIGHT = 32
 
 
 class _LoopClients:
@@ -34,6 +42,7 @@ class _LoopClients:
         # Clients replaced after a 401: streams opened on them may still be reading; closed at the end.
         self.retired: list[async_client.ApiClient] = []
         self.locks: dict[Hashable, asyncio.Lock] = {}
+        self.plain = asyncio.Semaphore(PLAIN_REQUESTS_IN_FLIGHT)
         self.loop = loop
         self.keeper = loop.create_task(self._keep(), name="tfjob-hook-client-keeper")
 
@@ -76,6 +85,11 @@ async def shared_client(
         if api is None:
             api = entry.clients[key] = await build()
     return api
+
+
+def request_slot() -> asyncio.Semaphore:
+    """The running loop's bound on plain requests in flight: hold it from sending to the answer's end."""
+    return _entry().plain
 
 
 async def retire_client(key: Hashable, api: async_client.ApiClient) -> None:

@@ -231,6 +231,22 @@ def test_client_closed_when_its_loop_ends(k8s_conn: str) -> None:
     assert not clients_mod._SHARED
 
 
+def test_plain_requests_in_flight_are_bounded_per_loop(k8s_conn: str) -> None:
+    """200 reads at once (a triggerer starting its triggers) share at most PLAIN_REQUESTS_IN_FLIGHT
+    connections: each one opened stays idle in the pool for the keep-alive, so the pool shows them all."""
+    pooled: list[int] = []
+
+    async def burst() -> None:
+        hook = AsyncKubeflowJobHook(conn_id=k8s_conn)
+        found = await asyncio.gather(*(hook.find_tfjob(unique("absent"), "default") for _ in range(200)))
+        assert found == [None] * 200
+        connector = (await hook.get_api_client()).rest_client.pool_manager.connector
+        pooled.append(sum(len(idle) for idle in connector._conns.values()))
+
+    asyncio.run(burst())  # a fresh loop: a fresh client whose pool only this burst used
+    assert 1 <= pooled[0] <= clients_mod.PLAIN_REQUESTS_IN_FLIGHT
+
+
 async def test_stream_outlives_a_short_total_timeout(k8s_conn: str, local_cluster: Any) -> None:
     """A follow stream has no total timeout: it keeps delivering past the hook's request timeout."""
     hook = AsyncKubeflowJobHook(conn_id=k8s_conn, request_timeout=1.0)
