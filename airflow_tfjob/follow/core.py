@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_tfjob.constants import KUEUE_QUEUE_LABEL
@@ -37,6 +37,7 @@ from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
 from airflow_tfjob.follow.progress import ProgressTracker, ReportedProgressLog
 from airflow_tfjob.follow.replica_logs import JobLogFollower, ReplicaFollower
 from airflow_tfjob.hooks.common import job_pod_selector
+from airflow_tfjob.hooks.jobwatch import Encoded, decode
 from airflow_tfjob.hooks.waits import wait_event
 from airflow_tfjob.hooks.watching import reflect
 from airflow_tfjob.jobs.adapter import adapter_for
@@ -94,7 +95,9 @@ class _JobFollow:
         self.resumed = bool(cursors) or earlier is not None
         self.pods: dict[str, dict] = {}  # by pod uid, last known state, deleted pods kept
         self.events: dict[str, dict] = {}  # by event uid
-        self.job: dict[str, Any] | None = None
+        # The job as last seen, as the shared watch keeps it (compact JSON, a quarter of the decoded
+        # object): a waiting follow holds it between changes, a triggerer thousands of them.
+        self._seen: Encoded | None = None
         # A drain continues the earlier follow: its metrics, its captured value, its diagnosis.
         self.earlier = earlier
         # What only some follows need is made only for them: a triggerer holds one follow per waiting job.
@@ -106,8 +109,11 @@ class _JobFollow:
         self.progress = ProgressTracker.for_follow(
             options.progress, earlier.progress if earlier is not None else None
         )
-        # What the job's status reports of its progress (a TrainJob's trainerStatus), the adapter says.
-        self.reported = ReportedProgressLog.for_follow(earlier.reported if earlier is not None else None)
+        # What the job's status reports of its progress (a TrainJob's trainerStatus), the adapter says;
+        # made at the first report (or from the earlier follow's).
+        self.reported = (
+            ReportedProgressLog.for_follow(earlier.reported) if earlier is not None and earlier.reported else None
+        )
         self.tasks: list[asyncio.Task[None]] = []
         self.logs: JobLogFollower | None = None
         # When the start-up clock started: a deferred follow's deferral, else now (relative from there).
@@ -184,14 +190,19 @@ class _JobFollow:
         self.pods[uid] = pod
         if self.logs is None:
             return
-        if self.job is None:
+        if self._seen is None:
             # Which replica is rank 0 may depend on the job's spec (the adapter's rank0): its pods wait for it.
             self._early_pods.append((etype, pod))
             return
         self._feed_pod(etype, pod)
 
-    def _job_known(self, job: dict[str, Any]) -> None:
-        self.job = job
+    @property
+    def job(self) -> dict[str, Any] | None:
+        """The job as last seen (a fresh copy), None before the first sight."""
+        return decode(self._seen)
+
+    def _job_known(self, job: dict[str, Any], encoded: Encoded | None) -> None:
+        self._seen = encoded
         if self.logs is not None:
             self.logs.job = job
         early, self._early_pods = self._early_pods, []
@@ -356,9 +367,11 @@ class _JobFollow:
                 obj = await sub.next(timeout=timeout)
             except TimeoutError:
                 obj = sub.latest
-            # Each value is judged in a call of its own, so that nothing it computed (the status) is
-            # held while the next change is awaited: a triggerer holds thousands of these waits.
-            outcome = await (self._absent(sub) if obj is None else self._judge(obj))
+            # Each value is judged in a call of its own, and the decoded value let go, so that
+            # nothing of it is held while the next change is awaited (about 3 KB): a triggerer holds
+            # thousands of these waits, each holding only the watch's compact copy.
+            outcome = await (self._absent(sub) if obj is None else self._judge(obj, sub.latest_encoded))
+            del obj
             if outcome is not None:
                 return outcome
 
@@ -370,12 +383,16 @@ class _JobFollow:
             return FollowOutcome("error", interpret(last) if last is not None else None, f"{self.ref} {what}")
         return None
 
-    async def _judge(self, obj: dict[str, Any]) -> FollowOutcome | None:
+    async def _judge(self, obj: dict[str, Any], encoded: Encoded | None) -> FollowOutcome | None:
         """The outcome a value of the job decides, if any (None: keep waiting)."""
-        self._job_known(obj)
-        line = self.reported.feed(self.adapter.reported_progress(obj))
-        if line is not None:
-            self.sink(f"[progress] {line}")
+        self._job_known(obj, encoded)
+        reported = self.adapter.reported_progress(obj)
+        if reported is not None:
+            if self.reported is None:
+                self.reported = ReportedProgressLog.for_follow(None)
+            line = self.reported.feed(reported)
+            if line is not None:
+                self.sink(f"[progress] {line}")
         status = interpret(obj)
         queued = await self._observe_queue(obj, status)
         if status.finished:
@@ -457,10 +474,10 @@ class _JobFollow:
         )
         outcome.return_payload = self.return_payload
         outcome.progress = self.progress.state() if self.progress is not None else None
-        line = self.reported.final()
+        line = self.reported.final() if self.reported is not None else None
         if line is not None:
             self.sink(f"[progress] {line}")
-        outcome.reported = self.reported.state()
+        outcome.reported = self.reported.state() if self.reported is not None else None
         outcome.queue = self.queue.summary() if self.queue is not None else None
         outcome.checkpoint = self.checkpoints.state() if self.checkpoints is not None else None
         if self.earlier is not None:
@@ -487,7 +504,7 @@ def _merged_drops(*parts: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str
     return out
 
 
-async def follow_job(
+def follow_job(
     hook: AsyncKubeflowJobHook,
     name: str,
     namespace: str,
@@ -495,10 +512,11 @@ async def follow_job(
     sink: Sink,
     cursors: dict | None = None,
     tap: FollowTap | None = None,
-) -> FollowOutcome:
-    """Follow a job (of ``options.kind``) until it succeeds, fails, times out or does not start; logs drained before return."""
-    follow = _JobFollow(hook, name, namespace, options, sink, cursors, tap=tap)
-    return await follow.run()
+) -> Coroutine[Any, Any, FollowOutcome]:
+    """Follow a job (of ``options.kind``) until it succeeds, fails, times out or does not start; logs
+    drained before return. Awaited as a coroutine function is; it hands back the follow's own run
+    rather than a coroutine around it: a triggerer holds one per waiting job, each frame ~0.3 KB."""
+    return _JobFollow(hook, name, namespace, options, sink, cursors, tap=tap).run()
 
 
 async def drain_job(

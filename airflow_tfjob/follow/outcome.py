@@ -22,7 +22,7 @@ def _parsed_selection(spec: str) -> LogSelection:
     return LogSelection.parse(spec)
 
 
-@dataclass
+@dataclass(slots=True)
 class FollowOptions:
     """How to follow a job; JSON-serialisable through to_dict (it travels in the trigger's kwargs).
 

@@ -14,7 +14,10 @@ every waiter of a namespace and kind subscribes to a shared watcher that behaves
   subscriber as :class:`~airflow_tfjob.hooks.watching.WatchError`;
 - values are coalesced per subscriber (newest object wins), so a slow or failed subscriber never
   blocks the stream or the others;
-- the stream stops a short ``linger`` after the last subscriber leaves.
+- the stream stops a short ``linger`` after the last subscriber leaves;
+- the cache and the subscribers hold each job as its compact JSON (:data:`Encoded`), about a quarter
+  of the decoded object's size, decoded afresh for whoever reads it: a triggerer keeps one per
+  waiting job for as long as the job runs, and no reader can change what another one sees.
 
 The share is keyed by the running event loop as well, because the API client's connections belong
 to the loop that opened them and synchronous mode / ``airflow dags test`` start a fresh loop per task.
@@ -33,9 +36,9 @@ Usage::
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
-import sys
 from collections.abc import AsyncIterator, Hashable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -58,6 +61,26 @@ DEFAULT_LINGER = 5.0
 DEFAULT_WATCH_TIMEOUT = (240, 330)
 #: Status codes that no retry will cure: no rights, or the TFJob resource is not installed.
 FATAL_CODES = PERMANENT_CODES
+
+#: A job object as the watch keeps it: compact JSON (equal bytes: nothing changed).
+Encoded = bytes
+
+
+def encode(obj: dict[str, Any]) -> Encoded:
+    """The job as the cache keeps it, without its managedFields (the bulk of a real server's objects,
+    which nobody here reads)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def decode(raw: Encoded | None) -> dict[str, Any] | None:
+    """A fresh decoded copy of a cached job (None stays None: absent)."""
+    if raw is None:
+        return None
+    obj: dict[str, Any] = json.loads(raw)
+    return obj
 
 
 @dataclass
@@ -89,7 +112,7 @@ class Subscription:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._latest: dict[str, Any] | None = None
+        self._latest: Encoded | None = None
         self._synced = False
         self._pending = False
         self._error: BaseException | None = None
@@ -97,7 +120,12 @@ class Subscription:
 
     @property
     def latest(self) -> dict[str, Any] | None:
-        """The last value delivered (None: absent or not known yet, see ``synced``)."""
+        """The last value delivered, decoded afresh (None: absent or not known yet, see ``synced``)."""
+        return decode(self._latest)
+
+    @property
+    def latest_encoded(self) -> Encoded | None:
+        """The last value delivered as the watch keeps it (:func:`decode` reads it)."""
         return self._latest
 
     @property
@@ -110,7 +138,7 @@ class Subscription:
         if waiter is not None and not waiter.done():
             waiter.set_result(timed_out)
 
-    def _deliver(self, obj: dict[str, Any] | None) -> None:
+    def _deliver(self, obj: Encoded | None) -> None:
         self._latest = obj
         self._synced = True
         self._pending = True
@@ -141,21 +169,13 @@ class Subscription:
             if timed_out and not self._pending:
                 raise TimeoutError(f"no change of job {self.name} within {timeout} s")
         self._pending = False
-        return self._latest
+        return decode(self._latest)
 
     def __aiter__(self) -> AsyncIterator[dict[str, Any] | None]:
         return self
 
     async def __anext__(self) -> dict[str, Any] | None:
         return await self.next()
-
-
-def _strip(obj: dict[str, Any]) -> dict[str, Any]:
-    # managedFields are the bulk of a real server's objects and nobody here reads them.
-    meta = obj.get("metadata")
-    if isinstance(meta, dict) and "managedFields" in meta:
-        meta.pop("managedFields", None)
-    return obj
 
 
 class _Watcher:
@@ -179,7 +199,7 @@ class _Watcher:
         self.linger = linger
         self.watch_timeout = watch_timeout
         self.loop = asyncio.get_running_loop()
-        self.cache: dict[str, dict[str, Any]] = {}
+        self.cache: dict[str, Encoded] = {}
         # Subscribers by job name: a list, as a job has one waiter nearly always (a set costs 216 bytes).
         self.subs: dict[str, list[Subscription]] = {}
         self._lw: ListWatch | None = None
@@ -230,7 +250,7 @@ class _Watcher:
         if self.task is not None and not self.task.done():
             self.task.cancel()
 
-    def _publish(self, name: str, obj: dict[str, Any] | None) -> None:
+    def _publish(self, name: str, obj: Encoded | None) -> None:
         for sub in self.subs.get(name, ()):
             sub._deliver(obj)
 
@@ -286,14 +306,14 @@ class _Watcher:
         return items, rv
 
     def _on_list(self, listed: list[dict]) -> None:
-        items = {obj["metadata"]["name"]: _strip(obj) for obj in listed}
+        items = {obj["metadata"]["name"]: encode(obj) for obj in listed}
         old = self.cache
         self.cache = items
         first = not self.synced
         self.synced = True
         for name, group in list(self.subs.items()):
             new = items.get(name)
-            if first or _version(old.get(name)) != _version(new):
+            if first or old.get(name) != new:
                 for sub in group:
                     sub._deliver(new)
             else:
@@ -328,34 +348,8 @@ class _Watcher:
             self.cache.pop(name, None)
             self._publish(name, None)
         else:
-            obj = self.cache[name] = _compact(_strip(obj))
-            self._publish(name, obj)
-
-
-#: Strings up to this length are shared between the cached objects (interned): the values jobs of one
-#: namespace and kind repeat (kinds, API versions, condition types and statuses, policies, images...).
-SHARED_VALUE_LENGTH = 16
-
-
-def _compact(value: Any) -> Any:
-    """A decoded object rebuilt with its keys and short strings interned.
-
-    The objects of a LIST share their keys already (the JSON decoder reuses a key within one
-    document); one decoded from a watch event has keys of its own, about 40% of its size. The cache
-    keeps one object per job for as long as it waits, so the objects the stream delivers are
-    compacted once, as they arrive.
-    """
-    if isinstance(value, dict):
-        return {sys.intern(k): _compact(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_compact(v) for v in value]
-    if isinstance(value, str) and len(value) <= SHARED_VALUE_LENGTH:
-        return sys.intern(value)
-    return value
-
-
-def _version(obj: dict[str, Any] | None) -> str | None:
-    return None if obj is None else (obj.get("metadata") or {}).get("resourceVersion")
+            encoded = self.cache[name] = encode(obj)
+            self._publish(name, encoded)
 
 
 # (cluster key, namespace, kind's plural, id of the event loop)
@@ -414,8 +408,13 @@ class SharedWatchHandle:
         the cache. Raises what the watch raises (:class:`WatchError` for an error no retry cures) and
         TimeoutError if the watch has not listed within ``timeout`` seconds.
         """
+        return decode(await self.current_encoded(name, timeout))
+
+    async def current_encoded(self, name: str, timeout: float | None = None) -> Encoded | None:
+        """:meth:`current` as the watch keeps it (:func:`decode` reads it)."""
         async with self.subscribe(name) as sub:
-            return await sub.next(timeout)
+            await sub.next(timeout)
+            return sub.latest_encoded
 
     @property
     def stats(self) -> WatchStats | None:

@@ -64,6 +64,7 @@ import concurrent.futures
 import importlib
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -157,6 +158,23 @@ async def load_run_modules() -> None:
     loading.result()
 
 
+#: Triggers of one event loop in their start at once (reading the job, stamping it, reading a saved log
+#: position). A sweep defers thousands together; each start holds requests, retry state and a decoded
+#: job while it waits for the API, and the allocator keeps what the peak of all of them took: at 1,000
+#: triggers started at once that was most of what waiting cost.
+STARTS_AT_ONCE = 32
+_STARTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+def start_turn() -> asyncio.Semaphore:
+    """The running loop's turnstile for trigger starts (:data:`STARTS_AT_ONCE`)."""
+    loop = asyncio.get_running_loop()
+    turns = _STARTS.get(loop)
+    if turns is None:
+        turns = _STARTS[loop] = asyncio.Semaphore(STARTS_AT_ONCE)
+    return turns
+
+
 class _ClusterTrigger(BaseTrigger):
     """What both triggers share: the connection fields (serialized as given) and the async hook."""
 
@@ -205,7 +223,7 @@ def read_options(
     read = dict(options or {})
     if deadline is not None:
         read["deadline"] = deadline
-    timeout = read.get("startup_timeout", FollowOptions.startup_timeout)
+    timeout = read.get("startup_timeout", FollowOptions.__dataclass_fields__["startup_timeout"].default)
     if startup_deadline is not None and timeout is not None:
         read["startup_from"] = startup_deadline - timeout
     return read
@@ -240,8 +258,10 @@ class KubeflowJobTrigger(_ClusterTrigger):
         self.deferred_at = deferred_at
         self.kill_grace_period = kill_grace_period
         # The job as the run found it at its start (read once, from the namespace's shared watch), and
-        # whether that read is done; the object is not held while the job is followed.
-        self._job_at_start: dict[str, Any] | None = None
+        # whether that read is done; not held while the job is followed, and held until then as the
+        # watch keeps it (compact JSON): thousands of triggers start at once, each holding it while
+        # its start stamp waits for a turn.
+        self._job_at_start: bytes | None = None
         self._job_read = False
 
     @property
@@ -299,23 +319,24 @@ class KubeflowJobTrigger(_ClusterTrigger):
         ref = f"{self.kind.kind} {self.namespace}/{self.name}"
         # from_dict ignores unknown keys: a trigger serialized by another provider version still runs.
         options = FollowOptions.from_dict(self.options)
-        await self._mask_secrets(hook)
-        restarted = await self._is_restart(hook)
         entry = entry_key(self.kind.plural, self.name)
-        book = await self._book(hook) if options.reads_logs else None
         cursors, window, known = self.cursors, None, False
-        if restarted:
-            saved = await self._saved_position(book, entry)
-            known = saved is not None
-            plan = take_over(saved, remote_task_logs(), self.cursors, self.kind.kind)
-            cursors, window = plan.cursors, plan.window
-            self.log.info("%s", plan.marker)
-        self._resume_startup_clock(options, restarted)
-        self._job_at_start = None  # read what it had to say: the watch holds the job from here on
+        async with start_turn():
+            await self._mask_secrets(hook)
+            restarted = await self._is_restart(hook)
+            book = await self._book(hook) if options.reads_logs else None
+            if restarted:
+                saved = await self._saved_position(book, entry)
+                known = saved is not None
+                plan = take_over(saved, remote_task_logs(), self.cursors, self.kind.kind)
+                cursors, window = plan.cursors, plan.window
+                self.log.info("%s", plan.marker)
+            self._resume_startup_clock(options, restarted)
+            self._job_at_start = None  # read what it had to say: the watch holds the job from here on
 
         tap = FollowTap(on_line=window.on_line if window is not None else None)
         if window is not None:
-            window.sink = lambda line: (tap.sink or self.log.info)(line)
+            window.sink = lambda line: (tap.sink or self._info)(line)
         if book is not None:
             book.track(entry, self.deferred_at, lambda: tap.positions())
         ended = False
@@ -328,7 +349,7 @@ class KubeflowJobTrigger(_ClusterTrigger):
             try:
                 async with limit:
                     outcome = await follow_job(
-                        hook, self.name, self.namespace, options, self.log.info, cursors, tap=tap
+                        hook, self.name, self.namespace, options, self._info, cursors, tap=tap
                     )
             except Exception as exc:
                 if limit.expired():
@@ -356,6 +377,11 @@ class KubeflowJobTrigger(_ClusterTrigger):
         if payload["event"] == "timeout":
             payload["deleted"] = await self._delete(hook, "its deadline passed")
         yield TriggerEvent(payload)
+
+    def _info(self, line: str) -> None:
+        """The follow's lines into the trigger's log. The logger (Airflow's LoggingMixin makes one per
+        trigger, about 0.7 KB) is made at the first line, not for every job that waits in silence."""
+        self.log.info(line)
 
     async def _book(self, hook: AsyncKubeflowJobHook) -> PositionBook | None:
         from airflow_tfjob.triggers.positions import book_for
@@ -407,17 +433,18 @@ class KubeflowJobTrigger(_ClusterTrigger):
         """The job at the run's start, read once: from the shared watch of its namespace and kind,
         which the follow uses next (one LIST for every trigger there, no request per job); by a GET
         only if that watch has not listed within :data:`JOB_READ_TIMEOUT`."""
-        if not self._job_read:
-            from airflow_tfjob.hooks.jobwatch import shared_watch
+        from airflow_tfjob.hooks.jobwatch import decode, encode, shared_watch
 
+        if not self._job_read:
             try:
-                job = await shared_watch(hook, self.namespace, kind=self.kind).current(
+                raw = await shared_watch(hook, self.namespace, kind=self.kind).current_encoded(
                     self.name, timeout=JOB_READ_TIMEOUT
                 )
             except TimeoutError:
-                job = await hook.find_job(self.kind, self.name, self.namespace)
-            self._job_at_start, self._job_read = job, True
-        return self._job_at_start
+                found = await hook.find_job(self.kind, self.name, self.namespace)
+                raw = None if found is None else encode(found)
+            self._job_at_start, self._job_read = raw, True
+        return decode(self._job_at_start)
 
     async def _is_restart(self, hook: AsyncKubeflowJobHook) -> bool:
         """Whether a trigger of this same deferral already ran (then the triggerer restarted).
@@ -435,6 +462,7 @@ class KubeflowJobTrigger(_ClusterTrigger):
             annotations = (job.get("metadata") or {}).get("annotations") or {}
             if annotations.get(ANNOTATION_TRIGGER_STARTED) == stamp:
                 return True
+            del job, annotations  # a decoded copy, not held while the stamp waits for its turn
             await hook.patch_job(
                 self.kind,
                 self.name,
@@ -469,14 +497,17 @@ class KubeflowJobTrigger(_ClusterTrigger):
 
     def _was_suspended(self) -> bool:
         """The job has been suspended at some point (a Suspended condition, True or False, stays)."""
-        conditions = ((self._job_at_start or {}).get("status") or {}).get("conditions") or []
+        from airflow_tfjob.hooks.jobwatch import decode
+
+        conditions = ((decode(self._job_at_start) or {}).get("status") or {}).get("conditions") or []
         return any(c.get("type") == "Suspended" for c in conditions)
 
     def _had_started(self) -> bool:
         """The job reached its running phase at some point (its API's adapter reads the history)."""
+        from airflow_tfjob.hooks.jobwatch import decode
         from airflow_tfjob.jobs.adapter import adapter_for
 
-        job = self._job_at_start or {}
+        job = decode(self._job_at_start) or {}
         return adapter_for(self.kind).ever_started(job)
 
     async def _delete(self, hook: AsyncKubeflowJobHook, why: str) -> bool:

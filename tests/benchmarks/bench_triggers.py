@@ -250,7 +250,17 @@ _ROOMS: tuple[tuple[str, str], ...] = (
 _CACHE = "job objects in the shared watch's cache (one per job, per namespace and kind)"
 
 
-def _room(frames: list[tuple[str, int]], script: str) -> tuple[str, str]:
+def _cache_lines() -> range:
+    """The lines of the shared watch's encoding of a job (what its cache and subscribers hold)."""
+    import inspect
+
+    from airflow_tfjob.hooks import jobwatch
+
+    source, first = inspect.getsourcelines(jobwatch.encode)
+    return range(first, first + len(source))
+
+
+def _room(frames: list[tuple[str, int]], script: str, cache_lines: range) -> tuple[str, str]:
     """Which part of a waiting job an allocation belongs to, and the line that decided it, from its
     traceback (innermost first): the first frame in the provider, in this script (the stand-in for
     the triggerer's task per trigger) or in aiohttp (connections and their buffers) decides."""
@@ -258,6 +268,8 @@ def _room(frames: list[tuple[str, int]], script: str) -> tuple[str, str]:
         if "/airflow_tfjob/" in filename:
             here = filename.split("/airflow_tfjob/", 1)[1]
             site = f"{here}:{line}"
+            if here == "hooks/jobwatch.py" and line in cache_lines:
+                return _CACHE, site  # the encoded job the cache keeps (and its subscribers share)
             callers = [f.split("/airflow_tfjob/", 1)[1] for f, _ in frames[index:] if "/airflow_tfjob/" in f]
             if here.startswith("hooks/") and here != "hooks/jobwatch.py" and "hooks/jobwatch.py" in callers:
                 return _CACHE, site  # decoded by the watch's LIST or stream: the objects its cache keeps
@@ -313,11 +325,12 @@ async def breakdown(jobs: list[tuple[str, str, str]], warm: tuple[str, str, str]
     n_tasks = len(asyncio.all_tasks()) - tasks0
     tracemalloc.stop()
     script = __file__  # absolute for a script run as __main__, as the tracebacks name it
+    cache = _cache_lines()
     rooms: dict[str, int] = {}
     sites: dict[str, Counter[str]] = {}
     for stat in after.compare_to(before, "traceback"):
         # tracemalloc orders a traceback from the oldest frame
-        room, site = _room([(f.filename, f.lineno) for f in reversed(stat.traceback)], script)
+        room, site = _room([(f.filename, f.lineno) for f in reversed(stat.traceback)], script, cache)
         rooms[room] = rooms.get(room, 0) + stat.size_diff
         sites.setdefault(room, Counter())[site] += stat.size_diff
     _emit(

@@ -305,3 +305,49 @@ async def test_waiting_triggers_start_with_one_list_and_no_request_per_job(
     assert grew.get("GET tfjobs", 0) == 0, grew  # no trigger read its job by itself
     assert grew.get("LIST tfjobs", 0) == 1, grew
     assert grew.get("PATCH tfjobs", 0) == len(names), grew  # the start stamps, one per deferral
+
+
+async def test_triggers_deferred_together_take_turns_to_start(
+    api: Api, hook: AsyncKubeflowJobHook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 23: a sweep's triggers start at most STARTS_AT_ONCE at a time per loop (each start holds a
+    decoded job and a request while it waits), and every one of them still follows its job."""
+    from airflow_tfjob.triggers import kubeflow
+
+    monkeypatch.setattr(kubeflow, "STARTS_AT_ONCE", 3)
+    monkeypatch.setattr(kubeflow, "_STARTS", kubeflow.weakref.WeakKeyDictionary())
+    starting, most = 0, 0
+    is_restart = kubeflow.KubeflowJobTrigger._is_restart
+
+    async def counted(self: Any, hook: Any) -> bool:  # observes the start's stamp, which it runs as is
+        nonlocal starting, most
+        starting += 1
+        most = max(most, starting)
+        try:
+            return await is_restart(self, hook)
+        finally:
+            starting -= 1
+
+    monkeypatch.setattr(kubeflow.KubeflowJobTrigger, "_is_restart", counted)
+    ns = await api.namespace(unique("turns"))
+    names = [unique(f"t{i}") for i in range(12)]
+    for name in names:
+        await api.create(ns, tfjob_manifest(name))
+    triggers = [
+        kubeflow.KubeflowJobTrigger(
+            name=name, namespace=ns, options={"get_logs": False, "startup_timeout": None}, deferred_at=2.0
+        )
+        for name in names
+    ]
+    runs = [asyncio.ensure_future(t.run().__anext__()) for t in triggers]
+    try:
+        await wait_until(lambda: all(t._job_read and t._job_at_start is None for t in triggers), timeout=30)
+        for name in names:
+            await api.set_status(ns, name, succeeded_status(name, ns))
+        events = await asyncio.wait_for(asyncio.gather(*runs), 30)
+    finally:
+        for run in runs:
+            run.cancel()
+        await asyncio.gather(*runs, return_exceptions=True)
+    assert [e.payload["event"] for e in events] == ["succeeded"] * len(names)
+    assert 1 < most <= 3

@@ -184,3 +184,29 @@ def test_a_refused_list_reaches_subscribers_as_a_watch_error_with_the_servers_re
     already = WatchError(404, "NotFound", "no such resource")
     assert as_watch_error(already) is already
     assert as_watch_error(KeyError("bug")).code == 0
+
+
+# -- the shared job watch's cache (hooks/jobwatch.py): what a waiting job costs while it waits ----------
+
+
+async def test_a_cached_job_is_compact_json_without_managed_fields_and_each_reader_gets_its_own_copy() -> None:
+    from airflow_tfjob.hooks.jobwatch import Subscription, decode, encode
+
+    job = {
+        "metadata": {"name": "a", "resourceVersion": "7", "managedFields": [{"manager": "kubectl"}]},
+        "status": {"conditions": [{"type": "Running", "status": "True"}]},
+    }
+    raw = encode(job)
+    assert isinstance(raw, bytes) and b" " not in raw and b"managedFields" not in raw
+    assert "managedFields" in job["metadata"]  # the decoded object it came from is not changed
+    first, second = Subscription("a"), Subscription("a")
+    for sub in (first, second):
+        sub._deliver(raw)
+    mine = await first.next()
+    assert mine == {k: v for k, v in job.items() if k != "metadata"} | {
+        "metadata": {"name": "a", "resourceVersion": "7"}
+    }
+    mine["status"]["conditions"].clear()  # one reader changing its copy changes nobody else's
+    assert (await second.next())["status"]["conditions"] == [{"type": "Running", "status": "True"}]
+    assert first.latest == decode(raw) and first.latest is not first.latest
+    assert first.latest_encoded is raw
