@@ -88,7 +88,6 @@ class _JobFollow:
         self.options = options
         self.kind = options.job_kind
         self.adapter = adapter_for(self.kind)  # what differs between job APIs: status, replicas, rank 0
-        self.ref = f"{self.kind.kind} {namespace}/{name}"  # how messages name the job
         # Every line of this follow (replicas, events, diagnostics) goes through one batcher: in order,
         # and as few task-log records as possible.
         self.sink = LogBatcher(sink)
@@ -120,7 +119,7 @@ class _JobFollow:
         self.startup_base = time.time() if options.startup_from is None else options.startup_from
         self.started = False
         self._shown_events: dict[str, int] = {}
-        self._early_pods: list[tuple[str, dict]] = []  # pod events that came before the job object
+        self._early_pods: list[tuple[str, dict]] | None = None  # pod events before the job object
         # Set once the pod watch has listed (drain knows every replica); only a follow that reads logs
         # watches pods.
         self.pods_synced: asyncio.Event | None = asyncio.Event() if options.reads_logs else None
@@ -158,6 +157,11 @@ class _JobFollow:
                 adapter=self.adapter,
             )
 
+    @property
+    def ref(self) -> str:
+        """How messages name the job (made when a message needs it, not held per waiting job)."""
+        return f"{self.kind.kind} {self.namespace}/{self.name}"
+
     # -- feeds ----------------------------------------------------------------------------------
 
     def _reads_master_lines(self) -> bool:
@@ -192,7 +196,7 @@ class _JobFollow:
             return
         if self._seen is None:
             # Which replica is rank 0 may depend on the job's spec (the adapter's rank0): its pods wait for it.
-            self._early_pods.append((etype, pod))
+            self._early_pods = [*(self._early_pods or ()), (etype, pod)]
             return
         self._feed_pod(etype, pod)
 
@@ -205,7 +209,7 @@ class _JobFollow:
         self._seen = encoded
         if self.logs is not None:
             self.logs.job = job
-        early, self._early_pods = self._early_pods, []
+        early, self._early_pods = self._early_pods or (), None
         for etype, pod in early:
             self._feed_pod(etype, pod)
 
@@ -348,8 +352,21 @@ class _JobFollow:
         self._start_watches()
         try:
             async with shared_watch(self.hook, self.namespace, kind=self.kind).subscribe(self.name) as sub:
-                outcome = await self._wait(sub)
-                outcome = await self._finish(outcome)
+                # The job's changes are awaited in this frame, not in a coroutine of their own: a
+                # triggerer holds one such wait per waiting job.
+                while True:
+                    try:
+                        obj = await sub.next(timeout=self._tick())
+                    except TimeoutError:
+                        obj = sub.latest
+                    # Each value is judged in a call of its own, and the decoded value let go, so
+                    # that nothing of it (about 3 KB) is held while the next change is awaited: only
+                    # the watch's compact copy is.
+                    judged = await (self._absent(sub) if obj is None else self._judge(obj, sub.latest_encoded))
+                    del obj
+                    if judged is not None:
+                        break
+                outcome = await self._finish(judged)
                 outcome.status = as_ended(outcome.status, sub.latest)
                 return outcome
         finally:
@@ -359,21 +376,6 @@ class _JobFollow:
             if self.logs is not None:
                 await self.logs.close()
             self.sink.flush()
-
-    async def _wait(self, sub: Any) -> FollowOutcome:
-        while True:
-            timeout = self._tick()
-            try:
-                obj = await sub.next(timeout=timeout)
-            except TimeoutError:
-                obj = sub.latest
-            # Each value is judged in a call of its own, and the decoded value let go, so that
-            # nothing of it is held while the next change is awaited (about 3 KB): a triggerer holds
-            # thousands of these waits, each holding only the watch's compact copy.
-            outcome = await (self._absent(sub) if obj is None else self._judge(obj, sub.latest_encoded))
-            del obj
-            if outcome is not None:
-                return outcome
 
     async def _absent(self, sub: Any) -> FollowOutcome | None:
         """The watch says the job is not there: an error once a GET confirms it (None: keep waiting)."""

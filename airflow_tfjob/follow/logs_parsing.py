@@ -383,6 +383,8 @@ class LogBatcher:
     burst cannot turn into one huge log call. Outside a running loop each line is written at once.
     """
 
+    __slots__ = ("_lines", "_scheduled", "_size", "max_bytes", "max_lines", "records", "sink")
+
     def __init__(
         self,
         sink: Callable[[str], None],

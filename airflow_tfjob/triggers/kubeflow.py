@@ -334,11 +334,15 @@ class KubeflowJobTrigger(_ClusterTrigger):
             self._resume_startup_clock(options, restarted)
             self._job_at_start = None  # read what it had to say: the watch holds the job from here on
 
-        tap = FollowTap(on_line=window.on_line if window is not None else None)
-        if window is not None:
-            window.sink = lambda line: (tap.sink or self._info)(line)
-        if book is not None:
-            book.track(entry, self.deferred_at, lambda: tap.positions())
+        # A tap only where something reads the follow's lines or positions (a take-over's window, the
+        # position book of a follow that reads logs): not for every job that waits in silence.
+        tap: FollowTap | None = None
+        if window is not None or book is not None:
+            tapped = tap = FollowTap(on_line=window.on_line if window is not None else None)
+            if window is not None:
+                window.sink = lambda line: (tapped.sink or self._info)(line)
+            if book is not None:
+                book.track(entry, self.deferred_at, lambda: tapped.positions())
         ended = False
         # The follow runs in this run's own task (no second task per waiting job), under a timeout at
         # the deadline plus a grace in which follow_job reports the timeout itself; a cancellation of
