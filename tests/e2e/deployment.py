@@ -62,9 +62,14 @@ class Deployment:
 
     # ------------------------------------------------------------------ processes
 
+    #: Components started at a lower CPU priority (`nice`), by name; their children inherit it.
+    NICE: dict[str, int] = {}
+
     def _start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         # Appended to: a component restarted by stopped() goes on in the same file.
         out = (self.logs / f"{name}.log").open("ab")
+        if self.NICE.get(name):
+            argv = ["nice", "-n", str(self.NICE[name]), *argv]  # nice execs it: the same process
         # A session of its own: stop() signals the whole group, so the task processes the
         # LocalExecutor forks and the replicas the cluster starts go with their parent.
         proc = subprocess.Popen(argv, env={**self.env, **(env or {})} or None, stdout=out,

@@ -55,6 +55,14 @@ def _as_postgres() -> list[str]:
 class ProductionDeployment(Deployment):
     """The running services and components (see the module's docstring)."""
 
+    # In production the triggerers run on machines (pods) of their own. Here two cores serve them
+    # beside the Celery worker's task processes, the cluster's replicas and the DAG processor, which
+    # at the sweep's start want every core at once; those run at a lower priority, so that a triggerer
+    # loop ready to run gets a core as it would on its own node, and Airflow's watchdog measures the
+    # loop, not this machine's run queue. The triggerers, scheduler, API server and services keep
+    # the default priority.
+    NICE = {"celery-worker": 10, "tfjob-local": 10, "dag-processor": 10}
+
     def __init__(self, home: Path, logs: Path) -> None:
         super().__init__(home, logs)
         self.pg_port = free_port()

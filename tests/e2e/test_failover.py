@@ -40,8 +40,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.alone, pytest.mark.timeout(900)]
 
 DAG_ID = "failover_sweep"
 ARTIFACTS = REPO / "build" / "e2e-failover"
-#: The longest loop stall (s) the test accepts from the triggerers' own watchdog (see its use).
-STALL_BOUND = 2.0
+#: The longest loop stall (s) the test accepts from the triggerers' own watchdog (issue 23: none over
+#: 0.5 s; the watchdog's threshold is 0.5 s, so any warning it logs fails the test).
+STALL_BOUND = 0.5
 BLOCKED = re.compile(r"Triggerer's async thread was blocked for ([0-9.]+) seconds")
 
 
@@ -140,11 +141,9 @@ def test_a_triggerer_killed_mid_sweep_loses_repeats_and_leaves_nothing(airflow: 
     print(f"e2e-failover: {SWEEP} tasks, {lines} lines, each once ({misrouted} routed by Airflow to a "
           f"triggerer's own log); {taken} taken over; loop stalls {stalls}; "
           f"wall time {time.monotonic() - started:.0f} s")
-    # Airflow's watchdog measures wall time, and at the sweep's start this 2-core machine runs six task
-    # processes, the replicas and a dozen services at once: a loop ready to run waits up to a second for
-    # a core (0.5-1.0 s seen on a quiet machine). Which stalls are the provider's is told by CPU time in
-    # tests/integration/test_triggerer_loop.py; this bound catches what the provider once did here,
-    # imports on the loop at a triggerer's first trigger (2.5-15.6 s).
+    # Airflow's watchdog measures wall time. The task processes, replicas and DAG processor run at a
+    # lower priority here (production.ProductionDeployment.NICE), as on nodes of their own, so a
+    # warning means the loop itself was held: the import stall this once caught was 2.5-15.6 s.
     assert not [x for x in stalls if x[1] > STALL_BOUND], f"event loop stalls over {STALL_BOUND} s: {stalls}"
 
 
