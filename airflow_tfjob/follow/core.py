@@ -196,7 +196,9 @@ class _JobFollow:
             return
         if self._seen is None:
             # Which replica is rank 0 may depend on the job's spec (the adapter's rank0): its pods wait for it.
-            self._early_pods = [*(self._early_pods or ()), (etype, pod)]
+            if self._early_pods is None:
+                self._early_pods = []
+            self._early_pods.append((etype, pod))
             return
         self._feed_pod(etype, pod)
 
@@ -239,9 +241,6 @@ class _JobFollow:
 
     # -- start-up tracking ----------------------------------------------------------------------
 
-    def _expected_replicas(self) -> int:
-        return self.adapter.expected_pods(self.job or {})
-
     async def _current_pods(self) -> list[dict]:
         if self.logs is not None:
             live = [p for p in self.pods.values() if not (p.get("metadata") or {}).get("deletionTimestamp")]
@@ -251,18 +250,19 @@ class _JobFollow:
             self.pods[str((p.get("metadata") or {}).get("uid") or "")] = p
         return pods
 
-    async def _check_startup(self, status: JobStatus) -> FollowOutcome | None:
+    async def _check_startup(self, status: JobStatus, job: dict[str, Any]) -> FollowOutcome | None:
         """Pods still Pending (or unschedulable) past startup_timeout fail the follow; a suspended job waits."""
         if self.started or self.options.startup_timeout is None:
             return None
         if status.state == JobState.SUSPENDED:
             self.startup_base = time.time()  # queued (e.g. Kueue): waiting does not count
             return None
+        expected = self.adapter.expected_pods(job)
         pods = await self._current_pods()
         started = [
             p for p in pods if (p.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")
         ]
-        if pods and len(started) >= len(pods) and len(started) >= self._expected_replicas():
+        if pods and len(started) >= len(pods) and len(started) >= expected:
             self.started = True
             return None
         hopeless = diagnostics.cannot_start(pods)
@@ -285,7 +285,7 @@ class _JobFollow:
                 phase = (pod.get("status") or {}).get("phase", "Pending")
                 reasons.append(f"{pname}: {phase}")
         if not pods:
-            reasons.append(f"no pods were created (expected {self._expected_replicas()})")
+            reasons.append(f"no pods were created (expected {expected})")
             job_warn = [
                 e
                 for e in await self.hook.list_events(self.namespace, involved_name=self.name)
@@ -404,7 +404,7 @@ class _JobFollow:
         if self.options.deadline is not None and time.time() >= self.options.deadline:
             what = self.queue.waiting_for() if self.queue is not None else status.state.value
             return FollowOutcome("timeout", status, f"{self.ref} passed its deadline while {what}")
-        return await self._check_startup(status)
+        return await self._check_startup(status, obj)
 
     async def _observe_queue(self, job: dict[str, Any], status: JobStatus) -> FollowOutcome | None:
         """A job with Kueue's queue label: its place in Kueue told and held to its limits (kueue/)."""

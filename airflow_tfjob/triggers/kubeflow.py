@@ -501,18 +501,20 @@ class KubeflowJobTrigger(_ClusterTrigger):
 
     def _was_suspended(self) -> bool:
         """The job has been suspended at some point (a Suspended condition, True or False, stays)."""
-        from airflow_tfjob.hooks.jobwatch import decode
-
-        conditions = ((decode(self._job_at_start) or {}).get("status") or {}).get("conditions") or []
+        conditions = (self._start_view().get("status") or {}).get("conditions") or []
         return any(c.get("type") == "Suspended" for c in conditions)
 
     def _had_started(self) -> bool:
         """The job reached its running phase at some point (its API's adapter reads the history)."""
-        from airflow_tfjob.hooks.jobwatch import decode
         from airflow_tfjob.jobs.adapter import adapter_for
 
-        job = decode(self._job_at_start) or {}
-        return adapter_for(self.kind).ever_started(job)
+        return adapter_for(self.kind).ever_started(self._start_view())
+
+    def _start_view(self) -> dict[str, Any]:
+        """The job as the run's start read it (a decoded copy; empty if it did not exist)."""
+        from airflow_tfjob.hooks.jobwatch import decode
+
+        return decode(self._job_at_start) or {}
 
     async def _delete(self, hook: AsyncKubeflowJobHook, why: str) -> bool:
         """Delete the TFJob and its pods (:func:`cleanup.kill_async`); False if that could not be done."""
