@@ -465,11 +465,13 @@ class _JobFollow:
                     outcome.message = diagnostics.summary_line(diags, outcome.message)
         if self.metrics is not None:
             outcome.metrics = self.metrics.result()
-            if outcome.metrics.get("missing") and self.options.report_missing_metrics:
-                self.sink(
-                    "metrics never reported by the master replica: " + ", ".join(outcome.metrics["missing"])
-                )
+            _report_missing_metrics(outcome, self.options, self.sink)
         outcome.cursors = self.logs.cursors() if self.logs is not None else {}
+        if outcome.event in ("succeeded", "failed"):
+            job = self.job
+            outcome.logs_read = self.logs is None or (
+                job is not None and self.logs.all_read(self.adapter.expected_pods(job))
+            )
         outcome.dropped = _merged_drops(
             self.earlier.dropped if self.earlier is not None else {},
             self.logs.dropped() if self.logs is not None else {},
@@ -493,6 +495,11 @@ class _JobFollow:
             events=list(self.events.values()), rings=rings,
             failed_types=status.failed_replica_types if status else (), tail=self.options.diagnostics_tail,
         )  # fmt: skip
+
+
+def _report_missing_metrics(outcome: FollowOutcome, options: FollowOptions, sink: Sink) -> None:
+    if outcome.metrics.get("missing") and options.report_missing_metrics:
+        sink("metrics never reported by the master replica: " + ", ".join(outcome.metrics["missing"]))
 
 
 def _merged_drops(*parts: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
@@ -535,7 +542,14 @@ async def drain_job(
     the starting point; the earlier outcome's event, message and diagnosis stand (the job is final), and
     only its status is refreshed to the job's as it ended. Nothing the earlier follow showed is shown
     again: no resumption marker, no event already listed, no second diagnosis.
+
+    When the earlier follow read every replica to its end after it exited (``logs_read``), there is
+    nothing left to read and no request is made: the caller reads the job once more anyway (to clean
+    up and report), and refreshes the status from that read.
     """
+    if earlier.logs_read:
+        _report_missing_metrics(earlier, options, sink)
+        return earlier
     follow = _JobFollow(hook, name, namespace, options, sink, earlier.cursors, earlier=earlier)
     drained = await follow.run()
     drained.event = earlier.event

@@ -133,6 +133,9 @@ class FollowOutcome:
     checkpoint: dict[str, Any] | None = None  # the newest checkpoint (follow/checkpoints.py), with checkpoint=
     # Replica lines not shown, by replica and why (JobLogFollower.dropped): XCom log_lines_dropped.
     dropped: dict[str, dict[str, int]] = field(default_factory=dict)
+    # Every replica's container had exited and its log was read to the end: a drain of this follow
+    # would read nothing (the worker's drain after a deferred follow is then left out).
+    logs_read: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -149,6 +152,7 @@ class FollowOutcome:
             "cursors": self.cursors,
             "failures": list(self.failures),
             "dropped": self.dropped,
+            "logs_read": self.logs_read,
         }
 
     @classmethod
@@ -168,4 +172,5 @@ class FollowOutcome:
             failures=list(data.get("failures") or []),
             checkpoint=data.get("checkpoint"),
             dropped={str(k): dict(v) for k, v in (data.get("dropped") or {}).items()},
+            logs_read=bool(data.get("logs_read")),
         )

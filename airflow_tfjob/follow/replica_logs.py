@@ -125,7 +125,55 @@ class ReplicaFollower:
         self.last_error: BaseException | None = None  # why the last request ended early, if it did
         self.master = False  # the job-role=master pod (metrics and captured values come from it)
         self.complete: tuple[str, int] | None = None  # (pod uid, run) whose log was read to its end
+        # The same, known for certain: the read ended after the run had exited (see read_to_end).
+        self.read_out: tuple[str, int] | None = None
         self._catch_up: tuple[str, int] | None = None  # the run a catch-up read was made at once for
+
+    def read_to_end(self) -> bool:
+        """Whether the container's current run has exited and its log was read to its end by a read
+        that ended after the exit. A follow stream that ended cleanly before the pod watch showed the
+        exit is not enough: a proxy may have closed it while the container still wrote."""
+        pod = self.state.pod
+        if pod is None or self.read_out is None:
+            return False
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        cs = container_status(pod, self.container)
+        if cs is None or self.read_out != (uid, int(cs.get("restartCount") or 0)):
+            return False
+        return bool((cs.get("state") or {}).get("terminated"))
+
+    async def confirm_end(self, wait: float) -> None:
+        """A run whose follow stream ended cleanly before the pod watch showed it exited: once the
+        watch shows the exit (awaited up to `wait` seconds), read what is left after the cursor
+        (nothing, unless a proxy ended the stream early), so that the run is known to be read to its
+        end. A failed read is tried twice more."""
+        until = time.monotonic() + wait
+        while not self._exited_run():
+            left = until - time.monotonic()
+            if left <= 0 or not await self._wait_change(left):
+                return
+        pod = self.state.pod
+        assert pod is not None  # _exited_run
+        cs = container_status(pod, self.container) or {}
+        run = (str((pod.get("metadata") or {}).get("uid") or ""), int(cs.get("restartCount") or 0))
+        if self.complete != run or self.read_out == run:
+            return
+        for pause in (0.2, 0.5, None):
+            clean, _ = await self._read(exited=True)
+            if clean:
+                self.read_out = run
+                return
+            if pause is None or self.last_error is None or not is_transient(self.last_error):
+                return
+            await asyncio.sleep(pause)
+
+    def _exited_run(self) -> bool:
+        """Whether the pod watch shows the pod finished and its main container's run terminated."""
+        pod = self.state.pod
+        if pod is None or not pod_terminal(pod):
+            return False
+        cs = container_status(pod, self.container)
+        return bool(cs and (cs.get("state") or {}).get("terminated"))
 
     # -- emitting -----------------------------------------------------------------------------
 
@@ -376,6 +424,9 @@ class ReplicaFollower:
         if clean:
             # The kubelet ends a follow stream when the container exits: this run is read to its end.
             self.complete = (uid, instance)
+            if exited or _run_exited(latest, self.container, uid, instance):
+                # Certainly: the run had exited when the read ended, so no proxy ended it early.
+                self.read_out = (uid, instance)
             self._catch_up = None
             return Next.FRESH
         if not exited and self._catch_up != (uid, instance) and _run_exited(latest, self.container, uid, instance):
@@ -422,6 +473,11 @@ def _run_exited(pod: Mapping[str, Any] | None, container: str, uid: str, instanc
     if cs is None or int(cs.get("restartCount") or 0) != instance:
         return False
     return bool((cs.get("state") or {}).get("terminated"))
+
+
+#: How long the end of a follow waits for the pod watch to show the exit of a run whose stream ended
+#: cleanly (seconds): the kubelet ends the stream at the exit and reports it a moment later.
+CONFIRM_WAIT = 5.0
 
 
 class JobLogFollower:
@@ -509,6 +565,11 @@ class JobLogFollower:
         out.update({name: f.cursor.to_dict() for name, f in self.replicas.items() if f.cursor.uid})
         return out
 
+    def all_read(self, expected: int) -> bool:
+        """Whether every one of the ``expected`` replicas (0: a count the adapter cannot tell, so never)
+        has exited and had its log read to the end, so that nothing is left for anyone to read."""
+        return 0 < expected <= len(self.replicas) and all(f.read_to_end() for f in self.replicas.values())
+
     def dropped(self) -> dict[str, dict[str, int]]:
         """Lines not shown in the task log, by replica and why ("budget", "rate"; "cap": the job's
         total cap, under the key "*"): the task's XCom ``log_lines_dropped``."""
@@ -547,8 +608,24 @@ class JobLogFollower:
                 await asyncio.gather(*running, return_exceptions=True)
                 for t in running:
                     active[t].flush_dropped()
+        await self._confirm_ends(cap)
         self._announce_cap()
         self.sink.flush()
+
+    async def _confirm_ends(self, cap: float) -> None:
+        """Each replica whose stream ended before its exit was seen: one read of what is left (at
+        once, side by side), so that the follow ends knowing every run was read to its end."""
+        confirming = [
+            asyncio.get_running_loop().create_task(f.confirm_end(CONFIRM_WAIT), name=f"tfjob-log-end-{name}")
+            for name, f in self.replicas.items()
+            if f.complete is not None and f.read_out != f.complete
+        ]
+        if not confirming:
+            return
+        _done, late = await asyncio.wait(confirming, timeout=cap)
+        for t in late:
+            t.cancel()
+        await asyncio.gather(*confirming, return_exceptions=True)
 
     def _announce_cap(self) -> None:
         if self.total.dropped:

@@ -12,6 +12,9 @@ applies it in front of the routes, so the store and the controller never know. F
 * ``unterminated`` (watches and ``follow=true`` logs only): the stream is served whole, then ends by
   closing the connection without HTTP's final (zero-length) chunk, as some API gateways and load
   balancers end them; the client sees a payload error where the stream would have ended cleanly.
+* ``stream_end`` (watches and ``follow=true`` logs only): the stream ends properly, with its final
+  chunk, after a random while (``stream_cut_after``) although more was to come, as a server or proxy
+  that closes idle or long-lived streams does; the client cannot tell it from a container's exit.
 
 Each eligible request draws from one seeded RNG in arrival order, so a run is reproducible when the
 requests arrive in the same order; with concurrent clients the order (and so which request gets which
@@ -32,15 +35,15 @@ from typing import Any
 
 from aiohttp import web
 
-from airflow_tfjob.local.apiserver.request import UNTERMINATED
+from airflow_tfjob.local.apiserver.request import ENDS_EARLY, UNTERMINATED
 from airflow_tfjob.local.apiserver.requestmetrics import classify
 from airflow_tfjob.local.model.resources import ApiError, JsonDict
 
-KINDS = ("throttle", "unavailable", "server_error", "lost_reply", "stream_cut", "unterminated")
-#: Kinds a plan gets when it names none: ``unterminated`` is asked for by name (it changes how every
-#: stream it draws ends, which the mixes tuned before it existed did not expect).
+KINDS = ("throttle", "unavailable", "server_error", "lost_reply", "stream_cut", "unterminated", "stream_end")
+#: Kinds a plan gets when it names none: ``unterminated`` and ``stream_end`` are asked for by name (they
+#: change how the streams they draw end, which the mixes tuned before they existed did not expect).
 DEFAULT_KINDS = ("throttle", "unavailable", "server_error", "lost_reply", "stream_cut")
-STREAM_ONLY = frozenset(("stream_cut", "unterminated"))
+STREAM_ONLY = frozenset(("stream_cut", "unterminated", "stream_end"))
 VERBS = ("GET", "LIST", "WATCH", "POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION")
 MUTATING = frozenset(("POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION"))
 METRIC = "tfjob_local_injected_faults_total"
@@ -64,7 +67,7 @@ class FaultPlan:
     verbs: tuple[str, ...] | None = None  # only requests with these verbs; None = all
     latency: float = 0.0  # up to this many seconds (uniform jitter) added to every request
     retry_after: float = 1.0  # seconds in the 429's Retry-After (rounded up to whole seconds on the wire)
-    stream_cut_after: tuple[float, float] = (0.5, 2.0)  # a cut stream lives this long (uniform), seconds
+    stream_cut_after: tuple[float, float] = (0.5, 2.0)  # a cut (or ended) stream lives this long (uniform), s
     exempt_paths: tuple[str, ...] = ("/metrics", "/healthz", "/readyz", "/livez", "/version")
 
     def __post_init__(self) -> None:
@@ -217,7 +220,7 @@ class FaultInjector:
                 param = state.rng.choice((500, 502, 504))
             elif kind == "lost_reply":
                 param = state.rng.choice((0, 500, 504))  # 0: the connection is closed without a reply
-            elif kind == "stream_cut":
+            elif kind in ("stream_cut", "stream_end"):
                 param = state.rng.uniform(*plan.stream_cut_after)
             self._counts[(kind, verb)] += 1
             return state, delay, kind, param
@@ -251,6 +254,8 @@ class FaultInjector:
             return applied
         if kind == "stream_cut":
             return await self._cut_later(request, handler, state, param)
+        if kind == "stream_end":
+            request[ENDS_EARLY] = param  # the stream endpoints end it (watchendpoint, logendpoint)
         if kind == "unterminated":
             request[UNTERMINATED] = True  # the stream endpoints end it (apiserver/request.end_stream)
         return await handler(request)

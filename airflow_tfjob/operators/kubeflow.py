@@ -27,7 +27,7 @@ from airflow_tfjob.follow import cleanup
 from airflow_tfjob.hooks.connection import connection_of, hook_kwargs, task_hook
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
 from airflow_tfjob.integrations import links
-from airflow_tfjob.jobs.status import summarise
+from airflow_tfjob.jobs.status import as_ended, summarise
 from airflow_tfjob.operators import checkpointing, following, params, submit
 from airflow_tfjob.operators import outcome as outcome_mod
 from airflow_tfjob.operators.building import ManifestBuilding
@@ -540,6 +540,8 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
             # the task's XCom (by replica: {"worker-3": {"budget": n, "rate": m}}, "*": the total cap).
             context["ti"].xcom_push(key="log_lines_dropped", value=outcome.dropped)
         job = hook.find_job(self.job_kind, name, namespace)
+        # The status as the job ended (its replica counts settle after the terminal condition).
+        outcome.status = as_ended(outcome.status, job)
         status = outcome_mod.final_status(
             outcome,
             job,

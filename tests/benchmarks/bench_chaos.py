@@ -60,7 +60,7 @@ task = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task", {})
 me = f"{task.get('type', 'worker')}-{task.get('index', 0)}"
 for i in range(int(os.environ["LINES"])):
     print(f"chaos {os.environ['TAG']} {me} line {i}", flush=True)
-    time.sleep(0.05)
+    time.sleep(float(os.environ["INTERVAL"]))
 print("accuracy=0.9", flush=True)
 """
 LINE = re.compile(r"\[(worker-\d)\] chaos (t\d+) (worker-\d) line (\d+)(?!\d)")
@@ -98,20 +98,18 @@ class TaskRun:
     wall_s: float = 0.0
 
 
-def run_task(tag: str, run: str, deferrable: bool, retry_timeout: float | None) -> TaskRun:
-
-
+def run_task(tag: str, run: str, deferrable: bool, retry_timeout: float | None, job_seconds: float) -> TaskRun:
     ti = TaskInstance(dag_id="bench_chaos", run_id=f"{run}-{tag}")
     task = TaskRun(tag, ti, deferrable, Capture())
     started = time.monotonic()
     try:
-        _run_operator(task, deferrable, retry_timeout)
+        _run_operator(task, deferrable, retry_timeout, job_seconds)
     finally:
         task.wall_s = time.monotonic() - started
     return task
 
 
-def _run_operator(task: TaskRun, deferrable: bool, retry_timeout: float | None) -> None:
+def _run_operator(task: TaskRun, deferrable: bool, retry_timeout: float | None, job_seconds: float) -> None:
     from airflow.sdk.exceptions import TaskDeferred
 
     from airflow_tfjob.operators.tfjob import TFJobOperator
@@ -124,7 +122,7 @@ def _run_operator(task: TaskRun, deferrable: bool, retry_timeout: float | None) 
         namespace="default",
         image="local/python",
         command=[sys.executable, "-c", PROGRAM],
-        env={"LINES": str(LINES), "TAG": tag},
+        env={"LINES": str(LINES), "TAG": tag, "INTERVAL": str(job_seconds / LINES)},
         worker=2,
         log_replicas="all",
         metrics=["accuracy"],
@@ -199,9 +197,7 @@ def one_run(
     cluster: Any,
     label: str,
     rate: float,
-    seed: int,
-    tasks: int,
-    parallel: int,
+    options: argparse.Namespace,
     retry: float | None,
     kinds: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
@@ -210,11 +206,12 @@ def one_run(
 
     run = f"{label.split(':')[0].replace(' ', '-')}-{int(time.time() * 1000)}"
     before = cluster.fault_counts()
+    seed, tasks, parallel = options.seed, options.tasks, options.parallel
     plan = FaultPlan(seed=seed, rate=rate, kinds=kinds or DEFAULT_KINDS, stream_cut_after=(0.3, 1.5))
     cluster.set_faults(plan if rate > 0 else None)
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=parallel) as pool:
-        futures = [pool.submit(run_task, f"t{i}", run, i % 2 == 1, retry) for i in range(tasks)]
+        futures = [pool.submit(run_task, f"t{i}", run, i % 2 == 1, retry, options.job_seconds) for i in range(tasks)]
         done = [f.result() for f in futures]
     wall = time.monotonic() - started
     cluster.set_faults(None)
@@ -254,6 +251,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--parallel", type=int, default=4)
     parser.add_argument(
+        "--job-seconds",
+        type=float,
+        default=1.5,
+        help="how long each replica runs (it prints its lines evenly over this time)",
+    )
+    parser.add_argument(
         "--unterminated",
         action="store_true",
         help="compare each task without faults and with every stream ended without its final chunk",
@@ -268,13 +271,13 @@ def main() -> None:
     with LocalCluster() as cluster:
         extra = {"kube_config_path": str(cluster.kubeconfig_path), "namespace": "default"}
         os.environ[f"AIRFLOW_CONN_{CONN.upper()}"] = json.dumps({"conn_type": "kubernetes", "extra": extra})
-        clean = one_run(cluster, "no faults", 0.0, options.seed, options.tasks, options.parallel, None)
+        clean = one_run(cluster, "no faults", 0.0, options, None)
         rows = []
         for rate in (float(r) for r in options.rates.split(",")):
             for label, retry in (("retry policy", None), ("baseline: no retries", 0.0)):
                 rows.append(
                     {"rate": rate}
-                    | one_run(cluster, label, rate, options.seed, options.tasks, options.parallel, retry)
+                    | one_run(cluster, label, rate, options, retry)
                 )
     print(
         f"chaos run: {options.tasks} tasks per row (half sync, half deferred), 2 replicas x {LINES} lines each,"
@@ -323,17 +326,8 @@ def unterminated(options: argparse.Namespace) -> None:
         extra = {"kube_config_path": str(cluster.kubeconfig_path), "namespace": "default"}
         os.environ[f"AIRFLOW_CONN_{CONN.upper()}"] = json.dumps({"conn_type": "kubernetes", "extra": extra})
         rows = [
-            one_run(cluster, "baseline: no faults", 0.0, options.seed, options.tasks, options.parallel, None),
-            one_run(
-                cluster,
-                "streams unterminated",
-                1.0,
-                options.seed,
-                options.tasks,
-                options.parallel,
-                None,
-                kinds=("unterminated",),
-            ),
+            one_run(cluster, "baseline: no faults", 0.0, options, None),
+            one_run(cluster, "streams unterminated", 1.0, options, None, kinds=("unterminated",)),
         ]
     print(
         f"unterminated streams: {options.tasks} tasks per row (half sync, half deferred), 2 replicas x "

@@ -30,7 +30,7 @@ from operator_support import (
 from airflow_tfjob.build.naming import identity_selector
 from airflow_tfjob.hooks.tfjob import KubeflowJobHook
 from airflow_tfjob.local import LocalCluster
-from airflow_tfjob.local.faults import DEFAULT_KINDS, KINDS, FaultPlan
+from airflow_tfjob.local.faults import DEFAULT_KINDS, KINDS, STREAM_ONLY, FaultPlan
 from airflow_tfjob.operators.tfjob import TFJobOperator
 from airflow_tfjob.sensors.tfjob import TFJobSensor
 
@@ -162,9 +162,9 @@ def test_the_task_keeps_its_jobs_outcome_under_faults(
     ti = TaskInstance()
     op = make_operator(deferrable=mode == "deferred")
     before = chaos.fault_counts()
-    # A task opens few streams: "unterminated" (streams only) ends every one of them, as the gateways
-    # that do it do; at 0.3 a run could draw none.
-    chaos.set_faults(plan(faults, rate=1.0 if faults == "unterminated" else 0.3))
+    # A task opens few streams: a kind for streams only ("unterminated", "stream_end") ends every one
+    # of them, as the gateways and servers that do it do; at 0.3 a run could draw none.
+    chaos.set_faults(plan(faults, rate=1.0 if set(FAULT_SETS[faults]) <= STREAM_ONLY else 0.3))
     result = run_task(op, context_with_store(ti))
     chaos.set_faults(None)
     injected = {k: v - before.get(k, 0) for k, v in chaos.fault_counts().items()}

@@ -431,3 +431,36 @@ async def test_streams_ended_without_their_final_chunk_cost_one_catch_up_read(
     # One followed stream per replica (a second if it opened just as the container exited): the rest
     # is read by a request that does not follow, which the gateway answers whole.
     assert 1 <= followed <= 4, f"{followed} followed log streams were opened for 2 replicas"
+
+
+async def test_a_stream_ended_properly_before_the_exit_is_read_to_its_end_once_the_exit_shows(
+    hook: AsyncKubeflowJobHook, local_cluster: Any
+) -> None:
+    """A server or proxy that closes a followed log properly (with its final chunk) while the container
+    still runs looks like the container's exit to the client. The lines written after that close are
+    read once the pod watch shows the exit, before the follow ends, and only then does the outcome
+    say every replica was read to its end (so the worker's drain after a deferred follow may be left
+    out)."""
+    from airflow_tfjob.local.faults import FaultPlan
+
+    script = """
+        import time
+        print("line 0", flush=True)
+        time.sleep(1.5)
+        for i in range(1, 10):
+            print(f"line {i}", flush=True)
+    """
+    body = job(unique("ended-early"), {"Worker": replica(script, replicas=2)})
+    body["spec"]["successPolicy"] = "AllWorkers"
+    sink = ListSink()
+    # Followed logs only (watches are WATCH): each ends properly 0.3-0.5 s after it opened.
+    local_cluster.set_faults(FaultPlan(seed=5, rate=1.0, kinds=("stream_end",), verbs=("GET",),
+                                       stream_cut_after=(0.3, 0.5)))  # fmt: skip
+    try:
+        outcome = await _run(hook, body, FollowOptions(log_replicas="all"), sink)
+    finally:
+        local_cluster.set_faults(None)
+    assert outcome.event == "succeeded", outcome.message
+    for idx in range(2):
+        assert sink.of(f"worker-{idx}") == [f"line {i}" for i in range(10)]
+    assert outcome.logs_read

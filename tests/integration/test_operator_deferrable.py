@@ -43,6 +43,42 @@ def test_deferred_success_resumes_and_returns_the_result(hook: Any) -> None:
     assert job["metadata"]["annotations"]["tfjob.airflow.apache.org/result-reported"] == "true"
 
 
+def _server_requests(local_cluster: Any) -> dict[str, int]:
+    """Requests the local API server received, by "VERB resource[/subresource]" (its /metrics)."""
+    import requests
+
+    from airflow_tfjob.local.apiserver.requestmetrics import REQUESTS, parse_text
+
+    text = requests.get(f"{local_cluster.url}/metrics", verify=False, timeout=10).text
+    counts: dict[str, int] = {}
+    for name, labels, value in parse_text(text):
+        if name == REQUESTS:
+            key = f"{labels['verb']} {labels['resource']}" + (f"/{labels['subresource']}" if labels.get("subresource") else "")
+            counts[key] = counts.get(key, 0) + int(value)
+    return counts
+
+
+def test_a_trigger_that_read_every_log_to_its_end_leaves_the_worker_nothing_to_drain(
+    hook: Any, local_cluster: Any
+) -> None:
+    """The trigger read each replica's log to its end after the replica exited (its event says so):
+    the resumed task reads the job once to report and clean up, and opens no watch and reads no log,
+    pod list or event list again, which the drain that continues a trigger's follow otherwise does."""
+    ti = TaskInstance()
+    op = make_operator(worker=2, metrics=["loss"], clean_pod_policy="All")
+    event = fire(defer(op, ti))
+    assert event["event"] == "succeeded" and event["logs_read"], event
+    before = _server_requests(local_cluster)
+    result = op.execute_complete(context_for(ti), event)
+    after = _server_requests(local_cluster)
+    made = {key: n - before.get(key, 0) for key, n in after.items() if n != before.get(key, 0)}
+    assert result["state"] == "succeeded" and float(result["metrics"]["loss"]) == 0.25
+    assert made.get("GET tfjobs") == 1, made  # the job as it ended: report, cleanup
+    drained = {key for key in made if key.startswith(("WATCH", "LIST tfjobs", "LIST events")) or key.endswith("/log")}
+    assert not drained, made
+    assert made.get("DELETE pods") == 2 and made.get("DELETE services") == 2, made
+
+
 def test_deferred_failure_fails_the_task_with_the_replica(hook: Any) -> None:
     ti = TaskInstance()
     op = make_operator(

@@ -123,6 +123,33 @@ def test_stream_cut_ends_a_follow_log(cluster: LocalCluster, core: client.CoreV1
     assert b"".join(lines) == b"first line\n"
 
 
+def test_stream_end_ends_a_watch_properly_before_its_timeout(cluster: LocalCluster, core: client.CoreV1Api) -> None:
+    cluster.set_faults(only("stream_end", stream_cut_after=(0.2, 0.4)))
+    before = cluster.fault_counts().get("stream_end", 0)
+    # Asked for 300 s; ended properly (no error) after the fault's 0.2-0.4 s.
+    for _ in watch.Watch().stream(core.list_namespaced_pod, "default", timeout_seconds=300):
+        pass
+    assert cluster.fault_counts()["stream_end"] == before + 1
+
+
+def test_stream_end_ends_a_follow_log_properly_while_the_container_runs(
+    cluster: LocalCluster, core: client.CoreV1Api
+) -> None:
+    name = f"logs-{uuid.uuid4().hex[:8]}"
+    core.create_namespaced_pod("default", pod(name))
+    run = cluster.call(lambda: cluster.podlogs.start_instance("default", name, "main"))
+    cluster.call(lambda: run.append(b"first line"))
+    cluster.set_faults(only("stream_end", stream_cut_after=(0.2, 0.4)))
+    response = core.read_namespaced_pod_log(name, "default", follow=True, _preload_content=False)
+    # No ProtocolError: the stream ends as if the container had exited, although it has not.
+    assert b"".join(response.stream()) == b"first line\n"
+    assert not run.closed
+    cluster.set_faults(None)
+    cluster.call(lambda: run.append(b"second line"))
+    whole = core.read_namespaced_pod_log(name, "default", _preload_content=False).data
+    assert whole == b"first line\nsecond line\n"
+
+
 def test_plain_requests_are_never_cut(cluster: LocalCluster, core: client.CoreV1Api) -> None:
     cluster.set_faults(only("stream_cut"))
     before = cluster.fault_counts()

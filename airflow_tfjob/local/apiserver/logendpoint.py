@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import datetime as dt
 import re
 import time
@@ -13,7 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
-from airflow_tfjob.local.apiserver.request import ResourcePath, end_stream, parse_bool, parse_int
+from airflow_tfjob.local.apiserver.request import ENDS_EARLY, ResourcePath, end_stream, parse_bool, parse_int
 from airflow_tfjob.local.model.resources import ApiError, JsonDict, bad_request
 from airflow_tfjob.local.node.podlogs import ContainerLog, PodLogs
 from airflow_tfjob.local.store.core import Store
@@ -122,6 +123,8 @@ async def serve_pod_log(
         streams.add(task)
     sent = 0
     position = start
+    loop = asyncio.get_running_loop()
+    ends_at = loop.time() + request[ENDS_EARLY] if ENDS_EARLY in request else None
     try:
         while True:
             end = len(container_log.entries)
@@ -138,7 +141,14 @@ async def serve_pod_log(
                 continue
             if container_log.closed:
                 break
-            await container_log.wait_beyond(position)
+            if ends_at is None:
+                await container_log.wait_beyond(position)
+                continue
+            left = ends_at - loop.time()
+            if left <= 0:
+                break  # a stream_end fault: ended properly while the container still runs
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(container_log.wait_beyond(position), left)
         await end_stream(request, response)
     except (ConnectionResetError, RuntimeError):
         pass

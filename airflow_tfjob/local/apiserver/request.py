@@ -113,6 +113,12 @@ def parse_resource_path(group: str, version: str, parts: list[str]) -> ResourceP
 UNTERMINATED = web.RequestKey("tfjob_local_unterminated", bool)
 
 
+#: A request key the fault injection sets (faults.py, kind ``stream_end``): the stream it answers ends
+#: properly (with HTTP's final chunk) this many seconds after it started, whatever is still to come,
+#: as a server or proxy that closes idle or long streams does.
+ENDS_EARLY = web.RequestKey("tfjob_local_ends_early", float)
+
+
 async def end_stream(request: web.Request, response: web.StreamResponse) -> None:
     """End a streamed answer (a watch, a followed log): with HTTP's final chunk, or, for a request the
     fault injection marked, by dropping the connection where that chunk would be."""

@@ -13,6 +13,7 @@ from aiohttp import web
 
 from airflow_tfjob.local.admission import warnings
 from airflow_tfjob.local.apiserver.request import (
+    ENDS_EARLY,
     JSON_TYPE,
     ResourcePath,
     end_stream,
@@ -82,6 +83,8 @@ async def serve_watch(
         streams.add(task)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + (timeout if timeout is not None and timeout > 0 else DEFAULT_WATCH_TIMEOUT)
+    if ENDS_EARLY in request:
+        deadline = min(deadline, loop.time() + request[ENDS_EARLY])
     next_bookmark = loop.time() + bookmark_interval
     kind, api_version = p.info.kind, f"{p.info.group}/{p.version}" if p.info.group else p.version
     table = wants_table(request)
