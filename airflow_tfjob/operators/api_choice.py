@@ -4,9 +4,10 @@
 TFJob where ``kubeflow.org/v1`` serves ``tfjobs``, so nothing changes where the training-operator runs,
 else a TrainJob on a shipped TensorFlow runtime. ``"tfjob"`` and ``"trainjob"`` force one. Without a
 cluster (``render_only``) "auto" renders the TFJob. The choice is made in ``execute`` once the job
-its parameters describe is built and validated (invalid input costs no request), and
-made again (the same answer from the same cluster) when a deferred task resumes or its trigger failed,
-so nothing about it has to travel through the trigger.
+its parameters describe is built and validated (invalid input costs no request). A deferred task that
+resumes takes it from the kind its trigger followed (the follow options travel in the event), so its
+resumption asks the cluster nothing; a resumption after the trigger failed (no event) asks again, and
+gets the same answer from the same cluster.
 """
 
 from __future__ import annotations
@@ -62,6 +63,13 @@ class ApiChoice:
     def api_changed_kind(self) -> bool:
         """Whether the API chosen runs the job as another kind than its parameters describe."""
         return self.job_kind.kind != self.kind
+
+    def resume_api(self, followed_kind: str | None, hook: Callable[[], Discovery]) -> None:
+        """The API a resumed deferred task's job runs on: the one whose kind its trigger followed
+        (``followed_kind``, from the event's follow options), else asked as in ``execute``."""
+        if followed_kind is not None and self.asks_cluster():
+            self._chosen_api = "trainjob" if followed_kind == TRAINJOB.kind else "tfjob"
+        self.choose_api(hook)
 
     def choose_api(self, hook: Callable[[], Discovery]) -> None:
         """Ask the cluster which API an ``api="auto"`` TFJob runs on (once per operator instance; the

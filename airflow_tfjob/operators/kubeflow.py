@@ -466,7 +466,7 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
         self._job_ref = (name, namespace)
         outcome = FollowOutcome.from_dict(event)
         hook = self.get_hook()
-        self.choose_api(lambda: hook)
+        self.resume_api((event.get("options") or {}).get("kind"), lambda: hook)
         if outcome.event in ("succeeded", "failed"):
             outcome = self._drain(name, namespace, event, outcome)
         if outcome.event == "timeout" and not event.get("deleted"):

@@ -288,6 +288,22 @@ def test_tfjob_operator_auto_runs_a_worker_only_tfjob_as_a_trainjob(
     assert '"task": {"type": "worker", "index": 1}}' in logged
 
 
+def test_a_deferred_tfjob_run_as_a_trainjob_resumes_on_the_api_its_trigger_followed(hook: Any) -> None:
+    """The resumed task (a new operator, as in a new worker process) takes the API from the kind its
+    trigger followed: a TrainJob here, where the cluster serves only Trainer's API."""
+    params: dict[str, Any] = {
+        "task_id": "train", "worker": 2, "image": "python:3.12", "namespace": "default",
+        "command": [sys.executable, "-c", "print('loss=0.5', flush=True)"], "metrics": ["loss"],
+        "startup_timeout": 60, "deferrable": True,
+    }  # fmt: skip
+    ti = TaskInstance()
+    event = fire(defer(TFJobOperator(**params), ti))
+    assert event["event"] == "succeeded" and event["options"]["kind"] == "TrainJob"
+    result = TFJobOperator(**params).execute_complete(context_for(ti), event)
+    assert result["api"] == "trainjob" and result["state"] == "succeeded"
+    assert float(result["metrics"]["loss"]) == 0.5
+
+
 def test_tfjob_operator_refuses_an_evaluator_on_the_trainjob_api(hook: Any) -> None:
     ti = TaskInstance()
     op = TFJobOperator(task_id="train", worker=2, evaluator=1, image="python:3.12", command=["python", "x.py"])
