@@ -81,6 +81,7 @@ class _JobFollow:
         cursors: Mapping[str, Any] | None,
         earlier: FollowOutcome | None = None,
         tap: FollowTap | None = None,
+        replay: Mapping[str, Any] | None = None,
     ) -> None:
         self.hook = hook
         self.name = name
@@ -155,6 +156,8 @@ class _JobFollow:
                 on_capture=self._on_capture,
                 container=self.kind.container,
                 adapter=self.adapter,
+                replay=replay,
+                on_replay=self._on_replayed if options.metrics or self._reads_master_lines() else None,
             )
 
     @property
@@ -170,13 +173,21 @@ class _JobFollow:
     def _on_line(self, replica: ReplicaFollower, ts: int, text: str) -> None:
         if self.tap_line is not None:
             self.tap_line(replica.name, replica.selected, ts)
-        if replica.state.pod is None or not replica.master:
-            return
+        if replica.state.pod is not None and replica.master:
+            self._feed_master(ts, text, shown=True)
+
+    def _on_replayed(self, replica: ReplicaFollower, ts: int, text: str) -> None:
+        """A master line a stopped triggerer showed, read again after a take-over: it feeds the
+        trackers (whose state went with that triggerer) and writes nothing."""
+        if replica.state.pod is not None and replica.master:
+            self._feed_master(ts, text, shown=False)
+
+    def _feed_master(self, ts: int, text: str, *, shown: bool) -> None:
         if self.metrics is not None:
             self.metrics.feed(f"{format_timestamp(ts)} {text}" if self.options.metrics_history else text)
         if self.progress is not None:
             line = self.progress.feed_line(text)
-            if line is not None:
+            if line is not None and shown:
                 self.sink(f"[progress] {line}")
         if self.checkpoints is not None:
             self.checkpoints.feed(text)
@@ -447,7 +458,7 @@ class _JobFollow:
             await wait_event(self.pods_synced, 30)
             if outcome.event in ("succeeded", "failed"):
                 await self.logs.drain(
-                    status.completion_time if status else None, grace=self.options.drain_grace
+                    status.completion_time if status else None, grace=self.options.drain_grace, ended=True
                 )
             else:
                 await self.logs.drain(None, grace=0.5, cap=5.0)
@@ -521,11 +532,16 @@ def follow_job(
     sink: Sink,
     cursors: dict | None = None,
     tap: FollowTap | None = None,
+    replay: Mapping[str, Any] | None = None,
 ) -> Coroutine[Any, Any, FollowOutcome]:
     """Follow a job (of ``options.kind``) until it succeeds, fails, times out or does not start; logs
     drained before return. Awaited as a coroutine function is; it hands back the follow's own run
-    rather than a coroutine around it: a triggerer holds one per waiting job, each frame ~0.3 KB."""
-    return _JobFollow(hook, name, namespace, options, sink, cursors, tap=tap).run()
+    rather than a coroutine around it: a triggerer holds one per waiting job, each frame ~0.3 KB.
+
+    ``replay`` (a take-over that resumes from saved ``cursors``): the cursors at deferral, from which
+    the master replica's lines are read again for the metrics, progress, checkpoints and returned
+    value, without being shown again."""
+    return _JobFollow(hook, name, namespace, options, sink, cursors, tap=tap, replay=replay).run()
 
 
 async def drain_job(

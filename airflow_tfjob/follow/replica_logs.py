@@ -127,6 +127,11 @@ class ReplicaFollower:
         self.complete: tuple[str, int] | None = None  # (pod uid, run) whose log was read to its end
         # The same, known for certain: the read ended after the run had exited (see read_to_end).
         self.read_out: tuple[str, int] | None = None
+        # After a take-over, where the master's trackers (metrics, progress, checkpoints, a returned
+        # value) start reading, before the shown cursor: the lines in between were shown by the
+        # triggerer that stopped, whose trackers are gone. They are read again, not shown again.
+        self.replay: Cursor | None = None
+        self._replaying: ResumeFilter | None = None  # during a read that replays
         self._catch_up: tuple[str, int] | None = None  # the run a catch-up read was made at once for
 
     def read_to_end(self) -> bool:
@@ -150,7 +155,8 @@ class ReplicaFollower:
         until = time.monotonic() + wait
         while not self._exited_run():
             left = until - time.monotonic()
-            if left <= 0 or not await self._wait_change(left):
+            # A pod already gone (deleted with its job) has no log left to read.
+            if self.state.pod is None or left <= 0 or not await self._wait_change(left):
                 return
         pod = self.state.pod
         assert pod is not None  # _exited_run
@@ -166,6 +172,17 @@ class ReplicaFollower:
             if pause is None or self.last_error is None or not is_transient(self.last_error):
                 return
             await asyncio.sleep(pause)
+
+    def _replayed(self, ts: int, body: bytes) -> None:
+        """A line shown before a take-over, read again for the master's trackers only."""
+        capture = self.owner.capture_prefix
+        if capture is not None and body.startswith(capture):
+            if self.owner.on_capture is not None:
+                self.owner.on_capture(self, body[len(capture) :].removeprefix(b" ").decode("utf-8", errors="replace"))
+            return
+        if self.owner.on_replay is not None:
+            text = body[: self.owner.limits.max_line].decode("utf-8", errors="replace").removesuffix("\r")
+            self.owner.on_replay(self, ts, text)
 
     def _exited_run(self) -> bool:
         """Whether the pod watch shows the pod finished and its main container's run terminated."""
@@ -236,7 +253,11 @@ class ReplicaFollower:
             if not filt.accept(ts):
                 return
         elif not filt.accept(ts):
+            if self._replaying is not None and self._replaying.accept(ts):
+                self._replayed(ts, body)
             return
+        if self._replaying is not None:  # past what was shown: the trackers read on with the shown lines
+            self._replaying = self.replay = None
         capture = self.owner.capture_prefix
         if capture is not None and self.master and body.startswith(capture):
             # A value handed back through the log (e.g. @task.tfjob's return value): kept whole, not shown.
@@ -301,6 +322,9 @@ class ReplicaFollower:
         no proxy can leave without its end."""
         hook = self.owner.hook
         filt = ResumeFilter(self.cursor)
+        replay = None if previous else self.replay
+        self._replaying = ResumeFilter(replay) if replay is not None else None
+        since = (replay or self.cursor).since_time
         room = self.owner.limits.max_line
         if self.master and self.owner.capture_prefix is not None:
             room = max(room, self.owner.limits.capture_max)
@@ -312,7 +336,7 @@ class ReplicaFollower:
                 self.pod_name,
                 self.owner.namespace,
                 container=self.container,
-                since_time=self.cursor.since_time,
+                since_time=since,
                 previous=previous,
                 follow=not (previous or exited),
                 read_timeout=self.owner.limits.read_timeout,
@@ -324,6 +348,8 @@ class ReplicaFollower:
             if tail is not None:
                 self._process(filt, *tail)
             clean = True
+            if self._replaying is not None:
+                self.replay = None  # read to the end: nothing was left to replay
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -333,6 +359,7 @@ class ReplicaFollower:
             log.debug("log stream of %s ended: %r", self.name, exc)
             self.last_error = exc
             splitter.reset()
+        self._replaying = None
         return clean, self.lines_seen - before
 
     def _past_drain_deadline(self) -> bool:
@@ -403,6 +430,8 @@ class ReplicaFollower:
             if not changed and (cs.get("state") or {}).get("running"):
                 self.complete = None  # still running after all: the stream was closed by a proxy
             return Next.AGAIN
+        if self.replay is not None and (uid != self.cursor.uid or instance != self.cursor.instance):
+            self.replay = None  # the run the trackers missed is over: what they read next is new
         if self.cursor.uid and uid != self.cursor.uid:
             code = self.state.exit_codes.get(self.cursor.uid)
             self.marker(
@@ -497,6 +526,8 @@ class JobLogFollower:
         capture_prefix: str | None = None,
         on_capture: Callable[[ReplicaFollower, str], None] | None = None,
         adapter: JobAdapter | None = None,
+        replay: Mapping[str, Any] | None = None,
+        on_replay: Callable[[ReplicaFollower, int, str], None] | None = None,
     ) -> None:
         self.hook = hook
         self.namespace = namespace
@@ -518,6 +549,13 @@ class JobLogFollower:
         self.replicas: dict[str, ReplicaFollower] = {}
         self.draining = False
         self._cursors = {k: Cursor.from_dict(v) for k, v in (cursors or {}).items() if isinstance(v, Mapping)}
+        # A take-over's cursors at deferral (None: no take-over): the master's trackers read from there.
+        self._replay = (
+            None
+            if replay is None
+            else {k: Cursor.from_dict(v) for k, v in replay.items() if isinstance(v, Mapping)}
+        )
+        self.on_replay = on_replay
 
     def update_pod(self, pod: dict[str, Any]) -> None:
         ident = pod_replica(pod)
@@ -535,6 +573,8 @@ class JobLogFollower:
             )
             follower.master = master
             follower.container = follower.state.container = main_container(pod, self.container)
+            if self._replay is not None and master and follower.cursor.ts >= 0:
+                follower.replay = self._replay_start(name, follower.cursor)
             self.replicas[name] = follower
             follower.state.set(pod)
             follower.task = asyncio.get_running_loop().create_task(follower.run(), name=f"tfjob-log-{name}")
@@ -544,6 +584,14 @@ class JobLogFollower:
             # makes them, carry a random suffix; the v1 kinds reuse the name): read the current one.
             follower.pod_name = (pod.get("metadata") or {}).get("name", follower.pod_name)
             follower.state.set(pod)
+
+    def _replay_start(self, name: str, shown: Cursor) -> Cursor:
+        """Where the master's trackers read from after a take-over: its cursor at deferral when that
+        is in the run shown up to now, else the start of that run."""
+        start = (self._replay or {}).get(name)
+        if start is not None and (start.uid, start.instance) == (shown.uid, shown.instance):
+            return Cursor(uid=start.uid, instance=start.instance, ts=start.ts, n=start.n)
+        return Cursor(uid=shown.uid, instance=shown.instance)
 
     def _rank0(self) -> tuple[str, int] | None:
         if self.adapter is None or self.job is None:
@@ -582,8 +630,14 @@ class JobLogFollower:
         f = self.replicas.get(name)
         return list(f.ring) if f else []
 
-    async def drain(self, completion_time: str | None, grace: float = 5.0, cap: float = 60.0) -> None:
-        """Read every replica to its end; containers still running stop at completion + `grace`."""
+    async def drain(
+        self, completion_time: str | None, grace: float = 5.0, cap: float = 60.0, *, ended: bool = False
+    ) -> None:
+        """Read every replica to its end; containers still running stop at completion + `grace`.
+
+        ``ended``: the job has finished (succeeded or failed), so its replicas' exits are coming: a
+        stream that ended before its exit showed is confirmed (:meth:`_confirm_ends`). A follow that
+        stops otherwise (a deadline, a preemption) does not wait for exits that may never come."""
         self.draining = True
         end = time.time() + grace
         if completion_time:
@@ -608,7 +662,8 @@ class JobLogFollower:
                 await asyncio.gather(*running, return_exceptions=True)
                 for t in running:
                     active[t].flush_dropped()
-        await self._confirm_ends(cap)
+        if ended:
+            await self._confirm_ends(cap)
         self._announce_cap()
         self.sink.flush()
 

@@ -26,8 +26,10 @@ durable (:mod:`airflow_tfjob.triggers.positions`: one ConfigMap per namespace, s
 with what changed), so a trigger that another triggerer was running resumes from there: nothing lost,
 nothing repeated after a graceful stop, and after a SIGKILL only the last few seconds' lines, counted
 and labelled. With remote task logs the stopped triggerer's part is not kept (Airflow uploads a
-trigger's log only when it finishes there), so the take-over reads again from the deferral. Either way
-it writes one marker line first (starting with :data:`airflow_tfjob.triggers.positions.TAKE_OVER`) that says which. It knows it is
+trigger's log only when it finishes there), so the take-over reads again from the deferral. A take-over
+that resumes from a saved position reads the master replica's lines since the deferral again for its
+metrics, progress, checkpoints and returned value (the stopped trigger's were lost with it), without
+showing them. Either way it writes one marker line first (starting with :data:`airflow_tfjob.triggers.positions.TAKE_OVER`) that says which. It knows it is
 a take-over because the first run of a deferral stamps the TFJob with ``deferred_at`` (annotation
 :data:`ANNOTATION_TRIGGER_STARTED`). The start-up timeout counts from ``deferred_at``, so it does
 not start over with each restart either; a job that had already started before the restart is not
@@ -320,7 +322,7 @@ class KubeflowJobTrigger(_ClusterTrigger):
         # from_dict ignores unknown keys: a trigger serialized by another provider version still runs.
         options = FollowOptions.from_dict(self.options)
         entry = entry_key(self.kind.plural, self.name)
-        cursors, window, known = self.cursors, None, False
+        cursors, window, known, replay = self.cursors, None, False, None
         async with start_turn():
             await self._mask_secrets(hook)
             restarted = await self._is_restart(hook)
@@ -330,6 +332,10 @@ class KubeflowJobTrigger(_ClusterTrigger):
                 known = saved is not None
                 plan = take_over(saved, remote_task_logs(), self.cursors, self.kind.kind)
                 cursors, window = plan.cursors, plan.window
+                if cursors != self.cursors:
+                    # Resumed after what the stopped triggerer showed: its trackers' state went with
+                    # it, so the master's lines since the deferral are read again for them.
+                    replay = self.cursors
                 self.log.info("%s", plan.marker)
             self._resume_startup_clock(options, restarted)
             self._job_at_start = None  # read what it had to say: the watch holds the job from here on
@@ -353,7 +359,7 @@ class KubeflowJobTrigger(_ClusterTrigger):
             try:
                 async with limit:
                     outcome = await follow_job(
-                        hook, self.name, self.namespace, options, self._info, cursors, tap=tap
+                        hook, self.name, self.namespace, options, self._info, cursors, tap=tap, replay=replay
                     )
             except Exception as exc:
                 if limit.expired():

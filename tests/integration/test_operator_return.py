@@ -88,6 +88,7 @@ def test_value_printed_after_the_triggers_last_cursor_is_drained_on_resume() -> 
     event = fire(defer(op, ti))
     event["return_payload"] = None
     event["cursors"] = {}  # as if the trigger had read nothing: the drain re-reads everything
+    event["logs_read"] = False
     assert op.execute_complete(context_for(ti), event) == EXPECTED
 
 

@@ -257,13 +257,15 @@ def _recorded(trigger: KubeflowJobTrigger, recorder: _Recorder) -> KubeflowJobTr
     return trigger
 
 
-async def _stop_and_take_over(tmp_path: Path) -> tuple[list[str], list[str], dict[str, Any]]:
+async def _stop_and_take_over(
+    tmp_path: Path, **operator_kwargs: Any
+) -> tuple[list[str], list[str], dict[str, Any]]:
     """A trigger follows the counting job until its 8 lines are written, then is stopped (cancelled,
     as a triggerer's shutdown does); a second trigger built from the same kwargs takes over after the
     start-up window has passed, and the job finishes. (lines before, lines after, the event)"""
     from airflow_tfjob.triggers.positions import TAKE_OVER as RESUME_MARKER
 
-    kwargs = _deferred_kwargs(tmp_path)
+    kwargs = _deferred_kwargs(tmp_path, **operator_kwargs)
     # The start-up clock is relative (60 s) and counts from the deferral; 0.1.0's absolute
     # `startup_deadline` is still read (the take-over below passes one).
     assert kwargs["deferred_at"] and kwargs["options"]["startup_timeout"] == 60
@@ -301,6 +303,26 @@ async def test_a_take_over_after_a_stop_resumes_where_the_stopped_trigger_stoppe
     assert "no line above is repeated" in after[0], after[0]
     assert _counted(before) == [f"[worker-0] counted line {i}" for i in range(8)]
     assert _counted(after) == ["[worker-0] counted final"], "nothing repeated, nothing lost"
+
+
+REPORTING = COUNTING.replace("import os, sys, time\n", "import os, sys, time\nprint('loss=0.25', flush=True)\n")
+
+
+async def test_a_take_over_keeps_what_the_stopped_triggers_trackers_had_read(
+    k8s_conn: str, tmp_path: Path
+) -> None:
+    """The metric was printed and shown before the stop, and its successor resumes after it: the
+    master's lines since the deferral are read again for the trackers (metrics, progress, checkpoints,
+    a returned value), whose state went with the stopped triggerer, and are not shown again."""
+    import sys
+
+    command = [sys.executable, "-c", REPORTING, str(tmp_path / "release")]
+    before, after, event = await _stop_and_take_over(tmp_path, command=command, metrics=["loss"])
+    assert any("[worker-0] loss=0.25" in x for x in before)
+    assert "no line above is repeated" in after[0], after[0]
+    assert not any("loss=0.25" in x for x in after), "shown again"
+    assert _counted(after) == ["[worker-0] counted final"]
+    assert float(event["metrics"]["loss"]) == 0.25, event["metrics"]
 
 
 async def test_a_take_over_with_remote_task_logs_reads_again_from_the_deferral(
