@@ -42,3 +42,29 @@ async def test_an_import_that_failed_is_tried_again_by_the_next_trigger(monkeypa
         await asyncio.wait_for(kubeflow.load_run_modules(), 30)
     monkeypatch.setattr(kubeflow, "RUN_MODULES", ("airflow_tfjob.constants",))
     await asyncio.wait_for(kubeflow.load_run_modules(), 30)
+
+
+FULL_COLLECTIONS = r"""
+import asyncio, gc
+import airflow.sdk  # what a triggerer has loaded before its first trigger
+
+full = []
+gc.callbacks.append(lambda phase, info: phase == "start" and info["generation"] == 2 and full.append(1))
+from airflow_tfjob.triggers.kubeflow import load_run_modules
+
+asyncio.run(load_run_modules())
+print(len(full), gc.isenabled(), gc.get_freeze_count() > 0)
+"""
+
+
+def test_the_modules_load_without_a_full_garbage_collection_and_are_frozen_after() -> None:
+    """A full collection walks every object of the process holding the GIL (150 ms and more with
+    Airflow loaded), so the loop's thread waited through the ones the imports set off (a triggerer's
+    watchdog saw 0.6-0.7 s on a busy machine). None runs during the imports, the collector is on again
+    after them, and what they loaded is frozen, out of every later full collection's walk."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", FULL_COLLECTIONS], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-3:] == ["0", "True", "True"], done.stdout[-500:]
