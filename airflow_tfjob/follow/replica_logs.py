@@ -139,13 +139,12 @@ class ReplicaFollower:
         that ended after the exit. A follow stream that ended cleanly before the pod watch showed the
         exit is not enough: a proxy may have closed it while the container still wrote."""
         pod = self.state.pod
-        if pod is None or self.read_out is None:
-            return False
-        uid = str((pod.get("metadata") or {}).get("uid") or "")
-        cs = container_status(pod, self.container)
-        if cs is None or self.read_out != (uid, int(cs.get("restartCount") or 0)):
-            return False
-        return bool((cs.get("state") or {}).get("terminated"))
+        return (
+            pod is not None
+            and self.read_out is not None
+            and self.read_out == self._run_of(pod)
+            and _run_exited(pod, self.container, *self.read_out)
+        )
 
     async def confirm_end(self, wait: float) -> None:
         """A run whose follow stream ended cleanly before the pod watch showed it exited: once the
@@ -158,10 +157,8 @@ class ReplicaFollower:
             # A pod already gone (deleted with its job) has no log left to read.
             if self.state.pod is None or left <= 0 or not await self._wait_change(left):
                 return
-        pod = self.state.pod
-        assert pod is not None  # _exited_run
-        cs = container_status(pod, self.container) or {}
-        run = (str((pod.get("metadata") or {}).get("uid") or ""), int(cs.get("restartCount") or 0))
+        assert self.state.pod is not None  # _exited_run
+        run = self._run_of(self.state.pod)
         if self.complete != run or self.read_out == run:
             return
         for pause in (0.2, 0.5, None):
@@ -178,19 +175,21 @@ class ReplicaFollower:
         capture = self.owner.capture_prefix
         if capture is not None and body.startswith(capture):
             if self.owner.on_capture is not None:
-                self.owner.on_capture(self, body[len(capture) :].removeprefix(b" ").decode("utf-8", errors="replace"))
+                self.owner.on_capture(self, _captured(body, capture))
             return
         if self.owner.on_replay is not None:
             text = body[: self.owner.limits.max_line].decode("utf-8", errors="replace").removesuffix("\r")
             self.owner.on_replay(self, ts, text)
 
+    def _run_of(self, pod: Mapping[str, Any]) -> tuple[str, int]:
+        """The run (pod uid, restart count) of the main container that ``pod`` shows."""
+        cs = container_status(pod, self.container) or {}
+        return str((pod.get("metadata") or {}).get("uid") or ""), int(cs.get("restartCount") or 0)
+
     def _exited_run(self) -> bool:
         """Whether the pod watch shows the pod finished and its main container's run terminated."""
         pod = self.state.pod
-        if pod is None or not pod_terminal(pod):
-            return False
-        cs = container_status(pod, self.container)
-        return bool(cs and (cs.get("state") or {}).get("terminated"))
+        return pod is not None and pod_terminal(pod) and _run_exited(pod, self.container, *self._run_of(pod))
 
     # -- emitting -----------------------------------------------------------------------------
 
@@ -261,7 +260,7 @@ class ReplicaFollower:
         capture = self.owner.capture_prefix
         if capture is not None and self.master and body.startswith(capture):
             # A value handed back through the log (e.g. @task.tfjob's return value): kept whole, not shown.
-            payload = body[len(capture) :].removeprefix(b" ").decode("utf-8", errors="replace")
+            payload = _captured(body, capture)
             self.lines_seen += 1
             if self.owner.on_capture is not None:
                 self.owner.on_capture(self, payload)
@@ -492,6 +491,11 @@ class ReplicaFollower:
         exit_part = f", exit code {code}" if code is not None else ""
         self.marker(f"container restarted (restart {instance}{exit_part}{note})")
         self.cursor = Cursor(uid=self.cursor.uid, instance=instance)
+
+
+def _captured(body: bytes, prefix: bytes) -> str:
+    """The value a line that starts with the capture prefix hands back."""
+    return body[len(prefix) :].removeprefix(b" ").decode("utf-8", errors="replace")
 
 
 def _run_exited(pod: Mapping[str, Any] | None, container: str, uid: str, instance: int) -> bool:
