@@ -292,23 +292,25 @@ class ReplicaFollower:
             part = lines[start : start + SLICE_LINES]
             size = sum(len(raw) for raw, _cut in part)
             wait = budget.wait(len(part), size)
-            dropping = False
+            dropping = waited = False
             if wait > 0:
                 ts, _ = split_timestamp(part[-1][0][:TIMESTAMP_ROOM])
                 lag = max(0.0, time.time() - ts / 1e9) if ts is not None else 0.0
                 if budget.may_wait(lag, wait):
                     budget.waited += wait
                     await asyncio.sleep(wait)
+                    waited = True
                 else:
                     dropping = True
             if not dropping:
                 budget.take(len(part), size)
             for raw, cut in part:
                 self._process(filt, raw, cut, dropping)
-            if wait <= 0:
-                # A turn for other work after every slice, and after every piece of the stream (a
-                # piece read from what the client buffered comes without any wait: 4 MiB of 10 KB
-                # lines would otherwise be handled in one go).
+            if not waited:
+                # A turn for other work after every slice, shown or dropped, and after every piece of
+                # the stream (a piece read from what the client buffered comes without any wait: 4 MiB
+                # of 10 KB lines, or 100,000 short ones being dropped, would otherwise be handled in
+                # one go).
                 await asyncio.sleep(0)
 
     # -- reading ------------------------------------------------------------------------------

@@ -25,6 +25,8 @@ from collections.abc import Awaitable, Callable, Hashable
 
 from kubernetes_asyncio import client as async_client
 
+from airflow_tfjob.hooks.waits import shared_task
+
 #: Plain requests one event loop has in flight at most (streams are not counted: each holds its own
 #: connection as long as it reads). Enough to keep an API server busy; queued requests wait their turn.
 PLAIN_REQUESTS_IN_FLIGHT = 32
@@ -44,7 +46,7 @@ class _LoopClients:
         self.locks: dict[Hashable, asyncio.Lock] = {}
         self.plain = asyncio.Semaphore(PLAIN_REQUESTS_IN_FLIGHT)
         self.loop = loop
-        self.keeper = loop.create_task(self._keep(), name="tfjob-hook-client-keeper")
+        self.keeper = shared_task(self._keep(), name="tfjob-hook-client-keeper", loop=loop)
 
     async def _keep(self) -> None:
         try:

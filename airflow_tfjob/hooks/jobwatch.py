@@ -43,6 +43,7 @@ from collections.abc import AsyncIterator, Hashable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from airflow_tfjob.hooks.waits import shared_task
 from airflow_tfjob.hooks.watching import (
     PERMANENT_CODES,
     ListWatch,
@@ -219,8 +220,8 @@ class _Watcher:
         if self.synced:
             sub._deliver(self.cache.get(sub.name))
         if self.task is None:
-            self.task = self.loop.create_task(
-                self._run(), name=f"{self.kind.singular}-watch:{self.namespace}"
+            self.task = shared_task(
+                self._run(), name=f"{self.kind.singular}-watch:{self.namespace}", loop=self.loop
             )
 
     def remove(self, sub: Subscription) -> None:

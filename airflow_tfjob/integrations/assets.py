@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_tfjob.constants import ANNOTATION_PREFIX, LABEL_MANAGED
 from airflow_tfjob.follow.logs_parsing import is_master_role, main_container, replica_name
 from airflow_tfjob.follow.metrics import MetricsCollector
+from airflow_tfjob.hooks.waits import shared_task
 from airflow_tfjob.hooks.watching import ListWatch, as_watch_error, is_permanent
 from airflow_tfjob.jobs.adapter import adapter_for, pod_replica
 from airflow_tfjob.jobs.kinds import JobKind
@@ -193,9 +194,7 @@ class JobStream:
         for name, obj in self.cache.items():
             sub._deliver(name, obj)
         if self.task is None:
-            self.task = asyncio.get_running_loop().create_task(
-                self._run(), name=f"asset-watch:{self.kind.plural}:{self.namespace}"
-            )
+            self.task = shared_task(self._run(), name=f"asset-watch:{self.kind.plural}:{self.namespace}")
 
     def remove(self, sub: Subscriber) -> None:
         self.subscribers.discard(sub)

@@ -64,6 +64,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import gc
 import importlib
 import threading
@@ -256,6 +257,9 @@ def read_options(
 class KubeflowJobTrigger(_ClusterTrigger):
     """Fires once when the TFJob succeeds, fails, times out, or cannot be followed."""
 
+    #: The context of the running run's task (its log goes where Airflow routes that context).
+    _log_context: contextvars.Context | None = None
+
     def __init__(
         self,
         name: str,
@@ -334,6 +338,10 @@ class KubeflowJobTrigger(_ClusterTrigger):
         return payload
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        # Airflow's triggerer routes a log call by the context of the task that makes it (see
+        # hooks/waits.py): this run's context, kept so that the follow's lines reach this trigger's log
+        # whichever task writes them (the namespace's position book flushes pending lines on its saves).
+        self._log_context = contextvars.copy_context()
         await load_run_modules()
         from airflow_tfjob.follow.core import FollowTap, follow_job
         from airflow_tfjob.follow.outcome import FollowOptions
@@ -411,9 +419,13 @@ class KubeflowJobTrigger(_ClusterTrigger):
         yield TriggerEvent(payload)
 
     def _info(self, line: str) -> None:
-        """The follow's lines into the trigger's log. The logger (Airflow's LoggingMixin makes one per
-        trigger, about 0.7 KB) is made at the first line, not for every job that waits in silence."""
-        self.log.info(line)
+        """The follow's lines into the trigger's log, in the run's context whatever task calls. The
+        logger (Airflow's LoggingMixin makes one per trigger, about 0.7 KB) is made at the first line,
+        not for every job that waits in silence."""
+        if self._log_context is None:
+            self.log.info(line)
+        else:
+            self._log_context.run(self.log.info, line)
 
     async def _book(self, hook: AsyncKubeflowJobHook) -> PositionBook | None:
         from airflow_tfjob.triggers.positions import book_for

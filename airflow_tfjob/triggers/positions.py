@@ -43,6 +43,7 @@ from typing import Any
 from airflow.sdk.configuration import conf
 
 from airflow_tfjob.constants import LABEL_MANAGED
+from airflow_tfjob.hooks.waits import shared_task
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +157,7 @@ class PositionBook:
             return
         self.finals[entry] = SavedPosition(deferred_at, time.time(), True, cursors).to_text()
         if self._soon is None or self._soon.done():
-            self._soon = asyncio.ensure_future(self._save_soon())
+            self._soon = shared_task(self._save_soon(), name=f"tfjob-log-positions-save-{self.namespace}")
         await asyncio.shield(self._soon)
 
     def ended(self, entry: str, known: bool = False) -> None:
@@ -176,7 +177,7 @@ class PositionBook:
         start within :data:`READ_REUSE` seconds of each other."""
         now = time.monotonic()
         if self._read is None or now - self._read[0] > READ_REUSE:
-            self._read = (now, asyncio.ensure_future(self._fetch()))
+            self._read = (now, shared_task(self._fetch(), name=f"tfjob-log-positions-read-{self.namespace}"))
         data = await asyncio.shield(self._read[1])
         text = data.get(entry)
         return None if text is None else SavedPosition.from_text(text)
@@ -189,9 +190,7 @@ class PositionBook:
 
     def _ensure_running(self) -> None:
         if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(
-                self._run(), name=f"tfjob-log-positions-{self.namespace}"
-            )
+            self._task = shared_task(self._run(), name=f"tfjob-log-positions-{self.namespace}")
 
     async def _run(self) -> None:
         try:

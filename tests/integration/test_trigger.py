@@ -337,6 +337,63 @@ async def test_a_take_over_with_remote_task_logs_reads_again_from_the_deferral(
     assert _counted(after) == [*(f"[worker-0] counted line {i}" for i in range(8)), "[worker-0] counted final"]
 
 
+class _Routed(logging.Handler):
+    """Keeps each record with the trigger Airflow's triggerer would write it to: the ``trigger_id`` its
+    ``run_trigger`` binds as a structlog context variable, as it stands when the log call is made."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[tuple[Any, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        import structlog
+
+        self.records.append((structlog.contextvars.get_contextvars().get("trigger_id"), record.getMessage()))
+
+
+async def test_each_triggers_lines_reach_its_own_log_whatever_task_writes_them(
+    k8s_conn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two triggers on one loop, each run in a task bound to its trigger id as Airflow's triggerer does.
+    The namespace's log position book (one task for both) saves at every loop turn here, so that its
+    saves find lines the follows have not written yet and write them: every line still goes to its
+    own trigger's log (a clean-clone run lost a line of one task to another task's log this way)."""
+    import structlog
+
+    from airflow_tfjob.triggers import positions
+
+    monkeypatch.setattr(positions, "SAVE_INTERVAL", 0.0)
+    monkeypatch.setattr(positions, "SETTLE", 0.0)
+    (tmp_path / "release").write_text("go")
+    routed = _Routed()
+    logger = logging.getLogger(f"test.trigger.routed.{id(routed)}")
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    logger.addHandler(routed)
+
+    async def as_airflow_runs(trigger_id: int, kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+        structlog.contextvars.bind_contextvars(trigger_id=trigger_id)
+        trigger = KubeflowJobTrigger(**kwargs)
+        trigger._log = logger  # type: ignore[assignment]
+        return await _collect(trigger)
+
+    jobs = {k: _deferred_kwargs(tmp_path) for k in (1, 2)}
+    names = {k: kwargs["name"] for k, kwargs in jobs.items()}
+    done = await asyncio.wait_for(asyncio.gather(*(as_airflow_runs(k, kw) for k, kw in jobs.items())), 90)
+    assert [events[0]["event"] for events in done] == ["succeeded", "succeeded"], done
+    for k in names:
+        mine = [
+            line for owner, record in routed.records if owner == k for line in record.splitlines()
+        ]
+        assert [x for x in mine if "counted " in x] == [
+            *(f"[worker-0] counted line {i}" for i in range(8)),
+            "[worker-0] counted final",
+        ], mine
+        other = names[3 - k]
+        assert not [x for x in mine if other in x], f"trigger {k}'s log has lines of {other}"
+    assert {owner for owner, _ in routed.records} == {1, 2}, [r for r in routed.records if r[0] not in (1, 2)]
+
+
 async def test_startup_deadline_is_absolute_across_restarts(k8s_conn: str, tmp_path: Path) -> None:
     """A trigger started after its deferral's start-up deadline, for a job that never started, fails
     at once with the scheduling reason instead of granting a fresh startup_timeout."""

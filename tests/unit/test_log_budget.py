@@ -119,9 +119,8 @@ def test_young_lines_over_budget_wait_instead_of_dropping() -> None:
     assert follower.owner.budget.waited > 0
 
 
-def test_a_long_batch_gives_other_tasks_turns() -> None:
-    sink: list[str] = []
-    follower = _follower(LogLimits(rate_per_replica=0), sink)
+def _turns_while_handled(follower: ReplicaFollower, lines: list[tuple[bytes, int]]) -> int:
+    """How many turns another task of the loop had while the follower handled ``lines``."""
     turns = 0
 
     async def other() -> None:
@@ -130,15 +129,29 @@ def test_a_long_batch_gives_other_tasks_turns() -> None:
             turns += 1
             await asyncio.sleep(0)
 
-    async def main() -> None:
+    async def main() -> int:
         task = asyncio.get_running_loop().create_task(other())
         await asyncio.sleep(0)
         before = turns
-        await _handle(follower, _lines(SLICE_LINES * 8, age=0.0))
+        await _handle(follower, lines)
         task.cancel()
-        assert turns - before >= 7  # a turn between every two slices
+        return turns - before
 
-    asyncio.run(main())
+    return asyncio.run(main())
+
+
+def test_a_long_batch_gives_other_tasks_turns() -> None:
+    follower = _follower(LogLimits(rate_per_replica=0), [])
+    assert _turns_while_handled(follower, _lines(SLICE_LINES * 8, age=0.0)) >= 7  # one between every two slices
+
+
+def test_a_flood_being_dropped_gives_other_tasks_turns_too() -> None:
+    """Dropped slices are still split, counted and kept in the ring: a flood far over its budget (what
+    the client buffered, handed on without any wait) must not hold the loop for all of it at once."""
+    limits = LogLimits(rate_per_replica=0, budget_lines=1, budget_bytes=0, budget_lag=1.0)
+    follower = _follower(limits, [])
+    assert _turns_while_handled(follower, _lines(SLICE_LINES * 8, age=30.0)) >= 7
+    assert follower.dropped["budget"] > SLICE_LINES * 7, follower.dropped
 
 
 def test_the_diagnostics_ring_keeps_a_bounded_part_of_a_long_line() -> None:
