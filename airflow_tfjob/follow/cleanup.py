@@ -345,9 +345,17 @@ class _Call:
     kwargs: dict[str, Any] = field(default_factory=dict)
 
 
-# A kill as a sequence of steps, the same for the synchronous and the asynchronous hook: each _Call is
-# made by the driver (kill, kill_async) and its result sent back; a float is a pause in seconds.
-_KillSteps = Generator["_Call | float", Any, bool]
+@dataclass(frozen=True)
+class _Batch:
+    """Independent calls of a kill, made side by side (at most DELETES_AT_ONCE in flight); every call
+    is made and the first failure raised once all have ended, as in :func:`delete_pods`."""
+
+    calls: tuple[_Call, ...]
+
+
+# A kill as a sequence of steps, the same for the synchronous and the asynchronous hook: each _Call or
+# _Batch is made by the driver (kill, kill_async) and its result sent back; a float is a pause in seconds.
+_KillSteps = Generator["_Call | _Batch | float", Any, bool]
 
 
 class KillOptions(TypedDict, total=False):
@@ -377,9 +385,16 @@ def _kill_steps(name: str, namespace: str, log: Log, options: KillOptions) -> _K
         "delete_job", (kind, name, namespace), {"propagation": "Foreground", "grace_period_seconds": grace}
     )
     pods = yield _Call("list_job_pods", (name, namespace), {"kind": kind})
-    for pod in pods:
-        yield _Call("delete_pod", (_pod_name(pod), namespace), {"grace_period_seconds": grace})
-        yield _Call("delete_service", (_pod_name(pod), namespace))
+    yield _Batch(
+        tuple(
+            call
+            for pod in pods
+            for call in (
+                _Call("delete_pod", (_pod_name(pod), namespace), {"grace_period_seconds": grace}),
+                _Call("delete_service", (_pod_name(pod), namespace)),
+            )
+        )
+    )
     deadline = time.monotonic() + wait_timeout
     while time.monotonic() < deadline:
         if (yield _Call("find_job", (kind, name, namespace))) is None and not (
@@ -434,9 +449,12 @@ def kill(
     return bool(step)
 
 
-def _call(hook: Any, step: _Call | float) -> Any:
+def _call(hook: Any, step: _Call | _Batch | float) -> Any:
     if isinstance(step, float):
         time.sleep(step)
+        return None
+    if isinstance(step, _Batch):
+        _side_by_side([partial(_call, hook, call) for call in step.calls])
         return None
     return getattr(hook, step.method)(*step.args, **step.kwargs)
 
@@ -458,8 +476,20 @@ async def kill_async(
     return bool(step)
 
 
-async def _call_async(hook: AsyncKubeflowJobHook, step: _Call | float) -> Any:
+async def _call_async(hook: AsyncKubeflowJobHook, step: _Call | _Batch | float) -> Any:
     if isinstance(step, float):
         await asyncio.sleep(step)
+        return None
+    if isinstance(step, _Batch):
+        in_flight = asyncio.Semaphore(DELETES_AT_ONCE)
+
+        async def one(call: _Call) -> Any:
+            async with in_flight:
+                return await _call_async(hook, call)
+
+        results = await asyncio.gather(*(one(call) for call in step.calls), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
         return None
     return await getattr(hook, step.method)(*step.args, **step.kwargs)
