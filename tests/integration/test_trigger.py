@@ -337,17 +337,18 @@ async def test_a_take_over_with_remote_task_logs_reads_again_from_the_deferral(
     assert _counted(after) == [*(f"[worker-0] counted line {i}" for i in range(8)), "[worker-0] counted final"]
 
 
-class _Routed(logging.Handler):
+class _Routed(_Recorder):
     """Keeps each record with the trigger Airflow's triggerer would write it to: the ``trigger_id`` its
     ``run_trigger`` binds as a structlog context variable, as it stands when the log call is made."""
 
     def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
+        super().__init__()
         self.records: list[tuple[Any, str]] = []
 
     def emit(self, record: logging.LogRecord) -> None:
         import structlog
 
+        super().emit(record)
         self.records.append((structlog.contextvars.get_contextvars().get("trigger_id"), record.getMessage()))
 
 
@@ -366,16 +367,10 @@ async def test_each_triggers_lines_reach_its_own_log_whatever_task_writes_them(
     monkeypatch.setattr(positions, "SETTLE", 0.0)
     (tmp_path / "release").write_text("go")
     routed = _Routed()
-    logger = logging.getLogger(f"test.trigger.routed.{id(routed)}")
-    logger.setLevel(logging.DEBUG)
-    logger.propagate = False
-    logger.addHandler(routed)
 
     async def as_airflow_runs(trigger_id: int, kwargs: dict[str, Any]) -> list[dict[str, Any]]:
         structlog.contextvars.bind_contextvars(trigger_id=trigger_id)
-        trigger = KubeflowJobTrigger(**kwargs)
-        trigger._log = logger  # type: ignore[assignment]
-        return await _collect(trigger)
+        return await _collect(_recorded(KubeflowJobTrigger(**kwargs), routed))
 
     jobs = {k: _deferred_kwargs(tmp_path) for k in (1, 2)}
     names = {k: kwargs["name"] for k, kwargs in jobs.items()}
