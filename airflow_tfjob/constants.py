@@ -1,7 +1,11 @@
 """Names shared by the provider's modules (and the local cluster): training-operator labels and our own
-identity and annotation keys.
+identity and annotation keys, and the one way a command-line tool reads a number (`NumberOption`).
 
 Kept free of imports so that every module (including the cheap-to-import operator module) can use it.
+`NumberOption` lives here for that reason: it is the one leaf that all three tools may import (the local
+cluster takes only this module and the kind table from the provider, and its credential plugin, run by
+kubectl for every token, stays stdlib-only), so every numeric option of `tfjob-local`, `tfjob-preflight`
+and `tfjob-runtimes` is parsed, bounded and refused alike.
 """
 
 from __future__ import annotations
@@ -65,3 +69,70 @@ MANAGED_BY_VALUES = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueu
 #: after the pods' own terminationGracePeriodSeconds (30 s by default); 1 rather than 0 because 0 is a
 #: forced deletion, which removes the pod objects before the kubelet has stopped their processes.
 KILL_GRACE_PERIOD = 1
+
+
+class NumberOption:
+    """The argparse ``type=`` of every numeric command-line option: a finite number within
+    [``minimum``, ``maximum``] (``minimum`` itself excluded when ``above_minimum``), whole when ``whole``.
+
+    Why one type for all: ``type=float`` lets ``nan``, ``inf`` and ``1e400`` through, and the first
+    ``int()`` or timer that meets them fails far from the command line, with a traceback (a token TTL of
+    ``nan`` did). A refusal here is argparse's usage error (exit status 2, no traceback) whose message
+    names the option, the value, the accepted range and an example. The bounds are part of the option's
+    meaning, so a test can walk every parser and try each option's edges
+    (tests/local/test_bad_inputs_numbers.py)."""
+
+    def __init__(self, option: str, *, minimum: float, maximum: float, example: str, whole: bool = False,
+                 above_minimum: bool = False, unit: str = "", minimum_means: str = "") -> None:
+        self.option = option
+        self.minimum = minimum
+        self.maximum = maximum
+        self.whole = whole
+        self.above_minimum = above_minimum
+        self.example = example
+        self.unit = unit
+        self.minimum_means = minimum_means
+        # argparse names the type in some of its own messages.
+        self.__name__ = f"{option} number"
+
+    def accepted(self) -> str:
+        """The accepted range in words, e.g. ``a positive number of seconds, at most 31536000``."""
+        unit = f" of {self.unit}" if self.unit else ""
+        noun = "whole number" if self.whole else "number"
+        if self.above_minimum and self.minimum == 0:
+            return f"a positive {noun}{unit}, at most {_plain(self.maximum)}"
+        low = f"{_plain(self.minimum)}{f' ({self.minimum_means})' if self.minimum_means else ''}"
+        above = "above " if self.above_minimum else "from "
+        return f"a {noun}{unit} {above}{low} to {_plain(self.maximum)}"
+
+    def __call__(self, text: str) -> int | float:
+        value: int | float | None
+        try:
+            value = int(text) if self.whole else float(text)
+        except (ValueError, OverflowError):  # "nan" for a whole number, "1e9999" digits, "soon"
+            value = None
+        # NaN fails every comparison, so it fails this one; an infinity is past every maximum.
+        if value is None or not (
+            (value > self.minimum if self.above_minimum else value >= self.minimum) and value <= self.maximum
+        ):
+            import argparse  # only on a refusal: this module stays import-free
+
+            shown = text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+            problem = "is out of range" if value is not None and value == value else f"is not a {'whole ' if self.whole else ''}number"
+            raise argparse.ArgumentTypeError(
+                f"{self.option} {shown!r} {problem}: give {self.accepted()}, e.g. {self.option} {self.example}"
+            )
+        return value
+
+    def __repr__(self) -> str:
+        return f"NumberOption({self.option!r}, {self.accepted()})"
+
+
+def _plain(bound: float) -> str:
+    """A bound as a reader writes it: 31536000, not 3.1536e+07."""
+    return str(int(bound)) if float(bound).is_integer() else str(bound)
+
+
+#: The longest a command-line lifetime or timeout may be (a year, in seconds): far past any real use,
+#: short of what timers, ``time.gmtime`` and RFC 3339 stamps can hold.
+MAX_CLI_SECONDS = 365 * 24 * 3600

@@ -14,14 +14,13 @@ import argparse
 import asyncio
 import errno
 import logging
-import math
 import signal
 import socket
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from airflow_tfjob.constants import MAX_CLI_SECONDS, NumberOption
 from airflow_tfjob.local import credential
 from airflow_tfjob.local.kueue.options import load_objects, parse_integrations
 from airflow_tfjob.local.model.resources import DEFAULT_APIS, served_groups
@@ -43,36 +42,19 @@ class Parser(argparse.ArgumentParser):
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-
-
-def _port(value: str) -> int:
-    try:
-        port = int(value)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a port: give 0 (any free port) to 65535")
-    return port
+#: Every numeric option of `serve`, each bounded (constants.NumberOption: nan, inf and out-of-range
+#: values are usage errors naming the option, never a traceback at start).
+PORT = NumberOption("--port", minimum=0, maximum=65535, whole=True, minimum_means="any free port", example="8080")
+TOKEN_TTL = NumberOption("--token-ttl", minimum=0, above_minimum=True, maximum=MAX_CLI_SECONDS, unit="seconds",
+                         example="900")
+PODS_READY_TIMEOUT = NumberOption("--kueue-pods-ready-timeout", minimum=0, above_minimum=True,
+                                  maximum=MAX_CLI_SECONDS, unit="seconds", example="1800")
 
 
 def _log_level(value: str) -> str:
     if value.upper() not in LOG_LEVELS:
         raise argparse.ArgumentTypeError(f"{value!r} is not a level: give one of {', '.join(LOG_LEVELS)}")
     return value.upper()
-
-
-def _seconds(option: str) -> Callable[[str], float]:
-    def parse(value: str) -> float:
-        try:
-            seconds = float(value)
-        except ValueError:
-            seconds = math.nan
-        # NaN and infinity pass a `<= 0` check and break the timers that use them much later.
-        if not math.isfinite(seconds) or seconds <= 0:
-            raise argparse.ArgumentTypeError(f"{option} {value!r}: give a positive number of seconds, e.g. 900")
-        return seconds
-
-    return parse
 
 
 def _parse_gpus(value: str) -> list[str]:
@@ -132,11 +114,13 @@ def _parse_role(value: str) -> tuple[str, tuple[str, str] | str]:
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="tfjob-local", description="Embedded local cluster for TFJobs.")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("credential", add_help=False,
+    # The plugin's own parser (main hands `credential ...` to it), so that walking this parser sees its options.
+    plugin: list[Any] = [credential.build_parser(add_help=False)]  # a plain ArgumentParser among Parsers
+    sub.add_parser("credential", add_help=False, parents=plugin,
                    help="print an ExecCredential with a fresh token (run by kubeconfigs; see --help)")
     serve = sub.add_parser("serve", help="run the API server, the job controllers and the process runner")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=_port, default=0, help="port to listen on (default: any free port)")
+    serve.add_argument("--port", type=PORT, default=0, help="port to listen on (default: any free port)")
     serve.add_argument("--kubeconfig", type=Path, default=None, help="where to write the kubeconfig")
     serve.add_argument("--gpus", type=_parse_gpus, default=[], help="comma-separated GPU device ids, e.g. 0,1")
     serve.add_argument("--workdir", type=Path, default=None, help="directory for the cluster's files")
@@ -149,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--auth", choices=("none", "token"), default="none",
                        help="'token': every request needs a bearer token (401 otherwise); required to "
                             "listen on a non-loopback --host")
-    serve.add_argument("--token-ttl", type=_seconds("--token-ttl"), default=900.0,
+    serve.add_argument("--token-ttl", type=TOKEN_TTL, default=900.0,
                        help="lifetime of the tokens handed out, in seconds (default 900)")
     serve.add_argument("--credential", choices=CREDENTIALS, default="exec",
                        help="how the kubeconfig authenticates with --auth token: 'exec' (a credential "
@@ -168,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--kueue-objects", type=Path, action="append", default=[], metavar="YAML",
                        help="a YAML file of Kueue objects (ResourceFlavor, ClusterQueue, LocalQueue, "
                             "WorkloadPriorityClass) created at start; repeatable; implies --kueue")
-    serve.add_argument("--kueue-pods-ready-timeout", type=_seconds("--kueue-pods-ready-timeout"), default=None, metavar="SECONDS",
+    serve.add_argument("--kueue-pods-ready-timeout", type=PODS_READY_TIMEOUT, default=None, metavar="SECONDS",
                        help="evict an admitted job whose pods are not ready after SECONDS (WaitForPodsReady; "
                             "Kueue's default is 1800; default here: off); implies --kueue")
     serve.add_argument("--apis", type=_parse_apis, default=list(DEFAULT_APIS), metavar="LIST",

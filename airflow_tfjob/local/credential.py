@@ -6,7 +6,7 @@ mint tokens, as whoever holds a cloud login can get a cluster token: the exec pl
 like `aws eks get-token` or `gke-gcloud-auth-plugin`. Rotating the secret (`expire_tokens`) makes every
 token issued so far invalid at once, so tests can expire credentials without waiting.
 
-This module is stdlib-only because kubectl and the Kubernetes clients run it as a process for every
+This module is stdlib-only (with the provider's import-free constants) because kubectl and the Kubernetes clients run it as a process for every
 new token: ``python -m airflow_tfjob.local.credential --secret-file F --user U --ttl S`` prints an
 ExecCredential (client.authentication.k8s.io/v1) with ``status.token`` and ``status.expirationTimestamp``.
 """
@@ -23,6 +23,9 @@ import secrets
 import sys
 import time
 from pathlib import Path
+
+# The provider's import-free leaf: the plugin stays stdlib-only.
+from airflow_tfjob.constants import MAX_CLI_SECONDS, NumberOption
 
 EXEC_API_VERSION = "client.authentication.k8s.io/v1"
 _PREFIX = "tfl1."
@@ -112,13 +115,22 @@ def exec_command(secret_file: Path, user: str, ttl: float) -> dict[str, object]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="tfjob-local credential",
+#: Token lifetimes the plugin hands out: positive, at most a year (an expiry past what RFC 3339 stamps and
+#: time.gmtime hold would end the plugin in a traceback, and kubectl with it).
+TTL = NumberOption("--ttl", minimum=0, above_minimum=True, maximum=MAX_CLI_SECONDS, unit="seconds", example="900")
+
+
+def build_parser(add_help: bool = True) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tfjob-local credential", add_help=add_help,
                                      description="Print an ExecCredential with a fresh local-cluster token.")
     parser.add_argument("--secret-file", type=Path, required=True, help="the cluster's token secret file")
     parser.add_argument("--user", required=True, help="the user the token authenticates")
-    parser.add_argument("--ttl", type=float, default=900.0, help="token lifetime in seconds (default 900)")
-    args = parser.parse_args(argv)
+    parser.add_argument("--ttl", type=TTL, default=900.0, help="token lifetime in seconds (default 900)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         credential = exec_credential(args.secret_file, args.user, args.ttl)
     except OSError as exc:

@@ -11,6 +11,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from airflow_tfjob.constants import MAX_CLI_SECONDS
+
 # The gate's name from the model, not the status server's module: the command line checks options
 # without loading the server (aiohttp).
 from airflow_tfjob.local.model.resources import TRAINER_STATUS_GATE
@@ -52,7 +54,9 @@ def check_options(
     if credential not in CREDENTIALS:
         raise ValueError(f"credential must be one of {', '.join(CREDENTIALS)}, got {credential!r}")
     if (isinstance(token_ttl, bool) or not isinstance(token_ttl, (int, float)) or not math.isfinite(token_ttl)
-            or token_ttl <= 0):
-        raise ValueError(f"token_ttl must be a positive number of seconds (e.g. 900), got {token_ttl!r}")
+            or token_ttl <= 0 or token_ttl > MAX_CLI_SECONDS):
+        # Bounded as the credential plugin's --ttl is: the exec kubeconfig hands this value to it.
+        raise ValueError(f"token_ttl must be a positive number of seconds, at most {MAX_CLI_SECONDS} "
+                         f"(e.g. 900), got {token_ttl!r}")
     if roles and not auth:
         raise ValueError("roles (--role) need token authentication to know who asks: pass auth=True (--auth token)")

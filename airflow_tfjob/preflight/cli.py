@@ -13,16 +13,25 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from airflow_tfjob.constants import MAX_CLI_SECONDS, NumberOption
 from airflow_tfjob.jobs.kinds import kind_named
 from airflow_tfjob.preflight.needs import Target
 from airflow_tfjob.preflight.report import EXIT_UNREACHABLE, EXIT_USAGE, Report
 
 #: How long one question may be retried when the server does not answer (the hooks' retry policy).
 DEFAULT_TIMEOUT = 10.0
+#: --timeout, bounded as every numeric option of the provider's tools is (constants.NumberOption).
+TIMEOUT = NumberOption("--timeout", minimum=0, above_minimum=True, maximum=MAX_CLI_SECONDS, unit="seconds",
+                       example="10")
 
 
 class Unreachable(Exception):
     """The cluster could not be asked: one line says why."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (every tool's module names its builder so; tests walk each one's options)."""
+    return parser()
 
 
 def parser() -> argparse.ArgumentParser:
@@ -53,7 +62,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--timeout",
-        type=float,
+        type=TIMEOUT,
         default=DEFAULT_TIMEOUT,
         help=f"seconds a question is retried when the server does not answer (default {DEFAULT_TIMEOUT:g})",
     )
@@ -197,7 +206,12 @@ def _dag_targets(path: Path, hook: Any) -> list[Target]:
 
     if not path.is_file():
         raise Unreachable(f"no DAG file at {path}")
-    from airflow.dag_processing.dagbag import DagBag
+    from airflow_tfjob.version_compat import AIRFLOW_V_3_2_PLUS
+
+    if AIRFLOW_V_3_2_PLUS:
+        from airflow.dag_processing.dagbag import DagBag
+    else:  # 3.0 and 3.1 keep it among the models
+        from airflow.models.dagbag import DagBag  # type: ignore[no-redef]
 
     bag = DagBag(dag_folder=str(path), safe_mode=False)
     if bag.import_errors:

@@ -91,7 +91,9 @@ def _image(value: str) -> str:
     return value
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (every tool's module names its builder so; tests walk each one's options, and a
+    numeric one must be a constants.NumberOption)."""
     parser = _Parser(prog="tfjob-runtimes", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="{install,show}")
     for command in ("install", "show"):
@@ -105,7 +107,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             p.add_argument("--kubeconfig", help="kube-config file (default: $KUBECONFIG, ~/.kube/config)")
             p.add_argument("--context", help="kube-config context")
             p.add_argument("--debug", action="store_true", help="show the traceback of a failure")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.command == "show":
         sys.stdout.write(yaml.safe_dump_all(load_runtimes(args.image), sort_keys=False))
         return 0
