@@ -222,10 +222,12 @@ def masked(text: str) -> str:
     Replica lines are masked here, before they are logged: Airflow's log pipeline masks too when a
     supervisor configured it, but not every process that runs a task does (``airflow dags test``).
     """
-    try:
+    from airflow_tfjob.version_compat import AIRFLOW_V_3_1_PLUS
+
+    if AIRFLOW_V_3_1_PLUS:
         from airflow.sdk.log import redact
-    except ImportError:  # pragma: no cover - a task SDK without it masks in its own pipeline
-        return text
+    else:  # 3.0 keeps it beside the masker itself
+        from airflow.sdk.execution_time.secrets_masker import redact  # type: ignore[no-redef]
     return str(redact(text))
 
 
@@ -235,8 +237,18 @@ async def amask_job_secrets(job: Mapping[str, Any] | None) -> None:
     The trigger's kwargs are stored in the metadata database, so they never carry the values: the
     job object in the cluster does, and the triggerer reads it.
     """
-    from airflow.sdk.log import amask_secret
+    from airflow_tfjob.version_compat import AIRFLOW_V_3_3_PLUS
 
+    if AIRFLOW_V_3_3_PLUS:
+        from airflow.sdk.log import amask_secret
+    else:
+        # Before 3.3 only the blocking call exists; in a triggerer it sends through the supervisor's
+        # channel with async_to_sync, which must run in a thread sync_to_async starts (it hands the
+        # send back to this loop), never on the loop itself.
+        from airflow.sdk.log import mask_secret
+        from asgiref.sync import sync_to_async
+
+        amask_secret = sync_to_async(mask_secret)
     for value in secret_values(job or {}):
         if len(value) >= MIN_MASKED_LENGTH:
             await amask_secret(value)

@@ -23,12 +23,12 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.bases.decorator import DecoratedOperator
-from airflow.sdk.exceptions import AirflowException
 
 from airflow_tfjob.build.checker import JobValidationError, Problem
 from airflow_tfjob.build.paramtypes import json_value
 from airflow_tfjob.build.secrets import mask_values
 from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
+from airflow_tfjob.version_compat import AirflowException
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

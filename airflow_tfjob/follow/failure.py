@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowException
+from airflow_tfjob.version_compat import AirflowException
 
 INFRASTRUCTURE = "infrastructure"
 USER = "user"

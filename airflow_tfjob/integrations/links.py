@@ -113,8 +113,12 @@ def operator_links(kind: JobKind, operator: Any) -> tuple[BaseOperatorLink, ...]
 def logs_url_template(conn_id: str) -> str | None:
     """The connection's template for a replica's log URL, or the dashboard's log view; None: neither
     (or no such connection: the operator may take its cluster from ``config_file`` alone)."""
-    from airflow.sdk import BaseHook
-    from airflow.sdk.exceptions import AirflowNotFoundException
+    from airflow_tfjob.version_compat import AIRFLOW_V_3_1_PLUS, AirflowNotFoundException
+
+    if AIRFLOW_V_3_1_PLUS:
+        from airflow.sdk import BaseHook
+    else:  # 3.0 keeps it in the core
+        from airflow.hooks.base import BaseHook  # type: ignore[no-redef,attr-defined]
 
     try:
         extra = BaseHook.get_connection(conn_id).extra_dejson

@@ -18,8 +18,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.sdk import BaseOperator, BaseOperatorLink, conf
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk import BaseOperator, BaseOperatorLink
 
 from airflow_tfjob.build.secrets import unquoted_in_errors
 from airflow_tfjob.constants import KILL_GRACE_PERIOD
@@ -28,7 +27,7 @@ from airflow_tfjob.hooks.connection import connection_of, hook_kwargs, task_hook
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
 from airflow_tfjob.integrations import links
 from airflow_tfjob.jobs.status import as_ended, summarise
-from airflow_tfjob.operators import checkpointing, following, params, submit
+from airflow_tfjob.operators import checkpointing, following, params, retry_fallback, submit
 from airflow_tfjob.operators import outcome as outcome_mod
 from airflow_tfjob.operators.building import ManifestBuilding
 from airflow_tfjob.operators.checks import (
@@ -39,6 +38,7 @@ from airflow_tfjob.operators.checks import (
 )
 from airflow_tfjob.operators.lineage import LineageMixin
 from airflow_tfjob.operators.templating import TemplateFileRendering
+from airflow_tfjob.version_compat import AirflowException, conf, warn_missing
 
 if TYPE_CHECKING:
     from airflow.sdk import Asset, Context
@@ -243,8 +243,12 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
         api: str = "auto",
         **kwargs: Any,
     ) -> None:
+        fallback_retry_policy = retry_fallback.taken_from(kwargs)
         super().__init__(**kwargs)
         given = dict(locals())
+        del given["fallback_retry_policy"]
+        #: The task's retry_policy where Airflow has no retry policies (before 3.3), applied by fail_fast.
+        self.fallback_retry_policy = fallback_retry_policy
         # The canonical name, whatever spelling was given; TFJobOperator stores its manifest as
         # `tfjob`: the table says under which name.
         given["kind"] = kind_name_of(kind, self.default_kind, type(self).__name__)
@@ -293,8 +297,10 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
 
     # ------------------------------------------------------------------ the story
 
+    @retry_fallback.fail_fast
     def execute(self, context: Context) -> Any:
         self._unhide_rendered_secrets()
+        warn_missing(self.log, "retry_policy", "task_state_store", "trigger_on_kill")
         self._started = time.time()
         self._checked = self._options = None  # from the values as rendered for this run
         self._mask_secrets()
@@ -484,6 +490,7 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
         options = FollowOptions.from_dict(sent) if sent is not None else self.follow_options()
         return following.drain(self.get_async_hook(), name, namespace, options, self.log, outcome)
 
+    @retry_fallback.fail_fast
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
         # "__fail__": the trigger crashed or Airflow's trigger timeout fired; the job would run on with
         # nobody watching it (apache/airflow#67227, #62398), so delete it before the task fails.

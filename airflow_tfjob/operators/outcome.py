@@ -9,13 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
-
 from airflow_tfjob.constants import ANNOTATION_RESULT_REPORTED
 from airflow_tfjob.follow import cleanup
 from airflow_tfjob.follow.failure import TrainingJobFailed, classify
 from airflow_tfjob.jobs.adapter import adapter_for
 from airflow_tfjob.jobs.status import JobState, JobStatus, job_kind
+from airflow_tfjob.version_compat import AirflowException, AirflowTaskTimeout
 
 if TYPE_CHECKING:
     from airflow_tfjob.follow.outcome import FollowOutcome

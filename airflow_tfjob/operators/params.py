@@ -51,7 +51,7 @@ class ConfDefault:
     fallback: bool
 
     def value(self) -> bool:
-        from airflow.sdk import conf
+        from airflow_tfjob.version_compat import conf
 
         return conf.getboolean(self.section, self.key, fallback=self.fallback)
 

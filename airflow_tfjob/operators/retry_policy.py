@@ -1,7 +1,9 @@
 """A retry policy that knows the cluster's failures from the user's: ``retry_policy=TrainingRetryPolicy()``.
 
 Airflow 3.3 asks a task's ``retry_policy`` what to do with each failure (``evaluate`` runs in the task's
-process, after the exception, with the task's context). This one reads the provider's own diagnosis of a
+process, after the exception, with the task's context). Before 3.3 the provider's operators apply it
+themselves, in part (:mod:`airflow_tfjob.operators.retry_fallback`): a failure it would fail at once
+fails without a retry; the rest is left to ``retries``. This one reads the provider's own diagnosis of a
 failed training job (:class:`~airflow_tfjob.follow.failure.TrainingJobFailed` and its cause) and decides:
 
 - the cluster's doing (preempted or evicted, a node lost, pods deleted by someone else, the API
@@ -33,7 +35,16 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk.definitions.retry_policy import RetryAction, RetryDecision, RetryPolicy
+from airflow_tfjob.version_compat import AIRFLOW_V_3_3_PLUS
+
+if AIRFLOW_V_3_3_PLUS:
+    from airflow.sdk.definitions.retry_policy import RetryAction, RetryDecision, RetryPolicy
+else:  # the same shapes, applied by the operator itself (operators/retry_fallback.py)
+    from airflow_tfjob.operators.retry_fallback import (  # type: ignore[assignment]
+        RetryAction,
+        RetryDecision,
+        RetryPolicy,
+    )
 
 from airflow_tfjob.follow.failure import (
     INFRASTRUCTURE,

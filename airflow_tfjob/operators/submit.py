@@ -21,13 +21,12 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk.exceptions import AirflowException
-
 from airflow_tfjob.build import naming
 from airflow_tfjob.constants import ANNOTATION_PREFIX, LABEL_HANDLED, LABEL_MANAGED
 from airflow_tfjob.jobs.kinds import JobKind
 from airflow_tfjob.jobs.status import interpret, job_kind, summarise
 from airflow_tfjob.operators import identity
+from airflow_tfjob.version_compat import AirflowException
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

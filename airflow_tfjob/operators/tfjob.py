@@ -11,8 +11,6 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.sdk import conf
-
 from airflow_tfjob.constants import KILL_GRACE_PERIOD
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
 from airflow_tfjob.operators import params
@@ -20,6 +18,7 @@ from airflow_tfjob.operators.following import TRIGGER_TIMEOUT_MARGIN
 from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
 from airflow_tfjob.operators.outcome import RESULT_KEYS
 from airflow_tfjob.operators.submit import STATE_KEY
+from airflow_tfjob.version_compat import conf
 
 if TYPE_CHECKING:
     from airflow.sdk import Asset

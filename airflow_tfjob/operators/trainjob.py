@@ -12,13 +12,14 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.sdk import BaseOperator, conf
+from airflow.sdk import BaseOperator
 
 from airflow_tfjob.constants import KILL_GRACE_PERIOD
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
-from airflow_tfjob.operators import params
+from airflow_tfjob.operators import params, retry_fallback
 from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
 from airflow_tfjob.operators.trainjob_params import TRAINJOB_PARAMETERS, trainjob_arguments
+from airflow_tfjob.version_compat import conf
 
 if TYPE_CHECKING:
     from airflow.sdk import Asset
@@ -116,7 +117,9 @@ class TrainJobOperator(KubeflowJobOperator):
         allow_template_path_from_params: bool = False,
         **kwargs: Any,
     ) -> None:
+        fallback_retry_policy = retry_fallback.taken_from(kwargs)
         BaseOperator.__init__(self, **kwargs)
+        self.fallback_retry_policy = fallback_retry_policy
         given = {key: value for key, value in locals().items() if key in TRAINJOB_PARAMETERS.names}
         self._setup({**given, "kind": "TrainJob"})
 

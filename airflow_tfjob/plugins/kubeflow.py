@@ -23,8 +23,18 @@ import logging
 import threading
 from typing import Any
 
-# Where the core and the task SDK each expect them (as the OpenLineage provider imports them).
-from airflow.providers.common.compat.sdk import AirflowPlugin, hookimpl
+from airflow_tfjob.version_compat import AIRFLOW_V_3_2_PLUS
+
+# Where the running release expects them: the task SDK's from 3.2, the core's before (common.compat's
+# sdk module has them too, but not in the 1.7 that Airflow 3.0.6's constraints pin).
+if AIRFLOW_V_3_2_PLUS:
+    from airflow.sdk.plugins_manager import AirflowPlugin
+else:
+    from airflow.plugins_manager import AirflowPlugin  # type: ignore[no-redef,assignment]
+try:
+    from airflow.sdk._shared.listeners import hookimpl
+except ImportError:  # before 3.3 the marker lives in the core; both mark the same pluggy project
+    from airflow.listeners import hookimpl  # type: ignore[no-redef]
 
 log = logging.getLogger(__name__)
 

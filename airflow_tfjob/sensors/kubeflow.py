@@ -15,14 +15,14 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.sdk import BaseSensorOperator, conf
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk import BaseSensorOperator
 
 from airflow_tfjob.hooks.connection import connection_of, task_hook
 from airflow_tfjob.jobs.kinds import JobKind, kind_named
 from airflow_tfjob.jobs.status import JobState, condition_reached, failure_message, interpret, summarise
 from airflow_tfjob.operators.checks import kind_name_of
 from airflow_tfjob.triggers.kubeflow import KubeflowJobConditionTrigger
+from airflow_tfjob.version_compat import AirflowException, AirflowFailException, conf
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from airflow.sdk import conf
-
 from airflow_tfjob.sensors.kubeflow import KubeflowJobSensor
+from airflow_tfjob.version_compat import conf
 
 __all__ = ["TFJobSensor"]
 

@@ -107,6 +107,9 @@ _KILLS: set[asyncio.Task[bool]] = set()
 #: their own, which every trigger awaits before it touches them (:func:`load_run_modules`).
 RUN_MODULES: tuple[str, ...] = (
     "urllib3.exceptions",
+    # The release's flags, and what a kill before Airflow 3.3 reads the task's state with.
+    "airflow_tfjob.version_compat",
+    "asgiref.sync",
     "airflow_tfjob.jobs.kinds",
     "airflow_tfjob.jobs.adapter",
     "airflow_tfjob.jobs.status",
@@ -259,6 +262,8 @@ class KubeflowJobTrigger(_ClusterTrigger):
 
     #: The context of the running run's task (its log goes where Airflow routes that context).
     _log_context: contextvars.Context | None = None
+    #: Set once the run yields its event: a cleanup after it has no kill to tell (before Airflow 3.3).
+    _fired = False
 
     def __init__(
         self,
@@ -416,6 +421,7 @@ class KubeflowJobTrigger(_ClusterTrigger):
 
         if payload["event"] == "timeout":
             payload["deleted"] = await self._delete(hook, "its deadline passed")
+        self._fired = True
         yield TriggerEvent(payload)
 
     def _info(self, line: str) -> None:
@@ -566,7 +572,7 @@ class KubeflowJobTrigger(_ClusterTrigger):
                 self.name,
                 self.namespace,
                 on_kill_action="delete",
-                log=self.log.info,
+                log=self._info,
                 grace_period_seconds=self.kill_grace_period,
                 why=why,
                 wait_timeout=DELETE_WAIT,
@@ -611,7 +617,51 @@ class KubeflowJobTrigger(_ClusterTrigger):
         await asyncio.shield(task)
 
     async def cleanup(self) -> None:
-        """Nothing to delete: this runs on triggerer restarts too, and the job must survive those."""
+        """From Airflow 3.3, nothing: this runs on triggerer restarts too, and the job must survive
+        those (a user's kill reaches :meth:`on_kill`).
+
+        Before 3.3 the triggerer calls no ``on_kill``: a cancelled trigger whose task is no longer
+        deferred was cancelled by a user (marked failed or success, cleared), so the job is deleted as
+        ``on_kill`` would; a task still deferred means a restart or a move, and a state that cannot be
+        read deletes nothing (apache/airflow#36090). The plugin's listener deletes it from the API
+        server too; a second deletion of a job already going finds nothing left to do.
+        """
+        if self._fired or not self.delete_on_kill:
+            return
+        await load_run_modules()  # the version flags among them: no import on the loop
+        from airflow_tfjob.version_compat import AIRFLOW_V_3_3_PLUS, AIRFLOW_VERSION
+
+        if AIRFLOW_V_3_3_PLUS:
+            return
+        state = await self._task_state()
+        if state is None or state == "deferred":
+            return
+        self._info(f"The task is {state}: it was killed while deferred (Airflow {AIRFLOW_VERSION}: no on_kill)")
+        await self.on_kill()
+
+    async def _task_state(self) -> str | None:
+        """The state of this trigger's task instance as the API server has it (None: unknown)."""
+        ti = getattr(self, "task_instance", None)
+        if ti is None:
+            return None
+        from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+        from asgiref.sync import sync_to_async
+
+        map_index = getattr(ti, "map_index", -1)
+        map_index = -1 if map_index is None else int(map_index)
+        try:
+            # Through the supervisor's channel, which async_to_sync hands back to this loop: so in a
+            # thread sync_to_async starts, never on the loop itself.
+            states = await sync_to_async(RuntimeTaskInstance.get_task_states)(
+                dag_id=ti.dag_id, task_ids=[ti.task_id], run_ids=[ti.run_id], map_index=map_index
+            )
+            # The response keys a mapped instance as "<task_id>_<map_index>".
+            key = f"{ti.task_id}_{map_index}" if map_index >= 0 else ti.task_id
+            state = states[ti.run_id][key]
+        except Exception:
+            self.log.warning("Could not read the state of %s: keeping %s", ti.task_id, self.name, exc_info=True)
+            return None
+        return None if state is None else str(getattr(state, "value", state))
 
 
 class KubeflowJobConditionTrigger(_ClusterTrigger):

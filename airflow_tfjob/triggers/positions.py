@@ -40,10 +40,9 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from airflow.sdk.configuration import conf
-
 from airflow_tfjob.constants import LABEL_MANAGED
 from airflow_tfjob.hooks.waits import shared_task
+from airflow_tfjob.version_compat import conf
 
 log = logging.getLogger(__name__)
 
