@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import errno
 import logging
+import os
 import signal
 import socket
 import sys
@@ -205,13 +206,43 @@ async def serve(runtime: ClusterRuntime) -> int:
     return 0
 
 
+def _existing_ancestor(path: Path) -> Path:
+    """The nearest part of `path` (itself included) that exists: where creating it would start."""
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return candidate
+    return Path(".")
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
 def check_paths(args: argparse.Namespace) -> None:
-    """What the start would trip over later, said now naming the option."""
-    if args.kubeconfig is not None and not args.kubeconfig.parent.is_dir():
-        raise ValueError(f"--kubeconfig {args.kubeconfig}: its folder does not exist; give a path in an "
-                         "existing directory")
-    if args.workdir is not None and args.workdir.exists() and not args.workdir.is_dir():
-        raise ValueError(f"--workdir {args.workdir} is a file; give a directory (created if missing)")
+    """What the start would trip over later, said now naming the option.
+
+    Serve creates the --workdir (and any folder of it that is missing), and writes the kubeconfig with
+    its folders; so a kubeconfig inside the workdir is fine although neither exists yet. Anywhere else
+    the kubeconfig's folder must exist: a mistyped path is said now, not discovered as a missing file."""
+    workdir = Path(os.path.abspath(args.workdir)) if args.workdir is not None else None
+    if workdir is not None:
+        if workdir.exists() and not workdir.is_dir():
+            raise ValueError(f"--workdir {args.workdir} is a file; give a directory (created if missing)")
+        start = _existing_ancestor(workdir)
+        if not start.is_dir():
+            raise ValueError(f"--workdir {args.workdir} cannot be created: {start} is a file; give a directory "
+                             "(created if missing)")
+        if start != workdir and not os.access(start, os.W_OK | os.X_OK):
+            raise ValueError(f"--workdir {args.workdir} cannot be created: {start} is not writable; give a "
+                             "directory you can write (created if missing)")
+    if args.kubeconfig is not None:
+        kubeconfig = Path(os.path.abspath(args.kubeconfig))
+        if kubeconfig.is_dir():
+            raise ValueError(f"--kubeconfig {args.kubeconfig} is a directory; give the path of the file to write, "
+                             f"e.g. {args.kubeconfig / 'kubeconfig'}")
+        if not kubeconfig.parent.is_dir() and not (workdir is not None and _inside(kubeconfig.parent, workdir)):
+            raise ValueError(f"--kubeconfig {args.kubeconfig}: its folder does not exist; give a path in an "
+                             "existing directory or inside --workdir (which serve creates)")
     try:
         infos = socket.getaddrinfo(args.host, None, type=socket.SOCK_STREAM)
         family, _, _, _, address = infos[0]
@@ -241,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
             raise
         parser.error(str(exc))
     try:
+        if args.workdir is not None:
+            args.workdir.mkdir(parents=True, exist_ok=True)  # what check_paths promised: serve creates it
         return asyncio.run(serve(runtime))
     except Exception as exc:  # a failure at start (a port in use...): one line, the traceback on request
         if args.debug:
