@@ -1,11 +1,13 @@
-# Quick start: `make demo` and `make test`. Each creates .venv on first use, with uv from
-# requirements/lock.txt (scripts/venv.sh; `make lock` regenerates the lock after pyproject.toml changes).
+# Quick start: `make demo` and `make test`. Each creates .venv on first use, with uv (scripts/venv.sh):
+# `make demo` with what the demo needs (requirements/demo.txt, from PyPI alone), every other target with
+# the whole lock, requirements/lock.txt (`make lock` regenerates both after pyproject.toml changes).
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
 # uv installs without compiling bytecode (compiling all of TensorFlow, PyTorch and Airflow would take about
 # a minute): Python writes it into .venv on first import instead, which PYTHONDONTWRITEBYTECODE would
 # forbid, leaving every later import of TensorFlow twice as slow.
@@ -21,10 +23,16 @@ $(STAMP): pyproject.toml requirements/lock.txt scripts/venv.sh
 
 install: $(STAMP)
 
+# The demo's part of the lock (no PyTorch, XGBoost or test tools), unless .venv has held the whole lock:
+# then that is brought up to date instead, and nothing is taken out of it.
+$(DEMO_STAMP): pyproject.toml requirements/demo.txt requirements/lock.txt scripts/venv.sh
+	if [[ -e $(STAMP) ]]; then $(MAKE) -s --no-print-directory $(STAMP); else PYTHON=$(PYTHON) scripts/venv.sh install-demo $(VENV); fi
+	touch $(DEMO_STAMP)
+
 lock:
 	PYTHON=$(PYTHON) scripts/venv.sh lock $(LOCK_ARGS)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" scripts/demo.sh
 
 # lint-imports: the walls between the provider's rooms ([tool.importlinter] in pyproject.toml).

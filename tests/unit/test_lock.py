@@ -100,3 +100,37 @@ def test_requirements_for_other_platforms_need_no_pin() -> None:
 def test_lock_lines_are_read_as_pins() -> None:
     text = "# header\na2wsgi==1.10.10\n    # via apache-airflow-core\ntorch==2.13.0+cpu\n"
     assert pinned(text) == {"a2wsgi": Version("1.10.10"), "torch": Version("2.13.0+cpu")}
+
+
+# requirements/demo.txt: what `make demo` installs, the part of the lock the demo needs (scripts/venv.sh
+# compiles it from requirements/demo.in with the lock as constraints).
+DEMO_LOCK = ROOT / "requirements" / "demo.txt"
+# PyTorch and what its CUDA builds bring from PyPI.
+PYTORCH = ("torch", "torchvision", "torchaudio", "triton", "nvidia-")
+
+
+def test_the_demo_lock_pins_the_locks_versions() -> None:
+    lock, demo = pinned(LOCK.read_text()), pinned(DEMO_LOCK.read_text())
+    drift = [
+        f"{name}=={version} (lock: {lock.get(name)})"
+        for name, version in demo.items()
+        if lock.get(name) != version
+    ]
+    assert not drift, "requirements/demo.txt is stale, run `make lock`:\n" + "\n".join(drift)
+
+
+def test_the_demo_lock_holds_what_the_demo_asks_for_and_no_pytorch() -> None:
+    demo = pinned(DEMO_LOCK.read_text())
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    asked = [("dependencies", Requirement(text)) for text in pyproject["project"]["dependencies"]]
+    asked += [("demo.in", Requirement(t)) for t in requirement_lines(ROOT / "requirements/demo.in")]
+    problems = unmet(asked, demo)
+    assert not problems, "requirements/demo.txt is stale, run `make lock`:\n" + "\n".join(problems)
+    assert not [name for name in demo if name.startswith(PYTORCH)]
+    assert not [name for name in demo if name in ("xgboost-cpu", "pytest", "playwright")]
+
+
+def test_the_lock_pins_pytorchs_cpu_build_and_nothing_of_cuda() -> None:
+    lock = pinned(LOCK.read_text())
+    assert lock["torch"].local == "cpu", lock["torch"]
+    assert not [name for name in lock if name.startswith(PYTORCH[3:])]
