@@ -15,7 +15,7 @@ unexport PYTHONDONTWRITEBYTECODE
 # Extra arguments of `uv pip compile` for `make lock`, e.g. LOCK_ARGS=--upgrade to move every pin.
 LOCK_ARGS ?=
 
-.PHONY: install lock demo test lint docs browser services unit e2e benchmarks clean
+.PHONY: install lock demo test lint docs browser services unit check e2e benchmarks clean
 
 $(STAMP): pyproject.toml requirements/lock.txt scripts/venv.sh
 	PYTHON=$(PYTHON) scripts/venv.sh install $(VENV)
@@ -73,8 +73,12 @@ e2e: $(STAMP) browser services
 	status=0; PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider tests/e2e || status=$$?; \
 	echo "e2e: screenshots: $(CURDIR)/build/e2e/log-view.png and links.png, components' logs: $(CURDIR)/build/e2e/logs/"; exit $$status
 
+# The unit tests on two workers (pytest-xdist), each taking whole files: no cluster, no Airflow run.
 unit: $(STAMP)
-	$(BIN)/pytest -q tests/unit
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadfile tests/unit
+
+# The fast lane for the inner loop (docs/development.md): lint, types, import contracts, unit tests.
+check: lint unit
 
 benchmarks: $(STAMP)
 	for b in tests/benchmarks/bench_*.py; do echo "== $$b"; PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python $$b; done
