@@ -173,11 +173,12 @@ lock() {
         explain_failure "$log" lock "$LOCK"
     fi
     cat "$log" >&2
-    local cuda; cuda=$(cuda_pins "$new" | tr '\n' ' '); cuda=${cuda% }
+    local cuda; cuda=$(cuda_pins "$new")
     if [[ -n "$cuda" ]]; then
         rm -f "$new"
-        local place=${BUILDS_FROM:-"pip's find-links"}
-        die "$LOCK left as it was: uv resolved PyPI's CUDA build ($cuda), for want of a CPU build in $place: put the CPU build's wheel in a folder named in pip's find-links, or take the folder out of them so that uv asks PyTorch's CPU index $TORCH_INDEX"
+        local torch place=${BUILDS_FROM:-"pip's find-links"}
+        torch=$(grep -m1 '^torch==' <<<"$cuda" || head -n1 <<<"$cuda")
+        die "$LOCK left as it was: uv resolved $torch from PyPI, a CUDA build ($(wc -l <<<"$cuda") pins of CUDA packages), for want of its CPU build in $place: put that wheel in a folder named in pip's find-links, or take the folder out of them so that uv asks PyTorch's CPU index $TORCH_INDEX"
     fi
     mv "$new" "$LOCK"
     echo "==> $LOCK: $(grep -c -E '^[A-Za-z0-9._-]+==' "$LOCK") packages pinned" >&2
