@@ -3,7 +3,7 @@
 # of both training workers), print the final metrics, stop everything.
 # Exits non-zero if the run fails or the test accuracy is below MIN_TEST_ACCURACY (0.9).
 #
-#   scripts/demo.sh            (make demo creates .venv with the `examples` extra first)
+#   scripts/demo.sh            (make demo first installs .venv with the demo's packages: requirements/demo.txt)
 #   VENV=/path/to/venv EPOCHS=10 KEEP_DEMO_DIR=1 scripts/demo.sh   (default: 5 epochs)
 set -euo pipefail
 
