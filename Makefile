@@ -62,11 +62,19 @@ TEST_WORKERS ?= 3
 
 # Modules marked `apart` run after the parallel suite with no other file beside them, their tests spread
 # over two workers; modules marked `alone` run last, by themselves, one test at a time (their markers
-# say why).
+# say why). Each stage runs through scripts/test_times.py (its JUnit XML and wall time in build/test-times),
+# which prints every stage's wall time and the 15 slowest tests at the end, when a stage fails too; a
+# failing stage stops the run, and make test exits with its status.
+TIMES := build/test-times
+STAGE = PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python scripts/test_times.py stage $(TIMES)
 test: lint docs browser services
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not alone and not apart"
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadgroup -m apart
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -p no:cacheprovider -m alone
+	@rm -rf $(TIMES); status=0; \
+	$(STAGE) main -- $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not alone and not apart" && \
+	$(STAGE) apart -- $(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadgroup -m apart && \
+	$(STAGE) alone -- $(BIN)/pytest -q -p no:cacheprovider -m alone || status=$$?; \
+	$(BIN)/python scripts/test_times.py report $(TIMES) || echo "make test: no summary of the test times" >&2; \
+	[ $$status -eq 0 ] || echo "make test: FAILED: a test stage exited with status $$status (see above)" >&2; \
+	exit $$status
 
 # The deployment test alone (make test runs it too, as part of the pytest run: tests/e2e).
 e2e: $(STAMP) browser services

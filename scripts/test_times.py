@@ -1,0 +1,162 @@
+"""Where `make test`'s time went: each pytest stage's wall time and the slowest tests across stages.
+
+    python scripts/test_times.py stage DIR NAME -- COMMAND...   run one stage (COMMAND is a pytest command
+                                                                line), writing DIR/NAME.xml (its JUnit XML)
+                                                                and DIR/NAME.json (wall time, exit status);
+                                                                exits with COMMAND's status
+    python scripts/test_times.py report DIR [--slowest N]       print every stage's wall time and status and
+                                                                the N (default 15) slowest tests of all of
+                                                                them; exits 0 whatever they say
+
+`make test` runs its three stages through `stage` and prints `report` at its end, when a stage failed too
+(then it still exits with that stage's status). A test's time is its setup, call and teardown together, as
+the JUnit XML counts it: a module- or session-scoped fixture's setup is in the first test that used it.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+SLOWEST = 15
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    seconds: float | None  # None: the stage did not say (its record is missing)
+    status: int | None
+    tests: int
+
+
+@dataclass(frozen=True)
+class Timed:
+    stage: str
+    test: str
+    seconds: float
+    outcome: str
+
+
+def run_stage(directory: Path, name: str, command: list[str]) -> int:
+    """Run ``command`` with ``--junitxml`` into ``directory``; record its wall time and status."""
+    directory.mkdir(parents=True, exist_ok=True)
+    xml = directory / f"{name}.xml"
+    xml.unlink(missing_ok=True)
+    record = directory / f"{name}.json"
+    record.unlink(missing_ok=True)
+    argv = [*command, f"--junitxml={xml}"]
+    print(f"==> test stage {name}: {shlex.join(argv)}", flush=True)
+    started, start = time.time(), time.monotonic()
+    proc = subprocess.Popen(argv)
+    try:
+        status = proc.wait()
+    except KeyboardInterrupt:
+        # pytest got the same SIGINT (one process group): let it write its report and stop.
+        status = proc.wait()
+    seconds = time.monotonic() - start
+    if status < 0:  # killed by a signal: say so as a shell would
+        status = 128 - status
+    record.write_text(
+        json.dumps({"stage": name, "started": started, "seconds": round(seconds, 1), "status": status})
+    )
+    return status
+
+
+def _outcome(case: ET.Element) -> str:
+    for child in case:
+        if child.tag in ("failure", "error"):
+            return "failed" if child.tag == "failure" else "error"
+        if child.tag == "skipped":
+            return "skipped"
+    return "passed"
+
+
+def read(directory: Path) -> tuple[list[Stage], list[Timed]]:
+    """The stages recorded in ``directory`` (in the order they ran) and every test they timed."""
+    stages: list[tuple[float, Stage]] = []
+    timed: list[Timed] = []
+    names = {p.stem for p in directory.glob("*.json")} | {p.stem for p in directory.glob("*.xml")}
+    for name in names:
+        record = directory / f"{name}.json"
+        xml = directory / f"{name}.xml"
+        seconds = status = None
+        order = xml.stat().st_mtime if xml.is_file() else 0.0
+        if record.is_file():
+            data = json.loads(record.read_text())
+            seconds, status = float(data["seconds"]), int(data["status"])
+            order = float(data.get("started", order))
+        cases: list[ET.Element] = []
+        if xml.is_file():
+            try:
+                cases = list(ET.parse(xml).getroot().iter("testcase"))
+            except ET.ParseError:
+                cases = []
+        for case in cases:
+            test = f"{case.get('classname', '')}::{case.get('name', '')}".lstrip(":")
+            timed.append(Timed(name, test, float(case.get("time") or 0.0), _outcome(case)))
+        stages.append((order, Stage(name, seconds, status, len(cases))))
+    return [s for _, s in sorted(stages, key=lambda pair: pair[0])], timed
+
+
+def _clock(seconds: float) -> str:
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes}:{rest:02d}"
+
+
+def report(directory: Path, slowest: int = SLOWEST) -> str:
+    stages, timed = read(directory)
+    if not stages:
+        return f"test times: no stage recorded in {directory}"
+    lines = ["", f"== test times ({directory})", "stage wall time:"]
+    for stage in stages:
+        wall = (
+            f"{stage.seconds:8.1f} s ({_clock(stage.seconds)})"
+            if stage.seconds is not None
+            else "    (no record)"
+        )
+        if stage.status is None:
+            said = "did not finish"
+        elif stage.status == 0:
+            said = "passed"
+        else:
+            said = f"FAILED (exit {stage.status})"
+        lines.append(f"  {stage.name:<8} {wall}  {stage.tests:5d} tests  {said}")
+    total = sum(s.seconds for s in stages if s.seconds is not None)
+    lines.append(f"  {'total':<8} {total:8.1f} s ({_clock(total)})")
+    lines.append(
+        f"{min(slowest, len(timed))} slowest tests (setup + call + teardown; a shared fixture's setup "
+        "counts in the first test using it):"
+    )
+    for t in sorted(timed, key=lambda t: t.seconds, reverse=True)[:slowest]:
+        mark = "" if t.outcome == "passed" else f"  [{t.outcome}]"
+        lines.append(f"  {t.seconds:8.1f} s  {t.stage:<6} {t.test}{mark}")
+    failed = [s.name for s in stages if s.status not in (0, None)]
+    if failed:
+        lines.append(f"failed stage(s): {', '.join(failed)}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) >= 5 and argv[0] == "stage" and argv[3] == "--":
+        return run_stage(Path(argv[1]), argv[2], argv[4:])
+    if len(argv) in (2, 4) and argv[0] == "report":
+        slowest = SLOWEST
+        if len(argv) == 4:
+            if argv[2] != "--slowest":
+                raise SystemExit(__doc__)
+            slowest = int(argv[3])
+        print(report(Path(argv[1]), slowest), flush=True)
+        return 0
+    raise SystemExit(__doc__)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.exit(main(sys.argv[1:]))

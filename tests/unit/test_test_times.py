@@ -1,0 +1,135 @@
+"""`make test`'s closing summary (scripts/test_times.py): each stage's wall time and the slowest tests.
+
+The Makefile's own `test` recipe runs here against a stand-in for pytest that writes a JUnit XML of
+known test times and exits as told (lint, docs, browser and services taken as done, `make -o`): a run
+whose stages pass prints the three stages and the slowest tests and exits 0; a run whose second stage
+fails prints the summary all the same, skips the third stage and exits with the failing stage's status.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# The stand-in: `-m EXPR` names the stage (the Makefile's marker expressions); FAKE_PYTEST_FAIL names the
+# one that fails; each stage writes 12 tests of its own, "<stage>_<i>" taking i seconds (the main stage's
+# a hundred times as long), so the slowest 15 of all are known.
+FAKE_PYTEST = """#!{python}
+import os, sys
+argv = sys.argv[1:]
+xml = next(a.split("=", 1)[1] for a in argv if a.startswith("--junitxml="))
+marker = argv[argv.index("-m") + 1] if "-m" in argv else ""
+stage = {{"not alone and not apart": "main", "apart": "apart", "alone": "alone"}}[marker]
+scale = 100 if stage == "main" else 1
+cases = "".join(
+    f'<testcase classname="tests.fake.test_{{stage}}" name="{{stage}}_{{i}}" time="{{i * scale}}"/>'
+    for i in range(1, 13)
+)
+failing = os.environ.get("FAKE_PYTEST_FAIL") == stage
+if failing:
+    cases += f'<testcase classname="tests.fake.test_{{stage}}" name="broken" time="0.5"><failure message="no"/></testcase>'
+with open(xml, "w") as out:
+    out.write(f'<?xml version="1.0"?><testsuites><testsuite name="pytest">{{cases}}</testsuite></testsuites>')
+with open(os.environ["FAKE_PYTEST_RAN"], "a") as ran:
+    ran.write(stage + "\\n")
+sys.exit(3 if failing else 0)
+"""
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("test_times", ROOT / "scripts" / "test_times.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("test_times", module)  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _make_test(tmp_path: Path, fail: str | None) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """The Makefile's `test` recipe with the stand-in as $(BIN)/pytest; what it printed and ran."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "pytest"
+    fake.write_text(FAKE_PYTEST.format(python=sys.executable))
+    fake.chmod(0o755)
+    (bin_dir / "python").symlink_to(sys.executable)
+    ran = tmp_path / "ran"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
+    env |= {"FAKE_PYTEST_RAN": str(ran), "FAKE_PYTEST_FAIL": fail or ""}
+    done_ = ("lint", "docs", "browser", "services")  # taken as made: `make -o TARGET`
+    argv = ["make", "--no-print-directory", "-C", str(ROOT), *(f"--old-file={t}" for t in done_),
+            f"BIN={bin_dir}", f"TIMES={tmp_path / 'times'}", "test"]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    return done, ran.read_text().split() if ran.exists() else []
+
+
+def _summary(out: str) -> list[str]:
+    assert "== test times" in out, out
+    return out.split("== test times", 1)[1].splitlines()
+
+
+def test_a_passing_run_ends_with_each_stage_and_the_15_slowest_tests(tmp_path: Path) -> None:
+    done, ran = _make_test(tmp_path, fail=None)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ran == ["main", "apart", "alone"]
+    lines = _summary(done.stdout)
+    stages = [line.split()[0] for line in lines if line.startswith("  ") and " tests " in line]
+    assert stages == ["main", "apart", "alone"]
+    assert all("passed" in line for line in lines if line.split()[:1] and line.split()[0] in stages)
+    slowest = [line.split()[-1] for line in lines if line.startswith("  ") and " s  " in line]
+    # main_12 (1,200 s) down to main_1 (100 s), then apart's and alone's 12 s tests and one 11 s test.
+    assert slowest[:12] == [f"tests.fake.test_main::main_{i}" for i in range(12, 0, -1)]
+    assert len(slowest) == 15
+    assert all(test.split("::")[1].split("_")[1] in ("12", "11") for test in slowest[12:]), slowest
+    assert "FAILED" not in done.stdout + done.stderr
+    # Each stage's command is shown as it starts.
+    assert "==> test stage apart: " in done.stdout and "-m apart --junitxml=" in done.stdout
+
+
+def test_a_failing_stage_still_prints_the_summary_and_fails_the_run(tmp_path: Path) -> None:
+    done, ran = _make_test(tmp_path, fail="apart")
+    assert done.returncode != 0
+    # The third stage does not run after a failure, as before; the summary comes all the same.
+    assert ran == ["main", "apart"]
+    lines = _summary(done.stdout)
+    by_stage = {line.split()[0]: line for line in lines if line.startswith("  ") and " tests " in line}
+    assert list(by_stage) == ["main", "apart"]
+    assert "passed" in by_stage["main"] and "FAILED (exit 3)" in by_stage["apart"]
+    assert "13 tests" in by_stage["apart"]
+    assert "failed stage(s): apart" in done.stdout
+    assert "make test: FAILED: a test stage exited with status 3" in done.stderr
+
+
+def test_the_report_reads_a_stage_that_left_no_record(tmp_path: Path) -> None:
+    """A stage killed before its wrapper wrote its record (or a JUnit XML that was cut short) is shown,
+    not a crash that would hide the other stages' times."""
+    times = _script()
+    (tmp_path / "main.json").write_text('{"stage": "main", "seconds": 61.5, "status": 0}')
+    (tmp_path / "main.xml").write_text(
+        '<testsuites><testsuite><testcase classname="a" name="t" time="2.5"/></testsuite></testsuites>'
+    )
+    (tmp_path / "apart.xml").write_text("<testsuites><testsuite><testcase classname=")
+    out = times.report(tmp_path)
+    words = [line.split() for line in out.splitlines()]
+    assert ["main", "61.5", "s", "(1:02)", "1", "tests", "passed"] in words
+    assert ["apart", "(no", "record)", "0", "tests", "did", "not", "finish"] in words
+    assert ["2.5", "s", "main", "a::t"] in words
+    assert times.report(tmp_path / "none").startswith("test times: no stage recorded")
+
+
+@pytest.mark.parametrize("status", [0, 5])
+def test_a_stage_records_its_status_and_wall_time(tmp_path: Path, status: int) -> None:
+    times = _script()
+    code = f"import sys; open(sys.argv[-1].split('=', 1)[1], 'w').write('<testsuites/>'); sys.exit({status})"
+    assert times.run_stage(tmp_path, "one", [sys.executable, "-c", code]) == status
+    stage, *_ = times.read(tmp_path)[0]
+    assert (stage.name, stage.status, stage.tests) == ("one", status, 0)
+    assert stage.seconds is not None and 0 <= stage.seconds < 60
