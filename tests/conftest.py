@@ -35,3 +35,31 @@ def k8s_conn(local_cluster: Any, monkeypatch: pytest.MonkeyPatch) -> str:
         "AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps({"conn_type": "kubernetes", "extra": extra})
     )
     return "kubernetes_default"
+
+
+#: Modules that check the repository and its development tools (the docs site, the import contracts, the
+#: lock and the development environment's distributions), not the provider on an Airflow release: the
+#: compatibility lane (scripts/compat.sh), whose venvs hold a release's pins and no development tools,
+#: leaves them to `make test` with `-m "not tooling"`.
+TOOLING_MODULES = frozenset(
+    {
+        "tests/unit/test_docs.py",
+        "tests/unit/test_doc_snippets.py",
+        "tests/unit/test_param_places.py",
+        "tests/unit/test_architecture_doc.py",
+        "tests/unit/test_import_contracts.py",
+        "tests/unit/test_declared_imports.py",
+        "tests/unit/test_lock.py",
+    }
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "tooling: checks the repository's tools; `make test` runs it, the compat lane not")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = Path(str(config.rootpath))
+    for item in items:
+        if str(Path(str(item.path)).relative_to(root)) in TOOLING_MODULES:
+            item.add_marker(pytest.mark.tooling)

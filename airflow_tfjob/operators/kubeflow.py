@@ -241,14 +241,13 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
         allow_template_outside_dag_folder: bool = False,
         allow_template_path_from_params: bool = False,
         api: str = "auto",
+        retry_policy: Any = None,
         **kwargs: Any,
     ) -> None:
-        fallback_retry_policy = retry_fallback.taken_from(kwargs)
-        super().__init__(**kwargs)
+        super().__init__(**kwargs, **retry_fallback.passed_on(retry_policy))
         given = dict(locals())
-        del given["fallback_retry_policy"]
         #: The task's retry_policy where Airflow has no retry policies (before 3.3), applied by fail_fast.
-        self.fallback_retry_policy = fallback_retry_policy
+        self.fallback_retry_policy = retry_fallback.kept(retry_policy)
         # The canonical name, whatever spelling was given; TFJobOperator stores its manifest as
         # `tfjob`: the table says under which name.
         given["kind"] = kind_name_of(kind, self.default_kind, type(self).__name__)

@@ -2,7 +2,8 @@
 
 Airflow 3.3 asks a task's ``retry_policy`` what to do with each failure; earlier releases know no such
 argument (``BaseOperator`` refuses it). So that one DAG file runs on every supported release, the
-provider's operators accept ``retry_policy`` everywhere and, below 3.3, apply it themselves in the one
+provider's operators declare ``retry_policy`` themselves (so ``partial`` and the task decorators take it
+on every release) and, below 3.3, apply it themselves in the one
 way an older task runner allows: a failure the policy would fail at once is raised as
 ``AirflowFailException`` (the task fails without spending its retries); anything else is raised as it
 came, and the task's ``retries`` and ``retry_delay`` decide. What is lost (a delay chosen per cause, a
@@ -67,12 +68,16 @@ class RetryPolicy(abc.ABC):
     ) -> RetryDecision: ...
 
 
-def taken_from(kwargs: MutableMapping[str, Any]) -> Any:
-    """Below 3.3: ``retry_policy`` removed from an operator's ``kwargs`` (``BaseOperator`` would refuse
-    it) and returned, for :func:`fail_fast`; from 3.3 on, None and ``kwargs`` untouched."""
-    if AIRFLOW_V_3_3_PLUS:
-        return None
-    return kwargs.pop("retry_policy", None)
+def passed_on(policy: Any) -> dict[str, Any]:
+    """What an operator hands ``BaseOperator`` of its ``retry_policy``: the policy itself from Airflow
+    3.3 on (its task runner applies it), nothing before (``BaseOperator`` knows no such argument; the
+    operator keeps it, :func:`kept`)."""
+    return {"retry_policy": policy} if AIRFLOW_V_3_3_PLUS and policy is not None else {}
+
+
+def kept(policy: Any) -> Any:
+    """The policy an operator applies itself (:func:`fail_fast`): ``policy`` before 3.3, else None."""
+    return None if AIRFLOW_V_3_3_PLUS else policy
 
 
 def decide(policy: Any, error: BaseException, context: Any) -> BaseException | None:

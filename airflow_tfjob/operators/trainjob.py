@@ -115,11 +115,11 @@ class TrainJobOperator(KubeflowJobOperator):
         checkpoint: str | dict[str, str] | None = None,
         allow_template_outside_dag_folder: bool = False,
         allow_template_path_from_params: bool = False,
+        retry_policy: Any = None,
         **kwargs: Any,
     ) -> None:
-        fallback_retry_policy = retry_fallback.taken_from(kwargs)
-        BaseOperator.__init__(self, **kwargs)
-        self.fallback_retry_policy = fallback_retry_policy
+        BaseOperator.__init__(self, **kwargs, **retry_fallback.passed_on(retry_policy))
+        self.fallback_retry_policy = retry_fallback.kept(retry_policy)
         given = {key: value for key, value in locals().items() if key in TRAINJOB_PARAMETERS.names}
         self._setup({**given, "kind": "TrainJob"})
 

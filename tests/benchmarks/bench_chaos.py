@@ -55,6 +55,7 @@ os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 # The integration tests' stand-ins for a task instance, its state store and the triggerer.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from operator_support import StateStore, TaskInstance, first_event, rebuild_trigger
 
 LINES = 30
@@ -114,7 +115,7 @@ def run_task(tag: str, run: str, deferrable: bool, retry_timeout: float | None, 
 
 
 def _run_operator(task: TaskRun, deferrable: bool, retry_timeout: float | None, job_seconds: float) -> None:
-    from airflow.sdk.exceptions import TaskDeferred
+    from airflow_compat import TaskDeferred
 
     from airflow_tfjob.operators.tfjob import TFJobOperator
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import TaskDeferred
+from airflow_compat import TaskDeferred
 
 # A replica program: fails (exit 1) when its TF_CONFIG task type is FAIL_TYPE, else sleeps SLEEP
 # seconds and exits 0. Without TF_CONFIG (single replica) it behaves as the type in TASK_TYPE.

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowException
 from operator_support import (
     StateStore,
     TaskInstance,
@@ -33,6 +32,7 @@ from airflow_tfjob.local import LocalCluster
 from airflow_tfjob.local.faults import DEFAULT_KINDS, KINDS, STREAM_ONLY, FaultPlan
 from airflow_tfjob.operators.tfjob import TFJobOperator
 from airflow_tfjob.sensors.tfjob import TFJobSensor
+from airflow_tfjob.version_compat import AirflowException
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowException
 from kubernetes import config
 from operator_support import StateStore, TaskInstance, context_for, defer, fire, wait_for
 
@@ -29,6 +28,7 @@ from airflow_tfjob.build.checkpoints import MOUNT_ROOT
 from airflow_tfjob.hooks.tfjob import KubeflowJobHook
 from airflow_tfjob.operators.tfjob import TFJobOperator
 from airflow_tfjob.operators.trainjob import TrainJobOperator
+from airflow_tfjob.version_compat import AirflowException
 
 pytestmark = [pytest.mark.cluster]
 

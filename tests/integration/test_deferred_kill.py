@@ -17,7 +17,7 @@ from typing import Any
 
 import psutil
 import pytest
-from airflow.sdk.exceptions import TaskDeferred
+from airflow_compat import TaskDeferred
 from operator_support import TaskInstance, context_for, wait_for
 from watch_support import wait_until
 

@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowException, TaskDeferred
+from airflow_compat import AirflowException, TaskDeferred
 from operator_support import TaskInstance, context_for, replica_command
 
 from airflow_tfjob.operators.tfjob import TFJobOperator

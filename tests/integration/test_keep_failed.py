@@ -12,7 +12,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowException
 from operator_support import TaskInstance, context_for, replica_command, wait_for
 
 from airflow_tfjob.build.checker import JobValidationError
@@ -21,6 +20,7 @@ from airflow_tfjob.constants import ANNOTATION_KEEP_FAILED_UNTIL, LABEL_KEEPS_FA
 from airflow_tfjob.jobs.kinds import TFJOB, TRAINJOB
 from airflow_tfjob.operators.tfjob import TFJobOperator
 from airflow_tfjob.operators.trainjob import TrainJobOperator
+from airflow_tfjob.version_compat import AirflowException
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from operator_support import TaskInstance, context_for, defer, fire, rebuild_trigger, wait_for
 
 from airflow_tfjob.build.naming import identity_selector
@@ -25,6 +24,7 @@ from airflow_tfjob.operators.paddlejob import PaddleJobOperator
 from airflow_tfjob.operators.pytorchjob import PyTorchJobOperator
 from airflow_tfjob.operators.xgboostjob import XGBoostJobOperator
 from airflow_tfjob.sensors.kubeflow import KubeflowJobSensor
+from airflow_tfjob.version_compat import AirflowException, AirflowFailException
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 

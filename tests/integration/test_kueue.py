@@ -23,13 +23,13 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowException
 from operator_support import TaskInstance, context_for, defer, fire, first_event, rebuild_trigger, wait_for
 from test_deferred_parity import TaskLog
 
 from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
 from airflow_tfjob.operators.tfjob import TFJobOperator
 from airflow_tfjob.operators.trainjob import TrainJobOperator
+from airflow_tfjob.version_compat import AirflowException
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -283,7 +283,7 @@ def workloads_of(hook: Any, job_name: str) -> list[dict[str, Any]]:
 def test_execution_timeout_while_queued_says_the_job_was_still_queued(conn: str) -> None:
     from datetime import timedelta
 
-    from airflow.sdk.exceptions import AirflowTaskTimeout
+    from airflow_tfjob.version_compat import AirflowTaskTimeout
 
     op = operator(TaskLog(), task_id="deadline", kueue_queue="none", execution_timeout=timedelta(seconds=2))
     with pytest.raises(AirflowTaskTimeout, match="passed its deadline while queued in LocalQueue none"):

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowException
 from operator_support import (
     TaskInstance,
     context_for,
@@ -25,6 +24,7 @@ from airflow_tfjob.constants import (
     LABEL_TRY_NUMBER,
 )
 from airflow_tfjob.operators.tfjob import TFJobOperator
+from airflow_tfjob.version_compat import AirflowException
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 

@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout, TaskDeferralTimeout
+from airflow_compat import AirflowException, AirflowTaskTimeout, TaskDeferralTimeout
 from operator_support import TaskInstance, context_for, defer, fire, replica_command, wait_for
 
 from airflow_tfjob.build.naming import identity_selector

@@ -14,7 +14,6 @@ import sys
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
 from operator_support import TaskInstance, context_for, wait_for
 from test_operator import make_operator as make
 from test_operator_deferrable import defer, fire
@@ -25,6 +24,7 @@ from airflow_tfjob.constants import LABEL_HANDLED
 from airflow_tfjob.operators import submit
 from airflow_tfjob.operators.tfjob import TFJobOperator
 from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+from airflow_tfjob.version_compat import AirflowException, AirflowTaskTimeout
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 

@@ -14,13 +14,13 @@ import sys
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowException
 from operator_support import TaskInstance, context_for
 from test_operator_deferrable import defer, fire
 
 from airflow_tfjob.build.naming import identity_selector
 from airflow_tfjob.constants import ANNOTATION_RESULT_REPORTED
 from airflow_tfjob.operators.tfjob import TFJobOperator
+from airflow_tfjob.version_compat import AirflowException
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240), pytest.mark.usefixtures("k8s_conn")]
 

@@ -22,13 +22,13 @@ from typing import Any
 
 import pytest
 import yaml
-from airflow.sdk.exceptions import AirflowException
 from operator_support import TaskInstance, context_for, replica_command
 
 import airflow_tfjob
 from airflow_tfjob.local import LocalCluster
 from airflow_tfjob.operators.pytorchjob import PyTorchJobOperator
 from airflow_tfjob.operators.tfjob import TFJobOperator
+from airflow_tfjob.version_compat import AirflowException
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowException
 from operator_support import (
     TaskInstance,
     context_for,
@@ -46,6 +45,7 @@ from airflow_tfjob.local.apiserver.rbac import load_grants
 from airflow_tfjob.operators.tfjob import TFJobOperator
 from airflow_tfjob.operators.trainjob import TrainJobOperator
 from airflow_tfjob.sensors.tfjob import TFJobSensor
+from airflow_tfjob.version_compat import AirflowException
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import (
+from airflow_compat import (
     AirflowFailException,
     AirflowRescheduleException,
     AirflowSensorTimeout,

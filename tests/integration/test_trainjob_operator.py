@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowException
 from kubernetes import config
 from operator_support import TaskInstance, context_for, defer, fire, rebuild_trigger, wait_for
 
@@ -29,6 +28,7 @@ from airflow_tfjob.operators.outcome import RESULT_KEYS
 from airflow_tfjob.operators.tfjob import TFJobOperator
 from airflow_tfjob.operators.trainjob import TrainJobOperator
 from airflow_tfjob.sensors.trainjob import TrainJobSensor
+from airflow_tfjob.version_compat import AirflowException
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 

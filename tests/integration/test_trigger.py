@@ -216,7 +216,7 @@ def _deferred_kwargs(tmp_path: Path, **operator_kwargs: Any) -> dict[str, Any]:
     """Defer a real TFJobOperator and return its trigger's serialized kwargs (what the DB holds)."""
     import sys
 
-    from airflow.sdk.exceptions import TaskDeferred
+    from airflow_compat import TaskDeferred
     from operator_support import TaskInstance, context_for
 
     from airflow_tfjob.operators.tfjob import TFJobOperator

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import TaskDeferred
+from airflow_compat import TaskDeferred
 from kubernetes import config
 from operator_support import TaskInstance, context_for, first_event
 

@@ -280,7 +280,7 @@ async def test_operator_deferred_to_a_real_triggerer_resumes_and_succeeds(
     """The whole deferral: TFJobOperator.execute defers (its own trigger, as serialized into the Trigger
     row), a real triggerer follows the job to success, and a fresh operator instance, as a worker would
     run it, resumes with the event the triggerer stored and returns the job's result."""
-    from airflow.sdk.exceptions import TaskDeferred
+    from airflow_compat import TaskDeferred
     from operator_support import TaskInstance, context_for, replica_command, wait_for
 
     from airflow_tfjob.hooks.tfjob import KubeflowJobHook

@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowException
 from badinput_support import Case, FigureLine, RequestCounter, TaskInstance, judge, task_context
 
 from airflow_tfjob.build.checker import JobValidationError
@@ -22,6 +21,7 @@ from airflow_tfjob.operators.trainjob import TrainJobOperator
 from airflow_tfjob.operators.xgboostjob import XGBoostJobOperator
 from airflow_tfjob.sensors.pytorchjob import PyTorchJobSensor
 from airflow_tfjob.sensors.trainjob import TrainJobSensor
+from airflow_tfjob.version_compat import AirflowException
 
 GPU = "nvidia.com/gpu"
 PRIORITY = "kueue.x-k8s.io/priority-class"

@@ -93,7 +93,7 @@ def test_arguments_must_be_json() -> None:
 
 
 def test_unreadable_payload_is_reported() -> None:
-    from airflow.sdk.exceptions import AirflowException
+    from airflow_tfjob.version_compat import AirflowException
 
     with pytest.raises(AirflowException, match="unreadable return value"):
         decode_return("not base64 !!")

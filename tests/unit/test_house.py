@@ -182,7 +182,8 @@ TRIGGER_CLASS_IMPORTS = {
 def test_the_triggerer_imports_the_trigger_class_without_the_follow() -> None:
     probe = (
         "import sys, airflow.jobs.triggerer_job_runner\n"
-        "from airflow._shared.module_loading import import_string\n"
+        "try:\n    from airflow._shared.module_loading import import_string\n"
+        "except ImportError:  # before 3.2\n    from airflow.utils.module_loading import import_string\n"
         "import_string('airflow_tfjob.triggers.kubeflow.KubeflowJobTrigger')\n"
         "import_string('airflow_tfjob.triggers.kubeflow.KubeflowJobConditionTrigger')\n"
         "print('loaded:', *(m for m in sys.modules if m.startswith('airflow_tfjob')))\n"

@@ -114,7 +114,9 @@ def test_operator_facets_before_the_job_runs() -> None:
 
 
 def test_model_asset_is_an_outlet_of_the_task_and_serializes() -> None:
-    from airflow.serialization.serialized_objects import DagSerialization
+    from airflow_compat import dag_serialization
+
+    DagSerialization = dag_serialization()
 
     model = Asset("digits_model", uri="s3://models/digits")
     with DAG("lineage_params", schedule=None) as dag:

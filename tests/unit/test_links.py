@@ -45,7 +45,9 @@ def test_kind_types_and_templated_counts() -> None:
 
 def test_the_serialised_dag_keeps_every_link() -> None:
     from airflow.sdk import DAG
-    from airflow.serialization.serialized_objects import DagSerialization
+    from airflow_compat import dag_serialization
+
+    DagSerialization = dag_serialization()
 
     with DAG("links", schedule=None) as dag:
         TFJobOperator(task_id="t", image="i", worker=2)

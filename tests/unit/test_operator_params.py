@@ -264,7 +264,9 @@ def test_no_parameter_shadows_a_base_operator_attribute() -> None:
 
 def test_dag_with_the_operator_serializes(tmp_path: Path) -> None:
     from airflow.sdk import DAG
-    from airflow.serialization.serialized_objects import DagSerialization
+    from airflow_compat import dag_serialization
+
+    DagSerialization = dag_serialization()
 
     from airflow_tfjob.operators.tfjob import TFJobOperator
     from airflow_tfjob.sensors.tfjob import TFJobSensor

@@ -9,8 +9,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from airflow.sdk.definitions.retry_policy import RetryAction
-from airflow.sdk.exceptions import AirflowException
 from kubernetes.client.rest import ApiException
 
 from airflow_tfjob.build.checker import JobValidationError
@@ -22,12 +20,14 @@ from airflow_tfjob.operators.retry_policy import (
     STATE_KEY,
     XCOM_DECISION,
     XCOM_HISTORY,
+    RetryAction,
     TrainingRetryPolicy,
     apply_to_manifest,
     cause_of,
     memory_text,
 )
 from airflow_tfjob.operators.submit import refusal
+from airflow_tfjob.version_compat import AIRFLOW_V_3_3_PLUS, AirflowException
 
 SPECS_NEVER = {"Worker": {"replicas": 2, "restartPolicy": "Never"}}
 SPECS_EXITCODE = {"Worker": {"replicas": 2, "restartPolicy": "ExitCode"}}
@@ -517,7 +517,9 @@ def test_a_trainjob_s_raised_limit_is_its_trainer_s() -> None:
 
 def test_every_operator_and_decorator_takes_the_policy_and_the_dag_serializes() -> None:
     from airflow.sdk import DAG, task
-    from airflow.serialization.serialized_objects import DagSerialization
+    from airflow_compat import dag_serialization
+
+    DagSerialization = dag_serialization()
 
     from airflow_tfjob.operators.pytorchjob import PyTorchJobOperator
     from airflow_tfjob.operators.tfjob import TFJobOperator
@@ -542,9 +544,15 @@ def test_every_operator_and_decorator_takes_the_policy_and_the_dag_serializes() 
 
         train_tf()
         train_pt()
+    serialized = DagSerialization.from_dict(DagSerialization.to_dict(dag))
+    if not AIRFLOW_V_3_3_PLUS:
+        # Below 3.3 the operator holds it itself (retry_fallback), and a mapped task gets it when unmapped.
+        for task_id in ("tf", "pt", "tj", "train_tf", "train_pt"):
+            assert dag.get_task(task_id).fallback_retry_policy is policy, task_id
+        assert dag.get_task("mapped").partial_kwargs["retry_policy"] is policy
+        return
     for task_id in ("tf", "pt", "tj", "mapped", "train_tf", "train_pt"):
         assert dag.get_task(task_id).retry_policy is policy, task_id
-    serialized = DagSerialization.from_dict(DagSerialization.to_dict(dag))
     # Airflow 3.3 keeps a flag in the serialized DAG; the worker's parse of the DAG file holds the policy.
     assert all(serialized.get_task(t).has_retry_policy for t in ("tf", "pt", "tj", "train_tf", "train_pt"))
     assert serialized.get_task("mapped").has_retry_policy

@@ -14,10 +14,11 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from airflow_tfjob.local.apiserver.request import request_key
 from airflow_tfjob.local.credential import TokenAuthority
 from airflow_tfjob.local.model.resources import ApiError
 
-USER_KEY = web.RequestKey("tfjob_local_user", str)
+USER_KEY = request_key("tfjob_local_user", str)
 PUBLIC_PATHS = frozenset(("/healthz", "/readyz", "/livez", "/version"))  # system:public-info-viewer
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -108,15 +108,23 @@ def parse_resource_path(group: str, version: str, parts: list[str]) -> ResourceP
     return ResourcePath(info, namespace, name, sub, watch_prefix, version)
 
 
+def request_key(name: str, kind: type) -> Any:
+    """A key of a value kept on a request: aiohttp's typed ``RequestKey`` where it has one (3.14+), the
+    plain name before (Airflow 3.0.6's constraints pin aiohttp 3.12, which keys request values by
+    string)."""
+    typed = getattr(web, "RequestKey", None)
+    return typed(name, kind) if typed is not None else name
+
+
 #: A request key the fault injection sets (faults.py, kind ``unterminated``): the stream it answers
 #: ends by closing the connection, without HTTP's final chunk, as some gateways and proxies end them.
-UNTERMINATED = web.RequestKey("tfjob_local_unterminated", bool)
+UNTERMINATED = request_key("tfjob_local_unterminated", bool)
 
 
 #: A request key the fault injection sets (faults.py, kind ``stream_end``): the stream it answers ends
 #: properly (with HTTP's final chunk) this many seconds after it started, whatever is still to come,
 #: as a server or proxy that closes idle or long streams does.
-ENDS_EARLY = web.RequestKey("tfjob_local_ends_early", float)
+ENDS_EARLY = request_key("tfjob_local_ends_early", float)
 
 
 async def end_stream(request: web.Request, response: web.StreamResponse) -> None:

@@ -14,10 +14,10 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import DAG, task
-from airflow.sdk.exceptions import AirflowException
 
 from airflow_tfjob.constants import LABEL_DAG_ID
 from airflow_tfjob.operators.tfjob import STATE_KEY, TFJobOperator
+from airflow_tfjob.version_compat import AirflowException
 
 PROGRAM = "import time; time.sleep(4); print('loss=0.5 accuracy=0.75', flush=True)"
 
