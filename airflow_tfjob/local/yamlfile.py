@@ -2,7 +2,8 @@
 templates have (build/templates.py; the local cluster may not import it): a size bound, duplicate keys
 refused, aliases that expand past a bound refused before anything walks them, annotations within
 Kubernetes' 256 KiB. Errors name the option, the file, the document and the position, never the content:
-these files may be anything a user points at, a system file holding password hashes included.
+these files may be anything a user points at, a system file holding password hashes included. Lists are
+read as `kubectl apply -f` reads them: a List's items are objects, a bare YAML sequence is refused.
 """
 
 from __future__ import annotations
@@ -56,9 +57,43 @@ def _expanded_size(node: Any, sizes: dict[int, int]) -> int:
     return total
 
 
-def load_documents(path: Path, option: str) -> list[Any]:
-    """Every document of the YAML file at ``path`` (a document that is a list gives its items, as
-    ``kubectl apply`` takes a List); ``option`` names where the file was given, for the errors."""
+def _is_list(data: Any) -> bool:
+    """A List object (``kind: List``, or ``<Kind>List`` as ``kubectl get -o yaml`` writes): what kubectl
+    apply reads as its items."""
+    return isinstance(data, dict) and isinstance(data.get("kind"), str) and data["kind"].endswith("List")
+
+
+def _objects_of(data: Any, file: str, number: int) -> list[tuple[str, Any]]:
+    """The objects document ``number`` of ``file`` holds, labelled: itself, or the items of a List. A bare
+    YAML sequence is refused, as kubectl refuses it ("cannot unmarshal array into Go value of type map"):
+    taking its items silently would read a file that kubectl cannot apply."""
+    label = f"document {number}"
+    if isinstance(data, list):
+        raise ValueError(
+            f"{file} {label} is a YAML list ({len(data)} items), which kubectl refuses too; write each object "
+            "as its own document (separated by ---), or wrap them in a List: apiVersion: v1, kind: List, "
+            "items: [...]"
+        )
+    if not _is_list(data):
+        return [(label, data)]
+    items = data.get("items")
+    if not isinstance(items, list):
+        raise ValueError(f"{file} {label} is a {data['kind']} whose items is not a list; write items: [...] "
+                         "with the objects")
+    labelled = []
+    for item_number, item in enumerate(items, 1):
+        if _is_list(item) or isinstance(item, list):
+            raise ValueError(f"{file} {label} item {item_number} is itself a list; put its objects among the "
+                             "outer List's items")
+        labelled.append((f"{label} item {item_number}", item))
+    return labelled
+
+
+def load_labelled(path: Path, option: str) -> list[tuple[str, Any]]:
+    """Every object of the YAML file at ``path``, labelled as its errors name it: ``document N``, or
+    ``document N item M`` for the items of a List (as ``kubectl apply`` takes a List; a bare YAML sequence
+    is refused, as kubectl refuses it). Empty documents are skipped but counted. ``option`` names where
+    the file was given, for the errors."""
     where = f"{option} {path}"
     try:
         size = path.stat().st_size
@@ -79,7 +114,7 @@ def load_documents(path: Path, option: str) -> list[Any]:
         raise ValueError(f"{where} is not UTF-8 text; give a YAML file") from None
     except OSError as exc:
         raise ValueError(f"{where}: cannot read it ({exc.strerror}); give a readable YAML file") from None
-    documents: list[Any] = []
+    documents: list[tuple[str, Any]] = []
     loader = _StrictLoader(text)
     number = 0
     try:
@@ -92,7 +127,8 @@ def load_documents(path: Path, option: str) -> list[Any]:
                     f"{MAX_NODES} nodes; write it without anchors and aliases (*name)"
                 )
             data = loader.construct_document(node)
-            documents.extend(data if isinstance(data, list) else [data])
+            if data is not None:
+                documents.extend(_objects_of(data, where, number))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -103,7 +139,7 @@ def load_documents(path: Path, option: str) -> list[Any]:
         ) from None
     finally:
         loader.dispose()
-    return [d for d in documents if d is not None]
+    return documents
 
 
 def check_metadata(obj: Mapping[str, Any], where: str) -> str:

@@ -534,11 +534,28 @@ def cases(d: Path, counter: RequestCounter, servers: dict[int, FixedServer]) -> 
         "no such file",
         serve("--kueue-objects", str(d / "none.yaml")),
     )
+    # A bare YAML list is refused as kubectl refuses it; a List's bad item is named by its place.
+    add(
+        "kueue-bare-list",
+        "document 1",
+        "kind: List",
+        kq("kq-barelist.yaml", "- kind: ResourceFlavor\n  metadata: {name: rf}\n- 7\n"),
+    )
     add(
         "kueue-list-with-bad-item",
-        "document 2",
+        "document 1 item 2",
         "a Kueue object",
-        kq("kq-listbad.yaml", "- kind: ResourceFlavor\n  metadata: {name: rf}\n- 7\n"),
+        kq("kq-listbad.yaml", "kind: List\napiVersion: v1\nitems:\n- kind: ResourceFlavor\n  metadata: {name: rf}\n- 7\n"),
+    )
+    add(
+        "kueue-priority-value-word",
+        "document 2 (WorkloadPriorityClass high): value",
+        "write value as a whole number",
+        kq(
+            "kq-wpc.yaml",
+            "kind: ResourceFlavor\nmetadata: {name: rf}\n---\n"
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: WorkloadPriorityClass\nmetadata: {name: high}\nvalue: high\n",
+        ),
     )
     return out
 
@@ -614,16 +631,21 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
 
 
 def test_kueue_objects_list_document_is_loaded(tmp_path: Path) -> None:
-    """A YAML list of objects (as `kubectl get -o yaml` lists them) is loaded, not silently dropped."""
+    """A List of objects (as `kubectl get -o yaml` writes them) is loaded, not silently dropped; a bare
+    YAML list is refused, as kubectl refuses it, rather than read in part."""
     from airflow_tfjob.local.kueue.options import load_objects
 
-    path = tmp_path / "objects.yaml"
-    path.write_text(
+    items = (
         "- apiVersion: kueue.x-k8s.io/v1beta2\n  kind: ResourceFlavor\n  metadata: {name: rf}\n"
         "- apiVersion: kueue.x-k8s.io/v1beta2\n  kind: LocalQueue\n"
         "  metadata: {name: q, namespace: default}\n  spec: {clusterQueue: cq}\n"
     )
+    path = tmp_path / "objects.yaml"
+    path.write_text("apiVersion: v1\nkind: List\nitems:\n" + items)
     assert [o["kind"] for o in load_objects([path])] == ["ResourceFlavor", "LocalQueue"]
+    path.write_text(items)
+    with pytest.raises(ValueError, match=r"document 1 is a YAML list .* which kubectl refuses too"):
+        load_objects([path])
 
 
 def test_serve_failing_at_start_is_one_line(tmp_path: Path) -> None:

@@ -34,7 +34,7 @@ from airflow_tfjob.local.apiserver.auth import USER_KEY
 from airflow_tfjob.local.apiserver.request import parse_resource_path
 from airflow_tfjob.local.apiserver.requestmetrics import classify
 from airflow_tfjob.local.model.resources import ApiError
-from airflow_tfjob.local.yamlfile import check_metadata, load_documents
+from airflow_tfjob.local.yamlfile import check_metadata, load_labelled
 
 METRIC = "tfjob_local_forbidden_total"
 RoleSource = str | Path | tuple[str | Path, str]
@@ -84,11 +84,11 @@ def load_grants(source: RoleSource, option: str = "roles") -> list[Grant]:
     ``option`` names where the file was given (``--role`` on the command line)."""
     path, namespace = (Path(source[0]), source[1]) if isinstance(source, tuple) else (Path(source), None)
     grants = []
-    for number, doc in enumerate(load_documents(path, option), 1):
+    for label, doc in load_labelled(path, option):
         if not isinstance(doc, dict) or doc.get("kind") not in ("Role", "ClusterRole"):
             continue
         kind = doc["kind"]
-        name = check_metadata(doc, f"{option} {path} document {number} ({kind})")
+        name = check_metadata(doc, f"{option} {path} {label} ({kind})")
         meta = doc["metadata"]
         where = f"{option} {path} {kind} {name}"
         rules = []

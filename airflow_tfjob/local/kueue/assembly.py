@@ -5,23 +5,25 @@ controller on the cluster's loop, and the manager's ConfigMap a release install 
 
 from __future__ import annotations
 
-from typing import Any
-
 import yaml
 
 from airflow_tfjob.local.apiserver.extensions import Extensions
 from airflow_tfjob.local.kueue.controller import KueueController
-from airflow_tfjob.local.kueue.convert import VIEWS, to_v1beta2
+from airflow_tfjob.local.kueue.convert import VIEWS
 from airflow_tfjob.local.kueue.jobs import KueueWebhook
-from airflow_tfjob.local.kueue.options import KueueOptions, kinds_managed
+from airflow_tfjob.local.kueue.options import (
+    KUEUE_PLURALS,
+    MANAGER_NAMESPACE,
+    KueueOptions,
+    create_object,
+    kinds_managed,
+)
 from airflow_tfjob.local.kueue.visibility import VisibilityApi
-from airflow_tfjob.local.model.resources import KUEUE_GROUP, RESOURCES, ApiError
+from airflow_tfjob.local.model.resources import ApiError
 from airflow_tfjob.local.store.core import Admission, Store
 
-MANAGER_NAMESPACE = "kueue-system"
 MANAGER_CONFIG = "kueue-manager-config"
 MANAGER_CONFIG_KEY = "controller_manager_config.yaml"
-_PLURALS = {r.kind: r.plural for r in RESOURCES.values() if r.group == KUEUE_GROUP}
 
 
 class Kueue:
@@ -43,22 +45,19 @@ class Kueue:
         return Extensions(features=frozenset({"kueue"}), views=VIEWS, aggregated={visibility.group: visibility})
 
     def create_objects(self, store: Store) -> None:
-        """The manager's configuration, then the configured Kueue objects, in order; a bad one is a
-        ValueError naming it."""
+        """The manager's configuration, then the configured Kueue objects, in order, each as
+        options.create_object makes it (what a `--kueue-objects` file was checked with before); a bad
+        one is a ValueError naming it."""
         self._create_manager_config(store)
         for i, obj in enumerate(self.options.objects):
             kind = obj.get("kind")
-            plural = _PLURALS.get(str(kind))
-            if plural is None or kind == "Workload":
+            if kind not in KUEUE_PLURALS:
                 raise ValueError(f"kueue objects[{i}]: kind {kind!r} is not one the emulation creates at start; "
                                  "use ResourceFlavor, ClusterQueue, LocalQueue or WorkloadPriorityClass")
-            body: dict[str, Any] = to_v1beta2(dict(obj))
-            body.setdefault("apiVersion", f"{KUEUE_GROUP}/v1beta2")
-            namespace = (body.get("metadata") or {}).get("namespace") if RESOURCES[plural].namespaced else None
             try:
-                store.create(plural, namespace or ("default" if RESOURCES[plural].namespaced else None), body)
+                create_object(store, obj)
             except ApiError as exc:
-                raise ValueError(f"kueue objects[{i}] ({kind} {(body.get('metadata') or {}).get('name')!r}): "
+                raise ValueError(f"kueue objects[{i}] ({kind} {(obj.get('metadata') or {}).get('name')!r}): "
                                  f"{exc.message}") from None
 
     def _create_manager_config(self, store: Store) -> None:

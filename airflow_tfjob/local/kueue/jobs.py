@@ -13,8 +13,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from airflow_tfjob.jobs.kinds import JobKind
+from airflow_tfjob.local.admission.schemacheck import check
 from airflow_tfjob.local.kueue.adapters import Adapter, PodSetsInfo, adapter_for
 from airflow_tfjob.local.kueue.defaults import apply_kueue_defaults
+from airflow_tfjob.local.kueue.schema import KINDS_BY_PLURAL, kueue_schema
 from airflow_tfjob.local.kueue.workloads import (
     FINALIZER,
     JOB_UID_LABEL,
@@ -29,7 +31,7 @@ from airflow_tfjob.local.kueue.workloads import (
     set_condition,
 )
 from airflow_tfjob.local.kueue.writes import event, write_status
-from airflow_tfjob.local.model.resources import ApiError, JsonDict, clone
+from airflow_tfjob.local.model.resources import RESOURCES, ApiError, JsonDict, clone, invalid
 from airflow_tfjob.local.store.core import Admission, Store
 
 log = logging.getLogger(__name__)
@@ -44,7 +46,8 @@ class KueueWebhook:
     queue label `default` when the namespace has a LocalQueue of that name and the job names none
     (ApplyDefaultLocalQueueWithManagedJobsNamespaceSelector), then `runPolicy.suspend = true` for a
     labelled job (ApplyDefaultForSuspend) and whatever else the kind's webhook adds (adapters.py); and the
-    Kueue CRDs' defaults on every write of their kinds."""
+    Kueue CRDs' defaults and schema checks (schema.py, a 422 as the API server's) on every write of their
+    kinds."""
 
     def __init__(self, inner: Admission | None, kinds: Sequence[JobKind]) -> None:
         self.inner = inner
@@ -53,6 +56,7 @@ class KueueWebhook:
 
     def admit(self, rtype: str, operation: str, obj: JsonDict, old: JsonDict | None) -> None:
         apply_kueue_defaults(rtype, obj)
+        check_kueue_object(rtype, obj)
         namespace = (obj.get("metadata") or {}).get("namespace")
         if operation == "CREATE" and rtype in self.adapters and namespace not in UNMANAGED_NAMESPACES:
             self._default_queue(obj, str(namespace))
@@ -73,6 +77,23 @@ class KueueWebhook:
             labels = meta["labels"] = {}
         if isinstance(labels, dict):
             labels[QUEUE_LABEL] = "default"
+
+
+def kueue_object_errors(rtype: str, obj: JsonDict) -> list[tuple[str, str, str]]:
+    """(field, reason, detail) for every way `obj` (a ResourceFlavor, ClusterQueue, LocalQueue or
+    WorkloadPriorityClass, defaults applied) breaks its v1beta2 CRD's schema; [] for other kinds."""
+    kind = KINDS_BY_PLURAL.get(rtype)
+    if kind is None:
+        return []
+    return check(obj, kueue_schema(kind), types_from=()).invalid
+
+
+def check_kueue_object(rtype: str, obj: JsonDict) -> None:
+    """What the API server checks of a Kueue object against its CRD before storing it: 422 Invalid with one
+    cause per problem (the file of `--kueue-objects` is checked through this too, options.py)."""
+    errors = kueue_object_errors(rtype, obj)
+    if errors:
+        raise invalid(RESOURCES[rtype], str((obj.get("metadata") or {}).get("name") or ""), errors)
 
 
 def queue_name(job: JsonDict) -> str:

@@ -10,13 +10,19 @@ Defaults are those of a v0.19.2 install from the release manifests (docs/referen
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_tfjob.jobs.kinds import ALL_KINDS, KINDS, JobKind
-from airflow_tfjob.local.yamlfile import check_metadata, load_documents
+from airflow_tfjob.local.admission.schemacheck import field_path
+from airflow_tfjob.local.model.resources import KUEUE_GROUP, RESOURCES, ApiError, JsonDict
+from airflow_tfjob.local.yamlfile import check_metadata, load_labelled
+
+if TYPE_CHECKING:
+    from airflow_tfjob.local.store.core import Store
 
 # Every integration name Kueue v0.19.2 accepts (pkg/config/validation.go validateIntegrations).
 FRAMEWORKS = (
@@ -105,13 +111,15 @@ def parse_integrations(value: str) -> tuple[str, ...]:
 
 #: The Kueue kinds the emulation creates at start, in the API versions it serves.
 OBJECT_KINDS = ("ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass")
+KUEUE_PLURALS = {r.kind: r.plural for r in RESOURCES.values() if r.group == KUEUE_GROUP and r.kind in OBJECT_KINDS}
 API_VERSIONS = ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1")
 
 
 def check_object(obj: Any, where: str) -> None:
-    """One Kueue object as the emulation's start takes it: a known kind, metadata an API server would
-    accept, and the fields the emulation walks of the types it walks (checked here, so that a wrong type
-    is one error naming the field, not a crash of the scheduler later)."""
+    """One Kueue object as the emulation's start takes it: a mapping of a known kind and version, metadata
+    an API server would accept, a spec that is a mapping, a LocalQueue naming its ClusterQueue. Everything
+    else of its shape is its CRD schema's, which every create checks (jobs.check_kueue_object), so that a
+    wrong type is one error naming the field, not a crash of the scheduler later."""
     if not isinstance(obj, Mapping):
         raise ValueError(f"{where} is a YAML {type(obj).__name__}, not a Kueue object; give a mapping with "
                          "apiVersion, kind, metadata and spec")
@@ -126,32 +134,131 @@ def check_object(obj: Any, where: str) -> None:
     at = f"{where} ({kind} {name})"
     spec = obj.get("spec", {})
     if spec is not None and not isinstance(spec, Mapping):
-        raise ValueError(f"{at}: spec must be a mapping, got a {type(spec).__name__}; write spec: {{...}}")
-    spec = spec or {}
-    if kind == "ClusterQueue":
-        groups = spec.get("resourceGroups", [])
-        if groups is not None and not (isinstance(groups, list) and all(isinstance(g, Mapping) for g in groups)):
-            raise ValueError(f"{at}: spec.resourceGroups must be a list of resource groups, got a "
-                             f"{type(groups).__name__}; write it as a list, e.g. resourceGroups: "
-                             "[{coveredResources: [cpu], flavors: [{name: default-flavor, resources: "
-                             "[{name: cpu, nominalQuota: '4'}]}]}]")
-        for i, group in enumerate(groups or []):
-            for key in ("coveredResources", "flavors"):
-                if not isinstance(group.get(key, []), list):
-                    raise ValueError(f"{at}: spec.resourceGroups[{i}].{key} must be a list; write it as a list")
-    if kind == "LocalQueue" and not isinstance(spec.get("clusterQueue"), str):
-        raise ValueError(f"{at}: spec.clusterQueue must name a ClusterQueue; give spec: {{clusterQueue: NAME}}")
+        raise ValueError(f"{at}: spec: must be a mapping, got a {type(spec).__name__}; write spec as a mapping, "
+                         "e.g. spec: {...}")
+    # The rest of the object's types are its CRD's (schema.py), checked when it is created; this is what
+    # Kueue's LocalQueue webhook adds (a queue must name its ClusterQueue) and the emulation relies on.
+    queue = (spec or {}).get("clusterQueue")
+    if kind == "LocalQueue" and not isinstance(queue, str):
+        fix = "add spec.clusterQueue" if queue is None else "write spec.clusterQueue as a string (quote it)"
+        raise ValueError(f"{at}: spec.clusterQueue: must name a ClusterQueue; {fix}, e.g. spec: "
+                         "{clusterQueue: NAME}")
 
 
 def load_objects(paths: Iterable[Path]) -> tuple[dict[str, Any], ...]:
-    """Kueue objects from YAML files (several documents each, or a list), for `--kueue-objects`: loaded
-    with the templates' limits, each checked, errors naming the file and document but no content."""
-    found: list[dict[str, Any]] = []
+    """Kueue objects from YAML files (several documents each, or a List), for `--kueue-objects`: loaded
+    with the templates' limits, each checked as the emulation walks it (check_object), then every one
+    checked as the API server checks a create (check_as_created). Every problem is said at once, naming
+    the file, the document, the object, the field and the fix, but no content; nothing of a file with a
+    problem reaches the cluster, which does not start."""
+    found: list[tuple[str, Any]] = []
+    problems: list[str] = []
     for path in paths:
-        for number, doc in enumerate(load_documents(Path(path), "--kueue-objects"), 1):
-            check_object(doc, f"--kueue-objects {path} document {number}")
-            found.append(doc)
-    return tuple(found)
+        for label, doc in load_labelled(Path(path), "--kueue-objects"):
+            where = f"--kueue-objects {path} {label}"
+            try:
+                check_object(doc, where)
+            except ValueError as exc:
+                problems.append(str(exc))
+                continue
+            found.append((where, doc))
+    problems += check_as_created(found)
+    if problems:
+        more = f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
+        raise ValueError(f"{'; '.join(problems[:5])}{more} ({len(problems)} problem(s): no object is created "
+                         "and the cluster does not start)")
+    return tuple(doc for _, doc in found)
+
+
+#: The namespace the start creates before the objects (the manager's ConfigMap is in it; assembly.py).
+MANAGER_NAMESPACE = "kueue-system"
+
+
+def create_object(store: Store, obj: Mapping[str, Any]) -> JsonDict:
+    """One configured object created as the cluster's start creates it (assembly.py): in its v1beta2 form
+    (a v1beta1 object converted as the API server converts it), through the store's create, i.e. the API
+    server's decoding, name and namespace checks, then the Kueue webhook's defaults and CRD schema. Raises
+    the ApiError a real API server would answer."""
+    from airflow_tfjob.local.kueue.convert import to_v1beta2  # the API's version views: aiohttp and all
+
+    body: dict[str, Any] = to_v1beta2(dict(obj))
+    body.setdefault("apiVersion", API_VERSIONS[0])
+    plural = KUEUE_PLURALS[str(obj.get("kind"))]
+    namespaced = RESOURCES[plural].namespaced
+    namespace = (body.get("metadata") or {}).get("namespace") if namespaced else None
+    return store.create(plural, namespace or ("default" if namespaced else None), body)
+
+
+def check_as_created(objects: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
+    """Every object (labelled by where it comes from) created in order in a scratch store that holds what
+    the start creates first: the problems a real API server (and `kubectl apply`, which sends
+    fieldValidation=Strict, so that a misspelt field is an error) would report, each naming the object,
+    the field and the fix. The scratch store is thrown away: nothing reaches the cluster."""
+    if not objects:
+        return []
+    from airflow_tfjob.local.admission.schemacheck import check
+    from airflow_tfjob.local.kueue.convert import to_v1beta2
+    from airflow_tfjob.local.kueue.jobs import KueueWebhook
+    from airflow_tfjob.local.kueue.schema import kueue_schema
+    from airflow_tfjob.local.store.core import Store
+
+    scratch = Store(admission=KueueWebhook(None, ()))
+    scratch.create("namespaces", None, {"apiVersion": "v1", "kind": "Namespace",
+                                        "metadata": {"name": MANAGER_NAMESPACE}})
+    problems: list[str] = []
+    for where, obj in objects:
+        kind = str(obj.get("kind"))
+        at = f"{where} ({kind} {(obj.get('metadata') or {}).get('name')})"
+        unknown = check(to_v1beta2(dict(obj)), kueue_schema(kind)).unknown
+        problems += [f"{at}: {field_path(p)}: unknown field; check its spelling against Kueue's {kind} (v1beta2)"
+                     for p in unknown]
+        try:
+            create_object(scratch, obj)
+        except ApiError as exc:
+            problems += [f"{at}: {said}" for said in _said(exc)]
+    return problems
+
+
+def _said(error: ApiError) -> list[str]:
+    """An API server's refusal as `field: problem; fix` lines, one per cause."""
+    causes = (error.details or {}).get("causes") or []
+    if not causes:
+        return [f"{error.message}; {_FIX_OF_CODE.get(error.code, 'fix the object')}"]
+    return [f"{c.get('field')}: {c.get('message')}; {_fix(str(c.get('field')), str(c.get('reason')), str(c.get('message')))}"
+            for c in causes]
+
+
+_FIX_OF_CODE = {
+    404: "create it in a namespace that exists at start (default, kubeflow, kube-system, kube-public, kueue-system)",
+    409: "give each object of a kind its own name",
+    400: "write the object as its kind's API defines it",
+}
+_TYPE_WORDS = {"integer": "a whole number", "number": "a number", "string": "a string (quote it)",
+               "boolean": "true or false", "object": "a mapping", "array": "a list",
+               "integer,string": "a quantity such as 4, 500m or 8Gi"}
+
+
+def _fix(field: str, reason: str, message: str) -> str:
+    """How to mend one cause of a 422, in the user's words."""
+    if reason == "FieldValueRequired":
+        return f"add {field}"
+    if reason == "FieldValueTypeInvalid":
+        expected = message.rpartition("must be of type ")[2].partition(":")[0]
+        return f"write {field} as {_TYPE_WORDS.get(expected, expected)}"
+    if reason == "FieldValueNotSupported":
+        return "use one of the supported values"
+    if reason in ("FieldValueTooMany", "FieldValueTooLong"):
+        return f"make {field} shorter"
+    bounds = re.search(r"must be of type int(?:32|64) \((-?\d+) to (-?\d+)\)", message)
+    if bounds:
+        return f"give {field} a whole number from {bounds[1]} to {bounds[2]}"
+    if "should have at least" in message:
+        return f"give {field} at least one item"
+    if "should match" in message:
+        if field.endswith(("Quota", "Limit", "weight")):
+            return "give a quantity such as 4, 500m or 8Gi"
+        return "use lower-case letters, digits, '-' and '.', starting and ending with a letter or digit"
+    return f"fix {field}"
 
 
 def queue_objects(
