@@ -203,6 +203,10 @@ class Unclear(Exception):
     """Anything else: a traceback, another exit status."""
 
 
+#: The start's own creation of a configured object, wrapped (never a wrapper of a wrapper) to count.
+CREATE_OBJECT = assembly.create_object
+
+
 class Created:
     """The objects `--kueue-objects` put in a cluster's store (the cluster's own creation, counted)."""
 
@@ -213,10 +217,8 @@ class Created:
 def run_serve(path: Path, workdir: Path, created: Created, monkeypatch: pytest.MonkeyPatch) -> None:
     """`tfjob-local serve --kueue-objects PATH` in-process; the serve loop only records that it was
     reached (the file was accepted)."""
-    real_create = assembly.create_object
-
     def counting_create(store: Any, obj: Any) -> Any:
-        made = real_create(store, obj)
+        made = CREATE_OBJECT(store, obj)
         created.count += 1
         return made
 
@@ -271,10 +273,12 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FigureLine]:
             line.add(judgement)
         leaks = created.count
     counts = line.counts()
-    named = sum(1 for j in line.judgements if j.outcome in ("refused", "after_request"))
-    refused_before = counts["refused"]
-    print(f"kueue-objects: {counts['tried']} tried, {refused_before} refused before start, {named} naming the "
-          f"document, the object, the field and the fix, {leaks} leaks (objects created)")
+    # Refused before start: exit 2 with nothing created, whatever the message; naming: and it names the
+    # document, the object, the field and the fix (judge's "refused").
+    refused_before = sum(1 for j in line.judgements
+                         if j.outcome == "refused" or (j.outcome == "unclear" and j.detail.startswith("Refused")))
+    print(f"kueue-objects: {counts['tried']} tried, {refused_before} refused before start, {counts['refused']} "
+          f"naming the document, the object, the field and the fix, {leaks} leaks (objects created)")
     print(line.line())
     line.write()
     yield line
