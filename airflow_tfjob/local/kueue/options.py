@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_tfjob.jobs.kinds import ALL_KINDS, KINDS, JobKind
 from airflow_tfjob.local.admission.schemacheck import field_path
-from airflow_tfjob.local.model.resources import KUEUE_GROUP, RESOURCES, ApiError, JsonDict
+from airflow_tfjob.local.model.resources import INITIAL_NAMESPACES, KUEUE_GROUP, RESOURCES, ApiError, JsonDict
 from airflow_tfjob.local.yamlfile import check_metadata, load_labelled
 
 if TYPE_CHECKING:
@@ -220,16 +220,24 @@ def check_as_created(objects: Sequence[tuple[str, Mapping[str, Any]]]) -> list[s
 
 
 def _said(error: ApiError) -> list[str]:
-    """An API server's refusal as `field: problem; fix` lines, one per cause."""
+    """An API server's refusal as `field: problem; fix` lines, one per cause; a long value it quotes is
+    cut (a file's text is not shown beyond what names the problem)."""
     causes = (error.details or {}).get("causes") or []
     if not causes:
-        return [f"{error.message}; {_FIX_OF_CODE.get(error.code, 'fix the object')}"]
-    return [f"{c.get('field')}: {c.get('message')}; {_fix(str(c.get('field')), str(c.get('reason')), str(c.get('message')))}"
-            for c in causes]
+        return [f"{_cut(error.message)}; {_FIX_OF_CODE.get(error.code, 'fix the object')}"]
+    said = []
+    for cause in causes:
+        field, reason, message = str(cause.get("field")), str(cause.get("reason")), str(cause.get("message"))
+        said.append(f"{field}: {_cut(message)}; {_fix(field, reason, message)}")
+    return said
+
+
+def _cut(message: str) -> str:
+    return re.sub(r'"([^"]{32})[^"]{8,}"', r'"\1..."', message)
 
 
 _FIX_OF_CODE = {
-    404: "create it in a namespace that exists at start (default, kubeflow, kube-system, kube-public, kueue-system)",
+    404: f"create it in a namespace that exists at start ({', '.join((*INITIAL_NAMESPACES, MANAGER_NAMESPACE))})",
     409: "give each object of a kind its own name",
     400: "write the object as its kind's API defines it",
 }
