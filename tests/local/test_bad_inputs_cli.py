@@ -1,9 +1,18 @@
 """The bad-input suite over the command-line tools: `tfjob-runtimes`, `tfjob-local serve`, `tfjob-preflight`.
 
-Each case runs the tool as a subprocess, as a user or a script would. A refusal is what kubectl gives: the
-expected exit status (2 for usage, 1 for a failure, 3 for preflight's "could not ask the cluster"), exactly
-one line on stderr that names the option (or the missing part) and the fix, no traceback. A server that
-starts instead (prints its ready line) is an accepted case and is stopped at once.
+A refusal is what kubectl gives: the expected exit status (2 for usage, 1 for a failure, 3 for preflight's
+"could not ask the cluster"), exactly one line on stderr that names the option (or the missing part) and
+the fix, no traceback. A server that starts instead (prints its ready line) is an accepted case.
+
+Each case calls the tool's ``main(argv)`` in-process (``run_in_process``), as a new interpreter would run
+it: stdout and stderr captured, the exit status from its return or SystemExit, an exception escaping it
+counted as the traceback a process would print, no logging handler (a logged warning reaches stderr
+through logging's last resort, as in a fresh process), every warning Python shows by default written to
+stderr, and ``tfjob-local serve``'s server replaced by one that prints its ready line and returns (a case
+that gets that far is accepted; nothing starts). A process costs a second of imports per case, which is
+what this table spent its time on (about 50 subprocesses). A sample of cases, one of each tool and path,
+also runs the installed way, as a subprocess, for the exit status a shell sees and no traceback, and must
+give the same line as in-process (``test_the_installed_way``).
 
 The cluster a tool reaches is a loopback server: the suite's RequestCounter where no request should happen,
 and a server answering one fixed status (403, 404, 401, 500) where the point is how the tool reports it.
@@ -11,15 +20,21 @@ and a server answering one fixed status (403, 404, 401, 500) where the point is 
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import io
 import json
+import logging
+import re
 import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 from badinput_support import Case, FigureLine, Judgement, RequestCounter, judge
@@ -73,6 +88,95 @@ def run_tool(
     if proc.returncode != status or len(lines) != 1 or "Traceback" in err:
         raise CliOutcome(f"exit {proc.returncode}, {len(lines)} stderr line(s): {text[-600:]}")
     raise CliRefusal(text)
+
+
+class Runner(Protocol):
+    def __call__(self, tool: str, *args: str, status: int, env: dict[str, str] | None = None) -> None: ...
+
+
+def _main_of(tool: str) -> Callable[[list[str]], int | None]:
+    return importlib.import_module(TOOLS[tool]).main  # type: ignore[no-any-return]
+
+
+async def _not_served(runtime: Any) -> int:
+    """Stands in for ``tfjob-local serve``'s server: says ready (the case got past every check) and stops."""
+    sys.stdout.write("ready (not started: the bad-input suite) -\n")
+    return 0
+
+
+@contextlib.contextmanager
+def _as_a_new_process(env: dict[str, str] | None, out: io.StringIO, err: io.StringIO) -> Iterator[None]:
+    """What a new interpreter gives the tool, as far as its output goes: the environment given, stdout and
+    stderr captured, no logging handler and logging not disabled (a warning logged reaches stderr through
+    logging's last resort), Python's default warning filters with each warning shown written to stderr,
+    and the local cluster's server replaced (``_not_served``); everything put back after."""
+    root = logging.getLogger()
+    handlers, level, disabled = root.handlers[:], root.level, logging.root.manager.disable
+
+    def show(
+        message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None
+    ) -> None:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+    with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings():
+        for name, value in (env or {}).items():
+            patch.setenv(name, value)
+        patch.setattr("airflow_tfjob.local.cli.serve", _not_served)
+        warnings.resetwarnings()
+        for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+            warnings.simplefilter("ignore", category)
+        warnings.showwarning = show
+        root.handlers = []
+        root.setLevel(logging.WARNING)
+        logging.disable(logging.NOTSET)
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                yield
+        finally:
+            root.handlers = handlers
+            root.setLevel(level)
+            logging.disable(disabled)
+
+
+def call_main(
+    main: Callable[[list[str]], int | None],
+    args: list[str],
+    *,
+    status: int,
+    env: dict[str, str] | None = None,
+) -> None:
+    """``main(args)`` judged as ``run_tool`` judges the process: raise CliRefusal, CliOutcome or return."""
+    out, err = io.StringIO(), io.StringIO()
+    with _as_a_new_process(env, out, err):
+        try:
+            code: object = main(list(args))
+        except SystemExit as exit_:
+            code = exit_.code
+        except Exception as error:  # what the interpreter would print as a traceback, exit status 1
+            err.write(f"Traceback (most recent call last):\n  ...\n{type(error).__name__}: {error}\n")
+            code = 1
+    if isinstance(code, str):  # sys.exit("message"): the interpreter prints it, status 1
+        err.write(code + "\n")
+        code = 1
+    returncode = 0 if code is None else code
+    if out.getvalue().startswith("ready "):
+        return
+    lines = [
+        line
+        for line in err.getvalue().splitlines()
+        if line.strip() and "Unit test configuration loaded" not in line
+    ]
+    if returncode == 0:
+        return
+    text = "\n".join(lines)
+    if returncode != status or len(lines) != 1 or "Traceback" in err.getvalue():
+        raise CliOutcome(f"exit {returncode}, {len(lines)} stderr line(s): {text[-600:]}")
+    raise CliRefusal(text)
+
+
+def run_in_process(tool: str, *args: str, status: int, env: dict[str, str] | None = None) -> None:
+    """``tool ARGS`` as ``run_tool`` runs it, through the tool's main in this process."""
+    call_main(_main_of(tool), list(args), status=status, env=env)
 
 
 # --------------------------------------------------------------------------- clusters to reach
@@ -158,26 +262,29 @@ ROLE = (
 )
 
 
-def cases(d: Path, counter: RequestCounter, servers: dict[int, FixedServer]) -> list[Case]:
-    """Every bad input of the three tools; ``d`` holds their files."""
+def cases(
+    d: Path, counter: RequestCounter, servers: dict[int, FixedServer], run: Runner = run_in_process
+) -> list[Case]:
+    """Every bad input of the three tools; ``d`` holds their files; ``run`` runs a tool (in-process, or
+    ``run_tool``: a subprocess)."""
     out: list[Case] = []
 
     def add(id: str, field: str, fix: str, call: Any, secret: str | None = None) -> None:
         out.append(Case(id, call, field, fix, secret))
 
     def rt(*args: str, status: int = 1, env: dict[str, str] | None = None) -> Any:
-        return lambda: run_tool("tfjob-runtimes", *args, status=status, env=env)
+        return lambda: run("tfjob-runtimes", *args, status=status, env=env)
 
     def serve(*args: str, status: int = 2) -> Any:
-        return lambda: run_tool("tfjob-local", "serve", "--workdir", str(d / "work"), *args, status=status)
+        return lambda: run("tfjob-local", "serve", "--workdir", str(d / "work"), *args, status=status)
 
     def pre(*args: str, status: int = 3) -> Any:
-        return lambda: run_tool("tfjob-preflight", "--kind", "TFJob", *args, status=status)
+        return lambda: run("tfjob-preflight", "--kind", "TFJob", *args, status=status)
 
     counted = str(counter.kubeconfig)
     down = str(kubeconfig(d / "kubeconfig-down", f"http://127.0.0.1:{closed_port()}", SECRET))
     no_home = d / "home"
-    no_home.mkdir()
+    no_home.mkdir(exist_ok=True)  # the installed-way cases build the table again
     # ---------------------------------------------------------------- tfjob-runtimes
     add(
         "runtimes-missing-kubeconfig",
@@ -376,7 +483,7 @@ def cases(d: Path, counter: RequestCounter, servers: dict[int, FixedServer]) -> 
         "serve-workdir-is-a-file",
         "--workdir",
         "a directory",
-        lambda: run_tool("tfjob-local", "serve", "--workdir", _write(d, "a-file", "x"), status=2),
+        lambda: run("tfjob-local", "serve", "--workdir", _write(d, "a-file", "x"), status=2),
     )
     add(
         "serve-kueue-integrations-unknown",
@@ -561,7 +668,10 @@ def cases(d: Path, counter: RequestCounter, servers: dict[int, FixedServer]) -> 
 
 
 @pytest.fixture(scope="module")
-def judgements(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Judgement]]:
+def places(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Path, RequestCounter, dict[int, FixedServer]]]:
+    """The cases' folder, the request counter and the fixed-status servers, for the whole module."""
     d = tmp_path_factory.mktemp("cli")
     (d / "work").mkdir()
     servers = {
@@ -573,17 +683,23 @@ def judgements(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, J
             (500, "InternalError"),
         )
     }
-    line = FigureLine("command-line")
     try:
         with RequestCounter(d) as counter:
-            for case in cases(d, counter, servers):
-                line.add(judge(case, refusals=(CliRefusal,), counter=counter))
+            yield d, counter, servers
     finally:
         for server in servers.values():
             server.close()
+
+
+@pytest.fixture(scope="module")
+def judgements(places: tuple[Path, RequestCounter, dict[int, FixedServer]]) -> dict[str, Judgement]:
+    d, counter, servers = places
+    line = FigureLine("command-line")
+    for case in cases(d, counter, servers):
+        line.add(judge(case, refusals=(CliRefusal,), counter=counter))
     line.write()
     print(line.line())
-    yield {j.case.id: j for j in line.judgements}
+    return {j.case.id: j for j in line.judgements}
 
 
 def test_figure_line(judgements: dict[str, Judgement]) -> None:
@@ -616,6 +732,81 @@ class _IdsOnly:
 def test_case(judgements: dict[str, Judgement], case_id: str) -> None:
     judgement = judgements[case_id]
     assert judgement.outcome == "refused" and not judgement.leaked, str(judgement)
+
+
+# One case of each tool and of each way to refuse: argparse's usage error, a failure after a client's
+# retries (whose warnings must not reach stderr), a file's error raised before the start (with a secret in
+# the file), and preflight's Airflow import.
+INSTALLED_WAY = (
+    "runtimes-unknown-option",
+    "runtimes-server-down",
+    "preflight-server-down",
+    "serve-port-70000",
+    "role-malformed-with-secret",
+)
+
+
+def _same(text: str) -> str:
+    """A refusal's line without what differs from one run to another: an object's address, and the port
+    of the closed server (each building of the table picks one)."""
+    return re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:-", re.sub(r"0x[0-9a-f]+", "0x-", text))
+
+
+@pytest.mark.parametrize("case_id", INSTALLED_WAY)
+def test_the_installed_way(
+    places: tuple[Path, RequestCounter, dict[int, FixedServer]],
+    judgements: dict[str, Judgement],
+    case_id: str,
+) -> None:
+    """The case as a user's shell runs it (a new process): refused with the expected exit status, one line,
+    no traceback, no request, no secret, and the same line as in-process."""
+    d, counter, servers = places
+    (case,) = [c for c in cases(d, counter, servers, run=run_tool) if c.id == case_id]
+    judgement = judge(case, refusals=(CliRefusal,), counter=counter)
+    assert judgement.outcome == "refused" and not judgement.leaked, str(judgement)
+    assert _same(judgement.detail) == _same(judgements[case_id].detail)
+
+
+def _loud(argv: list[str]) -> int:
+    logging.getLogger("airflow_tfjob.probe").warning("a warning logged on the way")
+    print("tool: error: --opt: give a number", file=sys.stderr)
+    return 2
+
+
+def _warns(argv: list[str]) -> int:
+    warnings.warn("a warning shown on the way", UserWarning, stacklevel=1)
+    print("tool: error: --opt: give a number", file=sys.stderr)
+    return 2
+
+
+def _raises(argv: list[str]) -> int:
+    raise ValueError("--opt: give a number")
+
+
+def _exits(argv: list[str]) -> int:
+    print("tool: error: --opt: give a number", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _deprecated(argv: list[str]) -> int:
+    warnings.warn("a deprecation Python hides by default", DeprecationWarning, stacklevel=1)
+    print("tool: error: --opt: give a number", file=sys.stderr)
+    return 2
+
+
+@pytest.mark.parametrize(
+    ("main", "refused"),
+    [(_loud, False), (_warns, False), (_raises, False), (_exits, True), (_deprecated, True)],
+)
+def test_the_in_process_runner_sees_what_a_process_shows(
+    main: Callable[[list[str]], int], refused: bool
+) -> None:
+    """A logged warning, a shown warning or an exception is a second stderr line or a traceback in a new
+    process: in-process too. A SystemExit's status counts; a DeprecationWarning is hidden, as by default."""
+    expected: type[Exception] = CliRefusal if refused else CliOutcome
+    with pytest.raises(expected, match="--opt"):
+        call_main(main, [], status=2)
+    assert logging.root.manager.disable == logging.NOTSET
 
 
 def test_debug_shows_the_traceback(tmp_path: Path) -> None:
