@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -100,31 +100,6 @@ def _hide(value: Any, secrets: list[str]) -> Any:
     if isinstance(value, tuple):
         return tuple(_hide(v, secrets) for v in value)
     return value
-
-
-def hidden(value: Any, secrets: Iterable[Any]) -> Any:
-    """``value`` (any structure of dicts, lists and tuples, however deep) with every string of
-    ``secrets`` replaced by ``***`` in its strings and keys; ``value`` itself when none occurs.
-
-    Airflow's masker stops at a nesting depth of 5 when it redacts rendered fields, and a container's
-    env inside a runtime patch or a replica placement sits deeper: the provider hides its own
-    structures instead of relying on that limit.
-    """
-    values = sorted(
-        {v for v in _strings(list(secrets)) if len(v) >= MIN_MASKED_LENGTH}, key=len, reverse=True
-    )
-    if not values:
-        return value
-    out = _hide_keys(value, values)
-    return value if out == value else out
-
-
-def _hide_keys(value: Any, secrets: list[str]) -> Any:
-    if isinstance(value, Mapping):
-        return {_hide(k, secrets): _hide_keys(v, secrets) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_hide_keys(v, secrets) for v in value)
-    return _hide(value, secrets)
 
 
 def redact(manifest: Mapping[str, Any], extra_names: Iterable[str] = ()) -> dict[str, Any]:
@@ -216,19 +191,98 @@ def mask_values(values: Iterable[Any]) -> None:
             mask_secret(text)
 
 
-def masked(text: str) -> str:
-    """``text`` with every value registered with the masker replaced by ``***``.
-
-    Replica lines are masked here, before they are logged: Airflow's log pipeline masks too when a
-    supervisor configured it, but not every process that runs a task does (``airflow dags test``).
-    """
+def _masker_redact() -> Callable[..., Any]:
+    """Airflow's ``redact`` of the masker a task's process registers secrets with (the one its task
+    runner serializes rendered fields with from 3.1)."""
     from airflow_tfjob.version_compat import AIRFLOW_V_3_1_PLUS
 
     if AIRFLOW_V_3_1_PLUS:
         from airflow.sdk.log import redact
     else:  # 3.0 keeps it beside the masker itself
         from airflow.sdk.execution_time.secrets_masker import redact  # type: ignore[no-redef]
-    return str(redact(text))
+    return redact  # type: ignore[no-any-return]
+
+
+def masked(text: str) -> str:
+    """``text`` with every value registered with the masker replaced by ``***``.
+
+    Replica lines are masked here, before they are logged: Airflow's log pipeline masks too when a
+    supervisor configured it, but not every process that runs a task does (``airflow dags test``).
+    """
+    return str(_masker_redact()(text))
+
+
+def hidden(value: Any, secrets: Iterable[Any] = ()) -> Any:
+    """``value`` as a task's rendered fields may show it: every value registered with Airflow's masker,
+    and every string of ``secrets``, replaced by ``***`` wherever it sits; ``value`` itself (the same
+    object) when none occurs.
+
+    Why the provider walks the field itself: Airflow masks a rendered field only down to a nesting depth
+    of 5 (``SecretsMasker.MAX_RECURSION_DEPTH``; 3.0 masks it in the API server, whose masker never saw
+    the worker's registrations, so not at all), never in dict keys, and never inside an object it turns
+    into a structure or text while serializing. So the walk reaches every depth; it masks keys as
+    values; and an object that is not a plain container (a kubernetes model, one with ``serialize()``,
+    one whose text shows a secret) is replaced by what Airflow would show of it, masked. Unchanged parts
+    keep their identity, so a field without a secret is not copied.
+    """
+    extra = sorted({v for v in _strings(list(secrets)) if len(v) >= MIN_MASKED_LENGTH}, key=len, reverse=True)
+    redact = _masker_redact()
+
+    def text(item: str) -> str:
+        return str(redact(_hide(item, extra) if extra else item))
+
+    return _shown(value, text, set())
+
+
+def _shown(value: Any, text: Callable[[str], str], path: set[int]) -> Any:
+    if isinstance(value, str):
+        out = text(value)
+        return value if out == value else out
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if id(value) in path:  # a cycle: Airflow's own walk meets it as it would without us
+        return value
+    path.add(id(value))
+    try:
+        if isinstance(value, Mapping):
+            pairs = [(_shown(k, text, path), _shown(v, text, path)) for k, v in value.items()]
+            if all(k2 is k and v2 is v for (k, v), (k2, v2) in zip(value.items(), pairs, strict=True)):
+                return value
+            return dict(pairs)
+        if isinstance(value, (list, tuple, set, frozenset)):
+            items = list(value)
+            shown = [_shown(v, text, path) for v in items]
+            if all(a is b for a, b in zip(items, shown, strict=True)):
+                return value
+            return type(value)(shown) if type(value) in (list, tuple, set, frozenset) else shown
+        return _shown_object(value, text, path)
+    finally:
+        path.discard(id(value))
+
+
+def _shown_object(value: Any, text: Callable[[str], str], path: set[int]) -> Any:
+    """An object inside a rendered field as Airflow would serialize it, masked; the object itself
+    when what Airflow would show of it holds no secret."""
+    import inspect
+
+    try:
+        if type(value).__module__.startswith(("kubernetes.", "kubernetes_asyncio.")) and callable(
+            inspect.getattr_static(value, "to_dict", None)
+        ):
+            as_data = value.to_dict()
+        elif callable(inspect.getattr_static(value, "serialize", None)):
+            as_data = value.serialize()
+        elif callable(value):
+            return value  # shown by its qualified name
+        else:
+            shown_text = str(value)
+            if text(shown_text) != shown_text or text(repr(value)) != repr(value):
+                return text(shown_text)
+            return value
+    except Exception:  # what Airflow cannot turn into text it cannot show either
+        return value
+    shown = _shown(as_data, text, path)
+    return value if shown is as_data else shown
 
 
 async def amask_job_secrets(job: Mapping[str, Any] | None) -> None:

@@ -49,23 +49,24 @@ class TemplateFileRendering(_Base):
         return []
 
     def _hide_rendered_secrets(self, template_fields: Any) -> None:
-        """Show the rendered fields with the secret values hidden however deep they sit.
+        """Show the rendered fields with every secret hidden however deep it sits.
 
-        Airflow stores and displays a task's rendered fields right after rendering, redacting only to a
-        nesting depth of 5. The fields holding a secret are swapped for copies with it hidden, and the
-        values as rendered are kept aside until ``_unhide_rendered_secrets`` (the start of ``execute``).
+        Airflow stores and displays a task's rendered fields right after rendering, masking the values
+        registered with its masker only to a nesting depth of 5 and never in dict keys (3.0 masks them
+        in the API server, which never saw the worker's registrations). So every rendered field that
+        holds a registered value or one of the operator's own secrets (``secret_env``, a decorator's
+        ``secret_args``) anywhere is swapped for a copy with it hidden (:func:`secrets.hidden`), and
+        the values as rendered are kept aside until ``_unhide_rendered_secrets`` (the start of
+        ``execute`` and ``execute_complete``), which the job needs.
         """
         from airflow_tfjob.build.secrets import hidden
 
         secrets = self._secret_strings()
-        if not secrets:
-            return
-        kept = self.__dict__.setdefault("_rendered_with_secrets", {})
         for name in template_fields:
             value = getattr(self, name, None)
             shown = hidden(value, secrets)
             if shown is not value:
-                kept[name] = value
+                self.__dict__.setdefault("_rendered_with_secrets", {}).setdefault(name, value)
                 setattr(self, name, shown)
 
     def _unhide_rendered_secrets(self) -> None:
