@@ -64,9 +64,12 @@ TEST_WORKERS ?= 3
 # over two workers; modules marked `alone` run last, by themselves, one test at a time (their markers
 # say why). Each stage runs through scripts/test_times.py (its JUnit XML and wall time in build/test-times),
 # which prints every stage's wall time and the 15 slowest tests at the end, when a stage fails too; a
-# failing stage stops the run, and make test exits with its status.
+# failing stage stops the run, and make test exits with its status. The site `make docs` built in this
+# run is the one tests/docs reads (TFJOB_DOCS_SITE; a build older than MAKE_STARTED is not this run's).
 TIMES := build/test-times
-STAGE = PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python scripts/test_times.py stage $(TIMES)
+MAKE_STARTED := $(shell date +%s)
+STAGE = PATH="$(CURDIR)/$(BIN):$$PATH" TFJOB_DOCS_SITE="$(CURDIR)/build/site" TFJOB_DOCS_SINCE=$(MAKE_STARTED) \
+	$(BIN)/python scripts/test_times.py stage $(TIMES)
 test: lint docs browser services
 	@rm -rf $(TIMES); status=0; \
 	$(STAGE) main -- $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not alone and not apart" && \

@@ -27,9 +27,36 @@ WIDTH = 1280
 pytestmark = pytest.mark.timeout(180)
 
 
+# What the site is made from: a file of these changed after a build leaves that build behind the checkout.
+SITE_SOURCES = ("docs", "mkdocs.yml", "scripts", "airflow_tfjob")
+
+
+def stale(site_dir: Path, since: float, root: Path = ROOT) -> str | None:
+    """Why the build in ``site_dir`` is not one made since ``since`` (seconds since the epoch) from the
+    checkout ``root`` as it is, or None when it is."""
+    index = site_dir / "index.html"
+    if not index.is_file():
+        return f"no {index}"
+    built = index.stat().st_mtime  # written by the build; copied theme files keep their own times
+    if built < since:
+        return f"{index} was built before this run"
+    for name in SITE_SOURCES:
+        source = root / name
+        for path in (source, *source.rglob("*")) if source.is_dir() else (source,):
+            if path.is_file() and "__pycache__" not in path.parts and path.stat().st_mtime > built:
+                return f"{path} changed after the site was built"
+    return None
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The whole site, built as `make docs` builds it (strict), into a folder of its own."""
+    """The whole site, built as `make docs` builds it (strict). `make test` runs `make docs` first and
+    names its build (TFJOB_DOCS_SITE) and the time the run started (TFJOB_DOCS_SINCE): that build is read
+    when it is this run's and no source changed since, so the site is built once per run; anywhere else
+    it is built here, into a folder of its own."""
+    given, since = os.environ.get("TFJOB_DOCS_SITE"), os.environ.get("TFJOB_DOCS_SINCE")
+    if given and since and stale(Path(given), float(since)) is None:
+        return Path(given)
     site_dir = tmp_path_factory.mktemp("site")
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--quiet", "--site-dir", str(site_dir)],
@@ -53,6 +80,28 @@ def browser() -> Iterator[Any]:
             yield launched
         finally:
             launched.close()
+
+
+def test_a_build_not_made_by_this_run_or_behind_its_sources_is_not_reused(tmp_path: Path) -> None:
+    """The fixture's choice, on a checkout of its own: a site built before the run, or before a source's
+    last change, or missing, is built again."""
+    root, site_dir = tmp_path / "checkout", tmp_path / "checkout" / "build" / "site"
+    for name in ("docs/index.md", "docs/api/parameters.md", "mkdocs.yml", "scripts/docs_parameters.py",
+                 "airflow_tfjob/operators/tfjob.py", "build/site/index.html"):  # fmt: skip
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("x")
+    source_time, built = 1_000_000.0, 1_000_100.0
+    for path in root.rglob("*"):
+        os.utime(path, (source_time, source_time))
+    os.utime(site_dir / "index.html", (built, built))
+    assert stale(site_dir, since=built - 60, root=root) is None
+    assert "before this run" in str(stale(site_dir, since=built + 60, root=root))
+    assert "no " in str(stale(tmp_path / "nowhere", since=0, root=root))
+    for name in ("docs/api/parameters.md", "mkdocs.yml", "airflow_tfjob/operators/tfjob.py"):
+        os.utime(root / name, (built + 1, built + 1))
+        assert f"{name} changed after the site was built" in str(stale(site_dir, since=0, root=root))
+        os.utime(root / name, (source_time, source_time))
+    assert stale(site_dir, since=0, root=root) is None
 
 
 def test_no_page_loads_an_asset_from_the_internet(site: Path) -> None:
