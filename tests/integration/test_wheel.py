@@ -66,7 +66,7 @@ def artifacts(uv: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, 
     """The sdist, and the wheel built from it, as a release builds them: one `uv build` of the checkout,
     each in an isolated environment with the declared build backend (the newest it allows)."""
     out = tmp_path_factory.mktemp("dist")
-    build = run(uv, "build", "--out-dir", out, ROOT)
+    build = run(uv, "build", "--python", sys.executable, "--out-dir", out, ROOT)
     # uv shows the backend's output: a deprecation it announces (with a date it stops building) fails here
     # first.
     assert "deprecated" not in build.stdout + build.stderr, build.stdout + build.stderr
