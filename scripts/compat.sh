@@ -3,8 +3,8 @@
 # venv where the provider's wheel is installed as a user installs it, with that release's constraints
 # (requirements/compat/airflow-X.Y.Z.txt: the pins that matter to the provider, every other package as it
 # was on the release's day), and there the tests whose outcome depends on the release: the unit tests,
-# the trigger tests, and tests/compat (real `airflow dags test` runs: a sync and a deferred TFJob, a kill
-# while deferred, a retry that reattaches). One line per release at the end, and a non-zero exit if any
+# the trigger tests, a real `airflow triggerer` (a kill while deferred deletes the job, a restart does
+# not), and real `airflow dags test` runs (a sync and a deferred TFJob, a retry that reattaches). One line per release at the end, and a non-zero exit if any
 # release failed.
 #
 #   scripts/compat.sh                 every release in requirements/compat/
@@ -74,7 +74,8 @@ for release in "${releases[@]}"; do
         # The venv's airflow and tfjob-local, and the replicas' python, are the release's.
         PATH="$venv/bin:$PATH" TFJOB_COMPAT_RELEASE="$release" "$venv/bin/python" -m pytest -q \
             -p no:cacheprovider -n "$WORKERS" --dist loadfile -m "not tooling" \
-            tests/unit tests/integration/test_trigger.py tests/integration/test_deferred_kill.py tests/compat
+            tests/unit tests/integration/test_trigger.py tests/integration/test_deferred_kill.py \
+            tests/integration/test_triggerer_process.py tests/dags/test_dag_runs.py
     ) >"$log" 2>&1
     status=$?
     set -e

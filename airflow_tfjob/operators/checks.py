@@ -65,6 +65,16 @@ def choice(*choices: str, what: str = "a known action") -> Rule:
     return rule
 
 
+def retry_policy(name: str, value: Any, given: Mapping[str, Any]) -> Any:
+    """A retry policy: an object with Airflow's ``evaluate`` (a class passed instead of an instance
+    is the usual slip)."""
+    if value is None or (not isinstance(value, type) and callable(getattr(value, "evaluate", None))):
+        return value
+    if isinstance(value, type):
+        _refuse(name, f"{value.__name__} is a class, not a policy", f"pass an instance: {value.__name__}()")
+    _refuse(name, f"{value!r} is not a retry policy", "pass one such as TrainingRetryPolicy(), or leave it out")
+
+
 def api_choice(name: str, value: Any, given: Mapping[str, Any]) -> Any:
     from airflow_tfjob.operators.api_choice import APIS  # TFJob's api parameter
 

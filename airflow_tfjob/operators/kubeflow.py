@@ -246,8 +246,6 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
     ) -> None:
         super().__init__(**kwargs, **retry_fallback.passed_on(retry_policy))
         given = dict(locals())
-        #: The task's retry_policy where Airflow has no retry policies (before 3.3), applied by fail_fast.
-        self.fallback_retry_policy = retry_fallback.kept(retry_policy)
         # The canonical name, whatever spelling was given; TFJobOperator stores its manifest as
         # `tfjob`: the table says under which name.
         given["kind"] = kind_name_of(kind, self.default_kind, type(self).__name__)

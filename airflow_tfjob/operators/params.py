@@ -347,6 +347,13 @@ PARAMETERS: tuple[Param, ...] = (
         kinds=("TFJob",),
         check=checks.api_choice,
     ),
+    _own(
+        "retry_policy",
+        checks.retry_policy,
+        None,
+        "what each failure does to the task's retries (TrainingRetryPolicy()); applied by Airflow from "
+        "3.3, by the operator itself before",
+    ),
 )
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import abc
 import functools
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import Enum
@@ -75,11 +75,6 @@ def passed_on(policy: Any) -> dict[str, Any]:
     return {"retry_policy": policy} if AIRFLOW_V_3_3_PLUS and policy is not None else {}
 
 
-def kept(policy: Any) -> Any:
-    """The policy an operator applies itself (:func:`fail_fast`): ``policy`` before 3.3, else None."""
-    return None if AIRFLOW_V_3_3_PLUS else policy
-
-
 def decide(policy: Any, error: BaseException, context: Any) -> BaseException | None:
     """The exception to raise instead of ``error`` when ``policy`` fails it at once (None: raise
     ``error`` as it is). The decision's reason is the new exception's message."""
@@ -107,7 +102,8 @@ def fail_fast(method: _Method) -> _Method:
             return method(self, *args, **kwargs)
         except Exception as error:
             context = kwargs.get("context", args[-1] if args else None)
-            instead = decide(getattr(self, "fallback_retry_policy", None), error, context or {})
+            policy = None if AIRFLOW_V_3_3_PLUS else getattr(self, "retry_policy", None)
+            instead = decide(policy, error, context or {})
             if instead is None:
                 raise
             self.log.error("Retry policy: %s", instead)

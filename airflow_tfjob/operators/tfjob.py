@@ -133,6 +133,7 @@ class TFJobOperator(KubeflowJobOperator):
         allow_template_outside_dag_folder: bool = False,
         allow_template_path_from_params: bool = False,
         api: str = "auto",
+        retry_policy: Any = None,
         **kwargs: Any,
     ) -> None:
         given = {key: value for key, value in locals().items() if key in params.NAMES}

@@ -119,7 +119,6 @@ class TrainJobOperator(KubeflowJobOperator):
         **kwargs: Any,
     ) -> None:
         BaseOperator.__init__(self, **kwargs, **retry_fallback.passed_on(retry_policy))
-        self.fallback_retry_policy = retry_fallback.kept(retry_policy)
         given = {key: value for key, value in locals().items() if key in TRAINJOB_PARAMETERS.names}
         self._setup({**given, "kind": "TrainJob"})
 

@@ -26,7 +26,7 @@ class _Operator:
     log = logging.getLogger("test_retry_fallback")
 
     def __init__(self, policy: Any, error: BaseException | None) -> None:
-        self.fallback_retry_policy = policy
+        self.retry_policy = policy
         self.error = error
 
     @retry_fallback.fail_fast
@@ -40,10 +40,17 @@ class _Operator:
         return self.execute(context)
 
 
+@pytest.fixture
+def below_3_3(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator's side as it runs before Airflow 3.3, whatever release is installed."""
+    monkeypatch.setattr(retry_fallback, "AIRFLOW_V_3_3_PLUS", False)
+
+
 def _failed(cause: Any) -> TrainingJobFailed:
     return TrainingJobFailed("TFJob default/j failed", cause)
 
 
+@pytest.mark.usefixtures("below_3_3")
 def test_the_jobs_own_failure_fails_without_a_retry_and_says_why() -> None:
     error = _failed(user("Traceback", "replica worker-0 raised ValueError"))
     with pytest.raises(AirflowFailException) as raised:
@@ -52,6 +59,7 @@ def test_the_jobs_own_failure_fails_without_a_retry_and_says_why() -> None:
     assert "fail now" in str(raised.value) and "ValueError" in str(raised.value)
 
 
+@pytest.mark.usefixtures("below_3_3")
 def test_the_clusters_failure_is_raised_as_it_came_for_retries_to_decide() -> None:
     error = _failed(infrastructure("Preempted", "the job was preempted"))
     with pytest.raises(TrainingJobFailed) as raised:
@@ -59,6 +67,7 @@ def test_the_clusters_failure_is_raised_as_it_came_for_retries_to_decide() -> No
     assert raised.value is error
 
 
+@pytest.mark.usefixtures("below_3_3")
 def test_an_error_that_is_not_the_providers_and_a_task_without_a_policy_are_untouched() -> None:
     with pytest.raises(KeyError):
         _Operator(TrainingRetryPolicy(), KeyError("x")).execute({"ti": _TI()})
@@ -68,21 +77,37 @@ def test_an_error_that_is_not_the_providers_and_a_task_without_a_policy_are_unto
     assert _Operator(TrainingRetryPolicy(), None).execute({"ti": _TI()}) == "done"
 
 
+@pytest.mark.usefixtures("below_3_3")
 def test_the_resumed_task_is_held_to_the_same_policy() -> None:
     error = _failed(user("ExitCode", "exit code 1, not retryable"))
     with pytest.raises(AirflowFailException):
         _Operator(TrainingRetryPolicy(), error).resume_execution("execute_complete", {}, context={"ti": _TI()})
 
 
-@pytest.mark.parametrize(("release", "handed", "kept"), [("3.2.2", False, True), ("3.3.0", True, False)])
+@pytest.mark.parametrize("release", ["3.2.2", "3.3.0"])
 def test_the_policy_goes_to_airflow_from_3_3_and_stays_with_the_operator_before(
-    monkeypatch: pytest.MonkeyPatch, release: str, handed: bool, kept: bool
+    monkeypatch: pytest.MonkeyPatch, release: str
 ) -> None:
-    monkeypatch.setattr(retry_fallback, "AIRFLOW_V_3_3_PLUS", Version(release) >= Version("3.3"))
+    from_3_3 = Version(release) >= Version("3.3")
+    monkeypatch.setattr(retry_fallback, "AIRFLOW_V_3_3_PLUS", from_3_3)
     policy = TrainingRetryPolicy()
-    assert retry_fallback.passed_on(policy) == ({"retry_policy": policy} if handed else {})
-    assert (retry_fallback.kept(policy) is policy) is kept
+    assert retry_fallback.passed_on(policy) == ({"retry_policy": policy} if from_3_3 else {})
     assert retry_fallback.passed_on(None) == {}
+    # From 3.3 Airflow's task runner applies it: the operator leaves a job's own failure as it came.
+    error = _failed(user("Traceback", "boom"))
+    expected = TrainingJobFailed if from_3_3 else AirflowFailException
+    with pytest.raises(expected):
+        _Operator(policy, error).execute({"ti": _TI()})
+
+
+def test_a_class_or_another_object_as_the_policy_is_refused_at_parse() -> None:
+    from airflow_tfjob.build.checker import JobValidationError
+    from airflow_tfjob.operators.tfjob import TFJobOperator
+
+    for wrong, words in ((TrainingRetryPolicy, "TrainingRetryPolicy()"), ("retry", "TrainingRetryPolicy()")):
+        with pytest.raises(JobValidationError) as raised:
+            TFJobOperator(task_id="t", worker=1, image="i", retry_policy=wrong)
+        assert "retry_policy" in str(raised.value) and words in str(raised.value)
 
 
 def test_the_missing_features_line_names_each_with_its_release_and_fallback(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -548,7 +548,7 @@ def test_every_operator_and_decorator_takes_the_policy_and_the_dag_serializes() 
     if not AIRFLOW_V_3_3_PLUS:
         # Below 3.3 the operator holds it itself (retry_fallback), and a mapped task gets it when unmapped.
         for task_id in ("tf", "pt", "tj", "train_tf", "train_pt"):
-            assert dag.get_task(task_id).fallback_retry_policy is policy, task_id
+            assert dag.get_task(task_id).retry_policy is policy, task_id
         assert dag.get_task("mapped").partial_kwargs["retry_policy"] is policy
         return
     for task_id in ("tf", "pt", "tj", "mapped", "train_tf", "train_pt"):

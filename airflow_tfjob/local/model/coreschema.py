@@ -36,7 +36,7 @@ _QUANTITY_FIELDS = ("limits", "requests", "overhead", "sizeLimit", "divisor", "c
 _FREE_FORM_FIELDS = ("fieldsV1",)
 _DEFAULTS: dict[tuple[str, str], Any] = {("V1ContainerPort", "protocol"): "TCP"}
 _LIST = re.compile(r"^list\[(.+)\]$")
-_DICT = re.compile(r"^dict\[str, (.+)\]$")
+_DICT = re.compile(r"^dict(?:\[str, (.+)\]|\(str, (.+)\))$")  # dict[str, X]; before client 35, dict(str, X)
 
 
 def _models() -> Any:
@@ -82,7 +82,7 @@ def _type_schema(type_name: str, field: str) -> JsonDict:
         return {"type": "array", "items": _type_schema(match.group(1), "")}
     match = _DICT.match(type_name)
     if match:
-        return {"type": "object", "additionalProperties": _type_schema(match.group(1), "")}
+        return {"type": "object", "additionalProperties": _type_schema(match.group(1) or match.group(2), "")}
     return model_schema(type_name)
 
 
