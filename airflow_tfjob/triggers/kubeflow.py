@@ -83,7 +83,7 @@ if TYPE_CHECKING:
     from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
     from airflow_tfjob.jobs.kinds import JobKind
     from airflow_tfjob.jobs.status import JobStatus
-    from airflow_tfjob.triggers.positions import PositionBook, SavedPosition
+    from airflow_tfjob.triggers.positions import LineHook, PositionBook, SavedPosition
 
 #: The TFJob annotation holding the ``deferred_at`` of the deferral whose trigger has started.
 ANNOTATION_TRIGGER_STARTED = "tfjob.airflow.apache.org/trigger-started"
@@ -365,7 +365,8 @@ class KubeflowJobTrigger(_ClusterTrigger):
             if restarted:
                 saved = await self._saved_position(book, entry)
                 known = saved is not None
-                plan = take_over(saved, remote_task_logs(), self.cursors, self.kind.kind)
+                deferred_at = None if self.deferred_at is None else float(self.deferred_at)
+                plan = take_over(saved, remote_task_logs(), self.cursors, self.kind.kind, deferred_at)
                 cursors, window = plan.cursors, plan.window
                 if cursors != self.cursors:
                     # Resumed after what the stopped triggerer showed: its trackers' state went with
@@ -379,7 +380,10 @@ class KubeflowJobTrigger(_ClusterTrigger):
         # position book of a follow that reads logs): not for every job that waits in silence.
         tap: FollowTap | None = None
         if window is not None or book is not None:
-            tapped = tap = FollowTap(on_line=window.on_line if window is not None else None)
+            on_line: LineHook | None = window.on_line if window is not None else None
+            if book is not None:  # its first shown line saves the position early (triggers/positions.py)
+                on_line = book.on_first_line(entry, on_line)
+            tapped = tap = FollowTap(on_line=on_line)
             if window is not None:
                 window.sink = lambda line: (tapped.sink or self._info)(line)
             if book is not None:

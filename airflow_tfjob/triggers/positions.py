@@ -14,13 +14,22 @@ the patch runs on the loop as any request does (async, no file, no thread). A fo
 (triggerer SIGTERM, the trigger moved elsewhere) saves its exact position at once, marked ``final``;
 an ended follow's entry is removed with the book's next write.
 
+A follow's first lines do not wait for the next interval: a replica that starts prints its backlog at
+once (a framework's start-up, tens of lines), and a kill in the seconds before the next save would show
+all of it twice. So the first line a follow writes wakes the book (:meth:`PositionBook.on_first_line`):
+its next save starts then, capturing those lines and sending them :data:`SETTLE` seconds later. Only a
+follow that writes lines does this, once per follow; a job that waits in silence never wakes the book,
+and a book has one save in flight at a time, so first lines arriving together share one request.
+
 What a take-over can promise depends on where task logs live, because Airflow 3.3 uploads a trigger's
 log to remote storage only when the trigger finishes in that triggerer (the supervisor's
 ``upload_to_remote`` on the trigger's end):
 
 - local (or shared) task logs keep what the stopped triggerer wrote, so the new trigger resumes from
   the saved position; after a SIGKILL the lines written after the last save (at most about
-  :data:`SAVE_INTERVAL` seconds of them) are read again, and counted and labelled as such;
+  :data:`SAVE_INTERVAL` seconds of them; a follow's first lines are saved :data:`SETTLE` seconds after
+  they were written) are read again, and counted and labelled as such; a trigger killed before any save
+  of its follow is read again from the deferral, and the lines up to the take-over are counted too;
 - remote task logs lose what the stopped triggerer wrote: the new trigger reads again from the
   deferral's position, and nothing above that point is in the log it uploads.
 
@@ -116,6 +125,8 @@ class SavedPosition:
 
 
 Positions = Callable[[], dict[str, Any]]
+#: A follow's per-line hook: (replica, shown in the task log, timestamp in epoch ns).
+LineHook = Callable[[str, bool, int], None]
 
 
 class PositionBook:
@@ -135,6 +146,9 @@ class PositionBook:
         self._soon: asyncio.Future[None] | None = None
         self._read: tuple[float, asyncio.Future[dict[str, str]]] | None = None
         self._warned = False
+        # Set by a follow's first written line: the periodic loop saves at once instead of at its interval.
+        self._early = asyncio.Event()
+        self.early_saves = 0  # saves a follow's first lines started (tests and benchmarks read it)
 
     # -- follows ---------------------------------------------------------------------------------
 
@@ -143,6 +157,30 @@ class PositionBook:
         self.sources[entry] = (deferred_at, positions)
         self.removals.discard(entry)
         self._ensure_running()
+
+    def on_first_line(self, entry: str, then: LineHook | None = None) -> LineHook:
+        """The follow's line hook (``FollowTap.on_line``: replica, shown, timestamp): the first line it
+        shows wakes the book for an early save (:meth:`wrote`); every line goes on to ``then``."""
+        first = True
+
+        def on_line(replica: str, shown: bool, ts: int) -> None:
+            nonlocal first
+            if first and shown:
+                first = False
+                self.wrote(entry)
+            if then is not None:
+                then(replica, shown, ts)
+
+        return on_line
+
+    def wrote(self, entry: str) -> None:
+        """A tracked follow is writing its first lines: start the next save now. Its positions are
+        captured once the lines being handled are written (the save runs in a later turn of the loop),
+        so the lines of a replica's start-up are saved :data:`SETTLE` seconds after, not at the next
+        interval."""
+        if entry in self.sources:
+            self._early.set()
+            self._ensure_running()
 
     async def stopped(self, entry: str) -> None:
         """The follow stopped before its job ended: save its exact position now (batched with the
@@ -194,11 +232,26 @@ class PositionBook:
     async def _run(self) -> None:
         try:
             while self.sources or self.removals or self.finals:
-                await asyncio.sleep(SAVE_INTERVAL)
+                if await self._next_save():
+                    self.early_saves += 1
                 await self.save(settle=SETTLE)
         finally:
             if not (self.sources or self.removals or self.finals) and _BOOKS.get(self.key) is self:
                 del _BOOKS[self.key]
+
+    async def _next_save(self) -> bool:
+        """Wait for the next periodic save, or less when a follow wrote its first lines (then True).
+        Cleared before the save captures: lines that wake the book during a save get the next one."""
+        early = self._early.is_set()
+        if not early:
+            try:
+                async with asyncio.timeout(SAVE_INTERVAL):
+                    await self._early.wait()
+                early = True
+            except TimeoutError:
+                pass
+        self._early.clear()
+        return early
 
     async def _save_soon(self) -> None:
         await asyncio.sleep(0)  # the follows stopping together add their finals first
@@ -282,12 +335,14 @@ async def book_for(hook: Any, namespace: str) -> PositionBook:
 
 class RepeatWindow:
     """Counts, per replica, the lines a take-over after a SIGKILL reads again up to ``until`` (epoch ns):
-    written after the stopped triggerer's last save, some of them may already be in the log above.
-    At the first later line of a replica (or at the end) it says how many, through ``sink``."""
+    written after the stopped triggerer's last save (``saved``; else since the deferral, none saved),
+    some of them may already be in the log above. At the first later line of a replica (or at the end)
+    it says how many, through ``sink``."""
 
-    def __init__(self, until: int, saved_at: float) -> None:
+    def __init__(self, until: int, saved_at: float | None, saved: bool = True) -> None:
         self.until = until
         self.saved_at = saved_at
+        self.saved = saved
         self.counts: dict[str, int] = {}
         self.closed: set[str] = set()
         self.sink: Callable[[str], None] | None = None
@@ -309,7 +364,7 @@ class RepeatWindow:
         self.closed.add(replica)
         count = self.counts.pop(replica, 0)
         if count and self.sink is not None:
-            self.sink(f"[{replica}] {repeat_note(count, self.saved_at, self.until)}")
+            self.sink(f"[{replica}] {repeat_note(count, self.saved_at, self.until, saved=self.saved)}")
 
 
 @dataclass
@@ -323,10 +378,20 @@ class TakeOver:
 
 
 def take_over(
-    saved: SavedPosition | None, remote: bool, deferral_cursors: dict[str, Any], kind: str
+    saved: SavedPosition | None,
+    remote: bool,
+    deferral_cursors: dict[str, Any],
+    kind: str,
+    deferred_at: float | None = None,
+    now: float | None = None,
 ) -> TakeOver:
     """The plan of a take-over (see the module's docstring): ``saved`` is the job's entry for this
-    deferral (None: none was saved or it could not be read), ``remote`` whether task logs are remote."""
+    deferral (None: none was saved or it could not be read), ``remote`` whether task logs are remote,
+    ``deferred_at`` the deferral's time, ``now`` the take-over's (the clock's by default).
+
+    With none saved, the stopped triggerer may have written any line up to its end, which came before
+    this take-over: the lines read again up to ``now`` are counted (a follow's first lines are saved
+    within about :data:`SETTLE` seconds, so these are a start-up's few, unless saves failed)."""
     stopped = f"{TAKE_OVER} the triggerer that was following this {kind} stopped before the job ended"
     if remote:
         return TakeOver(
@@ -335,10 +400,13 @@ def take_over(
             "the trigger, so the replicas' logs are read again here from where the task deferred -----",
         )
     if saved is None:
+        until = time.time() if now is None else now
         return TakeOver(
             deferral_cursors,
             f"{stopped} and saved no position; the replicas' logs are read again from where the task "
-            "deferred, so lines already shown above may repeat -----",
+            f"deferred, so lines written up to {_clock(until)} UTC may repeat lines shown above, and are "
+            "counted -----",
+            RepeatWindow(int(until * 1e9), deferred_at, saved=False),
         )
     cursors = {**deferral_cursors, **saved.cursors}
     if saved.final:
@@ -360,13 +428,21 @@ def _clock(epoch: float) -> str:
     return time.strftime("%H:%M:%S", time.gmtime(epoch)) + f".{int(epoch * 10) % 10}"
 
 
-def repeat_note(count: int, saved_at: float, until_ns: int) -> str:
-    """The line closing a counted repeat window (tests and people read it)."""
+def repeat_note(count: int, saved_at: float | None, until_ns: int, saved: bool = True) -> str:
+    """The line closing a counted repeat window (tests and people read it): after the stopped
+    triggerer's last save at ``saved_at``, or (``saved`` False) since the deferral at ``saved_at``,
+    before it saved any position."""
     lines = "line" if count == 1 else "lines"
+    until = _clock(until_ns / 1e9)
+    if not saved:
+        since = "the deferral" if saved_at is None else f"the deferral ({_clock(saved_at)} UTC)"
+        return (
+            f"--- take-over: the {count} {lines} above, written between {since} and {until} UTC before "
+            "the stopped triggerer saved any position, may repeat its lines ---"
+        )
     return (
-        f"--- take-over: the {count} {lines} above, written between {_clock(saved_at)} and "
-        f"{_clock(until_ns / 1e9)} UTC after the stopped triggerer last saved its position, may repeat "
-        "its last lines ---"
+        f"--- take-over: the {count} {lines} above, written between {_clock(saved_at or 0.0)} and {until} "
+        "UTC after the stopped triggerer last saved its position, may repeat its last lines ---"
     )
 
 
@@ -374,6 +450,7 @@ __all__ = [
     "CONFIG_MAP",
     "SAVE_INTERVAL",
     "TAKE_OVER",
+    "LineHook",
     "PositionBook",
     "RepeatWindow",
     "SavedPosition",

@@ -1,16 +1,18 @@
 """The deferred follows' log positions (airflow_tfjob/triggers/positions.py) against the local cluster:
 one merge patch per namespace and save whatever the number of follows, nothing sent while nothing
 moves, a stopped follow's exact position, an ended follow's entry removed, one read for many
-take-overs, and a take-over's plan in each log setup."""
+take-overs, a follow's first lines saved at once (and silent follows never), and a take-over's plan in
+each log setup."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from watch_support import Api, unique
+from watch_support import Api, unique, wait_until
 
 from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
 from airflow_tfjob.triggers import positions
@@ -141,6 +143,59 @@ async def test_the_book_saves_by_itself_every_interval_and_then_stops(
         assert book.key not in positions._BOOKS
 
 
+async def test_a_follow_s_first_lines_are_saved_at_once_and_silent_follows_never_wake_the_book(
+    k8s_conn: str, local_cluster: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interval is an hour here, so every save seen is an early one: a follow's first shown line
+    starts a save (sent SETTLE seconds later); its later lines, lines of replicas not shown, and a
+    thousand follows that write nothing start none; first lines arriving together share one request."""
+    monkeypatch.setattr(positions, "SAVE_INTERVAL", 3600.0)
+    async with Api(Path(local_cluster.kubeconfig_path)) as api:
+        ns = await api.namespace(unique("pos"))
+        book = await book_for(AsyncKubeflowJobHook(conn_id=k8s_conn), ns)
+        follows = {entry_key("tfjobs", f"job-{i}"): _Follow() for i in range(1000)}
+        hooks = {entry: book.on_first_line(entry) for entry in follows}
+        for entry, follow in follows.items():
+            book.track(entry, 1700000000.0, follow)
+        for hook in hooks.values():
+            hook("worker-1", False, 1)  # a replica the task does not show: nothing written
+        await asyncio.sleep(1.0)
+        assert (book.writes, book.early_saves) == (0, 0), "nothing written: no save"
+
+        first = entry_key("tfjobs", "job-7")
+        follows[first].cursors = _cursor("2026-12-02T07:00:01Z", 40)
+        started = time.monotonic()
+        hooks[first]("worker-0", True, 1)
+        await wait_until(lambda: book.writes == 1, timeout=10, interval=0.01)
+        took = time.monotonic() - started
+        assert positions.SETTLE <= took < positions.SETTLE + 1.0, took
+        assert book.early_saves == 1
+        assert (await api.saved_positions(ns))[first]["cursors"] == _cursor("2026-12-02T07:00:01Z", 40)
+
+        follows[first].cursors = _cursor("2026-12-02T07:00:02Z", 41)
+        for _ in range(100):
+            hooks[first]("worker-0", True, 2)  # its later lines wait for the interval
+        await asyncio.sleep(1.0)
+        assert (book.writes, book.early_saves) == (1, 1)
+
+        together = [entry_key("tfjobs", f"job-{i}") for i in (1, 2, 3)]
+        for entry in together:
+            follows[entry].cursors = _cursor("2026-12-02T07:00:03Z", 5)
+            hooks[entry]("worker-0", True, 3)
+        await wait_until(lambda: book.writes == 2, timeout=10, interval=0.01)
+        await asyncio.sleep(positions.SETTLE + 0.5)
+        assert (book.writes, book.early_saves) == (2, 2), "three follows' first lines: one request"
+        saved = await api.saved_positions(ns)
+        assert set(saved) == {first, *together}, "the silent thousand are not written"
+        print(
+            f"\nfirst-lines saves: 1000 silent follows -> 0 requests; a follow's first lines saved "
+            f"{took:.2f} s after (SETTLE {positions.SETTLE} s, interval {positions.SAVE_INTERVAL:g} s); "
+            "3 follows' first lines together -> 1 request"
+        )
+        for entry in follows:
+            book.ended(entry)
+
+
 def test_a_take_over_plan_for_each_log_setup() -> None:
     deferral = _cursor("2026-12-02T07:00:00Z")
     periodic = SavedPosition(1.0, 1764658800.0, False, _cursor("2026-12-02T07:00:05Z"))
@@ -150,8 +205,17 @@ def test_a_take_over_plan_for_each_log_setup() -> None:
     assert remote.cursors == deferral and remote.window is None
     assert remote.marker.startswith(TAKE_OVER) and "with remote task logs" in remote.marker
 
-    lost = take_over(None, False, deferral, "TFJob")
-    assert lost.cursors == deferral and lost.window is None and "may repeat" in lost.marker
+    # None saved (killed within its first lines' save): read again from the deferral, every line up to
+    # the take-over counted.
+    lost = take_over(None, False, deferral, "TFJob", deferred_at=1764658790.0, now=1764658800.0)
+    assert lost.cursors == deferral and lost.window is not None and "are counted" in lost.marker
+    assert "saved no position" in lost.marker and lost.window.until == int(1764658800.0 * 1e9)
+    written: list[str] = []
+    lost.window.sink = written.append
+    lost.window.on_line("worker-0", True, int(1764658799.0 * 1e9))
+    lost.window.finish()
+    assert written == [f"[worker-0] {repeat_note(1, 1764658790.0, lost.window.until, saved=False)}"]
+    assert "before the stopped triggerer saved any position" in written[0]
 
     stopped = take_over(final, False, deferral, "PyTorchJob")
     assert stopped.cursors == final.cursors and stopped.window is None

@@ -337,6 +337,145 @@ async def test_a_take_over_with_remote_task_logs_reads_again_from_the_deferral(
     assert _counted(after) == [*(f"[worker-0] counted line {i}" for i in range(8)), "[worker-0] counted final"]
 
 
+# A replica's start-up: its backlog in one write (a framework's banner), then more lines when told.
+START_UP = r"""
+import os, sys, time
+sys.stdout.write("".join(f"start-up line {i}\n" for i in range(40)))
+sys.stdout.flush()
+while not os.path.exists(sys.argv[1] + ".more"):
+    time.sleep(0.05)
+for i in range(5):
+    print(f"later line {i}", flush=True)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.1)
+print("counted final", flush=True)
+"""
+
+# The first triggerer, in a process of its own so that it can be SIGKILLed: one trigger, its log to a
+# file (each record written as it is logged), no periodic save within the test; argv[3] is how long a
+# captured position settles before it is sent (an hour: it never is, the triggerer saves nothing).
+FIRST_TRIGGERER = """
+import asyncio, json, logging, sys
+from airflow_tfjob.triggers import positions
+positions.SAVE_INTERVAL = 3600.0
+positions.SETTLE = float(sys.argv[3])
+from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+
+logger = logging.getLogger("first-triggerer")
+logger.addHandler(logging.FileHandler(sys.argv[2]))
+logger.setLevel(logging.INFO)
+logger.propagate = False
+trigger = KubeflowJobTrigger(**json.loads(sys.argv[1]))
+trigger._log = logger
+
+async def main():
+    async for event in trigger.run():
+        print(json.dumps(event.payload), flush=True)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("first_save", ["sent", "never sent"])
+async def test_a_triggerer_killed_right_after_its_first_lines_repeats_only_what_it_wrote_after_saving(
+    api: Api, k8s_conn: str, tmp_path: Path, first_save: str
+) -> None:
+    """Issue 39: a triggerer SIGKILLed in the first seconds of a follow. Its follow's first lines (the
+    replica's 40-line start-up) start a save at once, sent SETTLE seconds later, not at the next
+    interval (an hour here, so no other save happens); then the replica writes 5 more lines, and the
+    triggerer is SIGKILLed as soon as they are shown.
+
+    "sent": the successor repeats none of the 40 lines the save covered, repeats the 5 written after
+    it, and counts them in its take-over note. "never sent" (the kill within the settling, here made an
+    hour long): nothing was saved, so the successor reads again from the deferral, and every line it
+    repeats (all 45) is counted in its note."""
+    import signal
+    import subprocess
+    import sys
+
+    from airflow_tfjob.triggers.positions import REPEAT_BOUND, SETTLE, entry_key
+    from airflow_tfjob.triggers.positions import TAKE_OVER as RESUME_MARKER
+
+    sent = first_save == "sent"
+    release = tmp_path / "release"
+    kwargs = _deferred_kwargs(tmp_path, command=[sys.executable, "-c", START_UP, str(release)])
+    name, ns = kwargs["name"], kwargs["namespace"]
+    first_log = tmp_path / "first-triggerer.log"
+    first_log.touch()
+
+    def written() -> str:
+        return first_log.read_text()
+
+    async def saved() -> dict[str, Any] | None:
+        entry = (await api.saved_positions(ns)).get(entry_key("tfjobs", name))
+        return entry if entry and (entry["cursors"].get("worker-0") or {}).get("ts") else None
+
+    errors = tmp_path / "first-triggerer.err"
+    settle = str(SETTLE if sent else 3600.0)
+    with errors.open("w") as stderr:
+        first = subprocess.Popen(  # noqa: ASYNC220 (started once; the test's loop waits on the cluster)
+            [sys.executable, "-c", FIRST_TRIGGERER, json.dumps(kwargs), str(first_log), settle], stderr=stderr
+        )
+    entry: dict[str, Any] | None = None
+    try:
+        try:
+            await wait_until(lambda: "start-up line 0" in written(), timeout=90, interval=0.01)
+        except AssertionError:
+            raise AssertionError(f"no line from the first triggerer:\n{errors.read_text()[-3000:]}") from None
+        shown_at = time.time()
+        if sent:
+            await wait_until(saved, timeout=10, interval=0.02)
+            entry = await saved()
+            assert entry is not None and entry["final"] is False
+        save_seen = time.time() - shown_at
+        assert all(f"start-up line {i}" in written() for i in range(40))
+        Path(f"{release}.more").write_text("go")  # noqa: ASYNC240
+        await wait_until(lambda: "later line 4" in written(), timeout=30, interval=0.01)
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        assert await saved() == entry, "no save but the first lines' one: the kill came before the interval"
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait(10)
+    assert RESUME_MARKER not in written()
+
+    after = _Recorder()
+    second = asyncio.ensure_future(_collect(_recorded(KubeflowJobTrigger(**kwargs), after)))
+    await wait_until(lambda: any(x.startswith(RESUME_MARKER) for x in after.lines), timeout=60)
+    if entry is not None:  # the final line comes once the repeat window has passed: only the 5 count
+        await asyncio.sleep(max(0.0, entry["saved_at"] + REPEAT_BOUND - time.time()) + 0.3)
+    release.write_text("go")
+    (event,) = await asyncio.wait_for(second, 60)
+    assert event["event"] == "succeeded", event
+
+    shown = _shown(after.lines)
+    marker = shown[0]
+    repeated = [x for x in shown if "start-up line" in x or "later line" in x]
+    later = [f"[worker-0] later line {i}" for i in range(5)]
+    notes = [x for x in shown if "--- take-over: the" in x]
+    if sent:
+        assert "last saved its position" in marker and "are counted" in marker, marker
+        assert repeated == later, f"only the lines written after the first save repeat: {repeated}"
+    else:
+        assert "saved no position" in marker and "are counted" in marker, marker
+        assert repeated == [*(f"[worker-0] start-up line {i}" for i in range(40)), *later], repeated
+        assert "before the stopped triggerer saved any position" in notes[0], notes
+    assert len(notes) == 1 and f"the {len(repeated)} lines above" in notes[0], notes
+    assert [x for x in shown if "counted final" in x] == ["[worker-0] counted final"], "not counted, once"
+    print(
+        f"\ntake-over in the first seconds (first save {first_save}): 40 start-up lines shown"
+        + (f", their save seen {save_seen:.2f} s after (SETTLE {SETTLE} s)" if sent else "")
+        + f"; SIGKILL after 5 more lines; the successor repeated {len(repeated)} "
+        f"({len([x for x in repeated if 'start-up' in x])} of the 40), "
+        f"counted {notes[0].split('the ', 2)[1].split(' lines')[0]} in its note"
+    )
+
+
+def _shown(records: list[str]) -> list[str]:
+    return [x for record in records for x in record.splitlines()]
+
+
 class _Routed(_Recorder):
     """Keeps each record with the trigger Airflow's triggerer would write it to: the ``trigger_id`` its
     ``run_trigger`` binds as a structlog context variable, as it stands when the log call is made."""
