@@ -33,6 +33,7 @@ SLEEPER = ["python", "-c", "import time; time.sleep(600)"]
 DAG_ID = "tfjob_triggerer_test"
 RESTART_DAG_ID = "tfjob_triggerer_restart_test"
 OPERATOR_DAG_ID = "tfjob_triggerer_operator_test"
+FIRST_LINES_DAG_ID = "tfjob_triggerer_first_lines_test"
 
 DAG_FILE = f'''
 from airflow.sdk import DAG
@@ -48,6 +49,9 @@ with DAG("{RESTART_DAG_ID}", schedule=None, start_date=datetime.datetime(2025, 1
 
 with DAG("{OPERATOR_DAG_ID}", schedule=None, start_date=datetime.datetime(2025, 1, 1)):
     EmptyOperator(task_id="train")
+
+with DAG("{FIRST_LINES_DAG_ID}", schedule=None, start_date=datetime.datetime(2025, 1, 1)):
+    EmptyOperator(task_id="restarted")
 '''
 
 # Runs in a subprocess with the test's Airflow environment: the ORM work a deferring task and a
@@ -268,6 +272,113 @@ async def test_a_killed_triggerer_s_successor_resumes_without_losing_or_repeatin
             assert text.count(f"counted line {i}") == 1, f"line {i}: once, neither lost nor repeated"
         assert text.count("counted final") == 1
         assert text.index("counted final") > text.index(RESUME_MARKER)
+
+
+# A replica's start-up: its backlog in one write (a framework's banner), then the end when told.
+START_UP = r"""
+import os, sys, time
+sys.stdout.write("".join(f"start-up line {i}\n" for i in range(40)))
+sys.stdout.flush()
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.1)
+print("counted final", flush=True)
+"""
+
+
+async def test_a_triggerer_killed_half_a_second_after_its_first_lines_repeats_only_counted_lines(
+    airflow_env: dict[str, str], local_cluster: Any, k8s_conn: str, tmp_path: Path
+) -> None:
+    """Issue 39's timing with a real triggerer and local task logs: SIGKILLed 0.5 s after its trigger's
+    first replica lines (a 40-line start-up) are in the task's log file, before any periodic save could
+    have covered them. The follow's first lines started a save at once (sent SETTLE = 0.5 s after
+    they were written), so the kill lands just after it or just before it: either the successor resumes
+    from that save and repeats no start-up line, or it found none and repeats them, counted. Whichever
+    happened, every line it repeats is counted in its take-over note, and none is lost."""
+    import re
+    import time
+
+    from airflow_tfjob.triggers.positions import REPEAT_BOUND, entry_key
+    from airflow_tfjob.triggers.positions import TAKE_OVER as RESUME_MARKER
+
+    env = dict(airflow_env)
+    env["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"]
+    release = tmp_path / "release"
+    task_id, dag_id = "restarted", FIRST_LINES_DAG_ID
+    async with Api(Path(local_cluster.kubeconfig_path)) as api:
+        ns = await api.namespace(unique("first"))
+        name = unique("startup")
+        await api.create(ns, tfjob_manifest(name, external=False, command=["python", "-c", START_UP, str(release)]))
+        now = time.time()
+        specs = {
+            task_id: {
+                "name": name,
+                "namespace": ns,
+                "options": {"log_replicas": "all", "startup_timeout": 120},
+                "deferred_at": now,
+                "startup_deadline": now + 120,
+            }
+        }
+        await asyncio.to_thread(_orm, env, "defer", dag_id, json.dumps(specs))
+        logs = Path(env["AIRFLOW_HOME"]) / "logs" / f"dag_id={dag_id}" / "run_id=test_run"
+
+        def trigger_logs() -> list[str]:
+            return [p.read_text() for p in sorted((logs / f"task_id={task_id}").glob("*.trigger.*.log"))]
+
+        async def saved() -> dict[str, Any] | None:
+            entry = (await api.saved_positions(ns)).get(entry_key("tfjobs", name))
+            return entry if entry and (entry["cursors"].get("worker-0") or {}).get("ts") else None
+
+        log_path = tmp_path / "triggerer.log"
+        triggerer = start_triggerer(env, log_path)
+        try:
+            await wait_until(lambda: "start-up line 0" in "".join(trigger_logs()), timeout=120, interval=0.02)
+            shown = time.monotonic()
+            await asyncio.sleep(0.5)
+            kill_triggerer(triggerer)
+            killed_after = time.monotonic() - shown
+        finally:
+            kill_triggerer(triggerer)
+        await asyncio.sleep(0.5)  # a request sent just before the kill lands now, or never
+        entry = await saved()
+        (first_part,) = trigger_logs()
+
+        triggerer = start_triggerer(env, log_path)
+        try:
+            await wait_until(lambda: RESUME_MARKER in "".join(trigger_logs()), timeout=120, interval=0.5)
+            if entry is not None:  # the final line comes once the repeat window has passed
+                await asyncio.sleep(max(0.0, entry["saved_at"] + REPEAT_BOUND - time.time()) + 0.3)
+            release.write_text("go")
+
+            async def resumed() -> bool:
+                ti = (await asyncio.to_thread(_states, env, dag_id))[task_id]
+                return bool(ti["state"] == "scheduled" and ti["next_kwargs"])
+
+            await wait_until(resumed, timeout=120, interval=1.0)
+        finally:
+            stop_triggerer(triggerer)
+        event = (await asyncio.to_thread(_states, env, dag_id))[task_id]["next_kwargs"]["event"]
+        assert event["event"] == "succeeded", event
+
+    successor = "".join(part for part in trigger_logs() if part != first_part)
+    marker = next(line for line in successor.splitlines() if RESUME_MARKER in line)
+    # The files hold one JSON record per log call: a record's lines are joined by an escaped newline.
+    first = [int(n) for n in re.findall(r"\[worker-0\] start-up line (\d+)", first_part)]
+    again = [int(n) for n in re.findall(r"\[worker-0\] start-up line (\d+)", successor)]
+    assert sorted(set(first) | set(again)) == list(range(40)), "a start-up line lost"
+    notes = re.findall(r"--- take-over: the (\d+) lines? above", successor)
+    assert [int(n) for n in notes] == ([len(again)] if again else []), (marker, notes, again)
+    if entry is not None:
+        assert "last saved its position" in marker, marker
+        # What the save covered is a prefix of the start-up: only lines after it may come again.
+        assert again == list(range(40 - len(again), 40)), again
+    else:
+        assert "saved no position" in marker and "are counted" in marker, marker
+    assert "".join(trigger_logs()).count("counted final") == 1
+    print(
+        f"\nreal triggerer SIGKILLed {killed_after:.2f} s after its first lines were in the log file: "
+        f"first save {'landed before the kill' if entry is not None else 'not sent'}; the successor repeated "
+        f"{len(again)} of the 40 start-up lines, counted {notes[0] if notes else 0} in its note"
+    )
 
 
 async def _absent(api: Api, ns: str, entry: str) -> bool:
