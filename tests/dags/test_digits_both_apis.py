@@ -2,7 +2,8 @@
 Trainer v2 (a cluster started in TrainJob-only mode, the provider's TensorFlow runtimes installed).
 TFJobOperator's default ``api="auto"`` chooses by API discovery; both runs train for real (TensorFlow
 MultiWorkerMirroredStrategy, 2 workers), reach test_accuracy >= 0.9 in XCom with the same metrics
-keys and result keys, and their task logs have the same line shapes.
+keys and result keys, and their task logs have the same line shapes. Each run trains the demo's 5 epochs
+(the DAG's default is 10): they reach the gate as 10 do (0.958 against 0.956) in half the training.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ pytestmark = [pytest.mark.dags, pytest.mark.cluster, pytest.mark.tensorflow, pyt
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "example_dags"
 DAG_ID = "example_tfjob_digits"
+# The demo's epochs (scripts/demo.sh): the accuracy gate is met at 5 as at 10.
+EPOCHS = 5
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +56,7 @@ def run(env: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any], str]:
     """One run of the example, unchanged: (train's result, its metrics XCom, the run's output), with what
     the demo promises checked on the way: both tasks succeeded, the accuracy gate passed on the metrics
     train reported, and the master replica exported the model with those metrics."""
-    output = dags_test(env, DAG_ID, "-c", json.dumps({"epochs": 10}), "-f", str(EXAMPLES / f"{DAG_ID}.py"), timeout=1000)
+    output = dags_test(env, DAG_ID, "-c", json.dumps({"epochs": EPOCHS}), "-f", str(EXAMPLES / f"{DAG_ID}.py"), timeout=1000)
     with airflow_db(env) as db:
         (run_id,) = db.execute(
             "select run_id from dag_run where dag_id = ? order by id desc limit 1", (DAG_ID,)
@@ -129,9 +132,9 @@ def test_the_digits_example_trains_alike_on_the_tfjob_and_the_trainjob_api(
     assert tfjob_result["state"] == trainjob_result["state"] == "succeeded"
     # Both workers' epochs reached the task log on both APIs, and the same progress.
     for log, result in ((tfjob_log, tfjob_result), (trainjob_log, trainjob_result)):
-        assert log.count("epoch=10 loss=") >= 2
-        assert "[progress] progress: epoch 10/10 (100%)" in log
-        assert [value for _, value in result["progress"]["timeline"]] == [float(n) for n in range(1, 11)]
+        assert log.count(f"epoch={EPOCHS} loss=") >= 2
+        assert f"[progress] progress: epoch {EPOCHS}/{EPOCHS} (100%)" in log
+        assert [value for _, value in result["progress"]["timeline"]] == [float(n) for n in range(1, EPOCHS + 1)]
         # What a person reads: no TensorFlow start-up notice nor coordination error from the replicas.
         for noise in ("oneDNN", "absl::InitializeLog", "coordination service"):
             assert noise not in log, noise
