@@ -168,7 +168,8 @@ async def test_a_follow_s_first_lines_are_saved_at_once_and_silent_follows_never
         hooks[first]("worker-0", True, 1)
         await wait_until(lambda: book.writes == 1, timeout=10, interval=0.01)
         took = time.monotonic() - started
-        assert positions.SETTLE <= took < positions.SETTLE + 1.0, took
+        # The interval is an hour: a save within seconds is the early one (slack for a loaded machine).
+        assert positions.SETTLE <= took < positions.SETTLE + 3.0, took
         assert book.early_saves == 1
         assert (await api.saved_positions(ns))[first]["cursors"] == _cursor("2026-12-02T07:00:01Z", 40)
 
