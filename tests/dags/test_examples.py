@@ -118,7 +118,10 @@ def test_retraining_deploys_only_a_better_model(env: dict[str, str]) -> None:
     airflow(env, "dags", "reserialize")
     airflow(env, "dags", "unpause", "example_tfjob_deploy")
 
-    first, metrics, decision = retrain_and_deploy(env, {"epochs": 10}, "2025-06-01")
+    # Three epochs (the DAG's default is ten): the test claims a promotion decision, not the accuracy
+    # gate (test_digits_both_apis and the demo hold that), and three epochs at the default learning
+    # rate beat the worse candidate below by far (0.93-0.95 against well under 0.9).
+    first, metrics, decision = retrain_and_deploy(env, {"epochs": 3}, "2025-06-01")
     assert decision["promoted"] and decision["previous"] is None, decision
     assert decision["test_accuracy"] == metrics["test_accuracy"]
     assert decision["job"]["kind"] == "TFJob" and decision["job"]["uid"]
