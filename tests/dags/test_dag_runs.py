@@ -4,6 +4,7 @@ triggers) against the local cluster: the synchronous operator, and deferrable op
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 from airflow_cli import airflow_db, dags_test, migrated_airflow_env, xcom_value
 
-from airflow_tfjob.version_compat import AIRFLOW_V_3_3_PLUS
+from airflow_tfjob.version_compat import AIRFLOW_V_3_1_PLUS, AIRFLOW_V_3_3_PLUS
 
 pytestmark = [pytest.mark.dags, pytest.mark.cluster, pytest.mark.timeout(420)]
 
@@ -72,7 +73,6 @@ def test_retry_finds_the_job_through_task_state_store(
     """Try 1 creates the job, records it in task_state_store and dies (its job hidden from the label
     lookup); try 2, a real retry by the task runner, finds that same job through the store. Before
     Airflow 3.3 (no store) try 2 finds it through the identity labels."""
-    import re
 
     output = dags_test(airflow_env, "tfjob_retry", timeout=360)
     assert task_states(airflow_env, "tfjob_retry") == {"train": "success", "check": "success"}
@@ -104,9 +104,18 @@ def test_secrets_printed_by_replicas_are_masked_in_the_task_log(airflow_env: dic
         "deferred": "success",
         "decorated": "success",
     }
-    # Each replica printed its secret; the task log shows the line, masked.
-    assert output.count("replica token=***") == 2
+    # Each replica printed its secret; the task log shows the line, masked: once from the sync task's
+    # follow and once from the trigger's (Airflow before 3.1 echoes a task's lines in two formats, so
+    # the lines are told apart by where they were logged, not counted).
+    shown = [line for line in output.splitlines() if "replica token=***" in line]
+    assert any("logs_parsing.py" in line for line in shown), shown  # the sync task's follow
+    assert any("logs_parsing.py" not in line for line in shown), shown  # the trigger's
     assert "function token=***" in output
+    if not AIRFLOW_V_3_1_PLUS:
+        # Airflow 3.0's task SDK writes its own request to the masker at DEBUG level, the value in it
+        # ("Sending request ... MaskSecret(value=...)"); `dags test` logs at DEBUG, a deployment's task
+        # log at INFO does not. That line is Airflow's, not a replica's or the provider's.
+        output = "\n".join(line for line in output.splitlines() if "MaskSecret(" not in line)
     assert token not in output and call_token not in output
     assert xcom(airflow_env, "tfjob_secret", "decorated") == len(call_token)
     with airflow_db(airflow_env) as db:

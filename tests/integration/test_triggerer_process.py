@@ -58,7 +58,12 @@ with DAG("{FIRST_LINES_DAG_ID}", schedule=None, start_date=datetime.datetime(202
 # user's "mark failed" do, kept out of the test process so its Airflow settings stay untouched.
 DEFER_SCRIPT = """
 import json, sys, datetime
-from airflow.models.dagbag import DBDagBag
+try:
+    from airflow.models.dagbag import DBDagBag
+    latest = lambda dag_id, session: DBDagBag().get_latest_version_of_dag(dag_id, session=session)
+except ImportError:  # Airflow 3.0: the serialized DAG straight from its table
+    from airflow.models.serialized_dag import SerializedDagModel
+    latest = lambda dag_id, session: SerializedDagModel.get_dag(dag_id, session=session)
 from airflow.models.taskinstance import TaskInstance
 from airflow.models.trigger import Trigger
 from airflow.utils.session import create_session
@@ -70,7 +75,7 @@ action, dag_id = sys.argv[1], sys.argv[2]
 with create_session() as session:
     if action == "defer":
         specs = json.loads(sys.argv[3])
-        dag = DBDagBag().get_latest_version_of_dag(dag_id, session=session)
+        dag = latest(dag_id, session)
         now = datetime.datetime.now(datetime.timezone.utc)
         run = dag.create_dagrun(
             run_id="test_run", logical_date=now, run_after=now, run_type=DagRunType.MANUAL,

@@ -37,6 +37,8 @@ class CrashingFirstTry(TFJobOperator):
         meta = job["metadata"]
         if AIRFLOW_V_3_3_PLUS:  # before 3.3 the labels are all a retry has to find its job by
             hook.patch_tfjob(meta["name"], meta["namespace"], {"metadata": {"labels": {LABEL_DAG_ID: None}}})
+        # Logged as one line as well: a release's rich traceback may wrap the exception's message.
+        self.log.info("CREATED_THEN_CRASHED %s %s", meta["name"], meta["uid"])
         raise AirflowException(f"CREATED_THEN_CRASHED {meta['name']} {meta['uid']}")
 
 
