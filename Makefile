@@ -15,7 +15,7 @@ unexport PYTHONDONTWRITEBYTECODE
 # Extra arguments of `uv pip compile` for `make lock`, e.g. LOCK_ARGS=--upgrade to move every pin.
 LOCK_ARGS ?=
 
-.PHONY: install lock demo test lint docs browser services unit check e2e benchmarks clean
+.PHONY: install lock demo test test-compat lint docs browser services unit check e2e benchmarks clean
 
 $(STAMP): pyproject.toml requirements/lock.txt scripts/venv.sh
 	PYTHON=$(PYTHON) scripts/venv.sh install $(VENV)
@@ -74,10 +74,21 @@ test: lint docs browser services
 	@rm -rf $(TIMES); status=0; \
 	$(STAGE) main -- $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not alone and not apart" && \
 	$(STAGE) apart -- $(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadgroup -m apart && \
-	$(STAGE) alone -- $(BIN)/pytest -q -p no:cacheprovider -m alone || status=$$?; \
+	$(STAGE) alone -- $(BIN)/pytest -q -p no:cacheprovider -m alone && \
+	scripts/compat.sh --build-only && \
+	( for release in $(COMPAT_RELEASES); do \
+		$(STAGE) compat-$$release -- scripts/compat.sh --no-build $$release || exit $$?; \
+	done ) || status=$$?; \
 	$(BIN)/python scripts/test_times.py report $(TIMES) || echo "make test: no summary of the test times" >&2; \
 	[ $$status -eq 0 ] || echo "make test: FAILED: a test stage exited with status $$status (see above)" >&2; \
 	exit $$status
+
+# The compatibility lane (scripts/compat.sh): the provider's wheel under each supported Airflow release's
+# constraints (requirements/compat/), and there the tests whose outcome depends on the release. make test
+# runs it after the main stages, one stage per release.
+COMPAT_RELEASES ?= $(patsubst requirements/compat/airflow-%.txt,%,$(wildcard requirements/compat/airflow-*.txt))
+test-compat: $(STAMP)
+	scripts/compat.sh $(COMPAT_RELEASES)
 
 # The deployment test alone (make test runs it too, as part of the pytest run: tests/e2e).
 e2e: $(STAMP) browser services

@@ -22,7 +22,18 @@ TEST_TOOLS=(pytest pytest-asyncio pytest-timeout pytest-xdist psutil)
 
 die() { echo "compat.sh: $*" >&2; exit 1; }
 
-releases=("$@")
+# Arguments: releases (3.0.6), and anything else (an option such as --junitxml=FILE) for pytest.
+# --no-build: use the wheel an earlier run built; --build-only: build it and stop (make test builds it
+# once for every release).
+releases=() PYTEST_ARGS=() BUILD=1
+for arg in "$@"; do
+    case "$arg" in
+        --no-build) BUILD=0 ;;
+        --build-only) BUILD=2 ;;
+        [0-9]*) releases+=("$arg") ;;
+        *) PYTEST_ARGS+=("$arg") ;;
+    esac
+done
 if ((${#releases[@]} == 0)); then
     for file in "$ROOT"/requirements/compat/airflow-*.txt; do
         name="${file##*/airflow-}"; releases+=("${name%.txt}")
@@ -32,10 +43,13 @@ fi
 mkdir -p "$OUT/dist"
 started=$SECONDS
 # One wheel for every release, built as a release is (isolated, the declared backend).
-rm -f "$OUT"/dist/*.whl
-"$UV" build --quiet --wheel --out-dir "$OUT/dist" "$ROOT" || die "could not build the wheel"
-wheel=$(ls "$OUT"/dist/*.whl)
-echo "==> compat: built ${wheel##*/} in $((SECONDS - started)) s" >&2
+if ((BUILD)); then
+    rm -f "$OUT"/dist/*.whl
+    "$UV" build --quiet --wheel --out-dir "$OUT/dist" "$ROOT" || die "could not build the wheel"
+    echo "==> compat: built the wheel in $((SECONDS - started)) s" >&2
+fi
+wheel=$(ls "$OUT"/dist/*.whl 2>/dev/null) || die "no wheel in $OUT/dist: run without --no-build"
+((BUILD != 2)) || exit 0
 
 summary=()
 failed=0
@@ -66,6 +80,15 @@ for release in "${releases[@]}"; do
         "$UV" pip install --quiet --python "$venv/bin/python" --no-deps --reinstall "$wheel"
     fi
     installed=$((SECONDS - begun))
+    tests=(tests/unit tests/integration/test_trigger.py tests/integration/test_deferred_kill.py
+        tests/dags/test_dag_runs.py)
+    # A real `airflow triggerer` from 3.2 on: 3.0's and 3.1's triggerer channel lets a send from a
+    # thread (the task SDK's blocking calls, as the cncf.kubernetes hook's connection read makes them)
+    # read another's answer, and the trigger runner dies (apache/airflow#64620, fixed in 3.2). A kill
+    # while deferred on those releases is shown at the trigger's level (test_trigger.py, "before 3.3").
+    if [[ "$(printf '%s\n3.2\n' "$release" | sort -V | head -1)" == 3.2 ]]; then
+        tests+=(tests/integration/test_triggerer_process.py)
+    fi
     log="$OUT/airflow-$release.log"
     begun=$SECONDS
     set +e
@@ -73,9 +96,7 @@ for release in "${releases[@]}"; do
         cd "$ROOT"
         # The venv's airflow and tfjob-local, and the replicas' python, are the release's.
         PATH="$venv/bin:$PATH" TFJOB_COMPAT_RELEASE="$release" "$venv/bin/python" -m pytest -q \
-            -p no:cacheprovider -n "$WORKERS" --dist loadfile -m "not tooling" \
-            tests/unit tests/integration/test_trigger.py tests/integration/test_deferred_kill.py \
-            tests/integration/test_triggerer_process.py tests/dags/test_dag_runs.py
+            -p no:cacheprovider -n "$WORKERS" --dist loadfile -m "not tooling" "${tests[@]}" "${PYTEST_ARGS[@]}"
     ) >"$log" 2>&1
     status=$?
     set -e

@@ -11,6 +11,7 @@ if AIRFLOW_V_3_2_PLUS:
     from airflow.sdk.exceptions import (
         AirflowException,
         AirflowFailException,
+        AirflowNotFoundException,
         AirflowRescheduleException,
         AirflowSensorTimeout,
         AirflowSkipException,
@@ -22,6 +23,7 @@ else:
     from airflow.exceptions import (  # type: ignore[no-redef,assignment]
         AirflowException,
         AirflowFailException,
+        AirflowNotFoundException,
         AirflowRescheduleException,
         AirflowSensorTimeout,
         AirflowSkipException,
@@ -33,6 +35,7 @@ else:
 __all__ = [
     "AirflowException",
     "AirflowFailException",
+    "AirflowNotFoundException",
     "AirflowRescheduleException",
     "AirflowSensorTimeout",
     "AirflowSkipException",

@@ -285,32 +285,8 @@ def _shown_object(value: Any, text: Callable[[str], str], path: set[int]) -> Any
     return value if shown is as_data else shown
 
 
-async def amask_job_secrets(job: Mapping[str, Any] | None) -> None:
-    """Register a live job's secret env values with the masker, from async code (the triggerer).
-
-    The trigger's kwargs are stored in the metadata database, so they never carry the values: the
-    job object in the cluster does, and the triggerer reads it.
-    """
-    from airflow_tfjob.version_compat import AIRFLOW_V_3_3_PLUS
-
-    if AIRFLOW_V_3_3_PLUS:
-        from airflow.sdk.log import amask_secret
-    else:
-        # Before 3.3 only the blocking call exists; in a triggerer it sends through the supervisor's
-        # channel with async_to_sync, which must run in a thread sync_to_async starts (it hands the
-        # send back to this loop), never on the loop itself.
-        from airflow.sdk.log import mask_secret
-        from asgiref.sync import sync_to_async
-
-        amask_secret = sync_to_async(mask_secret)
-    for value in secret_values(job or {}):
-        if len(value) >= MIN_MASKED_LENGTH:
-            await amask_secret(value)
-
-
 __all__ = [
     "REDACTED",
-    "amask_job_secrets",
     "decode_names",
     "encode_names",
     "hidden",

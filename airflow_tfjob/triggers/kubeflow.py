@@ -107,9 +107,9 @@ _KILLS: set[asyncio.Task[bool]] = set()
 #: their own, which every trigger awaits before it touches them (:func:`load_run_modules`).
 RUN_MODULES: tuple[str, ...] = (
     "urllib3.exceptions",
-    # The release's flags, and what a kill before Airflow 3.3 reads the task's state with.
+    # The release's flags, and the supervisor's channel (the masker, a task's state).
     "airflow_tfjob.version_compat",
-    "asgiref.sync",
+    "airflow_tfjob.hooks.supervisor",
     "airflow_tfjob.jobs.kinds",
     "airflow_tfjob.jobs.adapter",
     "airflow_tfjob.jobs.status",
@@ -470,10 +470,15 @@ class KubeflowJobTrigger(_ClusterTrigger):
 
     async def _mask_secrets(self, hook: AsyncKubeflowJobHook) -> None:
         """The job's secret_env values masked in the trigger's log (a replica may print them)."""
-        from airflow_tfjob.build.secrets import amask_job_secrets
+        from airflow_tfjob.build.secrets import MIN_MASKED_LENGTH, secret_values
+        from airflow_tfjob.hooks import supervisor
 
         try:
-            await amask_job_secrets(await self._read_job(hook))
+            # The trigger's kwargs are stored in the metadata database, so they never carry the values:
+            # the job object in the cluster does.
+            for value in secret_values(await self._read_job(hook) or {}):
+                if len(value) >= MIN_MASKED_LENGTH:
+                    await supervisor.mask(value)
         except Exception as error:  # the follow reports real API trouble
             self.log.warning(
                 "Could not read %s %s/%s to mask its secrets: %s",
@@ -648,24 +653,13 @@ class KubeflowJobTrigger(_ClusterTrigger):
         ti = getattr(self, "task_instance", None)
         if ti is None:
             return None
-        from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-        from asgiref.sync import sync_to_async
+        from airflow_tfjob.hooks import supervisor
 
-        map_index = getattr(ti, "map_index", -1)
-        map_index = -1 if map_index is None else int(map_index)
         try:
-            # Through the supervisor's channel, which async_to_sync hands back to this loop: so in a
-            # thread sync_to_async starts, never on the loop itself.
-            states = await sync_to_async(RuntimeTaskInstance.get_task_states)(
-                dag_id=ti.dag_id, task_ids=[ti.task_id], run_ids=[ti.run_id], map_index=map_index
-            )
-            # The response keys a mapped instance as "<task_id>_<map_index>".
-            key = f"{ti.task_id}_{map_index}" if map_index >= 0 else ti.task_id
-            state = states[ti.run_id][key]
+            return await supervisor.task_state(ti)
         except Exception:
             self.log.warning("Could not read the state of %s: keeping %s", ti.task_id, self.name, exc_info=True)
             return None
-        return None if state is None else str(getattr(state, "value", state))
 
 
 class KubeflowJobConditionTrigger(_ClusterTrigger):

@@ -141,6 +141,54 @@ async def test_apache_airflow_36090_62398_on_kill_deletes_job_and_pods_cleanup_d
     await wait_until(lambda: _no_pods(api, ns, name), timeout=30)
 
 
+class _StateChannel:
+    """The triggerer's supervisor channel as a trigger's cleanup uses it: it answers a task-state
+    request with ``state`` (and every other request with nothing)."""
+
+    def __init__(self, state: str | None) -> None:
+        self.state = state
+
+    def send(self, message: Any) -> Any:  # the task SDK's blocking calls (a connection's masking)
+        return None
+
+    async def asend(self, message: Any) -> Any:
+        from types import SimpleNamespace
+
+        if type(message).__name__ != "GetTaskStates":
+            return None
+        states = {} if self.state is None else {message.task_ids[0]: self.state}
+        return SimpleNamespace(task_states={message.run_ids[0]: states})
+
+
+async def test_before_airflow_3_3_cleanup_deletes_the_job_of_a_task_no_longer_deferred(
+    api: Api, k8s_conn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Airflow 3.0 to 3.2 call no on_kill: the trigger tells a user's kill (the task marked failed,
+    success or cleared) from a restart (the task still deferred) by the task's state at cleanup."""
+    from types import SimpleNamespace
+
+    from airflow.sdk.execution_time import task_runner
+
+    from airflow_tfjob import version_compat
+
+    monkeypatch.setattr(version_compat, "AIRFLOW_V_3_3_PLUS", False)
+    ns = await api.namespace(unique("t"))
+    name = unique("oldkill")
+    await api.create(ns, tfjob_manifest(name, external=False, command=SLEEPER))
+    await wait_until(lambda: api.pods(ns, name), timeout=30)
+    for state, deleted in (("deferred", False), (None, False), ("failed", True)):
+        monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", _StateChannel(state), raising=False)
+        trigger = _trigger(name, ns, k8s_conn, options={"get_logs": False})
+        trigger.task_instance = SimpleNamespace(dag_id="d", task_id="train", run_id="r", map_index=-1)
+        run = asyncio.ensure_future(_collect(trigger))
+        await wait_until(lambda: any(w["namespace"] == ns and w["subscribers"] for w in watch.active_watchers()))
+        run.cancel()
+        await asyncio.gather(run, return_exceptions=True)
+        await trigger.cleanup()
+        assert (await api.get(ns, name) is None) is deleted, state
+    await wait_until(lambda: _no_pods(api, ns, name), timeout=30)
+
+
 async def test_on_kill_keeps_job_when_asked(api: Api, k8s_conn: str) -> None:
     ns = await api.namespace(unique("t"))
     name = unique("keep")

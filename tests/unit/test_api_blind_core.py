@@ -114,6 +114,7 @@ CORE = (
     "triggers/assets.py",
     "triggers/kubeflow.py",
     "triggers/positions.py",
+    "hooks/supervisor.py",
     "triggers/tfjob.py",  # 0.1.0's names of the triggers
 )
 
