@@ -75,9 +75,9 @@ test: lint docs browser services
 	$(STAGE) main -- $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not alone and not apart" && \
 	$(STAGE) apart -- $(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadgroup -m apart && \
 	$(STAGE) alone -- $(BIN)/pytest -q -p no:cacheprovider -m alone && \
-	scripts/compat.sh --build-only && \
+	$(COMPAT) --build-only && \
 	( for release in $(COMPAT_RELEASES); do \
-		$(STAGE) compat-$$release -- scripts/compat.sh --no-build $$release || exit $$?; \
+		$(STAGE) compat-$$release -- $(COMPAT) --no-build $$release || exit $$?; \
 	done ) || status=$$?; \
 	$(BIN)/python scripts/test_times.py report $(TIMES) || echo "make test: no summary of the test times" >&2; \
 	[ $$status -eq 0 ] || echo "make test: FAILED: a test stage exited with status $$status (see above)" >&2; \
@@ -86,9 +86,10 @@ test: lint docs browser services
 # The compatibility lane (scripts/compat.sh): the provider's wheel under each supported Airflow release's
 # constraints (requirements/compat/), and there the tests whose outcome depends on the release. make test
 # runs it after the main stages, one stage per release.
+COMPAT := scripts/compat.sh
 COMPAT_RELEASES ?= $(patsubst requirements/compat/airflow-%.txt,%,$(wildcard requirements/compat/airflow-*.txt))
 test-compat: $(STAMP)
-	scripts/compat.sh $(COMPAT_RELEASES)
+	$(COMPAT) $(COMPAT_RELEASES)
 
 # The deployment test alone (make test runs it too, as part of the pytest run: tests/e2e).
 e2e: $(STAMP) browser services

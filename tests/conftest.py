@@ -50,6 +50,8 @@ TOOLING_MODULES = frozenset(
         "tests/unit/test_import_contracts.py",
         "tests/unit/test_declared_imports.py",
         "tests/unit/test_lock.py",
+        "tests/unit/test_venv_script.py",
+        "tests/unit/test_test_times.py",
     }
 )
 

@@ -44,6 +44,22 @@ sys.exit(3 if failing else 0)
 """
 
 
+# The compatibility lane's stand-in: `--build-only` does nothing; a release's stage writes one quick test.
+FAKE_COMPAT = """#!{python}
+import os, sys
+argv = sys.argv[1:]
+if "--build-only" in argv:
+    sys.exit(0)
+release = next(a for a in argv if a[:1].isdigit())
+xml = next(a.split("=", 1)[1] for a in argv if a.startswith("--junitxml="))
+with open(xml, "w") as out:
+    out.write('<?xml version="1.0"?><testsuites><testsuite name="pytest">'
+              f'<testcase classname="tests.fake.test_compat" name="r{{release}}" time="0.1"/></testsuite></testsuites>')
+with open(os.environ["FAKE_PYTEST_RAN"], "a") as ran:
+    ran.write("compat-" + release + "\\n")
+"""
+
+
 def _script() -> ModuleType:
     spec = importlib.util.spec_from_file_location("test_times", ROOT / "scripts" / "test_times.py")
     assert spec and spec.loader
@@ -61,12 +77,16 @@ def _make_test(tmp_path: Path, fail: str | None) -> tuple[subprocess.CompletedPr
     fake.write_text(FAKE_PYTEST.format(python=sys.executable))
     fake.chmod(0o755)
     (bin_dir / "python").symlink_to(sys.executable)
+    compat = bin_dir / "compat"
+    compat.write_text(FAKE_COMPAT.format(python=sys.executable))
+    compat.chmod(0o755)
     ran = tmp_path / "ran"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
     env |= {"FAKE_PYTEST_RAN": str(ran), "FAKE_PYTEST_FAIL": fail or ""}
     done_ = ("lint", "docs", "browser", "services")  # taken as made: `make -o TARGET`
     argv = ["make", "--no-print-directory", "-C", str(ROOT), *(f"--old-file={t}" for t in done_),
-            f"BIN={bin_dir}", f"TIMES={tmp_path / 'times'}", "test"]  # fmt: skip
+            f"BIN={bin_dir}", f"TIMES={tmp_path / 'times'}", f"COMPAT={compat}", "COMPAT_RELEASES=3.0.6",
+            "test"]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
     return done, ran.read_text().split() if ran.exists() else []
 
@@ -79,10 +99,10 @@ def _summary(out: str) -> list[str]:
 def test_a_passing_run_ends_with_each_stage_and_the_15_slowest_tests(tmp_path: Path) -> None:
     done, ran = _make_test(tmp_path, fail=None)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert ran == ["main", "apart", "alone"]
+    assert ran == ["main", "apart", "alone", "compat-3.0.6"]
     lines = _summary(done.stdout)
     stages = [line.split()[0] for line in lines if line.startswith("  ") and " tests " in line]
-    assert stages == ["main", "apart", "alone"]
+    assert stages == ["main", "apart", "alone", "compat-3.0.6"]
     assert all("passed" in line for line in lines if line.split()[:1] and line.split()[0] in stages)
     slowest = [line.split()[-1] for line in lines if line.startswith("  ") and " s  " in line]
     # main_12 (1,200 s) down to main_1 (100 s), then apart's and alone's 12 s tests and one 11 s test.
