@@ -11,7 +11,11 @@ from airflow.sdk import DAG, task
 from airflow_tfjob.operators.tfjob import TFJobOperator
 from airflow_tfjob.sensors.tfjob import TFJobSensor
 
-SLOW = "import time; time.sleep(3); print('loss=0.5')"
+# The sensed job runs 15 s: the sensor's first look comes within seconds of the submission, also on a
+# loaded machine, and finds it running, so the sensor defers (a job already finished would not defer it).
+# (A job waiting for the sensor's task instance to read `deferred` in the run's SQLite database never saw
+# it under `airflow dags test`, which runs a deferred task's trigger inline.)
+SLOW = "import time; time.sleep(15); print('loss=0.5')"
 PROGRAM = "import os; print('chief or worker', os.getpid()); print('loss=0.25')"
 
 with DAG("tfjob_deferrable", schedule=None, catchup=False, tags=["test"]):
@@ -22,9 +26,8 @@ with DAG("tfjob_deferrable", schedule=None, catchup=False, tags=["test"]):
         from airflow_tfjob.hooks.tfjob import KubeflowJobHook
 
         name = "sensed-" + format(abs(hash(run_id)) % 10**10, "010d")
-        body = build_tfjob(
-            name, "default", replicas={"worker": 1}, image="x", command=[sys.executable, "-c", SLOW]
-        )
+        command = [sys.executable, "-c", SLOW]
+        body = build_tfjob(name, "default", replicas={"worker": 1}, image="x", command=command)
         KubeflowJobHook().create_tfjob(body, "default")
         return name
 
