@@ -79,6 +79,18 @@ class AsyncKubeflowJobHook(AsyncKubernetesHook):
             return self.config_file
         return await super()._get_field(field_name)
 
+    def with_connection_read(self) -> AsyncKubeflowJobHook:
+        """This hook with its connection's extras read now, in the calling thread: a task's own thread.
+
+        Its event loop then never reads them from a thread of its own (the cncf.kubernetes hook reads
+        them through ``sync_to_async``). Before Airflow 3.1 a task's channel to its supervisor took one
+        request at a time from one thread: ``airflow dags test``'s in-process channel removes it while
+        it answers, so a read from another thread made the task's own next request fail.
+        """
+        if self._extras is None and self.conn_id:
+            self._extras = dict(self.get_connection(self.conn_id).extra_dejson)
+        return self
+
     async def get_cluster_key(self) -> Hashable:
         """Identity of the cluster configuration: hooks with equal keys may share a client and a watch."""
         extras = await self.get_conn_extras()

@@ -290,7 +290,7 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
     def get_async_hook(self) -> AsyncKubeflowJobHook:
         from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
 
-        return AsyncKubeflowJobHook(**hook_kwargs(self))
+        return AsyncKubeflowJobHook(**hook_kwargs(self)).with_connection_read()
 
     # ------------------------------------------------------------------ the story
 

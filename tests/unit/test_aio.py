@@ -45,3 +45,26 @@ async def test_wait_event_reports_whether_the_event_came() -> None:
 async def test_subscription_next_times_out_as_before() -> None:
     with pytest.raises(asyncio.TimeoutError):
         await Subscription("job").next(timeout=0.01)
+
+
+def test_a_tasks_async_hook_reads_its_connection_in_the_tasks_own_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sync mode's event loop never reads the connection from a thread of its own (before Airflow
+    3.1 a task's channel to its supervisor could not take a request from another thread)."""
+    import asyncio
+    import threading
+    from types import SimpleNamespace
+
+    from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
+
+    readers: list[str] = []
+
+    def get_connection(conn_id: str) -> SimpleNamespace:
+        readers.append(threading.current_thread().name)
+        return SimpleNamespace(extra_dejson={"namespace": "team", "in_cluster": False})
+
+    monkeypatch.setattr(AsyncKubeflowJobHook, "get_connection", staticmethod(get_connection))
+    hook = AsyncKubeflowJobHook(conn_id="k8s_task").with_connection_read()
+    assert readers == [threading.current_thread().name]
+    assert asyncio.run(hook.get_conn_extras()) == {"namespace": "team", "in_cluster": False}
+    assert asyncio.run(hook.get_namespace_async()) == "team"
+    assert readers == [threading.current_thread().name]  # read once, where the task runs
