@@ -15,14 +15,11 @@ gives the one log line a task writes about them.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Any
 
 from airflow.version import version as _airflow_version
 from packaging.version import Version
-
-log = logging.getLogger(__name__)
 
 #: The installed release without pre-release or local parts (3.3.0rc1 counts as 3.3.0).
 AIRFLOW_VERSION = Version(Version(_airflow_version).base_version)

@@ -8,29 +8,29 @@ from __future__ import annotations
 from airflow_tfjob.version_compat import AIRFLOW_V_3_2_PLUS
 
 if AIRFLOW_V_3_2_PLUS:
-    from airflow.sdk.exceptions import (
-        AirflowException,
-        AirflowFailException,
-        AirflowNotFoundException,
-        AirflowRescheduleException,
-        AirflowSensorTimeout,
-        AirflowSkipException,
-        AirflowTaskTimeout,
-        TaskDeferralTimeout,
-        TaskDeferred,
-    )
+    from airflow.sdk import exceptions as _exceptions
 else:
-    from airflow.exceptions import (  # type: ignore[no-redef,assignment]
-        AirflowException,
-        AirflowFailException,
-        AirflowNotFoundException,
-        AirflowRescheduleException,
-        AirflowSensorTimeout,
-        AirflowSkipException,
-        AirflowTaskTimeout,
-        TaskDeferralTimeout,
-        TaskDeferred,
-    )
+    from airflow import exceptions as _exceptions  # type: ignore[no-redef]
+
+AirflowException = _exceptions.AirflowException
+AirflowFailException = _exceptions.AirflowFailException
+AirflowNotFoundException = _exceptions.AirflowNotFoundException
+AirflowRescheduleException = _exceptions.AirflowRescheduleException
+AirflowSensorTimeout = _exceptions.AirflowSensorTimeout
+AirflowSkipException = _exceptions.AirflowSkipException
+AirflowTaskTimeout = _exceptions.AirflowTaskTimeout
+TaskDeferralTimeout = _exceptions.TaskDeferralTimeout
+TaskDeferred = _exceptions.TaskDeferred
+
+
+def dag_serialization() -> type:
+    """Airflow's DAG (de)serializer: ``DagSerialization`` from 3.2, ``SerializedDAG`` (the same
+    ``to_dict``/``from_dict``) before."""
+    from airflow.serialization import serialized_objects
+
+    found = getattr(serialized_objects, "DagSerialization", None) or serialized_objects.SerializedDAG
+    return found  # type: ignore[no-any-return]
+
 
 __all__ = [
     "AirflowException",
@@ -44,11 +44,3 @@ __all__ = [
     "TaskDeferred",
 ]
 
-
-def dag_serialization() -> type:
-    """Airflow's DAG (de)serializer: ``DagSerialization`` from 3.2, ``SerializedDAG`` (the same
-    ``to_dict``/``from_dict``) before."""
-    from airflow.serialization import serialized_objects
-
-    found = getattr(serialized_objects, "DagSerialization", None) or serialized_objects.SerializedDAG
-    return found  # type: ignore[no-any-return]

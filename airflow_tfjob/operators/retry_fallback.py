@@ -71,7 +71,7 @@ class RetryPolicy(abc.ABC):
 def passed_on(policy: Any) -> dict[str, Any]:
     """What an operator hands ``BaseOperator`` of its ``retry_policy``: the policy itself from Airflow
     3.3 on (its task runner applies it), nothing before (``BaseOperator`` knows no such argument; the
-    operator keeps it, :func:`kept`)."""
+    operator keeps it as its ``retry_policy`` parameter and :func:`fail_fast` applies it)."""
     return {"retry_policy": policy} if AIRFLOW_V_3_3_PLUS and policy is not None else {}
 
 
