@@ -188,6 +188,31 @@ async def test_apache_airflow_36090_62398_job_completes_while_deferred_and_kill_
         assert f"Deleting TFJob {ns}/{killed_job} because the task was killed" in killed_log
 
 
+
+async def _defer_a_job(
+    api: Api, env: dict[str, str], dag_id: str, task_id: str, ns_prefix: str, prefix: str, program: str,
+    release: Path,
+) -> tuple[str, str, Path]:  # fmt: skip
+    """A TFJob running ``program`` (told to go on by the file ``release``) and ``task_id`` deferred on its
+    trigger (every replica's lines, a 120 s start-up); its namespace, name and the run's log folder."""
+    import time
+
+    ns = await api.namespace(unique(ns_prefix))
+    name = unique(prefix)
+    await api.create(ns, tfjob_manifest(name, external=False, command=["python", "-c", program, str(release)]))
+    now = time.time()
+    specs = {
+        task_id: {
+            "name": name,
+            "namespace": ns,
+            "options": {"log_replicas": "all", "startup_timeout": 120},
+            "deferred_at": now,
+            "startup_deadline": now + 120,
+        }
+    }
+    await asyncio.to_thread(_orm, env, "defer", dag_id, json.dumps(specs))
+    return ns, name, Path(env["AIRFLOW_HOME"]) / "logs" / f"dag_id={dag_id}" / "run_id=test_run"
+
 COUNTING = r"""
 import os, sys, time
 for i in range(8):
@@ -207,7 +232,6 @@ async def test_a_killed_triggerer_s_successor_resumes_without_losing_or_repeatin
 
     A graceful stop (SIGTERM, the trigger cancelled) saves the exact position as it stops: that path is
     test_trigger.py's take-over tests, in one process."""
-    import time
 
     from airflow_tfjob.triggers.positions import TAKE_OVER as RESUME_MARKER
     from airflow_tfjob.triggers.positions import entry_key
@@ -216,24 +240,8 @@ async def test_a_killed_triggerer_s_successor_resumes_without_losing_or_repeatin
     env["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"]
     release = tmp_path / "release"
     async with Api(Path(local_cluster.kubeconfig_path)) as api:
-        ns = await api.namespace(unique("rst"))
-        name = unique("counted")
-        await api.create(
-            ns, tfjob_manifest(name, external=False, command=["python", "-c", COUNTING, str(release)])
-        )
-        now = time.time()
         task_id, dag_id = "restarted", RESTART_DAG_ID
-        specs = {
-            task_id: {
-                "name": name,
-                "namespace": ns,
-                "options": {"log_replicas": "all", "startup_timeout": 120},
-                "deferred_at": now,
-                "startup_deadline": now + 120,
-            }
-        }
-        await asyncio.to_thread(_orm, env, "defer", dag_id, json.dumps(specs))
-        logs = Path(env["AIRFLOW_HOME"]) / "logs" / f"dag_id={dag_id}" / "run_id=test_run"
+        ns, name, logs = await _defer_a_job(api, env, dag_id, task_id, "rst", "counted", COUNTING, release)
 
         def trigger_log() -> str:
             return "".join(p.read_text() for p in sorted((logs / f"task_id={task_id}").glob("*.trigger.*.log")))
@@ -315,21 +323,7 @@ async def test_a_triggerer_killed_half_a_second_after_its_first_lines_repeats_on
     release = tmp_path / "release"
     task_id, dag_id = "restarted", FIRST_LINES_DAG_ID
     async with Api(Path(local_cluster.kubeconfig_path)) as api:
-        ns = await api.namespace(unique("first"))
-        name = unique("startup")
-        await api.create(ns, tfjob_manifest(name, external=False, command=["python", "-c", START_UP, str(release)]))
-        now = time.time()
-        specs = {
-            task_id: {
-                "name": name,
-                "namespace": ns,
-                "options": {"log_replicas": "all", "startup_timeout": 120},
-                "deferred_at": now,
-                "startup_deadline": now + 120,
-            }
-        }
-        await asyncio.to_thread(_orm, env, "defer", dag_id, json.dumps(specs))
-        logs = Path(env["AIRFLOW_HOME"]) / "logs" / f"dag_id={dag_id}" / "run_id=test_run"
+        ns, name, logs = await _defer_a_job(api, env, dag_id, task_id, "first", "startup", START_UP, release)
 
         def trigger_logs() -> list[str]:
             return [p.read_text() for p in sorted((logs / f"task_id={task_id}").glob("*.trigger.*.log"))]
