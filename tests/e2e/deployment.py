@@ -182,9 +182,9 @@ class Deployment:
     # ------------------------------------------------------------------ waiting, loudly
 
     def wait(self, what: str, probe: Callable[[], T | None], timeout: float,
-             watched: subprocess.Popen[bytes] | None = None) -> T:
-        """The first truthy result of probe(); on timeout (or a watched component dying), fail with the
-        components' logs."""
+             watched: subprocess.Popen[bytes] | None = None, interval: float = 0.2) -> T:
+        """The first truthy result of probe() (tried every ``interval`` seconds); on timeout (or a watched
+        component dying), fail with the components' logs."""
         deadline = time.monotonic() + timeout
         while True:
             value = probe()
@@ -194,7 +194,7 @@ class Deployment:
                 raise StepTimeout(f"{what}: the component exited ({watched.returncode})\n{self.log_tails()}")
             if time.monotonic() > deadline:
                 raise StepTimeout(f"{what}: not within {timeout:.0f} s\n{self.log_tails()}")
-            time.sleep(0.2)
+            time.sleep(interval)
 
     def log_tails(self, lines: int = 60) -> str:
         parts = []

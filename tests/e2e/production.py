@@ -1,6 +1,7 @@
 """An Airflow deployment in production shape, on this machine: PostgreSQL (Debian's server, the metadata
 database), Redis (Debian's server, Celery's broker), an S3-compatible object store (moto's server mode)
-holding the task logs, the local cluster, and `airflow api-server`, `scheduler`, `dag-processor`,
+holding the task logs (or, ``remote_logs=False``, no object store: task logs stay in the files the
+worker and the triggerers write, which the API server reads, as on a shared volume), the local cluster, and `airflow api-server`, `scheduler`, `dag-processor`,
 `celery worker` and TWO `airflow triggerer` processes. Each runs in a process group (a session) of
 its own on 127.0.0.1 with its own ports and folders, and :meth:`Deployment.stop` ends them all,
 whatever the test's outcome.
@@ -63,8 +64,9 @@ class ProductionDeployment(Deployment):
     # the default priority.
     NICE = {"celery-worker": 10, "tfjob-local": 10, "dag-processor": 10}
 
-    def __init__(self, home: Path, logs: Path) -> None:
+    def __init__(self, home: Path, logs: Path, remote_logs: bool = True) -> None:
         super().__init__(home, logs)
+        self.remote_logs = remote_logs
         self.pg_port = free_port()
         self.redis_port = free_port()
         self.s3_port = free_port()
@@ -78,9 +80,10 @@ class ProductionDeployment(Deployment):
         self._start_postgres()
         redis = self._start("redis", ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1",
                                       "--save", "", "--appendonly", "no", "--dir", str(self.home)])
-        moto = self._start("s3", [str(VENV_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(self.s3_port)])
         self.wait("Redis", lambda: _answers(["redis-cli", "-p", str(self.redis_port), "ping"], "PONG"), 30, redis)
-        self.wait("the S3 endpoint", self._bucket_created, 60, moto)
+        if self.remote_logs:
+            moto = self._start("s3", [str(VENV_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(self.s3_port)])
+            self.wait("the S3 endpoint", self._bucket_created, 60, moto)
         self.wait("PostgreSQL", self._database_created, 60, self.processes["postgres"])
 
     def _start_postgres(self) -> None:
@@ -152,7 +155,6 @@ class ProductionDeployment(Deployment):
         # provider's modules on a triggerer's loop, a cost of the checkout, not of a deployment.
         subprocess.run([str(VENV_BIN / "python"), "-m", "compileall", "-q", str(PACKAGE)], check=True)
         extra = {"kube_config_path": str(self.kubeconfig), "namespace": "default"}
-        s3 = {"endpoint_url": f"http://127.0.0.1:{self.s3_port}", "region_name": "us-east-1"}
         self.env = {
             **os.environ,
             "AIRFLOW_HOME": str(self.home),
@@ -181,14 +183,7 @@ class ProductionDeployment(Deployment):
             # Every stall of a triggerer's loop over half a second is logged (the test reads them).
             "AIRFLOW__TRIGGERER__BLOCKED_MAIN_THREAD_WARNING_THRESHOLD": "0.5",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-            "AIRFLOW__LOGGING__REMOTE_LOGGING": "True",
-            "AIRFLOW__LOGGING__REMOTE_BASE_LOG_FOLDER": f"s3://{BUCKET}/logs",
-            "AIRFLOW__LOGGING__REMOTE_LOG_CONN_ID": "task_logs_s3",
-            "AIRFLOW_CONN_TASK_LOGS_S3": json.dumps({"conn_type": "aws", "login": "testing",
-                                                     "password": "testing", "extra": s3}),
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
+            **self._task_log_env(),
             "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
             "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps({"conn_type": "kubernetes", "extra": extra}),
             "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -206,6 +201,23 @@ class ProductionDeployment(Deployment):
                 "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
             })
         self.wait("the API server", self._api_ready, 120, self.processes["api-server"])
+
+    def _task_log_env(self) -> dict[str, str]:
+        """Where task logs go: the S3 endpoint (uploaded when a task, or a trigger in its triggerer, ends),
+        or (``remote_logs`` False) nowhere but the local files."""
+        if not self.remote_logs:
+            return {"AIRFLOW__LOGGING__REMOTE_LOGGING": "False"}
+        s3 = {"endpoint_url": f"http://127.0.0.1:{self.s3_port}", "region_name": "us-east-1"}
+        return {
+            "AIRFLOW__LOGGING__REMOTE_LOGGING": "True",
+            "AIRFLOW__LOGGING__REMOTE_BASE_LOG_FOLDER": f"s3://{BUCKET}/logs",
+            "AIRFLOW__LOGGING__REMOTE_LOG_CONN_ID": "task_logs_s3",
+            "AIRFLOW_CONN_TASK_LOGS_S3": json.dumps({"conn_type": "aws", "login": "testing",
+                                                     "password": "testing", "extra": s3}),
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
 
     def triggerer_jobs(self) -> dict[str, int]:
         """The running triggerers' job ids, by process name."""
@@ -230,9 +242,10 @@ def _answers(argv: list[str], expected: str) -> bool:
 
 
 @contextmanager
-def production_deployment(home: Path, logs: Path, dags_folder: Path) -> Iterator[ProductionDeployment]:
+def production_deployment(home: Path, logs: Path, dags_folder: Path,
+                          remote_logs: bool = True) -> Iterator[ProductionDeployment]:
     logs.mkdir(parents=True, exist_ok=True)
-    running = ProductionDeployment(home, logs)
+    running = ProductionDeployment(home, logs, remote_logs)
     try:
         running.start_services()
         running.start_cluster()
