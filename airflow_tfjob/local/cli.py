@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from airflow_tfjob.constants import MAX_CLI_SECONDS, NumberOption
 from airflow_tfjob.local import credential
 from airflow_tfjob.local.kueue.options import load_objects, parse_integrations
+from airflow_tfjob.local.model.profiles import RELEASES, Profile
 from airflow_tfjob.local.model.resources import DEFAULT_APIS, served_groups
 from airflow_tfjob.local.options import CREDENTIALS, FEATURE_GATES
 
@@ -50,6 +51,10 @@ TOKEN_TTL = NumberOption("--token-ttl", minimum=0, above_minimum=True, maximum=M
                          example="900")
 PODS_READY_TIMEOUT = NumberOption("--kueue-pods-ready-timeout", minimum=0, above_minimum=True,
                                   maximum=MAX_CLI_SECONDS, unit="seconds", example="1800")
+
+
+#: `--profile`'s choices for its help: "kueue 0.19|0.20; trainer 2.3|2.4; training-operator 1.9.4".
+PROFILE_CHOICES = "; ".join(f"{project} {'|'.join(versions)}" for project, versions in RELEASES.items())
 
 
 def _log_level(value: str) -> str:
@@ -90,6 +95,13 @@ def _parse_apis(value: str) -> list[str]:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"--apis: {exc}") from None
     return apis
+
+
+def _parse_profile(value: str) -> Profile:
+    try:
+        return Profile.parse(value, "--profile")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _parse_gates(value: str) -> dict[str, bool]:
@@ -163,6 +175,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--feature-gates", type=_parse_gates, default={}, metavar="GATE=BOOL",
                        help="Kubeflow Trainer feature gates, e.g. 'TrainJobStatus=true' (the progress status "
                             "endpoint and env; off by default, as upstream)")
+    serve.add_argument("--profile", type=_parse_profile, default=None, metavar="PROJECT=VERSION,...",
+                       help="the upstream releases the cluster stands for, e.g. 'kueue=0.20,trainer=2.4' "
+                            f"(choices: {PROFILE_CHOICES}; "
+                            "default 'kueue=0.19,trainer=2.3'); today a profile sets the API versions "
+                            "served (Kueue 0.20: no kueue.x-k8s.io/v1beta1) and the Trainer release "
+                            "recorded (see docs/local-cluster.md, 'Version profiles')")
     serve.add_argument("--log-level", type=_log_level, default="WARNING",
                        help=f"logging level for stderr: {', '.join(LOG_LEVELS)} (default WARNING)")
     serve.add_argument("--debug", action="store_true", help="show the traceback of a failure")
@@ -188,6 +206,7 @@ def build_runtime(args: argparse.Namespace) -> ClusterRuntime:
         gpus=args.gpus, workdir=args.workdir, host=args.host, port=args.port, kubeconfig_path=args.kubeconfig,
         faults=args.faults, auth=args.auth == "token", token_ttl=args.token_ttl, credential=args.credential,
         roles=roles or None, kueue=kueue, apis=args.apis, feature_gates=args.feature_gates,
+        profile=args.profile,
     )
 
 

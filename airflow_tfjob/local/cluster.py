@@ -42,6 +42,7 @@ from airflow_tfjob.local.controllers.v1.registry import CONTROLLERS
 from airflow_tfjob.local.credential import TokenAuthority, exec_command, write_private
 from airflow_tfjob.local.faults import FaultInjector, FaultPlan
 from airflow_tfjob.local.kueue.options import KueueOptions
+from airflow_tfjob.local.model.profiles import Profile
 from airflow_tfjob.local.model.resources import DEFAULT_APIS, JsonDict, served_groups
 from airflow_tfjob.local.node.podlogs import PodLogs
 from airflow_tfjob.local.node.runner import Runner
@@ -111,8 +112,26 @@ def write_kubeconfig(path: Path, url: str, user: dict[str, Any], ca_pem: bytes |
     write_private(path, yaml.safe_dump(config, sort_keys=False))
 
 
+def _check_object_versions(options: KueueOptions, profile: Profile) -> None:
+    """A Kueue object to create at start written at a version the profile's Kueue does not serve is
+    refused, as `kubectl apply` of it is refused by such a cluster ("no matches for kind")."""
+    withdrawn = profile.withdrawn()
+    for i, obj in enumerate(options.objects):
+        version = obj.get("apiVersion")
+        if version in withdrawn:
+            name = (obj.get("metadata") or {}).get("name")
+            current = (profile.serves(str(version).partition("/")[0]) or ("",))[0]
+            raise ValueError(
+                f"kueue objects[{i}] ({obj.get('kind')} {name!r}, --kueue-objects): apiVersion {version} is not "
+                f"served by {profile.kueue.name} (profile {profile.name}); write it as "
+                f"{str(version).partition('/')[0]}/{current}"
+            )
+
+
 class ClusterRuntime:
-    """The running parts of one local cluster, on the current event loop."""
+    """The running parts of one local cluster, on the current event loop. `profile` picks the upstream
+    releases it stands for (model/profiles.py; default Kueue 0.19, Trainer 2.3): today their served API
+    versions and the Trainer release its install records."""
 
     def __init__(
         self,
@@ -134,9 +153,13 @@ class ClusterRuntime:
         kueue: bool | Mapping[str, Any] | KueueOptions | None = None,
         apis: Sequence[str] = DEFAULT_APIS,
         feature_gates: Mapping[str, bool] | None = None,
+        profile: str | Mapping[str, str] | Profile | None = None,
     ) -> None:
         # Every option is checked before anything is created.
+        self.profile = Profile.of(profile)
         kueue_options = KueueOptions.of(kueue)
+        if kueue_options is not None:
+            _check_object_versions(kueue_options, self.profile)
         self.apis = tuple(apis)
         self.served_groups = served_groups(self.apis)  # ValueError naming the choices
         self.feature_gates = dict(feature_gates or {})
@@ -184,7 +207,8 @@ class ClusterRuntime:
                                    bookmark_interval=bookmark_interval, middlewares=middlewares,
                                    metrics_sources=sources,
                                    ssl_context=self.tls.server_context() if self.tls else None,
-                                   extensions=extensions, served_groups=self.served_groups)
+                                   extensions=extensions, served_groups=self.served_groups,
+                                   withdrawn_versions=self.profile.withdrawn())
         self.status_server: StatusServer | None = None
         if self.feature_gates.get(GATE) and "trainjob" in self.apis:
             self.status_server = StatusServer(self.store, self.workdir)
@@ -201,7 +225,7 @@ class ClusterRuntime:
             await self.status_server.start()
         self.write_kubeconfig(self.kubeconfig_path, ADMIN, self.credential)
         if "trainjob" in self.apis:
-            install_trainer(self.store)
+            install_trainer(self.store, self.profile.trainer.tag.removeprefix("v"))
             for runtime in SHIPPED_RUNTIMES:
                 self.install_runtime(runtime)
         if self._want_controller:
@@ -297,12 +321,13 @@ class LocalCluster:
         kueue: bool | Mapping[str, Any] | KueueOptions | None = None,
         apis: Sequence[str] = DEFAULT_APIS,
         feature_gates: Mapping[str, bool] | None = None,
+        profile: str | Mapping[str, str] | Profile | None = None,
     ) -> None:
         self.runtime = ClusterRuntime(
             gpus=gpus, workdir=workdir, host=host, port=port, history_limit=history_limit,
             bookmark_interval=bookmark_interval, controller=controller, runner=runner, faults=faults,
             auth=auth, token_ttl=token_ttl, credential=credential, roles=roles, kueue=kueue, apis=apis,
-            feature_gates=feature_gates,
+            feature_gates=feature_gates, profile=profile,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None

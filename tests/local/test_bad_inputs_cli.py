@@ -499,6 +499,8 @@ def cases(
         serve("--feature-gates", "Fast=true"),
     )
     add("serve-gpus-blank-id", "--gpus", "e.g. 0,1", serve("--gpus", "0,,a b"))
+    add("serve-profile-unknown-version", "--profile", "kueue is one of 0.19, 0.20", serve("--profile", "kueue=0.21"))
+    add("serve-profile-unknown-project", "--profile", "kueue=0.19|0.20", serve("--profile", "jobset=0.12"))
 
     # ---------------------------------------------------------------- --role files
     def role(name: str, text: str, *more: str) -> Any:

@@ -57,16 +57,24 @@ def api_resource_list(group: str, version: str, features: frozenset[str] = froze
 
 
 @cache
-def api_groups(features: frozenset[str] = frozenset(),
-               served: frozenset[str] | None = None) -> dict[str, tuple[str, ...]]:
+def api_groups(features: frozenset[str] = frozenset(), served: frozenset[str] | None = None,
+               withdrawn: frozenset[str] = frozenset()) -> dict[str, tuple[str, ...]]:
     """The served groups and their versions, preferred (storage) version first: the kinds of the optional
-    parts that are on (`features`), of the groups in `served` when given (`--apis`)."""
+    parts that are on (`features`), of the groups in `served` when given (`--apis`), without the
+    group/versions a version profile withdrew (`withdrawn`; a group left with none is not served)."""
     seen: dict[str, tuple[str, ...]] = {}
     for info in RESOURCES.values():
         if (info.group and info.group not in seen and _served(info, features)
                 and (served is None or info.group in served)):
-            seen[info.group] = info.versions
+            versions = still_served(info.group, info.versions, withdrawn)
+            if versions:
+                seen[info.group] = versions
     return seen
+
+
+def still_served(group: str, versions: tuple[str, ...], withdrawn: frozenset[str]) -> tuple[str, ...]:
+    """`versions` of `group` but those withdrawn (``group/version``), in their order."""
+    return tuple(v for v in versions if f"{group}/{v}" not in withdrawn)
 
 
 def api_group(group: str, versions: tuple[str, ...] = ("v1",)) -> JsonDict:

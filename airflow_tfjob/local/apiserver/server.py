@@ -32,6 +32,7 @@ from airflow_tfjob.local.apiserver.discovery import (
     api_group,
     api_groups,
     api_resource_list,
+    still_served,
 )
 from airflow_tfjob.local.apiserver.extensions import Extensions, VersionView
 from airflow_tfjob.local.apiserver.logendpoint import serve_pod_log
@@ -80,11 +81,15 @@ class ApiServer:
         ssl_context: ssl.SSLContext | None = None,
         extensions: Extensions | None = None,
         served_groups: Collection[str] | None = None,
+        withdrawn_versions: Collection[str] = (),
     ) -> None:
         self.store = store
         self.extensions = extensions or Extensions()
         # The API groups answered (`--apis`); the others are 404 and absent from discovery.
         self.served_groups = frozenset(served_groups) if served_groups is not None else None
+        # ``group/version``s a version profile withdrew (e.g. kueue.x-k8s.io/v1beta1 on Kueue 0.20): absent
+        # from discovery and 404, whether a CRD's or an aggregated API's version.
+        self.withdrawn_versions = frozenset(withdrawn_versions)
         self.podlogs = podlogs
         self.host = host
         self.port = port
@@ -180,14 +185,24 @@ class ApiServer:
             return await access_review(request, lambda _attrs: True)  # no roles: everyone may do anything
         if parts and parts[0] == "apis":
             features, aggregated = self.extensions.features, self.extensions.aggregated
-            groups = api_groups(features, self.served_groups)
+            withdrawn = self.withdrawn_versions
+            groups = api_groups(features, self.served_groups, withdrawn)
             if len(parts) == 1:
                 listed = [api_group(g, v) for g, v in groups.items()]
-                listed += [api_group(a.group, a.versions) for a in aggregated.values()]
+                listed += [api_group(a.group, kept) for a in aggregated.values()
+                           if (kept := still_served(a.group, a.versions, withdrawn))]
                 return self._json({"kind": "APIGroupList", "apiVersion": "v1", "groups": listed})
             group = parts[1]
             if group in aggregated:
-                return await aggregated[group].handle(request, parts[2:])
+                api = aggregated[group]
+                kept = still_served(group, api.versions, withdrawn)
+                if kept == api.versions:
+                    return await api.handle(request, parts[2:])
+                if not kept or (len(parts) > 2 and parts[2] not in kept):
+                    raise route_not_found()
+                if len(parts) == 2:
+                    return self._json(api_group(group, kept))
+                return await api.handle(request, parts[2:])
             versions = groups.get(group)
             if versions is None:
                 raise route_not_found()

@@ -1,7 +1,8 @@
 """The local cluster's vocabulary: the kinds it serves and what an object of one of them is.
 
 Contract: pure data and functions over JSON objects (resource types, the API error shape, selectors,
-patches, defaults, request-body shape rules, the scale subresource, Pod create validation and the
-OpenAPI schemas of core types and of the kubeflow.org/v1 CRDs). Nothing here holds state, does I/O or
+patches, defaults, request-body shape rules, the scale subresource, Pod create validation, the
+OpenAPI schemas of core types and of the kubeflow.org/v1 CRDs, and the version profiles: what differs
+between the upstream releases the cluster can stand for). Nothing here holds state, does I/O or
 imports another room of the local cluster; every other room imports it.
 """

@@ -89,14 +89,15 @@ SYSTEM_NAMESPACE = "kubeflow-system"
 TRAINER_VERSION_INFO = "2.3.0"
 
 
-def install_trainer(store: Store) -> None:
+def install_trainer(store: Store, version: str = TRAINER_VERSION_INFO) -> None:
     """What the Trainer install leaves besides its CRDs and runtimes: the namespace `kubeflow-system` and
-    the ConfigMap `kubeflow-trainer-public` whose `kubeflow_trainer_version` the SDK reads on start (§11)."""
+    the ConfigMap `kubeflow-trainer-public` whose `kubeflow_trainer_version` the SDK reads on start (§11):
+    `version`, the release the cluster's version profile names."""
     store.create("namespaces", None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}})
     store.create("configmaps", SYSTEM_NAMESPACE, {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "kubeflow-trainer-public", "namespace": SYSTEM_NAMESPACE},
-        "data": {"kubeflow_trainer_version": TRAINER_VERSION_INFO},
+        "data": {"kubeflow_trainer_version": version},
     })
 
 

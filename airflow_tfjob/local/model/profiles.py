@@ -1,0 +1,288 @@
+"""Version profiles: what differs between the upstream releases the local cluster can stand for.
+
+A :class:`Profile` names one release of each upstream (Kueue, Kubeflow Trainer, training-operator v1);
+``tfjob-local serve --profile kueue=0.20,trainer=2.4`` and ``LocalCluster(profile=...)`` pick one. The
+default, ``kueue=0.19,trainer=2.3`` (training-operator 1.9.4 always), is the cluster as it has always
+been.
+
+Each :class:`Release` is a small table: the API versions it serves, the feature gates whose default
+matters to the provider, and rows (:class:`Row`), one per difference, each citing where upstream states it
+(a pull request, an issue, or a file at a tag) and saying how far that was checked. ``emulated`` marks
+the rows the local cluster acts on under the profile; the others are recorded for the steps that will
+(docs/local-cluster.md, "Version profiles", shows the table).
+
+Pure data, as everything in model/: the cluster's assembly reads :meth:`Profile.withdrawn` and hands the
+API server the group/versions it must answer 404 for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+KUEUE = "kueue"
+TRAINER = "trainer"
+TRAINING_OPERATOR = "training-operator"
+#: Where a row stands: checked against upstream's source at a tag or a merged change, or not.
+CONFIRMED = "confirmed"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One way a release differs: which part (served versions, feature gates, integrations, webhook,
+    controller), what it does, where upstream says so, how far that was checked (``CONFIRMED`` or the
+    caveat), and whether the local cluster emulates it under the profile."""
+
+    part: str
+    says: str
+    source: str
+    checked: str = CONFIRMED
+    emulated: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class Release:
+    """One upstream release as a profile names it (``version``, e.g. "0.20") and the tag it stands for.
+    Each exists once, in the tables below: two are equal when they are the same one."""
+
+    project: str
+    version: str
+    tag: str
+    #: API group -> the versions served, the preferred (storage) one first.
+    served: Mapping[str, tuple[str, ...]]
+    #: Feature gates whose default the provider sees (gate -> default).
+    gates: Mapping[str, bool] = field(default_factory=dict)
+    rows: tuple[Row, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "served", MappingProxyType(dict(self.served)))
+        object.__setattr__(self, "gates", MappingProxyType(dict(self.gates)))
+
+    @property
+    def name(self) -> str:
+        return f"{self.project} {self.version}"
+
+
+_KUEUE_REASONS = ("WaitingForQuota", "NoMatchingFlavor", "ExceedsMaxQuota", "TopologyPlacementFailed",
+                  "WaitingForPreemptedWorkloads", "WaitingForPodsReady", "PendingEvaluation", "Misconfigured",
+                  "Suspended")
+_V1_OFF = Row(
+    "integrations",
+    "the five kubeflow.org/v1 kinds' integrations (tfjob, pytorchjob, xgboostjob, jaxjob, paddlejob) are "
+    "commented out of the shipped integrations.frameworks; trainer.kubeflow.org/trainjob and "
+    "kubeflow.org/mpijob stay on",
+    "kubernetes-sigs/kueue#12606, in v0.19.0 (config/components/manager/controller_manager_config.yaml at "
+    "v0.19.0 and v0.19.2); dropping them is tracked in kubernetes-sigs/kueue#12620 (open)",
+    "confirmed; issue 38 cites #12620, which is the deprecation issue: the change itself is #12606",
+    emulated=True,
+)
+
+KUEUE_0_19 = Release(
+    KUEUE, "0.19", "v0.19.2",
+    served={"kueue.x-k8s.io": ("v1beta2", "v1beta1"), "visibility.kueue.x-k8s.io": ("v1beta2", "v1beta1")},
+    gates={"UnadmittedWorkloadsObservability": False},
+    rows=(
+        Row("served API versions",
+            "kueue.x-k8s.io v1beta2 (storage) and v1beta1 (deprecated: every request through it gets the "
+            "CRD's deprecation warning); the visibility API at v1beta2 and v1beta1",
+            "kubernetes-sigs/kueue v0.19.2: config/components/crd/bases/*.yaml (deprecationWarning on "
+            "v1beta1), config/components/visibility/apiservice_v1beta1.yaml and apiservice_v1beta2.yaml",
+            emulated=True),
+        Row("default feature gates",
+            "UnadmittedWorkloadsObservability is beta and off: a Workload waiting for quota or misconfigured "
+            "carries QuotaReserved=False with the fallback reasons (Pending, Inadmissible)",
+            "kubernetes-sigs/kueue v0.19.2: pkg/features/kube_features.go, "
+            "pkg/workload/workload.go (UnadmittedWorkloadReasonWithFallback)",
+            emulated=True),
+        _V1_OFF,
+        Row("integrations",
+            "the TrainJob integration is built against Trainer v2.2.1 and writes spec.runtimePatches, a field "
+            "Trainer has from v2.2: with Trainer v2.1 a queued TrainJob is never unsuspended",
+            "kubernetes-sigs/kueue v0.19.2: go.mod, pkg/controller/jobs/trainjob/trainjob_controller.go; "
+            "kubernetes-sigs/kueue#11931 (the v2.1 symptom)"),
+    ),
+)
+
+KUEUE_0_20 = Release(
+    KUEUE, "0.20", "v0.20.0",
+    served={"kueue.x-k8s.io": ("v1beta2",), "visibility.kueue.x-k8s.io": ("v1beta2",)},
+    gates={"UnadmittedWorkloadsObservability": True},
+    rows=(
+        Row("served API versions",
+            "kueue.x-k8s.io/v1beta1 is no longer served (its CRD versions set served: false), nor the "
+            "visibility API's v1beta1 APIService: discovery lists v1beta2 only and a v1beta1 request is 404",
+            "kubernetes-sigs/kueue#14558 (merged; review thread: the v1beta1 visibility APIService removed "
+            "too)",
+            "confirmed from the pull request's thread; the merged tree was not read (the stored snapshot of "
+            "kueue ends before it)",
+            emulated=True),
+        Row("default feature gates",
+            "UnadmittedWorkloadsObservability on by default: QuotaReserved=False carries the granular "
+            "reasons " + ", ".join(_KUEUE_REASONS) + " instead of Pending/Inadmissible",
+            "kubernetes-sigs/kueue#13063 (pkg/features/kube_features.go); the reasons: "
+            "apis/kueue/v1beta2/workload_types.go and pkg/controller/core/workload_controller.go",
+            "confirmed; issue 38 names five of the nine reasons"),
+        _V1_OFF,
+        Row("integrations",
+            "the TrainJob integration is built and tested against Trainer v2.3.0, whose runtimePatches merge "
+            "as a strategic merge patch; run it with Trainer 2.3 or later",
+            "kubernetes-sigs/kueue#14504 (go.mod: trainer v2.2.1 -> v2.3.0)",
+            "partly: #14504 bumps the dependency and its tests; a stated minimum is only proposed "
+            "(kubernetes-sigs/kueue#14886 says v2.3.0, #14943 says v2.2.0, both open when read); the hard "
+            "floor in code is runtimePatches, i.e. Trainer v2.2"),
+    ),
+)
+
+TRAINER_2_3 = Release(
+    TRAINER, "2.3", "v2.3.0",
+    served={"trainer.kubeflow.org": ("v1alpha1",)},
+    gates={"TrainJobStatus": False},
+    rows=(
+        Row("served API versions",
+            "trainer.kubeflow.org/v1alpha1: TrainJob, TrainingRuntime, ClusterTrainingRuntime",
+            "kubeflow/trainer v2.3.0: manifests/base/crds/", emulated=True),
+        Row("default feature gates", "TrainJobStatus is alpha and off",
+            "kubeflow/trainer v2.3.0: pkg/features/features.go", emulated=True),
+        Row("webhook",
+            "spec.runtimePatches may change in the same update that unsuspends a TrainJob (the old object's "
+            "suspend is what counts): Kueue starts a job in one request",
+            "kubeflow/trainer#3469, in v2.3.0"),
+    ),
+)
+
+TRAINER_2_4 = Release(
+    TRAINER, "2.4", "v2.4.0",
+    served={"trainer.kubeflow.org": ("v1alpha1",)},
+    gates={"TrainJobStatus": False},
+    rows=(
+        Row("served API versions", "trainer.kubeflow.org/v1alpha1, as in 2.3",
+            "issue 38 names no API version change",
+            "not confirmed: the stored snapshot of kubeflow/trainer ends before v2.4.0", emulated=True),
+        Row("default feature gates",
+            "TrainJobStatus still off; its move to on by default is proposed", "kubeflow/trainer#3861",
+            "not confirmed: #3861 was not found in the stored issues or source"),
+        Row("webhook", "a runtime's ReplicatedJob names are at most 20 characters; longer ones are refused",
+            "kubeflow/trainer#4394",
+            "not confirmed: #4394 was not found in the stored issues or source"),
+        Row("controller", "the TrainJob's spec.trainer.image is set on the MPI launcher and on the nodes",
+            "kubeflow/trainer#4301",
+            "not confirmed: #4301 was not found; the bug it answers is kubeflow/trainer#4030, and "
+            "kubeflow/trainer#4050 (open when read) proposes the same"),
+        Row("controller",
+            "OpenMPI runtimes get the PRTE_MCA_* variables (Open MPI 5) beside the ORTE ones: "
+            "PRTE_MCA_prte_default_hostfile, PRTE_MCA_prte_keep_fqdn_hostnames=false, "
+            "PRTE_MCA_prte_set_default_slots, PRTE_MCA_plm_ssh_args",
+            "kubeflow/trainer#4029 (for kubeflow/trainer#4028)",
+            "partly: #4029 was open when read; that it shipped in v2.4.0 is issue 38's word"),
+        Row("controller",
+            "suspended MPI TrainJobs (DeepSpeed, MLX) created before the upgrade cannot resume after it",
+            "issue 38 (v2.4.0's release notes)", "not confirmed: the release notes were not in the stored sources"),
+    ),
+)
+
+TRAINING_OPERATOR_1_9_4 = Release(
+    TRAINING_OPERATOR, "1.9.4", "v1.9.4",
+    served={"kubeflow.org": ("v1",)},
+    rows=(
+        Row("served API versions",
+            "kubeflow.org/v1 TFJob, PyTorchJob, XGBoostJob, JAXJob, PaddleJob (its MPIJob v1 CRD is not "
+            "emulated)",
+            "kubeflow/trainer v1.9.4: manifests/base/crds/kustomization.yaml", emulated=True),
+        Row("controller",
+            "the last release of the v1 line (frozen); gone from Kubeflow's community distribution after "
+            "26.03.1",
+            "kubeflow/trainer v1.9.4 (#3947); kubeflow/community-distribution#3540 (merged July 2026)"),
+    ),
+)
+
+#: Every release a profile can name, by project and version.
+RELEASES: dict[str, dict[str, Release]] = {
+    KUEUE: {r.version: r for r in (KUEUE_0_19, KUEUE_0_20)},
+    TRAINER: {r.version: r for r in (TRAINER_2_3, TRAINER_2_4)},
+    TRAINING_OPERATOR: {r.version: r for r in (TRAINING_OPERATOR_1_9_4,)},
+}
+_EXAMPLE = "kueue=0.20,trainer=2.4"
+
+
+def _choices() -> str:
+    return ", ".join(f"{project}={'|'.join(versions)}" for project, versions in RELEASES.items())
+
+
+@dataclass(frozen=True)
+class Profile:
+    kueue: Release = KUEUE_0_19
+    trainer: Release = TRAINER_2_3
+    training_operator: Release = TRAINING_OPERATOR_1_9_4
+
+    @property
+    def releases(self) -> tuple[Release, ...]:
+        return (self.kueue, self.trainer, self.training_operator)
+
+    @property
+    def name(self) -> str:
+        """``kueue=0.20,trainer=2.4`` (training-operator has one release: left out)."""
+        return f"{KUEUE}={self.kueue.version},{TRAINER}={self.trainer.version}"
+
+    @property
+    def is_default(self) -> bool:
+        return self == Profile()
+
+    @classmethod
+    def parse(cls, text: str, option: str = "profile") -> Profile:
+        """``kueue=0.20,trainer=2.4``: a release per project named, the default for the others. A bad
+        value is a ValueError naming `option`, the part and the valid versions."""
+        chosen: dict[str, Release] = {}
+        parts = [p.strip() for p in str(text).split(",") if p.strip()]
+        if not parts:
+            raise ValueError(f"{option} {text!r}: empty; give PROJECT=VERSION pairs from {_choices()}, "
+                             f"e.g. {_EXAMPLE}")
+        for part in parts:
+            project, sep, version = (s.strip() for s in part.partition("="))
+            if not sep or project not in RELEASES:
+                raise ValueError(f"{option} {part!r}: expected PROJECT=VERSION with PROJECT one of "
+                                 f"{', '.join(RELEASES)}: {_choices()} (e.g. {_EXAMPLE})")
+            if project in chosen:
+                raise ValueError(f"{option} {text!r}: {project} is named twice; name it once")
+            release = RELEASES[project].get(version)
+            if release is None:
+                raise ValueError(f"{option} {part!r}: no {project} {version or '(empty)'} profile; "
+                                 f"{project} is one of {', '.join(RELEASES[project])} (e.g. {_EXAMPLE})")
+            chosen[project] = release
+        return cls(**{p.replace("-", "_"): r for p, r in chosen.items()})
+
+    @classmethod
+    def of(cls, value: str | Mapping[str, str] | Profile | None, option: str = "profile") -> Profile:
+        """LocalCluster's `profile=` argument: None (the default), "kueue=0.20,trainer=2.4", a mapping
+        such as {"kueue": "0.20"}, or a Profile."""
+        if value is None:
+            return cls()
+        if isinstance(value, Profile):
+            return value
+        if isinstance(value, str):
+            return cls.parse(value, option)
+        if isinstance(value, Mapping):
+            return cls.parse(",".join(f"{k}={v}" for k, v in value.items()), option)
+        raise ValueError(f"{option} must be a string such as {_EXAMPLE!r}, a mapping such as "
+                         f"{{'kueue': '0.20'}} or a Profile, got {value!r}")
+
+    def serves(self, group: str) -> tuple[str, ...] | None:
+        """The versions of `group` this profile's releases serve (None: no release describes it)."""
+        for release in self.releases:
+            if group in release.served:
+                return release.served[group]
+        return None
+
+    def withdrawn(self) -> frozenset[str]:
+        """``group/version`` that another release of the same project serves and this profile's does not:
+        what the API server must not serve (empty for the default profile)."""
+        out: set[str] = set()
+        for release in self.releases:
+            for other in RELEASES[release.project].values():
+                for group, versions in other.served.items():
+                    mine = release.served.get(group, ())
+                    out.update(f"{group}/{v}" for v in versions if v not in mine)
+        return frozenset(out)
+
+
+DEFAULT_PROFILE = Profile()
