@@ -3,8 +3,8 @@
 Contract: given the jobs a DAG runs (each a :class:`~airflow_tfjob.preflight.needs.Target`: its kind,
 the runtime a TrainJob runs on, the Kueue queue it asks for) and a hook on the cluster, return a
 :class:`~airflow_tfjob.preflight.report.Report`: one row per part the jobs need (each API's kinds and
-served versions, Trainer v2, the runtimes, JobSet, Kueue and its integration for each kind, each verb
-of the provider's Role), saying what is there, what is missing and the fix. A row is blocking when a job
+served versions, Trainer v2, the runtimes, JobSet, Kueue and its integration for each kind, whether the
+Kueue and the Trainer a TrainJob meets fit together, each verb of the provider's Role), saying what is there, what is missing and the fix. A row is blocking when a job
 cannot run without the part; the report is ok when no blocking row misses anything. Nothing is created
 or changed: the questions are API discovery, reads, and one SelfSubjectAccessReview per verb, all
 through the hooks.

@@ -66,6 +66,7 @@ def check(cluster: Cluster, namespace: str, targets: Sequence[Target]) -> Report
             *_kinds(cluster, wanted),
             *_runtimes(cluster, namespace, wanted),
             *_kueue(cluster, wanted),
+            *_skew(cluster, wanted),
             *_verbs(cluster, namespace, wanted),
         ]
     )
@@ -165,6 +166,44 @@ def _kueue(cluster: Cluster, targets: tuple[Target, ...]) -> Iterator[Finding]:
         yield _integration(kind, kind in queued, frameworks, config is not None, refused)
 
 
+def _skew(cluster: Cluster, targets: tuple[Target, ...]) -> Iterator[Finding]:
+    """Whether the Kueue and the Trainer the cluster serves fit together: Kueue's line read from the
+    versions it serves, Trainer's release from its install's ConfigMap. Blocking for a TrainJob that asks
+    for a queue (the integration is what admits it); a warning otherwise."""
+    trainer_api = needs.APIS[needs.TRAINER_API]
+    trainjobs = [t for t in targets if t.kind.api == needs.TRAINER_API]
+    if not trainjobs or trainer_api.version_config is None:
+        return
+    kueue = cluster.api_group(needs.KUEUE_GROUP)
+    if kueue is None or cluster.api_group(needs.TRAINER_API) is None:
+        return
+    versions = [str(v.get("version")) for v in kueue.get("versions") or [] if isinstance(v, dict)]
+    queued = any(t.queue for t in trainjobs)
+    part = "Kueue with Trainer"
+    line = needs.kueue_line(versions)
+    needed, why = needs.trainer_needed(versions)
+    wanted = f"{needed[0]}.{needed[1]}"
+    fix = f"upgrade Trainer to {wanted} or later: {needs.TRAINER_INSTALL}"
+    namespace, name, key = trainer_api.version_config
+    config, refused = _refused(cluster.find_object, "v1", "configmaps", name, namespace)
+    recorded = ((config or {}).get("data") or {}).get(key)
+    release = needs.release_of(recorded)
+    if release is None:
+        said = f"reading {namespace}/{name} was refused ({refused})" if refused else (
+            f"{namespace}/{name} records no release" if config is not None else f"{namespace}/{name} not found")
+        yield Finding(part, f"{line} with Trainer of an unknown release ({said})", "unknown",
+                      f"check that Trainer is {wanted} or later ({why}); if not, {fix}", blocking=False)
+    elif release < needed:
+        shown = f"{release[0]}.{release[1]}"
+        effect = ("the job's TrainJob may never be admitted" if queued
+                  else "a TrainJob with a queue may never be admitted")
+        yield Finding(part, f"{line} with Trainer {recorded}",
+                      f"Trainer {wanted}+ for this Kueue, found {shown}: {why}; {effect}", fix,
+                      blocking=queued)
+    else:
+        yield Finding(part, f"{line} with Trainer {recorded}: they fit")
+
+
 def _integration(
     kind: JobKind, queued: bool, frameworks: list[str] | None, read: bool, refused: int | None
 ) -> Finding:
@@ -191,7 +230,9 @@ def _integration(
     # Without integrations.frameworks Kueue manages batch/job only (its built-in default).
     if kind.kueue_framework in (frameworks or []):
         return Finding(part, "on")
-    return Finding(part, "off", effect, needs.integration_fix(kind), blocking=queued)
+    default = needs.OFF_BY_DEFAULT.get(kind.api)
+    there = f"off ({default})" if default else "off"
+    return Finding(part, there, effect, needs.integration_fix(kind), blocking=queued)
 
 
 def _verbs(cluster: Cluster, namespace: str, targets: tuple[Target, ...]) -> Iterator[Finding]:

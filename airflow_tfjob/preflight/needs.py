@@ -86,6 +86,8 @@ APIS: dict[str, Api] = {
         version_config=TRAINER_VERSION_CONFIG,
     ),
 }
+#: Trainer v2's API (its release is what a Kueue's TrainJob integration depends on).
+TRAINER_API = "trainer.kubeflow.org"
 #: The plural of the namespaced runtime kind.
 RUNTIME_PLURALS = {"ClusterTrainingRuntime": "clustertrainingruntimes", "TrainingRuntime": "trainingruntimes"}
 
@@ -129,6 +131,11 @@ def frameworks_of(config_map: Mapping[str, Any]) -> list[str] | None:
     return [str(f) for f in frameworks] if isinstance(frameworks, list) else None
 
 
+#: Why a kind's integration is off on a release install, by API: Kueue 0.19 ships the five kubeflow.org/v1
+#: kinds' integrations commented out (kubernetes-sigs/kueue#12606).
+OFF_BY_DEFAULT = {"kubeflow.org/v1": "off by default from Kueue 0.19 (kubernetes-sigs/kueue#12606)"}
+
+
 def integration_fix(kind: JobKind) -> str:
     namespace, name, key = KUEUE_CONFIG
     return (
@@ -136,6 +143,44 @@ def integration_fix(kind: JobKind) -> str:
         f"{namespace}/{name}, then restart the manager (kubectl -n {namespace} rollout restart "
         "deployment kueue-controller-manager)"
     )
+
+
+# -- which releases fit together ---------------------------------------------------------------------
+
+#: Kueue stopped serving kueue.x-k8s.io/v1beta1 in v0.20 (kubernetes-sigs/kueue#14558): what a cluster's
+#: discovery tells of its Kueue line without reading the manager's image.
+KUEUE_DROPPED_V1BETA1 = "0.20"
+#: The Trainer release a Kueue line's TrainJob integration needs, by whether it still serves v1beta1:
+#: every line writes spec.runtimePatches, which Trainer has from v2.2 (kubernetes-sigs/kueue#11931, a
+#: v2.1 TrainJob is never unsuspended); 0.20 is built and tested against v2.3.0
+#: (kubernetes-sigs/kueue#14504).
+TRAINER_FLOOR = (2, 2)
+TRAINER_FOR_KUEUE_0_20 = (2, 3)
+
+
+def release_of(text: object) -> tuple[int, int] | None:
+    """(major, minor) of a release as an install records it ("2.3.0", "v2.4.1"); None if it is not one."""
+    parts = str(text or "").strip().removeprefix("v").split(".")
+    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
+        return None
+    return int(parts[0]), int(parts[1])
+
+
+def kueue_line(versions: list[str]) -> str:
+    """Which Kueue releases serve `versions` of kueue.x-k8s.io."""
+    if "v1beta1" in versions:
+        return f"Kueue before {KUEUE_DROPPED_V1BETA1} (serves v1beta1)"
+    return f"Kueue {KUEUE_DROPPED_V1BETA1} or later (serves {', '.join(versions) or 'no version'}, not v1beta1)"
+
+
+def trainer_needed(versions: list[str]) -> tuple[tuple[int, int], str]:
+    """The oldest Trainer the Kueue serving `versions` admits TrainJobs with, and why."""
+    if "v1beta1" in versions:
+        return TRAINER_FLOOR, ("its TrainJob integration writes spec.runtimePatches, which Trainer has from "
+                               "2.2: an older Trainer's TrainJob is never admitted (kubernetes-sigs/kueue#11931)")
+    return TRAINER_FOR_KUEUE_0_20, (f"Kueue {KUEUE_DROPPED_V1BETA1}'s TrainJob integration is built and "
+                                    "tested for Trainer 2.3 (kubernetes-sigs/kueue#14504); before 2.2 it "
+                                    "cannot admit a TrainJob at all (no spec.runtimePatches)")
 
 
 # -- the Role ---------------------------------------------------------------------------------------

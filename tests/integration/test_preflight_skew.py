@@ -1,0 +1,110 @@
+"""The preflight's verdict on the Kueue and the Trainer a cluster runs together, against local clusters
+started with a version profile (`LocalCluster(profile=...)`): Kueue's line is read from the versions it
+serves (0.20 serves kueue.x-k8s.io at v1beta2 only), Trainer's release from its install's ConfigMap. A
+mismatched pair is MISSING with its fix (exit 1) for a TrainJob that asks for a queue, a warning without
+one; a matching pair passes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client, config
+
+from airflow_tfjob.local import LocalCluster
+from airflow_tfjob.local.kueue import queue_objects
+from airflow_tfjob.preflight.needs import kueue_line, release_of
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
+
+PREFLIGHT = Path(sys.executable).parent / "tfjob-preflight"
+PART = "Kueue with Trainer"
+
+
+def preflight(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(PREFLIGHT), "--kubeconfig", str(cluster.kubeconfig_path), "--kind", "TrainJob",
+                           "--runtime", "torch-distributed", *args], capture_output=True, text=True, timeout=120)
+
+
+def verdict(done: subprocess.CompletedProcess[str]) -> str:
+    lines = [line for line in done.stdout.splitlines() if line.startswith(PART)]
+    assert len(lines) == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    return lines[0]
+
+
+def record_trainer(cluster: LocalCluster, release: str) -> None:
+    """What an install of another Trainer release leaves in kubeflow-system/kubeflow-trainer-public."""
+    api = config.new_client_from_config(str(cluster.kubeconfig_path))
+    try:
+        client.CoreV1Api(api).patch_namespaced_config_map(
+            "kubeflow-trainer-public", "kubeflow-system", {"data": {"kubeflow_trainer_version": release}})
+    finally:
+        api.close()
+
+
+@pytest.fixture(scope="module", params=["kueue=0.19,trainer=2.3", "kueue=0.20,trainer=2.4"])
+def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(workdir=tmp_path_factory.mktemp("skew"), runner=False, profile=request.param,
+                      kueue={"objects": queue_objects(local_queue="lq")}) as started:
+        yield started
+
+
+def test_the_profiles_own_pair_fits(cluster: LocalCluster) -> None:
+    record_trainer(cluster, cluster.runtime.profile.trainer.tag.removeprefix("v"))
+    done = preflight(cluster, "--queue", "lq")
+    line = verdict(done)
+    assert done.returncode == 0, done.stdout
+    assert "they fit" in line and line.split()[3] == "ok", line
+    later = cluster.runtime.profile.kueue.version == "0.20"
+    assert ("Kueue 0.20 or later (serves v1beta2, not v1beta1)" if later else "Kueue before 0.20") in line
+
+
+def test_a_trainer_too_old_for_the_kueue_is_missing_with_its_fix(cluster: LocalCluster) -> None:
+    later = cluster.runtime.profile.kueue.version == "0.20"
+    # Kueue 0.20 wants Trainer 2.3; every Kueue line needs 2.2 (runtimePatches).
+    old, needed = ("2.2.0", "2.3") if later else ("2.1.0", "2.2")
+    record_trainer(cluster, old)
+    try:
+        queued = preflight(cluster, "--queue", "lq")
+        line = verdict(queued)
+        assert queued.returncode == 1, queued.stdout
+        assert "MISSING" in line and f"Trainer {needed}+ for this Kueue, found {old[:3]}" in line
+        assert f"upgrade Trainer to {needed} or later: kubectl apply" in line
+        assert ("kubernetes-sigs/kueue#14504" if later else "kubernetes-sigs/kueue#11931") in line
+        # Without a queue the integration admits nothing of these jobs: a warning, the job can run.
+        unqueued = preflight(cluster)
+        assert unqueued.returncode == 0, unqueued.stdout
+        assert "warning" in verdict(unqueued)
+    finally:
+        record_trainer(cluster, cluster.runtime.profile.trainer.tag.removeprefix("v"))
+
+
+def test_a_trainer_of_no_known_release_is_a_warning(cluster: LocalCluster) -> None:
+    record_trainer(cluster, "main")
+    try:
+        done = preflight(cluster, "--queue", "lq")
+        line = verdict(done)
+        assert done.returncode == 0 and "warning" in line and "unknown release" in line, done.stdout
+    finally:
+        record_trainer(cluster, cluster.runtime.profile.trainer.tag.removeprefix("v"))
+
+
+def test_a_v1_kind_behind_kueue_names_why_its_integration_is_off(cluster: LocalCluster) -> None:
+    done = subprocess.run([str(PREFLIGHT), "--kubeconfig", str(cluster.kubeconfig_path), "--kind", "TFJob",
+                           "--queue", "lq"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("Kueue integration kubeflow.org/tfjob"))
+    assert "MISSING" in line and "off by default from Kueue 0.19 (kubernetes-sigs/kueue#12606)" in line
+    assert "integrations.frameworks" in line
+    assert PART not in done.stdout  # no TrainJob: the pair is not asked about
+
+
+def test_release_and_line_reading() -> None:
+    assert release_of("2.3.0") == (2, 3) and release_of("v2.10.1") == (2, 10)
+    assert release_of("main") is None and release_of(None) is None and release_of("2") is None
+    assert kueue_line(["v1beta2", "v1beta1"]).startswith("Kueue before 0.20")
+    assert kueue_line(["v1beta2"]).startswith("Kueue 0.20 or later")
