@@ -493,11 +493,13 @@ def _replica_logs(airflow: ProductionDeployment, tasks: list[int], past: float) 
     core = client.CoreV1Api(config.new_client_from_config(str(airflow.kubeconfig)))
     found: dict[int, _ReplicaLog] = {}
     for pod in core.list_namespaced_pod("default").items:
-        text = core.read_namespaced_pod_log(pod.metadata.name, "default", timestamps=True)
+        # The raw body: the client turns a log it decodes into the repr of its bytes.
+        body = core.read_namespaced_pod_log(pod.metadata.name, "default", timestamps=True,
+                                            _preload_content=False).data
         stamps: list[int] = []
         index: int | None = None
-        for raw in text.splitlines():
-            ts, line = split_timestamp(raw.encode())
+        for raw in bytes(body).splitlines():
+            ts, line = split_timestamp(raw)
             match = re.fullmatch(rb"sweep (\d+) line (\d+)", line.strip())
             if ts is None or match is None:
                 continue
