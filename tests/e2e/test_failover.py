@@ -372,7 +372,8 @@ def test_a_triggerer_killed_in_its_triggers_first_seconds_repeats_only_lines_wri
         figures.append(
             f"task {index}: first lines {age} s before the kill, "
             + ("no position saved" if save is None
-               else f"position saved {killed_epoch - save.saved_at:.2f} s before the kill (through line {resume - 1})")
+               else f"position saved {killed_epoch - save.saved_at:.2f} s before the kill covering "
+               + (f"lines 0-{resume - 1}" if resume else "none of its lines"))
             + f", {len(repeated)} lines repeated"
             + (f" ({repeated[0]}-{repeated[-1]})" if repeated else "")
             + f", {count} counted by the note (the bound: lines written "
