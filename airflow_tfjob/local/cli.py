@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow_tfjob.constants import MAX_CLI_SECONDS, NumberOption
 from airflow_tfjob.local import credential
-from airflow_tfjob.local.kueue.options import load_objects, parse_integrations
+from airflow_tfjob.local.kueue.options import load_objects, parse_integrations, parse_namespace_selector
 from airflow_tfjob.local.model.profiles import RELEASES, Profile
 from airflow_tfjob.local.model.resources import DEFAULT_APIS, served_groups
 from airflow_tfjob.local.options import CREDENTIALS, FEATURE_GATES
@@ -75,6 +75,13 @@ def _parse_gpus(value: str) -> list[str]:
 def _parse_integrations(value: str) -> tuple[str, ...]:
     try:
         return parse_integrations(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _parse_namespace_selector(value: str) -> dict[str, Any]:
+    try:
+        return parse_namespace_selector(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -168,6 +175,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--kueue-pods-ready-timeout", type=PODS_READY_TIMEOUT, default=None, metavar="SECONDS",
                        help="evict an admitted job whose pods are not ready after SECONDS (WaitForPodsReady; "
                             "Kueue's default is 1800; default here: off); implies --kueue")
+    serve.add_argument("--kueue-manage-jobs-without-queue-name", action="store_true",
+                       help="Kueue's manageJobsWithoutQueueName: a job without the queue label (of a managed "
+                            "kind, in a managed namespace) is suspended and gets a Workload too; implies --kueue")
+    serve.add_argument("--kueue-managed-jobs-namespace-selector", type=_parse_namespace_selector, default=None,
+                       metavar="SELECTOR",
+                       help="Kueue's managedJobsNamespaceSelector as a label selector over namespaces, e.g. "
+                            "'kubernetes.io/metadata.name notin (kube-system,kueue-system,team-b)' (default: "
+                            "all but kube-system and kueue-system); implies --kueue")
     serve.add_argument("--apis", type=_parse_apis, default=list(DEFAULT_APIS), metavar="LIST",
                        help="API families to serve, comma-separated: 'v1' (kubeflow.org/v1 TFJob, PyTorchJob, "
                             "...), 'trainjob' (Kubeflow Trainer v2 TrainJob, runtimes, JobSet); default "
@@ -198,8 +213,11 @@ def build_runtime(args: argparse.Namespace) -> ClusterRuntime:
         for source in sources:
             load_grants(source, option="--role")  # the file's errors name the option, before anything starts
     kueue: dict[str, Any] | None = None
-    if args.kueue or args.kueue_integrations is not None or args.kueue_objects or args.kueue_pods_ready_timeout:
-        kueue = {"objects": load_objects(args.kueue_objects), "pods_ready_timeout": args.kueue_pods_ready_timeout}
+    if (args.kueue or args.kueue_integrations is not None or args.kueue_objects or args.kueue_pods_ready_timeout
+            or args.kueue_manage_jobs_without_queue_name or args.kueue_managed_jobs_namespace_selector is not None):
+        kueue = {"objects": load_objects(args.kueue_objects), "pods_ready_timeout": args.kueue_pods_ready_timeout,
+                 "manage_jobs_without_queue_name": args.kueue_manage_jobs_without_queue_name,
+                 "managed_jobs_namespace_selector": args.kueue_managed_jobs_namespace_selector}
         if args.kueue_integrations is not None:
             kueue["integrations"] = args.kueue_integrations
     return ClusterRuntime(

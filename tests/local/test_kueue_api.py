@@ -122,11 +122,35 @@ def test_integrations_default_to_v0_19_2s_shipped_set() -> None:
                            "kubeflow.org/jaxjob", "kubeflow.org/paddlejob")
 
 
+def test_the_managed_namespaces_are_a_kubernetes_label_selector() -> None:
+    """managedJobsNamespaceSelector: v0.19.2's default leaves out kube-system and kueue-system; an empty
+    selector selects every namespace (LabelSelectorAsSelector), matchLabels and matchExpressions AND."""
+    name = "kubernetes.io/metadata.name"
+    default = KueueOptions().namespace_selector()
+    assert [default.matches({name: n}) for n in ("kube-system", "kueue-system", "team-a")] == [False, False, True]
+    assert KueueOptions(managed_jobs_namespace_selector={}).namespace_selector().matches({name: "kube-system"})
+    team = KueueOptions(managed_jobs_namespace_selector={
+        "matchLabels": {"team": "a"}, "matchExpressions": [{"key": "tier", "operator": "Exists"}]}).namespace_selector()
+    assert team.matches({"team": "a", "tier": "batch"}) and not team.matches({"team": "a"})
+    assert not team.matches({"team": "b", "tier": "batch"})
+
+
 @pytest.mark.parametrize(("value", "message"), [
     ({"integrations": ["kubeflow.org/tfjobs"]}, "kueue integrations: unsupported value 'kubeflow.org/tfjobs'"),
     ({"integrations": "kubeflow.org/tfjob"}, "kueue integrations must be a list of names"),
-    ({"queues": []}, "kueue: unknown option 'queues'; known: backoff_base_seconds, integrations, objects, "
+    ({"queues": []}, "kueue: unknown option 'queues'; known: backoff_base_seconds, integrations, "
+                     "manage_jobs_without_queue_name, managed_jobs_namespace_selector, objects, "
                      "pods_ready_timeout, wait_for_pods_ready"),
+    ({"manage_jobs_without_queue_name": "yes"},
+     "kueue manage_jobs_without_queue_name must be true or false, got 'yes'"),
+    ({"managed_jobs_namespace_selector": {"matchExpressions": [{"key": "team", "operator": "Bogus"}]}},
+     "kueue managed_jobs_namespace_selector.matchExpressions[0].operator: 'Bogus' is not one of In, NotIn, "
+     "Exists, DoesNotExist"),
+    ({"managed_jobs_namespace_selector": {"matchExpressions": [{"key": "team", "operator": "In"}]}},
+     "kueue managed_jobs_namespace_selector.matchExpressions[0].values: must be specified when operator is "
+     "In or NotIn"),
+    ({"managed_jobs_namespace_selector": {"matchLabel": {"team": "a"}}},
+     "kueue managed_jobs_namespace_selector: unknown field 'matchLabel'; use matchLabels and matchExpressions"),
     ({"pods_ready_timeout": 0}, "kueue pods_ready_timeout must be a positive number of seconds, got 0"),
     ({"objects": [{"metadata": {}}]}, "kueue objects[0]: kind None is not one the emulation creates"),
     ({"objects": [{"kind": "Workload", "metadata": {"name": "w"}}]}, "kueue objects[0]: kind 'Workload' is not one"),
@@ -155,6 +179,34 @@ def test_cli_options_build_the_same_setup(tmp_path: Path) -> None:
     timed = build_runtime(build_parser().parse_args(["serve", "--kueue-pods-ready-timeout", "5", "--workdir",
                                                      str(tmp_path / "timed")]))
     assert timed.kueue is not None and timed.kueue.options.pods_ready_timeout == 5
+
+
+def test_cli_manages_jobs_without_queue_name_in_the_selected_namespaces(tmp_path: Path) -> None:
+    """--kueue-manage-jobs-without-queue-name and --kueue-managed-jobs-namespace-selector (kubectl's -l
+    syntax) become Kueue's manageJobsWithoutQueueName and managedJobsNamespaceSelector, in the options and
+    in the manager's ConfigMap as a release install keeps them; each implies --kueue."""
+    import yaml
+
+    args = build_parser().parse_args([
+        "serve", "--kueue-manage-jobs-without-queue-name", "--kueue-managed-jobs-namespace-selector",
+        "kubernetes.io/metadata.name notin (kube-system,team-b),tier=batch", "--workdir", str(tmp_path)])
+    runtime = build_runtime(args)
+    assert runtime.kueue is not None
+    options = runtime.kueue.options
+    selector = {"matchLabels": {"tier": "batch"}, "matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "team-b"]}]}
+    assert options.manage_jobs_without_queue_name is True
+    assert options.managed_jobs_namespace_selector == selector
+    config = yaml.safe_load(runtime.store.get("configmaps", "kueue-system", "kueue-manager-config")["data"][
+        "controller_manager_config.yaml"])
+    assert config["manageJobsWithoutQueueName"] is True and config["managedJobsNamespaceSelector"] == selector
+    plain = build_runtime(build_parser().parse_args(["serve", "--kueue", "--workdir", str(tmp_path / "plain")]))
+    assert plain.kueue is not None and not plain.kueue.options.manage_jobs_without_queue_name
+    plain_config = yaml.safe_load(plain.store.get("configmaps", "kueue-system", "kueue-manager-config")["data"][
+        "controller_manager_config.yaml"])
+    assert "manageJobsWithoutQueueName" not in plain_config and "managedJobsNamespaceSelector" not in plain_config
+    with pytest.raises(SystemExit):
+        build_runtime_or_exit(["serve", "--kueue-managed-jobs-namespace-selector", "a in b"])
 
 
 def build_runtime_or_exit(argv: list[str]) -> None:

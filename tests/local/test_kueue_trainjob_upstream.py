@@ -41,6 +41,26 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[client.ApiClient]:
         yield config.new_client_from_config(str(cluster.kubeconfig_path))
 
 
+UNMANAGED_NS = "unmanaged-ns"
+
+
+@pytest.fixture(scope="module")
+def api_all_jobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[client.ApiClient]:
+    """The manager of CONTROLLER's "Trainjob controller" (its "basic setup" cases):
+    WithManageJobsWithoutQueueName(true) and WithManagedJobsNamespaceSelector(NewNamespaceSelectorExcluding
+    ("unmanaged-ns")), the namespace `unmanaged-ns` created."""
+    selector = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                                      "values": [UNMANAGED_NS]}]}
+    with LocalCluster(
+        workdir=tmp_path_factory.mktemp("kueue-trainjob-all-jobs"),
+        apis=["trainjob"],
+        kueue={"manage_jobs_without_queue_name": True, "managed_jobs_namespace_selector": selector},
+    ) as cluster:
+        api = config.new_client_from_config(str(cluster.kubeconfig_path))
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": UNMANAGED_NS}})
+        yield api
+
+
 def crd(api: client.ApiClient) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(api)
 
@@ -220,11 +240,12 @@ def wait_file(path: Path) -> str:
     return f"import os, time\nwhile not os.path.exists({str(path)!r}): time.sleep(0.05)\n"
 
 
-def test_should_reconcile_trainjobs(api: client.ApiClient, tmp_path: Path) -> None:
+def test_should_reconcile_trainjobs(api_all_jobs: client.ApiClient, tmp_path: Path) -> None:
     """CONTROLLER "Trainjob controller" / "basic setup" / "Should reconcile Trainjobs": a non-suspended
     labelled TrainJob is suspended by the webhook; its Workload has one pod set per replicated job of the
     child JobSet (node: numNodes 2, foo: 1); on admission it is unsuspended with the Started event; when
     it completes the Workload is Finished. (Upstream writes the admission and Complete by hand.)"""
+    api = api_all_jobs
     ns = namespace(api)
     for name in ("on-demand-basic", "spot-basic"):
         flavor(api, name)
@@ -258,34 +279,54 @@ def test_should_reconcile_trainjobs(api: client.ApiClient, tmp_path: Path) -> No
     assert finished is not None and finished["reason"] == "Succeeded"
 
 
-def test_a_trainjob_in_an_unmanaged_namespace_is_not_suspended(api: client.ApiClient) -> None:
+def test_a_trainjob_in_an_unmanaged_namespace_is_not_suspended(api_all_jobs: client.ApiClient) -> None:
     """CONTROLLER "basic setup" / "A trainjob created in an unmanaged namespace is not suspended and a
-    workload is not created". Upstream makes `unmanaged-ns` unmanaged by the manager's
-    managedJobsNamespaceSelector (with manageJobsWithoutQueueName on); the local cluster has v0.19's default
-    selector, so kube-system is the unmanaged namespace here, and the TrainJob even carries a queue name."""
+    workload is not created": with manageJobsWithoutQueueName on, an unsuspended TrainJob without a queue
+    name in `unmanaged-ns`, which the managedJobsNamespaceSelector excludes, is not suspended (it runs to
+    its end) and gets no Workload. (Upstream watches it for a while; here it completes.)"""
+    api = api_all_jobs
     runtime(api, None, "test-unmanaged", [replicated_job("node", "print('ok')", trainer=True)])
-    created = trainjob(
-        api,
-        "kube-system",
-        "trainjob-test",
-        "test-unmanaged",
-        queue="local-queue",
-        cluster_runtime=True,
-        suspend=False,
-    )
+    created = trainjob(api, UNMANAGED_NS, "trainjob-test", "test-unmanaged", cluster_runtime=True, suspend=False)
     assert created["spec"]["suspend"] is False
-    until(lambda: is_true(get(api, "kube-system", "trainjob-test"), "Complete"), "the TrainJob to complete")
-    assert workload(api, "kube-system", created) is None
+
+    def completed() -> bool:
+        got = get(api, UNMANAGED_NS, "trainjob-test")
+        return got["spec"]["suspend"] is False and is_true(got, "Complete")
+
+    until(completed, "the TrainJob to complete, never suspended")
+    assert workload(api, UNMANAGED_NS, created) is None
+    assert crd(api).list_namespaced_custom_object(KUEUE, KV, UNMANAGED_NS, "workloads")["items"] == []
+
+
+def test_a_trainjob_without_a_queue_name_in_a_managed_namespace_is_managed(
+    api_all_jobs: client.ApiClient, tmp_path: Path
+) -> None:
+    """The other side of the case above, under the same manager (jobframework WorkloadShouldBeSuspended and
+    ReconcileGenericJob with manageJobsWithoutQueueName): an unsuspended TrainJob without a queue name in a
+    managed namespace is suspended by the webhook and gets a Workload without `spec.queueName`, which no
+    queue admits; it stays suspended."""
+    api = api_all_jobs
+    ns = namespace(api)
+    runtime(api, ns, "test", [replicated_job("node", wait_file(tmp_path / "go"))])
+    created = trainjob(api, ns, "trainjob-test", "test", suspend=False)
+    assert created["spec"]["suspend"] is True
+    until(lambda: workload(api, ns, created) is not None, "the Workload")
+    wl = workload(api, ns, created)
+    assert wl is not None and "queueName" not in wl["spec"]
+    until(lambda: cond(workload(api, ns, created), "QuotaReserved") is not None, "the scheduler's verdict")
+    assert not is_true(workload(api, ns, created), "QuotaReserved")
+    assert get(api, ns, "trainjob-test")["spec"]["suspend"] is True
 
 
 def test_should_finish_the_preemption_when_the_trainjob_becomes_inactive(
-    api: client.ApiClient, tmp_path: Path
+    api_all_jobs: client.ApiClient, tmp_path: Path
 ) -> None:
     """CONTROLLER "basic setup" / "Should finish the preemption when the trainjob becomes inactive": an
     admitted, running TrainJob whose Workload gets Evicted=True (Preempted) is suspended; Kueue's runtime
     patch is cleared and the quota released only once no Job of its JobSet is active; then it is requeued
     and, the quota being free, admitted and run again. (Upstream writes jobsStatus by hand and has no
     scheduler to re-admit.)"""
+    api = api_all_jobs
     ns = namespace(api)
     for name in ("on-demand-pre", "spot-pre"):
         flavor(api, name)
@@ -407,49 +448,78 @@ def _pods(
     return rjob
 
 
+def _cq_counts(api: client.ApiClient, cq: str) -> tuple[int, int, int]:
+    """(pendingWorkloads, reservingWorkloads, admittedWorkloads) of the ClusterQueue's status: what
+    upstream reads from the pending, reserving-active and admitted metrics."""
+    status = crd(api).get_cluster_custom_object(KUEUE, KV, "clusterqueues", cq).get("status") or {}
+    return (
+        int(status.get("pendingWorkloads") or 0),
+        int(status.get("reservingWorkloads") or 0),
+        int(status.get("admittedWorkloads") or 0),
+    )
+
+
 def test_should_allow_reclaim_of_resources_that_are_no_longer_needed(
     api: client.ApiClient, tmp_path: Path
 ) -> None:
     """CONTROLLER "TrainJob controller interacting with scheduler" / "Should allow reclaim of resources that
-    are no longer needed": the first TrainJob (node-1: 2 x 4 pods, node-2: 3 x 4 pods, 250m each) fills the
-    5 cpus of on-demand; a second (node-1: 2 x 1 cpu, node-2: 1 x 1 cpu) does not fit; once node-1's two
-    Jobs and one of node-2's succeeded, the first's Workload reports them reclaimable (node-1: 8 pods,
-    node-2: 4) and the second is admitted. Upstream writes jobsStatus by hand; here node-1's pods and node-2's
-    first Job succeed for real while node-2's other Jobs keep running."""
+    are no longer needed". The first TrainJob (node-1: 2 Jobs of 4 pods, 8 completions; node-2: 3 Jobs of 4
+    pods; 250m each: 5 cpus) starts and fills on-demand (pending 0, admitted 1); a second (node-1: 2 x 1 cpu,
+    node-2: 1 x 1 cpu) does not fit and stays suspended (pending 1, reserving 1); once node-1's two Jobs
+    and one of node-2's succeeded, the first's Workload has `status.reclaimablePods` exactly
+    [{node-1, 8}, {node-2, 4}] and the second starts (pending 0, reserving 2). Upstream writes jobsStatus
+    (node-1 succeeded 2, node-2 succeeded 1) by hand; here those pods wait for a file until the second is
+    seen pending, then succeed for real, while node-2's other Jobs keep running."""
     ns = namespace(api)
     for name in ("on-demand-reclaim", "spot-untainted-reclaim"):
         flavor(api, name)
-    queue = queues(api, ns, "cq-reclaim", [("spot-untainted-reclaim", "1"), ("on-demand-reclaim", "5")])
-    go = tmp_path / "go"
-    done = "print('done')"
-    first_only = "import os\nif os.environ['JOB_INDEX'] != '0':\n    " + wait_file(go).replace("\n", "\n    ")
+    cq = "cq-reclaim"
+    queue = queues(api, ns, cq, [("spot-untainted-reclaim", "1"), ("on-demand-reclaim", "5")])
+    reclaim, go = tmp_path / "reclaim", tmp_path / "go"
+    wait_reclaim = wait_file(reclaim)
+    first_then_rest = (
+        "import os\nif os.environ['JOB_INDEX'] == '0':\n    "
+        + wait_reclaim.replace("\n", "\n    ")
+        + "\nelse:\n    "
+        + wait_file(go).replace("\n", "\n    ")
+    )
     runtime(
         api,
         ns,
         "tr-1",
-        [_pods("node-1", done, 2, 4, 8, "250m"), _pods("node-2", first_only, 3, 4, 4, "250m")],
+        [_pods("node-1", wait_reclaim, 2, 4, 8, "250m"), _pods("node-2", first_then_rest, 3, 4, 4, "250m")],
     )
-    first = trainjob(api, ns, "trainjob-test", "tr-1", queue=queue)
-    runtime(api, ns, "tr-2", [_pods("node-1", done, 2, 1, 1, "1"), _pods("node-2", done, 1, 1, 1, "1")])
-    second = trainjob(api, ns, "trainjob-test-2", "tr-2", queue=queue)
+    first = trainjob(api, ns, "trainjob-test", "tr-1", queue=queue, suspend=True)
     try:
-        until(lambda: workload(api, ns, second) is not None, "the second Workload")
-        assert workload(api, ns, first) is not None
+        until(lambda: get(api, ns, "trainjob-test")["spec"]["suspend"] is False, "the first TrainJob starts")
+        until(lambda: _cq_counts(api, cq) == (0, 1, 1), "pending 0, admitted 1")
 
-        def reclaimable() -> list[tuple[str, int]]:
+        done = "print('done')"
+        runtime(api, ns, "tr-2", [_pods("node-1", done, 2, 1, 1, "1"), _pods("node-2", done, 1, 1, 1, "1")])
+        second = trainjob(api, ns, "trainjob-test-2", "tr-2", queue=queue, suspend=True)
+        until(
+            lambda: (cond(workload(api, ns, second), "QuotaReserved") or {}).get("status") == "False",
+            "the second TrainJob's Workload pending",
+        )
+        assert get(api, ns, "trainjob-test-2")["spec"]["suspend"] is True
+        until(lambda: _cq_counts(api, cq)[:2] == (1, 1), "pending 1, reserving 1")
+
+        reclaim.touch()
+
+        def reclaimable() -> list[dict[str, Any]] | None:
             wl = workload(api, ns, first) or {}
-            return [(r["name"], r["count"]) for r in (wl.get("status") or {}).get("reclaimablePods") or []]
+            return (wl.get("status") or {}).get("reclaimablePods")
 
         until(
-            lambda: reclaimable() == [("node-1", 8), ("node-2", 4)],
+            lambda: reclaimable() == [{"name": "node-1", "count": 8}, {"name": "node-2", "count": 4}],
             "node-1's and one node-2 Job's pods reclaimable",
             60,
         )
-        until(lambda: get(api, ns, "trainjob-test-2")["spec"]["suspend"] is False, "the second admitted", 60)
+        until(lambda: get(api, ns, "trainjob-test-2")["spec"]["suspend"] is False, "the second starts", 60)
+        until(lambda: _cq_counts(api, cq)[:2] == (0, 2), "pending 0, reserving 2")
         assert get(api, ns, "trainjob-test")["spec"]["suspend"] is False  # the first runs on
-        cq = crd(api).get_cluster_custom_object(KUEUE, KV, "clusterqueues", "cq-reclaim")["status"]
-        assert (cq.get("pendingWorkloads"), cq.get("reservingWorkloads")) == (0, 2)
     finally:
+        reclaim.touch()
         go.touch()
     until(lambda: is_true(workload(api, ns, first), "Finished"), "the first finished", 60)
 

@@ -47,10 +47,11 @@ class KubeflowJob:
     def __init__(self, kind: JobKind) -> None:
         self.kind = kind
 
-    def default(self, job: JsonDict, queued: bool) -> None:
-        """ApplyDefaultForSuspend: a labelled job is created suspended."""
+    def default(self, job: JsonDict, suspend: bool) -> None:
+        """ApplyDefaultForSuspend: a job Kueue manages (labelled, or any under manageJobsWithoutQueueName)
+        is created suspended."""
         spec = job.get("spec")
-        if queued and isinstance(spec, dict):
+        if suspend and isinstance(spec, dict):
             policy = spec.get("runPolicy")
             if policy is None:
                 policy = spec["runPolicy"] = {}
@@ -151,13 +152,14 @@ class TrainJob:
     def __init__(self, kind: JobKind) -> None:
         self.kind = kind
 
-    def default(self, job: JsonDict, queued: bool) -> None:
-        """TrainJobWebhook.Default: suspend a labelled TrainJob, and append Kueue's empty runtime patch to
-        every TrainJob (labelled or not), so that admission has a patch of its own to write into."""
+    def default(self, job: JsonDict, suspend: bool) -> None:
+        """TrainJobWebhook.Default: suspend a TrainJob Kueue manages (WorkloadShouldBeSuspended), and append
+        Kueue's empty runtime patch to every TrainJob (managed or not), so that admission has a patch of its
+        own to write into."""
         spec = job.get("spec")
         if not isinstance(spec, dict):
             return
-        if queued:
+        if suspend:
             spec["suspend"] = True
         patches = spec.get("runtimePatches")
         if patches is None:

@@ -5,12 +5,14 @@ controller on the cluster's loop, and the manager's ConfigMap a release install 
 
 from __future__ import annotations
 
+from typing import Any
+
 import yaml
 
 from airflow_tfjob.local.apiserver.extensions import Extensions
 from airflow_tfjob.local.kueue.controller import KueueController
 from airflow_tfjob.local.kueue.convert import VIEWS
-from airflow_tfjob.local.kueue.jobs import KueueWebhook
+from airflow_tfjob.local.kueue.jobs import KueueWebhook, Management
 from airflow_tfjob.local.kueue.options import (
     KUEUE_PLURALS,
     MANAGER_NAMESPACE,
@@ -32,7 +34,7 @@ class Kueue:
         self._webhook = KueueWebhook(None, ())
 
     def webhook(self, inner: Admission | None) -> KueueWebhook:
-        self._webhook = KueueWebhook(inner, kinds_managed(self.options))
+        self._webhook = KueueWebhook(inner, kinds_managed(self.options), Management.of(self.options))
         return self._webhook
 
     def controller(self, store: Store) -> KueueController:
@@ -62,9 +64,15 @@ class Kueue:
 
     def _create_manager_config(self, store: Store) -> None:
         """kueue-system/kueue-manager-config as the release manifests ship it (docs/reference/
-        kueue-behaviour.md §9.2), with the emulation's integrations in `integrations.frameworks`."""
-        config = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
-                  "namespace": MANAGER_NAMESPACE, "integrations": {"frameworks": list(self.options.integrations)}}
+        kueue-behaviour.md §9.2), with the emulation's integrations in `integrations.frameworks`, and
+        `manageJobsWithoutQueueName` and `managedJobsNamespaceSelector` when the options set them."""
+        config: dict[str, Any] = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+                                  "namespace": MANAGER_NAMESPACE}
+        if self.options.manage_jobs_without_queue_name:
+            config["manageJobsWithoutQueueName"] = True
+        if self.options.managed_jobs_namespace_selector is not None:
+            config["managedJobsNamespaceSelector"] = dict(self.options.managed_jobs_namespace_selector)
+        config["integrations"] = {"frameworks": list(self.options.integrations)}
         store.create("namespaces", None, {"apiVersion": "v1", "kind": "Namespace",
                                           "metadata": {"name": MANAGER_NAMESPACE}})
         store.create("configmaps", MANAGER_NAMESPACE, {

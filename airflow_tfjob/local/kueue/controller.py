@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from airflow_tfjob.jobs.kinds import JobKind
 from airflow_tfjob.local.controllers.reconciler import Key, Watch, WorkQueue
-from airflow_tfjob.local.kueue.jobs import JobReconciler, remove_finalizer
+from airflow_tfjob.local.kueue.jobs import JobReconciler, Management, remove_finalizer
 from airflow_tfjob.local.kueue.options import KueueOptions, kinds_managed
 from airflow_tfjob.local.kueue.podsready import PodsReadyTimeout
 from airflow_tfjob.local.kueue.scheduler import Scheduler
@@ -36,7 +36,9 @@ class KueueController(WorkQueue):
         self.scheduler = Scheduler(store)
         self.pods_ready = PodsReadyTimeout(store, options.pods_ready_timeout, options.backoff_base_seconds)
         self._timer: asyncio.TimerHandle | None = None
-        self.reconcilers = {k.kind: JobReconciler(store, k, self.scheduler.arrived, options.wait_for_pods_ready)
+        management = Management.of(options)
+        self.reconcilers = {k.kind: JobReconciler(store, k, self.scheduler.arrived, options.wait_for_pods_ready,
+                                                  management)
                             for k in self.kinds.values()}
         self._cycle = False
 

@@ -16,6 +16,7 @@ from airflow_tfjob.jobs.kinds import JobKind
 from airflow_tfjob.local.admission.schemacheck import check
 from airflow_tfjob.local.kueue.adapters import Adapter, PodSetsInfo, adapter_for
 from airflow_tfjob.local.kueue.defaults import apply_kueue_defaults
+from airflow_tfjob.local.kueue.options import MANAGER_NAMESPACE, KueueOptions
 from airflow_tfjob.local.kueue.schema import KINDS_BY_PLURAL, kueue_schema
 from airflow_tfjob.local.kueue.workloads import (
     FINALIZER,
@@ -32,26 +33,54 @@ from airflow_tfjob.local.kueue.workloads import (
 )
 from airflow_tfjob.local.kueue.writes import event, write_status
 from airflow_tfjob.local.model.resources import RESOURCES, ApiError, JsonDict, clone, invalid
+from airflow_tfjob.local.model.selectors import LabelSelector
 from airflow_tfjob.local.store.core import Admission, Store
 
 log = logging.getLogger(__name__)
 
 
-# managedJobsNamespaceSelector's default: kube-system and Kueue's own namespace are never managed.
-UNMANAGED_NAMESPACES = ("kube-system", "kueue-system")
+# The release manifests' namespaceSelector of Kueue's job webhooks: their jobs are never even defaulted.
+UNMANAGED_NAMESPACES = ("kube-system", MANAGER_NAMESPACE)
+
+
+class Management:
+    """Which jobs Kueue's configuration manages: `without_queue_name` is manageJobsWithoutQueueName,
+    `selector` managedJobsNamespaceSelector (a namespace whose labels it does not match has none of its
+    jobs reconciled, labelled or not: ReconcileGenericJob's first check)."""
+
+    def __init__(self, without_queue_name: bool = False, selector: LabelSelector | None = None) -> None:
+        self.without_queue_name = without_queue_name
+        self.selector = selector or KueueOptions().namespace_selector()
+
+    @classmethod
+    def of(cls, options: KueueOptions) -> Management:
+        return cls(options.manage_jobs_without_queue_name, options.namespace_selector())
+
+    def namespace_managed(self, store: Store | None, namespace: str) -> bool:
+        """The namespace exists and its labels match the selector (a missing one: not managed)."""
+        if store is None:
+            return False
+        try:
+            ns = store.get("namespaces", None, namespace)
+        except ApiError:
+            return False
+        return self.selector.matches((ns.get("metadata") or {}).get("labels"))
 
 
 class KueueWebhook:
-    """BaseWebhook.Default in front of the cluster's own admission, on CREATE of a managed kind: the
-    queue label `default` when the namespace has a LocalQueue of that name and the job names none
+    """BaseWebhook.Default in front of the cluster's own admission, on CREATE of a managed kind outside
+    the manifests' excluded namespaces: the queue label `default` when the namespace has a LocalQueue of
+    that name, the job names none and the namespace is managed
     (ApplyDefaultLocalQueueWithManagedJobsNamespaceSelector), then `runPolicy.suspend = true` for a
-    labelled job (ApplyDefaultForSuspend) and whatever else the kind's webhook adds (adapters.py); and the
-    Kueue CRDs' defaults and schema checks (schema.py, a 422 as the API server's) on every write of their
-    kinds."""
+    labelled job, or, with manageJobsWithoutQueueName, for any job of a managed namespace
+    (ApplyDefaultForSuspend, WorkloadShouldBeSuspended), and whatever else the kind's webhook adds
+    (adapters.py); and the Kueue CRDs' defaults and schema checks (schema.py, a 422 as the API server's)
+    on every write of their kinds."""
 
-    def __init__(self, inner: Admission | None, kinds: Sequence[JobKind]) -> None:
+    def __init__(self, inner: Admission | None, kinds: Sequence[JobKind], management: Management | None = None) -> None:
         self.inner = inner
         self.adapters = {k.plural: adapter_for(k) for k in kinds}
+        self.management = management or Management()
         self.store: Store | None = None  # set once the store exists (it calls this admission)
 
     def admit(self, rtype: str, operation: str, obj: JsonDict, old: JsonDict | None) -> None:
@@ -60,7 +89,9 @@ class KueueWebhook:
         namespace = (obj.get("metadata") or {}).get("namespace")
         if operation == "CREATE" and rtype in self.adapters and namespace not in UNMANAGED_NAMESPACES:
             self._default_queue(obj, str(namespace))
-            self.adapters[rtype].default(obj, bool(queue_name(obj)))
+            suspend = bool(queue_name(obj)) or (
+                self.management.without_queue_name and self.management.namespace_managed(self.store, str(namespace)))
+            self.adapters[rtype].default(obj, suspend)
         if self.inner is not None:
             self.inner.admit(rtype, operation, obj, old)
 
@@ -70,6 +101,8 @@ class KueueWebhook:
         try:
             self.store.get_entry("localqueues", namespace, "default")
         except ApiError:
+            return
+        if not self.management.namespace_managed(self.store, namespace):
             return
         meta = obj["metadata"]
         labels = meta.get("labels")
@@ -104,12 +137,13 @@ class JobReconciler:
     """ReconcileGenericJob for one managed kind; `reconcile` is called on job and Workload changes."""
 
     def __init__(self, store: Store, kind: JobKind, created: Callable[[str], None] = lambda _uid: None,
-                 wait_for_pods_ready: bool = True) -> None:
+                 wait_for_pods_ready: bool = True, management: Management | None = None) -> None:
         self.store = store
         self.kind = kind
         self.adapter: Adapter = adapter_for(kind)
         self.created = created  # tells the scheduler the creation order of Workloads
         self.wait_for_pods_ready = wait_for_pods_ready
+        self.management = management or Management()
 
     def workload_of(self, job: JsonDict) -> JsonDict | None:
         uid = job["metadata"]["uid"]
@@ -125,8 +159,10 @@ class JobReconciler:
         except ApiError:
             return True
         queue = queue_name(job)
-        if not queue or job["metadata"].get("deletionTimestamp") or namespace in UNMANAGED_NAMESPACES:
+        if (not queue and not self.management.without_queue_name) or job["metadata"].get("deletionTimestamp"):
             return True
+        if not self.management.namespace_managed(self.store, namespace):
+            return True  # "Namespace not opted in for Kueue management"
         finished = self.adapter.finished(job)
         wl, outcome = self._ensure_one_workload(job, finished is not None)
         if outcome is not None:
@@ -361,7 +397,10 @@ class JobReconciler:
         priority follows its WorkloadPriorityClass (UpdateWorkloadPriority)."""
         spec = clone(wl.get("spec") or {})
         if self.adapter.suspended(job) and not has_reservation(wl):
-            spec["queueName"] = queue
+            if queue:
+                spec["queueName"] = queue
+            else:
+                spec.pop("queueName", None)  # an empty name is omitted (omitempty)
         ref = spec.get("priorityClassRef") or {}
         if ref.get("kind") == "WorkloadPriorityClass":
             wanted = str((job["metadata"].get("labels") or {}).get(PRIORITY_LABEL) or ref.get("name", ""))

@@ -18,7 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_tfjob.jobs.kinds import ALL_KINDS, KINDS, JobKind
 from airflow_tfjob.local.admission.schemacheck import field_path
-from airflow_tfjob.local.model.resources import INITIAL_NAMESPACES, KUEUE_GROUP, RESOURCES, ApiError, JsonDict
+from airflow_tfjob.local.model.resources import (
+    INITIAL_NAMESPACES,
+    KUEUE_GROUP,
+    RESOURCES,
+    ApiError,
+    JsonDict,
+    clone,
+)
+from airflow_tfjob.local.model.selectors import LabelSelector
 from airflow_tfjob.local.yamlfile import check_metadata, load_labelled
 
 if TYPE_CHECKING:
@@ -34,6 +42,12 @@ FRAMEWORKS = (
 )
 # config/components/manager/controller_manager_config.yaml at v0.19.2: the v1 Kubeflow kinds commented out.
 DEFAULT_INTEGRATIONS = FRAMEWORKS[:12]
+#: Kueue's own namespace, which the start creates before the objects (the manager's ConfigMap is in it;
+#: assembly.py).
+MANAGER_NAMESPACE = "kueue-system"
+# SetDefaults_Configuration's managedJobsNamespaceSelector: every namespace but kube-system and Kueue's own.
+DEFAULT_NAMESPACE_SELECTOR: Mapping[str, Any] = {"matchExpressions": [
+    {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", MANAGER_NAMESPACE]}]}
 # What v0.18.x ships: every kind of the local cluster managed.
 KUBEFLOW_V1 = tuple(f"kubeflow.org/{k.singular}" for k in KINDS)
 
@@ -46,13 +60,19 @@ class KueueOptions:
     `pods_ready_timeout`: WaitForPodsReady's timeout in seconds (None: PodsReady conditions only, no
     eviction; a v0.19 install evicts after 1800), and `backoff_base_seconds` its requeue backoff (60);
     `wait_for_pods_ready`: False as with the DisableWaitForPodsReady gate (no PodsReady conditions, no
-    timeout; v0.19 has it on)."""
+    timeout; v0.19 has it on);
+    `manage_jobs_without_queue_name`: Kueue's manageJobsWithoutQueueName (default false): a job of a
+    managed kind without the queue label is suspended and gets a Workload without a queue name too;
+    `managed_jobs_namespace_selector`: Kueue's managedJobsNamespaceSelector, a label selector over the
+    namespaces whose jobs Kueue manages (default: all but kube-system and kueue-system)."""
 
     integrations: tuple[str, ...] = DEFAULT_INTEGRATIONS
     objects: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
     pods_ready_timeout: float | None = None
     backoff_base_seconds: float = 60.0
     wait_for_pods_ready: bool = True
+    manage_jobs_without_queue_name: bool = False
+    managed_jobs_namespace_selector: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.integrations, str) or not all(isinstance(i, str) for i in self.integrations):
@@ -75,6 +95,18 @@ class KueueOptions:
             raise ValueError(f"kueue wait_for_pods_ready must be true or false, got {self.wait_for_pods_ready!r}")
         if not self.wait_for_pods_ready and self.pods_ready_timeout is not None:
             raise ValueError("kueue pods_ready_timeout needs wait_for_pods_ready; leave one of them out")
+        if not isinstance(self.manage_jobs_without_queue_name, bool):
+            raise ValueError(f"kueue manage_jobs_without_queue_name must be true or false, got "
+                             f"{self.manage_jobs_without_queue_name!r}")
+        if self.managed_jobs_namespace_selector is not None:
+            LabelSelector.from_object(self.managed_jobs_namespace_selector, "kueue managed_jobs_namespace_selector")
+            object.__setattr__(self, "managed_jobs_namespace_selector", clone(dict(self.managed_jobs_namespace_selector)))
+
+    def namespace_selector(self) -> LabelSelector:
+        """managedJobsNamespaceSelector as requirements (v0.19.2's default when none is given)."""
+        given = self.managed_jobs_namespace_selector
+        return LabelSelector.from_object(DEFAULT_NAMESPACE_SELECTOR if given is None else given,
+                                         "kueue managed_jobs_namespace_selector")
 
     def manages(self, kind: JobKind) -> bool:
         return kind.kueue_framework in self.integrations
@@ -97,6 +129,20 @@ class KueueOptions:
         if unknown:
             raise ValueError(f"kueue: unknown option {unknown[0]!r}; known: {', '.join(sorted(known))}")
         return cls(**value)
+
+
+def parse_namespace_selector(value: str) -> dict[str, Any]:
+    """`--kueue-managed-jobs-namespace-selector 'kubernetes.io/metadata.name notin (kube-system,team-b)'`
+    (kubectl's `-l` syntax) as the LabelSelector Kueue's configuration holds."""
+    try:
+        parsed = LabelSelector.parse(value)
+    except ApiError as exc:
+        raise ValueError(f"--kueue-managed-jobs-namespace-selector: {exc.message}; give a label selector, e.g. "
+                         "'kubernetes.io/metadata.name notin (kube-system,kueue-system)'") from None
+    if parsed is None:
+        raise ValueError("--kueue-managed-jobs-namespace-selector: empty; give a label selector, e.g. "
+                         "'kubernetes.io/metadata.name notin (kube-system,kueue-system)'")
+    return parsed.to_object()
 
 
 def parse_integrations(value: str) -> tuple[str, ...]:
@@ -168,10 +214,6 @@ def load_objects(paths: Iterable[Path]) -> tuple[dict[str, Any], ...]:
         raise ValueError(f"{'; '.join(problems[:5])}{more} ({len(problems)} problem(s): no object is created "
                          "and the cluster does not start)")
     return tuple(doc for _, doc in found)
-
-
-#: The namespace the start creates before the objects (the manager's ConfigMap is in it; assembly.py).
-MANAGER_NAMESPACE = "kueue-system"
 
 
 def create_object(store: Store, obj: Mapping[str, Any]) -> JsonDict:

@@ -135,9 +135,12 @@ def priority_ref(kind: str, name: str) -> JsonDict:
 def new_workload(kind: JobKind, job: JsonDict, queue: str, sets: list[JsonDict], wpc: tuple[str, int] | None,
                  class_kind: str = "WorkloadPriorityClass") -> JsonDict:
     """`sets`: the job's pod sets (its adapter's); `wpc`: the priority class's (name, value), of kind
-    `class_kind` (ExtractPriority's answer)."""
+    `class_kind` (ExtractPriority's answer); `queue` "" (a job managed without a queue name, under
+    manageJobsWithoutQueueName) leaves queueName out, as Kueue's omitempty does."""
     meta = job["metadata"]
     spec: dict[str, Any] = {"queueName": queue, "podSets": sets, "priority": 0}
+    if not queue:
+        del spec["queueName"]
     if wpc is not None:
         spec["priorityClassRef"] = priority_ref(class_kind, wpc[0])
         spec["priority"] = wpc[1]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from airflow_tfjob.local.model.resources import JsonDict, ResourceType, bad_request
@@ -78,6 +78,63 @@ class LabelSelector:
         check(key, ())
         return key, "exists", frozenset()
 
+    @classmethod
+    def from_object(cls, selector: Any, where: str) -> LabelSelector:
+        """A metav1.LabelSelector (`{matchLabels, matchExpressions}`) as requirements, checked as the API
+        server's ValidateLabelSelector checks it; a ValueError names `where`, the field and the fix."""
+        if not isinstance(selector, Mapping):
+            raise ValueError(f"{where}: must be a label selector mapping (matchLabels, matchExpressions), "
+                             f"got {selector!r}")
+        unknown = sorted(set(selector) - {"matchLabels", "matchExpressions"})
+        if unknown:
+            raise ValueError(f"{where}: unknown field {unknown[0]!r}; use matchLabels and matchExpressions")
+        reqs: list[tuple[str, str, frozenset[str]]] = []
+        match_labels = selector.get("matchLabels") or {}
+        if not isinstance(match_labels, Mapping):
+            raise ValueError(f"{where}.matchLabels: must be a mapping of label to value")
+        for key, value in match_labels.items():
+            reqs.append(_checked(f"{where}.matchLabels", key, "=", [value]))
+        expressions = selector.get("matchExpressions") or []
+        if not isinstance(expressions, list):
+            raise ValueError(f"{where}.matchExpressions: must be a list of {{key, operator, values}}")
+        for i, expr in enumerate(expressions):
+            at = f"{where}.matchExpressions[{i}]"
+            if not isinstance(expr, Mapping):
+                raise ValueError(f"{at}: must be a mapping {{key, operator, values}}")
+            op = _OPERATORS.get(str(expr.get("operator")))
+            if op is None:
+                raise ValueError(f"{at}.operator: {expr.get('operator')!r} is not one of "
+                                 f"{', '.join(_OPERATORS)}")
+            values = expr.get("values") or []
+            if not isinstance(values, list):
+                raise ValueError(f"{at}.values: must be a list of strings")
+            if op in ("in", "notin") and not values:
+                raise ValueError(f"{at}.values: must be specified when operator is In or NotIn")
+            if op in ("exists", "!") and values:
+                raise ValueError(f"{at}.values: may not be specified when operator is Exists or DoesNotExist")
+            reqs.append(_checked(at, expr.get("key"), op, values))
+        return cls(reqs)
+
+    def to_object(self) -> JsonDict:
+        """The metav1.LabelSelector these requirements are (a parsed `-l` string written as a config's)."""
+        labels: dict[str, str] = {}
+        expressions: list[JsonDict] = []
+        for key, op, values in self.requirements:
+            if op == "=":
+                labels[key] = next(iter(values))
+                continue
+            operator = {"!=": "NotIn", "in": "In", "notin": "NotIn", "exists": "Exists", "!": "DoesNotExist"}[op]
+            expr: JsonDict = {"key": key, "operator": operator}
+            if values:
+                expr["values"] = sorted(values)
+            expressions.append(expr)
+        found: JsonDict = {}
+        if labels:
+            found["matchLabels"] = labels
+        if expressions:
+            found["matchExpressions"] = expressions
+        return found
+
     def matches(self, labels: dict[str, str] | None) -> bool:
         labels = labels or {}
         for key, op, values in self.requirements:
@@ -94,6 +151,20 @@ class LabelSelector:
             elif op == "!" and present:
                 return False
         return True
+
+
+_OPERATORS = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
+
+
+def _checked(at: str, key: Any, op: str, values: list[Any]) -> tuple[str, str, frozenset[str]]:
+    """One requirement of a LabelSelector object, its key and values checked as label keys and values."""
+    if not isinstance(key, str) or not _LABEL_KEY.match(key) or len(key.rsplit("/", 1)[-1]) > 63:
+        raise ValueError(f"{at}: {key!r} is not a label key; use e.g. kubernetes.io/metadata.name")
+    for value in values:
+        if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
+            raise ValueError(f"{at}: {value!r} is not a label value; use at most 63 letters, digits, '-', "
+                             "'_' and '.', quoted")
+    return key, op, frozenset(values)
 
 
 def _field_value(obj: JsonDict, path: str) -> str:
