@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -31,7 +32,9 @@ def migrated_airflow_env(
     asset-triggered runs) queues no task to its executor: that executor would run it against an
     execution API at the default address (localhost:8080), whatever listens there, retry for about
     12 s when nothing does, and leave the task queued for the next scheduler to reset and queue again.
-    `airflow dags test` and `tasks test` run tasks without the pool.
+    `airflow dags test` and `tasks test` run tasks without the pool. Its parallelism is 1 as well: the
+    LocalExecutor forks that many workers when the scheduler starts and joins them all when it stops,
+    32 copies of the scheduler by default, for an executor that never gets a task here.
     """
     extra = {"kube_config_path": str(kubeconfig_path), "namespace": "default"}
     env = {
@@ -41,7 +44,11 @@ def migrated_airflow_env(
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
         "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps({"conn_type": "kubernetes", "extra": extra}),
-        **({"AIRFLOW__CORE__DEFAULT_POOL_TASK_SLOT_COUNT": "0"} if only_creates_runs else {}),
+        **(
+            {"AIRFLOW__CORE__DEFAULT_POOL_TASK_SLOT_COUNT": "0", "AIRFLOW__CORE__PARALLELISM": "1"}
+            if only_creates_runs
+            else {}
+        ),
         **(extra_env or {}),
         # The task processes `airflow dags test` starts must find this virtualenv's executables.
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -53,12 +60,50 @@ def migrated_airflow_env(
 def dags_test(env: dict[str, str], dag_id: str, *args: str, timeout: float) -> str:
     """Runs `airflow dags test DAG_ID ARGS...`; returns its output (stdout then stderr), failing the
     test with the output's tail if the run failed."""
-    done = subprocess.run(
-        [AIRFLOW, "dags", "test", dag_id, *args], env=env, capture_output=True, text=True, timeout=timeout
-    )
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, output[-8000:]
+    returncode, output = run_cli([AIRFLOW, "dags", "test", dag_id, *args], env, timeout)
+    assert returncode == 0, output[-8000:]
     return output
+
+
+def run_cli(argv: list[str], env: Mapping[str, str], timeout: float) -> tuple[int, str]:
+    """Runs an Airflow command in a process group of its own; (exit code, stdout then stderr).
+
+    A command still running after ``timeout`` seconds fails the test with every Python process of its
+    group's stacks (SIGABRT with faulthandler on: each prints its threads' tracebacks to the shared
+    stderr), so that a hang says where each process waited, then the group is SIGKILLed: no process of
+    it outlives the test.
+    """
+    proc = subprocess.Popen(
+        argv,
+        env={**env, "PYTHONFAULTHANDLER": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _signal_group(proc.pid, signal.SIGABRT)
+        try:
+            stdout, stderr = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
+        _signal_group(proc.pid, signal.SIGKILL)
+        raise AssertionError(
+            f"`{' '.join(argv[1:3])}` ran past {timeout:.0f} s; its processes' stacks follow\n"
+            f"{stdout[-4000:]}\n{stderr[-20000:]}"
+        ) from None
+    _signal_group(proc.pid, signal.SIGKILL)  # a child the command left behind (it exited already)
+    return proc.returncode, stdout + stderr
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
 
 
 def airflow_db(env: dict[str, str]) -> sqlite3.Connection:
@@ -75,9 +120,8 @@ def xcom_value(raw: Any) -> Any:
 
 def airflow(env: dict[str, str], *args: str, check: bool = True, timeout: float = 300) -> str:
     """Runs `airflow ARGS...`; returns its output, failing the test with its tail if it failed (check)."""
-    done = subprocess.run([AIRFLOW, *args], env=env, capture_output=True, text=True, timeout=timeout)
-    output = done.stdout + done.stderr
-    assert done.returncode == 0 or not check, output[-8000:]
+    returncode, output = run_cli([AIRFLOW, *args], env, timeout)
+    assert returncode == 0 or not check, output[-8000:]
     return output
 
 
@@ -102,7 +146,8 @@ def run_asset_triggered(env: dict[str, str], dag_id: str, task_id: str, event_id
     so that the scheduler queues no task to an executor of its own.
     """
     before = asset_triggered_runs(env, dag_id)
-    airflow(env, "scheduler", "--num-runs", "1", "--skip-serve-logs")
+    # One loop takes seconds; the bound is for a stall, which then fails with every process's stacks.
+    airflow(env, "scheduler", "--num-runs", "1", "--skip-serve-logs", timeout=120)
     (run_id,) = [run for run in asset_triggered_runs(env, dag_id) if run not in before]
     with airflow_db(env) as db:
         consumed = db.execute(
