@@ -1,5 +1,7 @@
 """Kueue v0.19.2's own tests of its TrainJob integration, replayed black-box against the local cluster
-(Kueue with its default integrations, Trainer v2 and JobSet) through the official client only.
+(Kueue with its default integrations, Trainer v2 and JobSet; the "Trainjob controller" cases on a cluster
+configured as upstream's manager there, manageJobsWithoutQueueName on and `unmanaged-ns` left out) through
+the official client only.
 
 Ported from kubernetes-sigs/kueue v0.19.2:
 - test/integration/singlecluster/controller/jobs/trainjob/trainjob_controller_test.go (CONTROLLER)
