@@ -19,7 +19,10 @@ once (a framework's start-up, tens of lines), and a kill in the seconds before t
 all of it twice. So the first line a follow writes wakes the book (:meth:`PositionBook.on_first_line`):
 its next save starts then, capturing those lines and sending them :data:`SETTLE` seconds later. Only a
 follow that writes lines does this, once per follow; a job that waits in silence never wakes the book,
-and a book has one save in flight at a time, so first lines arriving together share one request.
+and a book has one request in flight at a time, so first lines arriving together share one request.
+First lines that arrive while an earlier capture settles (follows of jobs that started together, their
+lines a few milliseconds apart) are captured at once too, and sent :data:`SETTLE` seconds after their
+own capture, after the earlier one's request: they do not wait for that request before being captured.
 
 What a take-over can promise depends on where task logs live, because Airflow 3.3 uploads a trigger's
 log to remote storage only when the trigger finishes in that triggerer (the supervisor's
@@ -231,10 +234,18 @@ class PositionBook:
 
     async def _run(self) -> None:
         try:
+            queued: _Capture | None = None  # captured while the previous capture settled
             while self.sources or self.removals or self.finals:
-                if await self._next_save():
-                    self.early_saves += 1
-                await self.save(settle=SETTLE)
+                if queued is None:
+                    if await self._next_save():
+                        self.early_saves += 1
+                    current = self._capture()
+                else:
+                    current, queued = queued, None
+                if current is None:
+                    continue
+                queued = await self._settle(current)
+                await self._send(current)
         finally:
             if not (self.sources or self.removals or self.finals) and _BOOKS.get(self.key) is self:
                 del _BOOKS[self.key]
@@ -253,6 +264,28 @@ class PositionBook:
         self._early.clear()
         return early
 
+    async def _settle(self, current: _Capture) -> _Capture | None:
+        """Wait until ``current`` has settled (:data:`SETTLE` seconds after its capture). A follow's first
+        lines meanwhile are captured at once (the capture after ``current``: returned, to be sent
+        :data:`SETTLE` seconds after it was taken); first lines after that wait for the next save."""
+        loop = asyncio.get_running_loop()
+        deadline = current.taken + SETTLE
+        queued: _Capture | None = None
+        while (left := deadline - loop.time()) > 0:
+            if queued is not None:
+                await asyncio.sleep(left)
+                break
+            try:
+                async with asyncio.timeout(left):
+                    await self._early.wait()
+            except TimeoutError:
+                break
+            self._early.clear()
+            queued = self._capture(after=current)
+            if queued is not None:
+                self.early_saves += 1
+        return queued
+
     async def _save_soon(self) -> None:
         await asyncio.sleep(0)  # the follows stopping together add their finals first
         await self.save()
@@ -260,7 +293,23 @@ class PositionBook:
     async def save(self, settle: float = 0.0) -> None:
         """One merge patch with every entry that changed since the last save (none: no request),
         sent ``settle`` seconds after the positions were captured."""
+        capture = self._capture()
+        if capture is None:
+            return
+        if settle:
+            await asyncio.sleep(settle)
+        await self._send(capture)
+
+    def _capture(self, after: _Capture | None = None) -> _Capture | None:
+        """The entries that changed since the last save (None: none did), the positions read now (each
+        follow writes what it has pending first). ``after``: a capture not sent yet, whose entries
+        count as saved."""
         removals, finals = set(self.removals), dict(self.finals)
+        saved = self.saved
+        if after is not None:
+            removals -= after.removals
+            finals = {e: t for e, t in finals.items() if after.finals.get(e) != t}
+            saved = {**saved, **after.fresh}
         changes: dict[str, str | None] = dict.fromkeys(removals)
         changes.update(finals)
         fresh: dict[str, str] = {}
@@ -274,24 +323,27 @@ class PositionBook:
             if not cursors:
                 continue
             text = json.dumps(cursors, sort_keys=True)
-            if self.saved.get(entry) != text:
+            if saved.get(entry) != text:
                 fresh[entry] = text
                 changes[entry] = SavedPosition(deferred_at, now, False, cursors).to_text()
         if not changes:
+            return None
+        return _Capture(asyncio.get_running_loop().time(), changes, fresh, removals, finals)
+
+    async def _send(self, capture: _Capture) -> None:
+        """Send a capture: one merge patch (none if nothing is left to send)."""
+        changes, fresh, removals, finals = capture.changes, capture.fresh, capture.removals, capture.finals
+        for entry in [e for e in fresh if e not in self.sources]:
+            # The follow ended or stopped since the capture: an ended one's entry goes now, a stopped
+            # one's final position (sent by its own save) is not overwritten.
+            del fresh[entry]
+            if entry in self.finals:
+                del changes[entry]
+            else:
+                changes[entry] = None
+                removals.add(entry)
+        if not changes:
             return
-        if settle:
-            await asyncio.sleep(settle)
-            for entry in [e for e in fresh if e not in self.sources]:
-                # The follow ended or stopped meanwhile: an ended one's entry goes now, a stopped
-                # one's final position (sent by its own save) is not overwritten.
-                del fresh[entry]
-                if entry in self.finals:
-                    del changes[entry]
-                else:
-                    changes[entry] = None
-                    removals.add(entry)
-            if not changes:
-                return
         try:
             await self.hook.merge_config_map_data(CONFIG_MAP, self.namespace, changes, LABELS)
         except asyncio.CancelledError:
@@ -318,6 +370,19 @@ class PositionBook:
             self.finals.pop(entry, None)
             self.saved.pop(entry, None)
         self.removals -= removals
+
+
+@dataclass
+class _Capture:
+    """What one save sends: the data entries that changed (None: removed), when their positions were
+    read (the loop's clock), the fresh positions' cursors (JSON) by entry, and the removals and stopped
+    follows' final positions it carries."""
+
+    taken: float
+    changes: dict[str, str | None]
+    fresh: dict[str, str]
+    removals: set[str]
+    finals: dict[str, str]
 
 
 # (the hook's cluster key, namespace, id of the running loop)
