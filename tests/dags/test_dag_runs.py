@@ -1,22 +1,30 @@
 """Whole DAG runs with `airflow dags test` (a real task runner, in-process execution API, inline
-triggers) against the local cluster: the synchronous operator, and deferrable operator + sensor."""
+triggers) against the local cluster: the synchronous operator, deferrable operator + sensor, a retry that
+finds its job again, and secrets masked in the task log.
+
+One DAG (dags/tfjob_runs_dag.py) holds the four as independent task groups and one `airflow dags test`
+runs it for the module: an Airflow command costs seconds to start, here and again on every release of the
+compatibility lane. Each test reads its own group: its tasks' states and XComs, and the lines logged
+between Airflow's "[DAG TEST] starting task_id=..." and "end task" markers of its tasks (every try)."""
 
 from __future__ import annotations
 
 import json
 import re
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_cli import airflow_db, dags_test, migrated_airflow_env, xcom_value
+from airflow_cli import airflow, airflow_db, migrated_airflow_env, xcom_value
 
 from airflow_tfjob.version_compat import AIRFLOW_V_3_1_PLUS, AIRFLOW_V_3_3_PLUS
 
-pytestmark = [pytest.mark.dags, pytest.mark.cluster, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.dags, pytest.mark.cluster, pytest.mark.timeout(600)]
 
 DAGS = Path(__file__).parent / "dags"
+DAG_ID = "tfjob_runs"
 
 
 @pytest.fixture(scope="module")
@@ -25,25 +33,74 @@ def airflow_env(local_cluster: Any, tmp_path_factory: pytest.TempPathFactory) ->
     yield migrated_airflow_env(home, DAGS, local_cluster.kubeconfig_path, migrate_timeout=180)
 
 
-def task_states(env: dict[str, str], dag_id: str) -> dict[str, str]:
+@pytest.fixture(scope="module")
+def output(airflow_env: dict[str, str]) -> str:
+    """The run's output. Not checked as a whole: a group that failed fails its own test, with its lines."""
+    return airflow(airflow_env, "dags", "test", DAG_ID, check=False, timeout=540)
+
+
+def task_states(env: dict[str, str], group: str) -> dict[str, str]:
     with airflow_db(env) as db:
-        rows = db.execute("select task_id, state from task_instance where dag_id = ?", (dag_id,)).fetchall()
-    return dict(rows)
+        rows = db.execute(
+            "select task_id, state from task_instance where dag_id = ? and task_id like ?",
+            (DAG_ID, f"{group}.%"),
+        ).fetchall()
+    return {task_id.removeprefix(f"{group}."): state for task_id, state in rows}
 
 
-def xcom(env: dict[str, str], dag_id: str, task_id: str, key: str = "return_value") -> Any:
+def xcom(env: dict[str, str], task_id: str, key: str = "return_value") -> Any:
     with airflow_db(env) as db:
         row = db.execute(
-            "select value from xcom where dag_id = ? and task_id = ? and key = ?", (dag_id, task_id, key)
+            "select value from xcom where dag_id = ? and task_id = ? and key = ?", (DAG_ID, task_id, key)
         ).fetchone()
-    assert row is not None, f"no XCom {key} for {dag_id}.{task_id}"
+    assert row is not None, f"no XCom {key} for {DAG_ID}.{task_id}"
     return xcom_value(row[0])
 
 
-def test_sync_operator_dag(airflow_env: dict[str, str], local_cluster: Any) -> None:
-    output = dags_test(airflow_env, "tfjob_sync", timeout=360)
-    assert task_states(airflow_env, "tfjob_sync") == {"train": "success"}
-    result = xcom(airflow_env, "tfjob_sync", "train")
+#: A log line's timestamp, in each form Airflow 3.0 to 3.3 write in `dags test` output:
+#: "2026-12-06T10:34:30.052301Z [info ...", "[2026-12-06T10:52:30.433+0000] {...}", "[2026-12-06 10:52:33,010] {...}".
+STAMP = re.compile(r"^\[?(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[.,]\d+)")
+
+
+def _stamp(line: str) -> datetime | None:
+    found = STAMP.match(line)
+    return datetime.fromisoformat(found.group(1).replace(",", ".").replace(" ", "T")) if found else None
+
+
+def group_lines(output: str, group: str) -> str:
+    """The timestamped lines logged while a task of ``group`` ran (every try).
+
+    `dags test` runs one task at a time and logs "[DAG TEST] starting task_id=..." as each begins (its
+    "end task" line only on some paths of some releases), so a task ran from its marker's time to the
+    next task's. From Airflow 3.1 the markers go to stderr and a task's own lines to stdout, so a task's
+    lines are those stamped within its window, not those printed after its marker. (A line without a
+    stamp, a bare print, is in no group; tests look for those in the whole output.)
+    """
+    starts: list[tuple[datetime, str]] = []
+    for line in output.splitlines():
+        marker = re.search(r"\[DAG TEST\] starting task_id=(\S+)", line)
+        stamp = _stamp(line)
+        if marker and stamp is not None:
+            starts.append((stamp, marker.group(1)))
+    starts.sort()
+    windows = [
+        (began, starts[i + 1][0] if i + 1 < len(starts) else datetime.max)
+        for i, (began, task_id) in enumerate(starts)
+        if task_id.startswith(f"{group}.")
+    ]
+    assert windows, f"no task of group {group} ran:\n{output[-8000:]}"
+    kept = []
+    for line in output.splitlines():
+        stamp = _stamp(line)
+        if stamp is not None and any(began <= stamp < ended for began, ended in windows):
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def test_sync_operator_dag(airflow_env: dict[str, str], output: str) -> None:
+    output = group_lines(output, "sync")
+    assert task_states(airflow_env, "sync") == {"train": "success"}, output[-8000:]
+    result = xcom(airflow_env, "sync.train")
     assert result["state"] == "succeeded"
     assert result["replica_statuses"]["Worker"]["succeeded"] == 2
     assert float(result["metrics"]["accuracy"]) == 0.9
@@ -51,34 +108,33 @@ def test_sync_operator_dag(airflow_env: dict[str, str], local_cluster: Any) -> N
     assert "args=['--config=conf.yaml', '--run=manual__" in output
 
 
-def test_deferrable_operator_and_sensor_dag(airflow_env: dict[str, str]) -> None:
-    output = dags_test(airflow_env, "tfjob_deferrable", timeout=360)
-    assert task_states(airflow_env, "tfjob_deferrable") == {
+def test_deferrable_operator_and_sensor_dag(airflow_env: dict[str, str], output: str) -> None:
+    whole, output = output, group_lines(output, "deferrable")
+    assert task_states(airflow_env, "deferrable") == {
         "submit": "success",
         "wait": "success",
         "train": "success",
         "check": "success",
-    }
-    assert "CHECKED" in output
+    }, output[-8000:]
     # Both deferrable tasks went through the trigger (defer, then resume), not a synchronous wait.
-    assert "Waiting in the triggerer for TFJob default/sensed-" in output
-    assert "Deferring while TFJob default/" in output
-    result = xcom(airflow_env, "tfjob_deferrable", "train")
+    assert "Waiting in the triggerer for TFJob default/sensed-" in output, output[-8000:]
+    assert "Deferring while TFJob default/" in output, output[-8000:]
+    result = xcom(airflow_env, "deferrable.train")
     assert result["state"] == "succeeded"
+    # check's own print (a bare line on some releases): the line naming this group's job.
+    assert f"CHECKED {result['name']} succeeded" in whole, whole[-8000:]
 
 
-def test_retry_finds_the_job_through_task_state_store(
-    airflow_env: dict[str, str], local_cluster: Any
-) -> None:
+def test_retry_finds_the_job_through_task_state_store(airflow_env: dict[str, str], output: str) -> None:
     """Try 1 creates the job, records it in task_state_store and dies (its job hidden from the label
     lookup); try 2, a real retry by the task runner, finds that same job through the store. Before
     Airflow 3.3 (no store) try 2 finds it through the identity labels."""
 
-    output = dags_test(airflow_env, "tfjob_retry", timeout=360)
-    assert task_states(airflow_env, "tfjob_retry") == {"train": "success", "check": "success"}
+    whole, output = output, group_lines(output, "retry")
+    assert task_states(airflow_env, "retry") == {"train": "success", "check": "success"}, output[-8000:]
     with airflow_db(airflow_env) as db:
         (try_number,) = db.execute(
-            "select try_number from task_instance where dag_id = 'tfjob_retry' and task_id = 'train'"
+            "select try_number from task_instance where dag_id = ? and task_id = 'retry.train'", (DAG_ID,)
         ).fetchone()
     assert try_number == 2
     crashed = re.search(r"CREATED_THEN_CRASHED ([a-z0-9-]+) ([0-9a-f-]{36})", output)
@@ -90,43 +146,50 @@ def test_retry_finds_the_job_through_task_state_store(
     else:  # no store: the identity labels found it, and the task said which features are off
         assert "NO_STATE_STORE" in output
         assert "lacks 3 feature(s) this provider uses: retry_policy (Airflow 3.3+)" in output
-    result = xcom(airflow_env, "tfjob_retry", "train")
+    result = xcom(airflow_env, "retry.train")
     assert (result["name"], result["uid"]) == (name, uid), "try 2 used try 1's job, not a new one"
     assert result["state"] == "succeeded" and float(result["metrics"]["accuracy"]) == 0.75
-    assert f"RETRY_CHECKED {name} {uid}" in output
+    assert f"RETRY_CHECKED {name} {uid}" in whole, whole[-8000:]  # check's print, bare on some releases
 
 
-def test_secrets_printed_by_replicas_are_masked_in_the_task_log(airflow_env: dict[str, str]) -> None:
-    token, call_token = "dags-test-secret-token-0451", "dags-test-call-token-9137"  # tfjob_secret_dag.py
-    output = dags_test(airflow_env, "tfjob_secret", timeout=360)
-    assert task_states(airflow_env, "tfjob_secret") == {
+def test_secrets_printed_by_replicas_are_masked_in_the_task_log(
+    airflow_env: dict[str, str], output: str
+) -> None:
+    token, call_token = "dags-test-secret-token-0451", "dags-test-call-token-9137"  # tfjob_runs_dag.py
+    whole = output
+    output = group_lines(output, "secret")
+    assert task_states(airflow_env, "secret") == {
         "sync": "success",
         "deferred": "success",
         "decorated": "success",
-    }
+    }, output[-8000:]
     # Each replica printed its secret; the task log shows the line, masked: once from the sync task's
     # follow and once from the trigger's (Airflow before 3.1 echoes a task's lines in two formats, so
     # the lines are told apart by where they were logged, not counted).
     shown = [line for line in output.splitlines() if "replica token=***" in line]
-    assert any("logs_parsing.py" in line for line in shown), shown  # the sync task's follow
-    assert any("logs_parsing.py" not in line for line in shown), shown  # the trigger's
-    assert "function token=***" in output
+    assert any("logs_parsing.py" in line for line in shown), output[-8000:]  # the sync task's follow
+    assert any("logs_parsing.py" not in line for line in shown), output[-8000:]  # the trigger's
+    assert "function token=***" in output, output[-8000:]
+    # Nowhere in the run's output, not only in this group's lines.
     if not AIRFLOW_V_3_1_PLUS:
         # Airflow 3.0's task SDK writes its own request to the masker at DEBUG level, the value in it
         # ("Sending request ... MaskSecret(value=...)"); `dags test` logs at DEBUG, a deployment's task
         # log at INFO does not. That line is Airflow's, not a replica's or the provider's.
-        output = "\n".join(line for line in output.splitlines() if "MaskSecret(" not in line)
-    assert token not in output and call_token not in output
-    assert xcom(airflow_env, "tfjob_secret", "decorated") == len(call_token)
+        whole = "\n".join(line for line in whole.splitlines() if "MaskSecret(" not in line)
+    assert token not in whole and call_token not in whole, [
+        line for line in whole.splitlines() if token in line or call_token in line
+    ]
+    assert xcom(airflow_env, "secret.decorated") == len(call_token)
     with airflow_db(airflow_env) as db:
         stored = json.dumps(
-            db.execute("select value from xcom where dag_id = 'tfjob_secret'").fetchall(), default=str
+            db.execute("select value from xcom where dag_id = ?", (DAG_ID,)).fetchall(), default=str
         )
     assert token not in stored and call_token not in stored
     with airflow_db(airflow_env) as db:
         rendered = json.dumps(
             db.execute(
-                "select rendered_fields from rendered_task_instance_fields where dag_id = 'tfjob_secret'"
+                "select rendered_fields from rendered_task_instance_fields where dag_id = ? and task_id like 'secret.%'",
+                (DAG_ID,),
             ).fetchall()
         )
     assert "secret_env" in rendered and "op_args" in rendered  # the fields were stored...
