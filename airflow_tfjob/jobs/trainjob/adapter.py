@@ -16,6 +16,7 @@ from airflow_tfjob.jobs.adapter import ReportedProgress, ResultExtras
 from airflow_tfjob.jobs.kinds import JobKind, read_kind
 from airflow_tfjob.jobs.status import JobStatus
 from airflow_tfjob.jobs.trainjob import pods, status
+from airflow_tfjob.jobs.trainjob.tfconfig import RJOB_OF_TYPE
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -35,10 +36,6 @@ def _path(value: Any, *keys: str) -> Mapping[str, Any]:
     for key in keys:
         value = value.get(key) if isinstance(value, Mapping) else None
     return _mapping(value)
-
-
-#: The replicated job each TFJob replica type runs in on a TrainJob (jobs/trainjob/from_tfjob.py).
-_RJOB_OF_TYPE = {"chief": "chief", "ps": "ps", "worker": "node"}
 
 
 class TrainJobAdapter:
@@ -119,7 +116,7 @@ class TrainJobAdapter:
         limits = [
             max_name_length(
                 spec.get("replicas", 1) if isinstance(spec.get("replicas", 1), int) else 100,
-                _RJOB_OF_TYPE.get(str(rtype).lower(), "node"),
+                RJOB_OF_TYPE.get(str(rtype).lower(), pods.TRAINER_RJOB),
             )
             for rtype, spec in specs.items()
             if isinstance(spec, Mapping)

@@ -35,7 +35,7 @@ from airflow_tfjob.constants import ANNOTATION_INTENDED_CLEAN_POD_POLICY
 from airflow_tfjob.jobs.kinds import TFJOB, TRAINJOB
 from airflow_tfjob.jobs.trainjob import tfconfig
 from airflow_tfjob.jobs.trainjob.manifest import PATCH_MANAGER, build_trainjob
-from airflow_tfjob.jobs.trainjob.pods import ANNOTATION_RANK0, ANNOTATION_TF_REPLICAS
+from airflow_tfjob.jobs.trainjob.pods import ANNOTATION_RANK0, ANNOTATION_TF_REPLICAS, TRAINER_RJOB
 
 #: The shipped TensorFlow runtimes by the TFJob replica types they run.
 RUNTIME_OF_TYPES = {
@@ -263,7 +263,8 @@ def to_trainjob(tfjob: Mapping[str, Any]) -> dict[str, Any]:
         )
     name = str(metadata["name"])
     container = _container(specs[worker_key]["template"])
-    tasks = {"chief": counts.get("Chief", 0), "ps": counts.get("PS", 0), "worker": counts["Worker"]}
+    # Replicas by TensorFlow task type (TFJob's types lower-cased: TFJOB.canonical_type spells them).
+    tasks = {ttype: counts.get(TFJOB.canonical_type(ttype) or ttype, 0) for ttype in tfconfig.TASK_TYPES}
     cluster = tfconfig.cluster_env(name, tasks)
     user_command = [*container.get("command", []), *container.get("args", [])]
     env = list(container.get("env") or [])
@@ -274,10 +275,10 @@ def to_trainjob(tfjob: Mapping[str, Any]) -> dict[str, Any]:
     mounts = container.get("volumeMounts")
     rjob_patches = []
     if mounts or pod_patch:
-        node = {"name": "node", "volumeMounts": copy.deepcopy(mounts)} if mounts else None
-        rjob_patches.append(_rjob_patch("node", pod_patch, node))
-    for ttype in ("chief", "ps"):
-        if tasks[ttype]:
+        node = {"name": TRAINER_RJOB, "volumeMounts": copy.deepcopy(mounts)} if mounts else None
+        rjob_patches.append(_rjob_patch(TRAINER_RJOB, pod_patch, node))
+    for ttype in tfconfig.TASK_TYPES:
+        if tasks[ttype] and tfconfig.RJOB_OF_TYPE[ttype] != TRAINER_RJOB:
             side = {
                 "name": SIDE_CONTAINER,
                 "env": [
@@ -289,7 +290,7 @@ def to_trainjob(tfjob: Mapping[str, Any]) -> dict[str, Any]:
                 ],
                 **({"volumeMounts": copy.deepcopy(mounts)} if mounts else {}),
             }
-            rjob_patches.append(_rjob_patch(ttype, pod_patch, side))
+            rjob_patches.append(_rjob_patch(tfconfig.RJOB_OF_TYPE[ttype], pod_patch, side))
     patches = None
     if rjob_patches:
         patches = [
@@ -302,13 +303,15 @@ def to_trainjob(tfjob: Mapping[str, Any]) -> dict[str, Any]:
     if policy.get("queue"):
         labels[QUEUE_LABEL] = policy["queue"]
     annotations = dict(metadata.get("annotations") or {})
-    annotations[ANNOTATION_RANK0] = "chief-0-0" if tasks["chief"] else "node-0-0"
-    layout = {
-        "Chief": ["chief", tasks["chief"]],
-        "PS": ["ps", tasks["ps"]],
-        "Worker": ["node", tasks["worker"]],
-    }
-    annotations[ANNOTATION_TF_REPLICAS] = json.dumps({t: v for t, v in layout.items() if v[1]})
+    # Rank 0 is the chief where there is one, else the trainer's node 0 (its first worker).
+    annotations[ANNOTATION_RANK0] = f"{tfconfig.RJOB_OF_TYPE['chief' if tasks['chief'] else 'worker']}-0-0"
+    annotations[ANNOTATION_TF_REPLICAS] = json.dumps(
+        {
+            TFJOB.canonical_type(ttype): [tfconfig.RJOB_OF_TYPE[ttype], tasks[ttype]]
+            for ttype in tfconfig.TASK_TYPES
+            if tasks[ttype]
+        }
+    )
     annotations.setdefault(
         ANNOTATION_INTENDED_CLEAN_POD_POLICY, (spec.get("runPolicy") or {}).get("cleanPodPolicy") or "None"
     )
