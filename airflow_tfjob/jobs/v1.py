@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from airflow_tfjob.constants import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
-from airflow_tfjob.jobs.adapter import ReportedProgress, ResultExtras
+from airflow_tfjob.jobs.adapter import JobAdapter, ReportedProgress, ResultExtras
 from airflow_tfjob.jobs.kinds import JobKind, kind_of
 from airflow_tfjob.jobs.status import COUNT_KEYS, JobState, JobStatus, true_conditions
 
@@ -265,6 +265,7 @@ class V1Adapter:
         return found
 
 
-def adapter(kind: JobKind) -> V1Adapter:
-    """The registry's entry point (jobs/adapter.py): the adapter of one v1 kind."""
+def adapter(kind: JobKind) -> JobAdapter:
+    """The registry's entry point (jobs/adapter.py): the adapter of one v1 kind. Annotated with the
+    interface, so that mypy checks V1Adapter implements every phase."""
     return V1Adapter(kind)

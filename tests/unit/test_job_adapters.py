@@ -33,8 +33,9 @@ from airflow_tfjob.jobs.trainjob.pods import ANNOTATION_RANK0, ANNOTATION_TF_REP
 from airflow_tfjob.jobs.v1 import V1Adapter
 
 #: Every method the core may ask (the interface's), so that both adapters are held to all of them.
+# Every method of the interface, whichever phase Protocol declares it (jobs/adapter.py).
 INTERFACE = sorted(
-    name for name, value in vars(JobAdapter).items() if callable(value) and not name.startswith("_")
+    name for name in dir(JobAdapter) if not name.startswith("_") and callable(getattr(JobAdapter, name))
 )
 
 

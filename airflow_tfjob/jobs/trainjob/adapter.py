@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from airflow_tfjob.jobs.adapter import ReportedProgress, ResultExtras
+from airflow_tfjob.jobs.adapter import JobAdapter, ReportedProgress, ResultExtras
 from airflow_tfjob.jobs.kinds import JobKind, read_kind
 from airflow_tfjob.jobs.status import JobStatus
 from airflow_tfjob.jobs.trainjob import pods, status
@@ -207,6 +207,7 @@ class TrainJobAdapter:
         return True
 
 
-def adapter(kind: JobKind) -> TrainJobAdapter:
-    """The registry's entry point (jobs/adapter.py)."""
+def adapter(kind: JobKind) -> JobAdapter:
+    """The registry's entry point (jobs/adapter.py). Annotated with the interface, so that mypy checks
+    TrainJobAdapter implements every phase."""
     return TrainJobAdapter(kind)
