@@ -138,8 +138,9 @@ class ReadsJob(Protocol):
 
 
 class BuildsJob(Protocol):
-    """Building the manifest a task submits: from the operator's parameters, validated, mapped for the
-    cluster, and changed for a retry."""
+    """Building the manifest a task submits: from the operator's parameters, validated, and changed for a
+    retry. (Running a manifest of one API on another is no adapter's: the TFJob -> TrainJob bridge,
+    jobs/trainjob/from_tfjob.py, is the API choice's.)"""
 
     def assemble_manifest(self, base: dict[str, Any] | None, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """The kind's manifest from the operator's manifest parameters (``arguments``, as the kind's
@@ -155,11 +156,6 @@ class BuildsJob(Protocol):
     ) -> dict[str, Any]:
         """The manifest ``arguments`` with ``volume`` added to every replica's pod and ``mount`` to its
         training container, in the parameters this kind's builder takes (``checkpoint=``'s claim)."""
-        ...
-
-    def for_cluster(self, manifest: dict[str, Any]) -> dict[str, Any]:
-        """The validated manifest as this API's server takes it (a manifest written for another kind is
-        mapped onto this one; one of this kind is returned as it is)."""
         ...
 
     def set_memory_limit(self, manifest: dict[str, Any], replica_type: str, quantity: str) -> bool:

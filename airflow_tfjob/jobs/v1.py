@@ -213,9 +213,6 @@ class V1Adapter:
     def max_name_length(self, manifest: Mapping[str, Any]) -> int | None:
         return None  # validation's limit from the replica counts (pods and Services {job}-{type}-{index})
 
-    def for_cluster(self, manifest: dict[str, Any]) -> dict[str, Any]:
-        return manifest
-
     def env_entries(self, manifest: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         """Each container's and init container's, of every replica spec under this kind's spec key."""
         specs = _mapping(_mapping(manifest.get("spec")).get(self.kind.spec_key))

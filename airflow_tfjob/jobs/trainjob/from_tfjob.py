@@ -1,4 +1,10 @@
-"""A TFJob manifest -> the TrainJob that runs the same training on Trainer v2 (pure).
+"""A TFJob manifest -> the TrainJob that runs the same training on Trainer v2 (pure): the bridge.
+
+The bridge's one user is the API choice (operators/api_choice.py): neither adapter knows that a TFJob
+can run as a TrainJob, so each answers for its own kind's manifests only; the choice asks this module
+for the name limit of a TFJob that will run as a TrainJob (:func:`name_limit`) and for the TrainJob
+itself (:func:`as_trainjob`). Reading such a job back is the TrainJob adapter's, through the
+annotations the mapping leaves (pods.ANNOTATION_TF_REPLICAS, ANNOTATION_RANK0).
 
 TFJobOperator(api="trainjob") builds and validates its TFJob exactly as for the TFJob API, then this
 module maps it onto a TrainJob on one of the TensorFlow ClusterTrainingRuntimes the package ships
@@ -36,6 +42,7 @@ from airflow_tfjob.jobs.kinds import TFJOB, TRAINJOB
 from airflow_tfjob.jobs.trainjob import tfconfig
 from airflow_tfjob.jobs.trainjob.manifest import PATCH_MANAGER, build_trainjob
 from airflow_tfjob.jobs.trainjob.pods import ANNOTATION_RANK0, ANNOTATION_TF_REPLICAS, TRAINER_RJOB
+from airflow_tfjob.jobs.trainjob.validation import max_name_length, validate_trainjob
 
 #: The shipped TensorFlow runtimes by the TFJob replica types they run.
 RUNTIME_OF_TYPES = {
@@ -66,6 +73,31 @@ class _Refusals:
 
 def runtime_for(types: frozenset[str]) -> str | None:
     return RUNTIME_OF_TYPES.get(types)
+
+
+def name_limit(tfjob: Mapping[str, Any]) -> int:
+    """The longest name the TFJob may get so that every pod name JobSet derives for the TrainJob that
+    runs it fits: each replica type's pods are named by the replicated job it runs in (a chief's
+    ``-chief-0-0`` is one character longer than a worker's ``-node-0-0``), its count by its replicas
+    (an unreadable count as if 100: two digits of index)."""
+    specs = (tfjob.get("spec") or {}).get(TFJOB.spec_key) or {}
+    limits = [
+        max_name_length(
+            spec.get("replicas", 1) if isinstance(spec.get("replicas", 1), int) else 100,
+            tfconfig.RJOB_OF_TYPE.get(str(rtype).lower(), TRAINER_RJOB),
+        )
+        for rtype, spec in (specs.items() if isinstance(specs, Mapping) else ())
+        if isinstance(spec, Mapping)
+    ]
+    return min(limits, default=max_name_length(1))
+
+
+def as_trainjob(tfjob: Mapping[str, Any]) -> dict[str, Any]:
+    """The TrainJob that runs a validated, named TFJob, validated as any TrainJob is (refusals name the
+    replica types or field and the fix)."""
+    trainjob = to_trainjob(tfjob)
+    validate_trainjob(trainjob)
+    return trainjob
 
 
 def _counts(specs: Mapping[str, Any]) -> dict[str, int]:
