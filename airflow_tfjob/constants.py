@@ -10,6 +10,7 @@ and `tfjob-runtimes` is parsed, bounded and refused alike.
 
 from __future__ import annotations
 
+# TFJob's names, stated here only: the kind table's TFJOB row (jobs/kinds.py) reads them.
 GROUP = "kubeflow.org"
 VERSION = "v1"
 API_VERSION = f"{GROUP}/{VERSION}"

@@ -119,7 +119,7 @@ def _validate(check: Checker, manifest: Any, require_name: bool) -> JobKind | No
     check.unknown_keys(manifest, ("apiVersion", "kind", "metadata", "spec", "status"), "", kind.kind)
     metadata = check.mapping(manifest.get("metadata"), "metadata") or {}
     name_len = _validate_metadata(check, metadata, require_name)
-    _validate_namespace_and_meta(check, metadata)
+    validate_metadata(check, metadata, "metadata.")
 
     key = kind.spec_key
     spec = check.mapping(manifest.get("spec"), "spec")
@@ -195,14 +195,17 @@ def _validate_metadata(check: Checker, metadata: Mapping[str, Any], require_name
     return None
 
 
-def _validate_namespace_and_meta(check: Checker, metadata: Mapping[str, Any]) -> None:
+def validate_metadata(check: Checker, metadata: Mapping[str, Any], field_prefix: str) -> None:
+    """The namespace, labels (the priority label among them) and annotations of any kind's manifest, the
+    fields named with ``field_prefix`` (``"metadata."`` where the manifest's paths are shown, ``""`` where
+    the operator's parameters are: TrainJob's)."""
     ns = metadata.get("namespace")
     problem = None if ns is None else namespace_problem(ns)
     if problem:
-        check.error("metadata.namespace", problem, NAMESPACE_FIX)
-    check.labels(metadata.get("labels"), "metadata.labels")
-    validate_priority_label(check, metadata.get("labels"), "metadata.labels")
-    check.labels(metadata.get("annotations"), "metadata.annotations", values_are_labels=False)
+        check.error(f"{field_prefix}namespace", problem, NAMESPACE_FIX)
+    check.labels(metadata.get("labels"), f"{field_prefix}labels")
+    validate_priority_label(check, metadata.get("labels"), f"{field_prefix}labels")
+    check.labels(metadata.get("annotations"), f"{field_prefix}annotations", values_are_labels=False)
 
 
 def _validate_replica_specs(check: Checker, specs: Mapping[str, Any], kind: JobKind) -> dict[str, int]:

@@ -221,14 +221,40 @@ def api_group(group: str) -> Call[dict | None]:
     return (yield Request("GET", f"/apis/{group}", f"discover {group}", absent=frozenset({404})))
 
 
+def _object_path(api_version: str, plural: str, namespace: str | None, name: str | None = None) -> str:
+    """The path of any object (or, without ``name``, its collection); cluster-scoped without ``namespace``."""
+    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    scope = f"/namespaces/{namespace}" if namespace else ""
+    return f"{base}{scope}/{plural}/{name}" if name else f"{base}{scope}/{plural}"
+
+
 def find_object(api_version: str, plural: str, name: str, namespace: str | None = None) -> Call[dict | None]:
     """Any object by its API version, plural and name (a ClusterTrainingRuntime, a ConfigMap); None when
     it does not exist or its API is not served. Read by the preflight, never followed."""
-    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-    scope = f"/namespaces/{namespace}" if namespace else ""
     where = f"{namespace}/{name}" if namespace else name
-    path = f"{base}{scope}/{plural}/{name}"
+    path = _object_path(api_version, plural, namespace, name)
     return (yield Request("GET", path, f"get {plural} {where}", absent=frozenset({404})))
+
+
+def apply_object(plural: str, body: dict, namespace: str | None = None) -> Call[str]:
+    """Create ``body`` (of the API version it names), or replace the object of its name where one exists
+    (409); ``"created"`` or ``"replaced"``. An admin's install (the TensorFlow ClusterTrainingRuntimes,
+    tfjob-runtimes): the object's whole content is the caller's, so a create repeated after an unclear
+    first attempt is harmless (its 409 is replaced), and the replace names the resourceVersion it read,
+    so a change made in between is refused (409) rather than overwritten."""
+    api_version, name = str(body["apiVersion"]), str(body["metadata"]["name"])
+    where = f"{namespace}/{name}" if namespace else name
+    what = f"{body.get('kind', plural)} {where}"
+    path = _object_path(api_version, plural, namespace)
+    created = yield Request("POST", path, f"create {what}", body=body, retry="write", absent=frozenset({409}))
+    if created is not None:
+        return "created"
+    current = yield Request("GET", _object_path(api_version, plural, namespace, name), f"get {what}")
+    version = current["metadata"]["resourceVersion"]
+    replacement = {**body, "metadata": {**body["metadata"], "resourceVersion": version}}
+    path = _object_path(api_version, plural, namespace, name)
+    yield Request("PUT", path, f"replace {what}", body=replacement, retry="write")
+    return "replaced"
 
 
 ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"

@@ -171,6 +171,11 @@ class KubeflowJobHook(KubernetesHook):
         """Any object by API version, plural and name (cluster-scoped without `namespace`); None if absent."""
         return self._run(calls.find_object(api_version, plural, name, namespace))
 
+    def apply_object(self, plural: str, body: dict, namespace: str | None = None) -> str:
+        """Create ``body``, or replace the object of its name (cluster-scoped without ``namespace``):
+        ``"created"`` or ``"replaced"``. What ``tfjob-runtimes install`` installs its runtimes with."""
+        return self._run(calls.apply_object(plural, body, namespace))
+
     def access_review(self, verb: str, group: str, resource: str, namespace: str | None = None) -> bool:
         """Whether the connection's user may `verb` `resource` of `group` (a SelfSubjectAccessReview)."""
         return self._run(calls.access_review(self._ns(namespace), verb, group, resource))

@@ -8,9 +8,10 @@ is answered here and nowhere else:
   import-free like ``constants``: the local cluster reads it too);
 - :mod:`~airflow_tfjob.jobs.status`: the provider's one status vocabulary (``JobState``, ``JobStatus``)
   that every adapter answers in;
-- :mod:`~airflow_tfjob.jobs.adapter`: the interface every API implements (:class:`JobAdapter`: a job's
-  status, which replica a pod is, rank 0, the pods to expect, the submission manifest's steps, the
-  summary's layout, the result's extras, name limits) and the registry (:func:`adapter_for`);
+- :mod:`~airflow_tfjob.jobs.adapter`: the interface every API implements (:class:`JobAdapter`, in three
+  one-phase Protocols: ``ManifestFacts`` (layout, env entries, name limits, run policy), ``ReadsJob``
+  (a job's status, which replica a pod is, rank 0, the pods to expect, the result's extras) and
+  ``BuildsJob`` (the submission manifest's steps)) and the registry (:func:`adapter_for`);
 - one adapter per API: :mod:`~airflow_tfjob.jobs.v1` for the v1 kinds (data driven by their rows) and
   Trainer v2's, beside the TrainJob code it calls (:mod:`~airflow_tfjob.jobs.trainjob.adapter`).
 

@@ -1,7 +1,11 @@
 """The job-API interface (:class:`JobAdapter`) and its registry (:func:`adapter_for`).
 
 An adapter is bound to one kind's row and answers, for objects of that kind, every question whose answer
-differs between APIs. The core holds no ``if kind is ...``: it asks ``adapter_for(kind)`` (or
+differs between APIs. The questions come in three phases, each a small Protocol of its own:
+:class:`ManifestFacts` (facts about a manifest in hand), :class:`ReadsJob` (reading a job and its pods as
+the cluster shows them) and :class:`BuildsJob` (building the manifest a task submits); a caller that needs
+one phase can say so in its types, and an adapter is checked against all three by mypy (each registry
+module's ``adapter(kind) -> JobAdapter``). The core holds no ``if kind is ...``: it asks ``adapter_for(kind)`` (or
 :func:`adapter_of` for an object) and uses the answer. Adapters are pure: they read the objects they are
 given and call no API; the modules they build on are imported when an adapter is first asked for, so
 importing this module costs nothing at a DAG file's parse.
@@ -53,13 +57,40 @@ class ReportedProgress:
     metrics: dict[str, Any] = field(default_factory=dict)
 
 
-class JobAdapter(Protocol):
-    """Everything the core asks about one kind's jobs, pods and manifests."""
+class ManifestFacts(Protocol):
+    """Facts about a manifest of the API, or about how the API's controller treats its jobs: asked by
+    the submission summary, secret redaction, naming, submission and cleanup, of a manifest in hand."""
 
-    #: The kind's row in the kind table.
-    kind: JobKind
+    def max_name_length(self, manifest: Mapping[str, Any]) -> int | None:
+        """The longest name a job of this kind built from ``manifest`` may get so that every name its
+        controllers derive fits; None when the validation's own limit stands."""
+        ...
 
-    # -- reading what the cluster says -------------------------------------------------------------
+    def env_entries(self, manifest: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        """Every env entry a manifest gives a container where this API's manifests hold them (the
+        entries themselves, so that redaction can replace a secret's value in place); a manifest of
+        another API yields none of this API's places, so every adapter may be asked of any manifest."""
+        ...
+
+    def layout(self, manifest: Mapping[str, Any]) -> tuple[str, str]:
+        """The submission summary's replica layout and images (``"2 Worker"``, ``"tensorflow/tensorflow:2.21.0"``)."""
+        ...
+
+    def holds_pods_by_run_policy(self) -> bool:
+        """Whether the job's ``spec.runPolicy`` lets the controller delete pods or the job after it ends
+        (cleanPodPolicy, TTL): submission then turns it off so the provider drains the logs first."""
+        ...
+
+    def ttl_patch(self, seconds: int) -> dict[str, Any] | None:
+        """The merge patch that has the API's own controller delete a finished job, with its pods,
+        ``seconds`` after its completion time (``keep_failed_for``); None when the API has no such TTL
+        (the provider then has a batch Job's TTL delete it, follow/cleanup.py)."""
+        ...
+
+
+class ReadsJob(Protocol):
+    """Reading a job (and its pods) as the cluster shows it: the follow, the outcome, the result, lineage
+    and the trigger ask these of the objects they read."""
 
     def interpret(self, job: Mapping[str, Any]) -> JobStatus:
         """The job object's state in the provider's one vocabulary (JobStatus): the deciding condition's
@@ -91,7 +122,25 @@ class JobAdapter(Protocol):
         the job leaves the count to something the provider does not read)."""
         ...
 
-    # -- the manifest the task submits ------------------------------------------------------------
+    def result_extras(self, job: Mapping[str, Any]) -> ResultExtras:
+        """What the finished job object adds to the task's result."""
+        ...
+
+    def reported_progress(self, job: Mapping[str, Any]) -> ReportedProgress | None:
+        """The progress the job's status reports (a TrainJob's ``trainerStatus``, which its program sends to
+        Trainer's status server); None where the API has none or the job reports none yet."""
+        ...
+
+    def replica_specs(self, job: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+        """The job's replicas by type in the v1 shape (``{"Worker": {"replicas": 2, "template": ...}}``),
+        for what describes a job's replicas and images whatever its API (lineage's run facet)."""
+        ...
+
+
+class BuildsJob(Protocol):
+    """Building the manifest a task submits: from the operator's parameters, validated, and changed for a
+    retry. (Running a manifest of one API on another is no adapter's: the TFJob -> TrainJob bridge,
+    jobs/trainjob/from_tfjob.py, is the API choice's.)"""
 
     def assemble_manifest(self, base: dict[str, Any] | None, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """The kind's manifest from the operator's manifest parameters (``arguments``, as the kind's
@@ -109,58 +158,24 @@ class JobAdapter(Protocol):
         training container, in the parameters this kind's builder takes (``checkpoint=``'s claim)."""
         ...
 
-    def max_name_length(self, manifest: Mapping[str, Any]) -> int | None:
-        """The longest name a job of this kind built from ``manifest`` may get so that every name its
-        controllers derive fits; None when the validation's own limit stands."""
-        ...
-
-    def for_cluster(self, manifest: dict[str, Any]) -> dict[str, Any]:
-        """The validated manifest as this API's server takes it (a manifest written for another kind is
-        mapped onto this one; one of this kind is returned as it is)."""
-        ...
-
-    def env_entries(self, manifest: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-        """Every env entry a manifest gives a container where this API's manifests hold them (the
-        entries themselves, so that redaction can replace a secret's value in place); a manifest of
-        another API yields none of this API's places, so every adapter may be asked of any manifest."""
-        ...
-
-    def holds_pods_by_run_policy(self) -> bool:
-        """Whether the job's ``spec.runPolicy`` lets the controller delete pods or the job after it ends
-        (cleanPodPolicy, TTL): submission then turns it off so the provider drains the logs first."""
-        ...
-
-    def ttl_patch(self, seconds: int) -> dict[str, Any] | None:
-        """The merge patch that has the API's own controller delete a finished job, with its pods,
-        ``seconds`` after its completion time (``keep_failed_for``); None when the API has no such TTL
-        (the provider then has a batch Job's TTL delete it, follow/cleanup.py)."""
-        ...
-
-    # -- what the task reports ---------------------------------------------------------------------
-
-    def layout(self, manifest: Mapping[str, Any]) -> tuple[str, str]:
-        """The submission summary's replica layout and images (``"2 Worker"``, ``"tensorflow/tensorflow:2.21.0"``)."""
-        ...
-
-    def result_extras(self, job: Mapping[str, Any]) -> ResultExtras:
-        """What the finished job object adds to the task's result."""
-        ...
-
-    def reported_progress(self, job: Mapping[str, Any]) -> ReportedProgress | None:
-        """The progress the job's status reports (a TrainJob's ``trainerStatus``, which its program sends to
-        Trainer's status server); None where the API has none or the job reports none yet."""
-        ...
-
-    def replica_specs(self, job: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-        """The job's replicas by type in the v1 shape (``{"Worker": {"replicas": 2, "template": ...}}``),
-        for what describes a job's replicas and images whatever its API (lineage's run facet)."""
-        ...
-
     def set_memory_limit(self, manifest: dict[str, Any], replica_type: str, quantity: str) -> bool:
         """Set the memory limit of ``replica_type``'s training container (the type as its pods are
         labelled, any case) in ``manifest``, in place; False if the manifest has no such replica.
         The retry policy's raised limit after an OOM kill (operators/retry_policy.py)."""
         ...
+
+
+class JobAdapter(ManifestFacts, ReadsJob, BuildsJob, Protocol):
+    """One kind's adapter: the three phases, bound to the kind's row.
+
+    Each API's module returns its adapter from ``adapter(kind) -> JobAdapter``, so mypy checks that the
+    class implements every phase (structural typing: no base class to inherit), the way Trainer v2's
+    plugins assert their interfaces at compile time; tests/unit/test_adapter_phases.py holds each
+    method to exactly one phase and each registry module to that annotation.
+    """
+
+    #: The kind's row in the kind table.
+    kind: JobKind
 
 
 @cache
@@ -196,6 +211,6 @@ def pod_replica(pod: Mapping[str, Any]) -> tuple[str, int] | None:
 
 
 @cache
-def _one_per_api() -> tuple[JobAdapter, ...]:
+def _one_per_api() -> tuple[ReadsJob, ...]:
     first = {kind.api: kind for kind in reversed(ALL_KINDS)}
     return tuple(_adapter(first[api]) for api in dict.fromkeys(kind.api for kind in ALL_KINDS))

@@ -1,4 +1,4 @@
-"""The job kinds the provider runs, one row each naming its API (pure, import-free like constants.py).
+"""The job kinds the provider runs, one row each naming its API (pure; it imports constants alone).
 
 Every v1 value is what training-operator v1.9.4 serves (the TrainJob row, Kubeflow Trainer v2.3);
 docs/reference/kubeflow-v1-kinds.md §5.1 holds
@@ -15,9 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-GROUP = "kubeflow.org"
-VERSION = "v1"
-API_VERSION = f"{GROUP}/{VERSION}"
+# TFJob's names are stated once, in constants (the modules written before this table still read them
+# there, and the local cluster may import only constants and this table); its row below reads them.
+from airflow_tfjob import constants
+
+GROUP = constants.GROUP
+VERSION = constants.VERSION
+API_VERSION = constants.API_VERSION
 
 # Who decides that a job succeeded (the controller's UpdateJobStatus):
 SUCCESS_TF = "tf"  # Chief/Master if present, else Workers per successPolicy (TFJob)
@@ -103,14 +107,14 @@ class JobKind:
 
 
 TFJOB = JobKind(
-    kind="TFJob",
-    plural="tfjobs",
+    kind=constants.KIND,
+    plural=constants.PLURAL,
     singular="tfjob",
     spec_key="tfReplicaSpecs",
-    replica_types=("Chief", "Evaluator", "Master", "PS", "Worker"),
-    container="tensorflow",
-    port_name="tfjob-port",
-    port=2222,
+    replica_types=constants.REPLICA_TYPES,
+    container=constants.CONTAINER_NAME,
+    port_name=constants.PORT_NAME,
+    port=constants.DEFAULT_PORT,
     restart_policy="Never",
     controller="tfjob-controller",
     success_rule=SUCCESS_TF,

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import Enum
 from typing import Any
 
 from airflow_tfjob.jobs.adapter import adapter_of
 from airflow_tfjob.jobs.kinds import JobKind, read_kind
 
-_COUNT_KEYS = ("active", "succeeded", "failed")
+#: The replica counts every adapter reports per type, in the order the task log shows them.
+COUNT_KEYS = ("active", "succeeded", "failed")
 
 
 class JobState(str, Enum):
@@ -65,7 +67,7 @@ class JobStatus:
             reason=data.get("reason") or "",
             message=data.get("message") or "",
             replica_statuses={
-                str(k): {ck: int(v.get(ck, 0)) for ck in _COUNT_KEYS}
+                str(k): {ck: int(v.get(ck, 0)) for ck in COUNT_KEYS}
                 for k, v in (data.get("replica_statuses") or {}).items()
             },
             failed_replica_types=tuple(data.get("failed_replica_types") or ()),
@@ -78,6 +80,22 @@ def job_kind(job: Mapping[str, Any]) -> JobKind:
     """The job's kind row; an object of a kind the provider does not know is read as the kind table's
     default kind."""
     return read_kind(job)
+
+
+def epoch_seconds(timestamp: Any) -> float | None:
+    """An API timestamp (RFC 3339 as the API server writes it, ``2026-12-01T00:00:00Z``, fractions and
+    offsets allowed) as epoch seconds; None for an absent or unreadable one.
+
+    The one reader of the stamps a status carries (start and completion times, conditions'
+    lastTransitionTime, creationTimestamp), so that Kueue's waits, cost hours and keep_failed_for's
+    expiry agree on what a stamp means. Log lines' nanosecond stamps are follow/logs_parsing.py's.
+    """
+    if not isinstance(timestamp, str) or not timestamp:
+        return None
+    try:
+        return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def true_conditions(tfjob: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
@@ -102,7 +120,7 @@ def summarise(status: JobStatus) -> str:
         head += f" ({status.reason})"
     parts = [head]
     for name, counts in status.replica_statuses.items():
-        shown = [f"{counts[k]} {k}" for k in _COUNT_KEYS if counts.get(k)]
+        shown = [f"{counts[k]} {k}" for k in COUNT_KEYS if counts.get(k)]
         parts.append(f"{name} {', '.join(shown) if shown else 'none counted'}")
     line = " | ".join(parts)
     if status.message and status.state in (JobState.FAILED, JobState.RESTARTING, JobState.SUSPENDED):

@@ -18,11 +18,10 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from airflow_tfjob.constants import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
-from airflow_tfjob.jobs.adapter import ReportedProgress, ResultExtras
+from airflow_tfjob.jobs.adapter import JobAdapter, ReportedProgress, ResultExtras
 from airflow_tfjob.jobs.kinds import JobKind, kind_of
-from airflow_tfjob.jobs.status import JobState, JobStatus, true_conditions
+from airflow_tfjob.jobs.status import COUNT_KEYS, JobState, JobStatus, true_conditions
 
-_COUNT_KEYS = ("active", "succeeded", "failed")
 # "... has failed because 1 Worker replica(s) failed." / "... is failing because "PS" replica(s) failed."
 _FAILED_TYPE_RE = re.compile(r'because (?:\d+ )?"?([A-Za-z]+)"? replica\(s\) failed')
 # Highest precedence first. Suspended beats Running/Restarting: suspending flips Running to False,
@@ -63,11 +62,11 @@ def replica_statuses(job: Mapping[str, Any], kind: JobKind) -> dict[str, dict[st
     result: dict[str, dict[str, int]] = {}
     for key in spec_types:
         name = kind.canonical_type(str(key)) or str(key)
-        result.setdefault(name, dict.fromkeys(_COUNT_KEYS, 0))
+        result.setdefault(name, dict.fromkeys(COUNT_KEYS, 0))
     for key, counts in raw.items():
         name = kind.canonical_type(str(key)) or str(key)
         counts = counts if isinstance(counts, Mapping) else {}
-        result[name] = {ck: _count(counts.get(ck)) for ck in _COUNT_KEYS}
+        result[name] = {ck: _count(counts.get(ck)) for ck in COUNT_KEYS}
     order = kind.replica_types
 
     def position(name: str) -> tuple[int, str]:
@@ -214,9 +213,6 @@ class V1Adapter:
     def max_name_length(self, manifest: Mapping[str, Any]) -> int | None:
         return None  # validation's limit from the replica counts (pods and Services {job}-{type}-{index})
 
-    def for_cluster(self, manifest: dict[str, Any]) -> dict[str, Any]:
-        return manifest
-
     def env_entries(self, manifest: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         """Each container's and init container's, of every replica spec under this kind's spec key."""
         specs = _mapping(_mapping(manifest.get("spec")).get(self.kind.spec_key))
@@ -266,6 +262,7 @@ class V1Adapter:
         return found
 
 
-def adapter(kind: JobKind) -> V1Adapter:
-    """The registry's entry point (jobs/adapter.py): the adapter of one v1 kind."""
+def adapter(kind: JobKind) -> JobAdapter:
+    """The registry's entry point (jobs/adapter.py): the adapter of one v1 kind. Annotated with the
+    interface, so that mypy checks V1Adapter implements every phase."""
     return V1Adapter(kind)

@@ -8,12 +8,18 @@ its parameters describe is built and validated (invalid input costs no request).
 resumes takes it from the kind its trigger followed (the follow options travel in the event), so its
 resumption asks the cluster nothing; a resumption after the trigger failed (no event) asks again, and
 gets the same answer from the same cluster.
+
+The choice is also the one user of the TFJob -> TrainJob bridge (:mod:`airflow_tfjob.jobs.trainjob.from_tfjob`):
+where it runs a TFJob as a TrainJob, it names the TFJob's name limit (:meth:`ApiChoice.name_limit`) and
+hands the cluster the TrainJob (:meth:`ApiChoice.on_chosen_api`); no adapter knows of the bridge.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
+from airflow_tfjob.jobs.adapter import adapter_for
 from airflow_tfjob.jobs.kinds import TFJOB, TRAINJOB, JobKind, kind_named
 from airflow_tfjob.jobs.trainjob.discovery import APIS, Discovery, choose_api
 
@@ -63,6 +69,26 @@ class ApiChoice:
     def api_changed_kind(self) -> bool:
         """Whether the API chosen runs the job as another kind than its parameters describe."""
         return self.job_kind.kind != self.kind
+
+    def name_limit(self, manifest: Mapping[str, Any]) -> int | None:
+        """The longest name the job built from ``manifest`` may get on the API chosen: the bridge's
+        limit for a TFJob run as a TrainJob, else its own kind's adapter's (None: the kind's default)."""
+        if self.api_changed_kind():
+            # Imported on this path only, as the adapters' building modules are: a DAG file's parse and
+            # a task on the TFJob API never load the mapping.
+            from airflow_tfjob.jobs.trainjob.from_tfjob import name_limit
+
+            return name_limit(manifest)
+        return adapter_for(self.job_kind).max_name_length(manifest)
+
+    def on_chosen_api(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """The validated manifest as the API chosen takes it: a TFJob run as a TrainJob mapped onto the
+        TrainJob that runs it (refusals name the replica types and the fix); any other as it is."""
+        if not self.api_changed_kind():
+            return manifest
+        from airflow_tfjob.jobs.trainjob.from_tfjob import as_trainjob
+
+        return as_trainjob(manifest)
 
     def resume_api(self, followed_kind: str | None, hook: Callable[[], Discovery]) -> None:
         """The API a resumed deferred task's job runs on: the one whose kind its trigger followed

@@ -121,8 +121,8 @@ class ManifestBuilding(ApiChoice):
         return adapter.with_volume(arguments, *claim) if claim is not None else arguments
 
     def max_name_length(self, manifest: Mapping[str, Any]) -> int | None:
-        """The longest name a derived job name may have (None: the kind's default)."""
-        return adapter_for(self.job_kind).max_name_length(manifest)
+        """The longest name a derived job name may have (None: the kind's default), on the API chosen."""
+        return self.name_limit(manifest)
 
     def validate_manifest(self, manifest: dict[str, Any]) -> list[str]:
         """Raise JobValidationError for every problem; return the warnings."""
@@ -136,7 +136,7 @@ class ManifestBuilding(ApiChoice):
 
     def for_cluster(self, manifest: dict[str, Any]) -> dict[str, Any]:
         """The manifest as the cluster's API takes it (a TFJob may run as a TrainJob: ``api``)."""
-        return adapter_for(self.job_kind).for_cluster(manifest)
+        return self.on_chosen_api(manifest)
 
     def _default_namespace(self) -> str:
         """The connection's namespace when the operator names none (the hook knows it), else default."""

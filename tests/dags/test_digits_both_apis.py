@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 from airflow_cli import airflow_db, dags_test, migrated_airflow_env, xcom_value
-from kubernetes import config
 
 pytestmark = [pytest.mark.dags, pytest.mark.cluster, pytest.mark.tensorflow, pytest.mark.timeout(1200)]
 
@@ -29,11 +28,11 @@ EPOCHS = 5
 
 @pytest.fixture(scope="module")
 def trainjob_cluster() -> Iterator[Any]:
-    from airflow_tfjob.jobs.trainjob.runtimes import install
+    from airflow_tfjob.jobs.trainjob.runtimes import cluster_hook, install
     from airflow_tfjob.local import LocalCluster
 
     with LocalCluster(apis=["trainjob"]) as cluster:
-        install(config.new_client_from_config(str(cluster.kubeconfig_path)), log=lambda _: None)
+        install(cluster_hook(str(cluster.kubeconfig_path)), log=lambda _: None)
         yield cluster
 
 

@@ -203,13 +203,12 @@ async def test_watchers_of_one_namespace_and_kind_share_one_stream_whatever_thei
 @pytest.fixture(scope="module")
 def trainer_cluster() -> Any:
     """A cluster serving Trainer v2 only, with the shipped TensorFlow runtimes installed."""
-    from kubernetes import config
 
-    from airflow_tfjob.jobs.trainjob.runtimes import install
+    from airflow_tfjob.jobs.trainjob.runtimes import cluster_hook, install
     from airflow_tfjob.local import LocalCluster
 
     with LocalCluster(apis=["trainjob"]) as cluster:
-        install(config.new_client_from_config(str(cluster.kubeconfig_path)), log=lambda _: None)
+        install(cluster_hook(str(cluster.kubeconfig_path)), log=lambda _: None)
         yield cluster
 
 

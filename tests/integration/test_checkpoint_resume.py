@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import config
 from operator_support import StateStore, TaskInstance, context_for, defer, fire, wait_for
 
 from airflow_tfjob.build.checkpoints import MOUNT_ROOT
@@ -152,11 +151,11 @@ for epoch in range(start + 1, 5):
 
 @pytest.fixture(scope="module")
 def trainjob_cluster() -> Iterator[Any]:
-    from airflow_tfjob.jobs.trainjob.runtimes import install
+    from airflow_tfjob.jobs.trainjob.runtimes import cluster_hook, install
     from airflow_tfjob.local import LocalCluster
 
     with LocalCluster(apis=["trainjob"]) as cluster:
-        install(config.new_client_from_config(str(cluster.kubeconfig_path)), log=lambda _: None)
+        install(cluster_hook(str(cluster.kubeconfig_path)), log=lambda _: None)
         yield cluster
 
 

@@ -42,11 +42,10 @@ time.sleep(float(os.environ.get("SLEEP", "0")))
 def runtime(local_cluster: Any) -> None:
     """The TensorFlow runtime (restartPolicy Never: a failing node's pod stays Failed, where the
     torch runtime's OnFailure restarts it and the Job controller deletes it with its Job's failure)."""
-    from kubernetes import config
 
-    from airflow_tfjob.jobs.trainjob.runtimes import install
+    from airflow_tfjob.jobs.trainjob.runtimes import cluster_hook, install
 
-    install(config.new_client_from_config(str(local_cluster.kubeconfig_path)), log=lambda _: None)
+    install(cluster_hook(str(local_cluster.kubeconfig_path)), log=lambda _: None)
 
 
 def the_job(hook: Any, kind: Any, ti: TaskInstance) -> dict[str, Any]:

@@ -80,14 +80,13 @@ def queues() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def kueue_cluster() -> Iterator[Any]:
-    from kubernetes import config
 
-    from airflow_tfjob.jobs.trainjob.runtimes import install
+    from airflow_tfjob.jobs.trainjob.runtimes import cluster_hook, install
     from airflow_tfjob.local import LocalCluster
 
     integrations = ["kubeflow.org/tfjob", "trainer.kubeflow.org/trainjob"]
     with LocalCluster(kueue={"integrations": integrations, "objects": queues()}) as cluster:
-        install(config.new_client_from_config(str(cluster.kubeconfig_path)), log=lambda _: None)
+        install(cluster_hook(str(cluster.kubeconfig_path)), log=lambda _: None)
         yield cluster
 
 
@@ -426,15 +425,14 @@ def test_a_queue_label_kueue_ignores_fails_the_task_when_admission_is_required(c
 @pytest.fixture(scope="module")
 def trainjob_off() -> Iterator[str]:
     """A second cluster whose Kueue has the TrainJob integration off (only TFJob's on): its kubeconfig."""
-    from kubernetes import config
 
-    from airflow_tfjob.jobs.trainjob.runtimes import install
+    from airflow_tfjob.jobs.trainjob.runtimes import cluster_hook, install
     from airflow_tfjob.local import LocalCluster
     from airflow_tfjob.local.kueue.options import queue_objects
 
     one = queue_objects(cluster_queue="cq-one", local_queue="one", namespace=NS, quota={"cpu": 1})
     with LocalCluster(kueue={"integrations": ["kubeflow.org/tfjob"], "objects": one}) as cluster:
-        install(config.new_client_from_config(str(cluster.kubeconfig_path)), log=lambda _: None)
+        install(cluster_hook(str(cluster.kubeconfig_path)), log=lambda _: None)
         yield str(cluster.kubeconfig_path)
 
 

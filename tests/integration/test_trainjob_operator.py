@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes import config
 from operator_support import TaskInstance, context_for, defer, fire, rebuild_trigger, wait_for
 
 from airflow_tfjob.build.checker import JobValidationError
@@ -49,12 +48,12 @@ print(f"node {index} done", flush=True)
 @pytest.fixture(scope="module")
 def local_cluster() -> Iterator[Any]:
     """This module's own cluster: Trainer v2 only (no kubeflow.org/v1 kinds), the TF runtimes installed."""
-    from airflow_tfjob.jobs.trainjob.runtimes import install
+    from airflow_tfjob.jobs.trainjob.runtimes import cluster_hook, install
     from airflow_tfjob.local import LocalCluster
 
     # The progress status (Trainer's alpha TrainJobStatus gate) on: the nodes may report to it.
     with LocalCluster(apis=["trainjob"], feature_gates={"TrainJobStatus": True}) as cluster:
-        install(config.new_client_from_config(str(cluster.kubeconfig_path)), log=lambda _: None)
+        install(cluster_hook(str(cluster.kubeconfig_path)), log=lambda _: None)
         yield cluster
 
 

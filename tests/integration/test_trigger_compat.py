@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 from airflow_compat import TaskDeferred
-from kubernetes import config
 from operator_support import TaskInstance, context_for, first_event
 
 from airflow_tfjob.operators.pytorchjob import PyTorchJobOperator
@@ -37,11 +36,11 @@ COMMAND = [sys.executable, "-c", "print('loss=0.5'); print('done')"]
 @pytest.fixture(scope="module")
 def local_cluster() -> Iterator[Any]:
     """This module's own cluster, every API served and the TensorFlow runtimes installed."""
-    from airflow_tfjob.jobs.trainjob.runtimes import install
+    from airflow_tfjob.jobs.trainjob.runtimes import cluster_hook, install
     from airflow_tfjob.local import LocalCluster
 
     with LocalCluster() as cluster:
-        install(config.new_client_from_config(str(cluster.kubeconfig_path)), log=lambda _: None)
+        install(cluster_hook(str(cluster.kubeconfig_path)), log=lambda _: None)
         yield cluster
 
 

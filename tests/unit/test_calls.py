@@ -388,6 +388,39 @@ def test_access_review_asks_one_verb_and_reads_allowed() -> None:
     assert drive(calls.access_review("ns", "delete", "", "pods"), {"status": {}})[1] is False
 
 
+RUNTIME = {
+    "apiVersion": "trainer.kubeflow.org/v1alpha1",
+    "kind": "ClusterTrainingRuntime",
+    "metadata": {"name": "tensorflow-ps"},
+    "spec": {"mlPolicy": {"numNodes": 1}},
+}
+
+
+def test_apply_object_creates_a_cluster_scoped_object() -> None:
+    steps, done = drive(calls.apply_object("clustertrainingruntimes", RUNTIME), RUNTIME)
+    request = only(steps)
+    assert (request.method, request.path, request.body) == (
+        "POST", "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes", RUNTIME
+    )
+    assert done == "created" and request.retry == "write" and 409 in request.absent
+
+
+def test_apply_object_replaces_an_existing_one_at_the_version_it_read() -> None:
+    current = {**RUNTIME, "metadata": {"name": "tensorflow-ps", "resourceVersion": "41"}}
+    steps, done = drive(calls.apply_object("clustertrainingruntimes", RUNTIME, "ns"), Status(409), current, current)
+    post, get, put = steps
+    assert [s.method for s in (post, get, put)] == ["POST", "GET", "PUT"]  # type: ignore[union-attr]
+    assert put.path == get.path == "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ns/clustertrainingruntimes/tensorflow-ps"  # type: ignore[union-attr]
+    assert put.body["metadata"] == {"name": "tensorflow-ps", "resourceVersion": "41"}  # type: ignore[union-attr]
+    assert RUNTIME["metadata"] == {"name": "tensorflow-ps"}, "the caller's body is not changed"
+    assert done == "replaced"
+
+
+def test_apply_object_raises_what_is_not_a_conflict() -> None:
+    with pytest.raises(Status):
+        drive(calls.apply_object("clustertrainingruntimes", RUNTIME), Status(403))
+
+
 def test_find_object_and_api_group_read_a_404_as_absent() -> None:
     steps, found = drive(calls.find_object("v1", "configmaps", "c", "kube"), Status(404))
     assert found is None and steps[0].path == "/api/v1/namespaces/kube/configmaps/c"  # type: ignore[union-attr]

@@ -33,8 +33,9 @@ from airflow_tfjob.jobs.trainjob.pods import ANNOTATION_RANK0, ANNOTATION_TF_REP
 from airflow_tfjob.jobs.v1 import V1Adapter
 
 #: Every method the core may ask (the interface's), so that both adapters are held to all of them.
+# Every method of the interface, whichever phase Protocol declares it (jobs/adapter.py).
 INTERFACE = sorted(
-    name for name, value in vars(JobAdapter).items() if callable(value) and not name.startswith("_")
+    name for name in dir(JobAdapter) if not name.startswith("_") and callable(getattr(JobAdapter, name))
 )
 
 
@@ -157,8 +158,6 @@ def test_v1_adds_nothing_to_the_result_and_keeps_validations_name_limit() -> Non
     assert tf.result_extras(tfjob([cond("Succeeded")])) == ResultExtras()
     assert tf.max_name_length(tfjob(None)) is None
     assert tf.holds_pods_by_run_policy()
-    manifest = tfjob(None)
-    assert tf.for_cluster(manifest) is manifest
     assert tf.replica_specs(tfjob(None)) == {"PS": {"replicas": 1}, "Worker": {"replicas": 2}}
 
 
@@ -227,22 +226,35 @@ def test_trainjob_result_extras_are_its_progress_status() -> None:
     assert extras.metrics == {"loss": 0.1}
 
 
-def test_trainjob_name_limits_from_its_nodes_or_the_tfjob_it_runs() -> None:
+def test_trainjob_name_limits_from_its_nodes() -> None:
     from airflow_tfjob.jobs.trainjob.validation import max_name_length
 
     tj = adapter_for(TRAINJOB)
     assert tj.max_name_length(trainjob()) == max_name_length(2)
     assert tj.max_name_length({"kind": "TrainJob", "spec": {}}) == max_name_length(100)
-    # A TFJob mapped onto a TrainJob: its largest replica count is the node count JobSet names pods by.
-    assert tj.max_name_length(tfjob(None)) == max_name_length(2)
     assert not tj.holds_pods_by_run_policy()
 
 
-def test_trainjob_for_cluster_maps_a_tfjob_and_keeps_a_trainjob() -> None:
-    tj = adapter_for(TRAINJOB)
-    own = trainjob()
-    assert tj.for_cluster(own) is own
+def test_the_bridge_names_a_tfjobs_limit_by_the_replicated_jobs_it_runs_in() -> None:
+    from airflow_tfjob.jobs.trainjob import from_tfjob
+    from airflow_tfjob.jobs.trainjob.validation import max_name_length
+
+    # Its largest replica count is the node count JobSet names pods by.
+    assert from_tfjob.name_limit(tfjob(None)) == max_name_length(2)
+    chief = {"spec": {"tfReplicaSpecs": {"Chief": {"replicas": 1}, "Worker": {"replicas": 1}}}}
+    # A chief's "-chief-0-0" is one character longer than a worker's "-node-0-0".
+    assert from_tfjob.name_limit(chief) == max_name_length(1, "chief") == max_name_length(1) - 1
+    assert from_tfjob.name_limit({"spec": {}}) == max_name_length(1)
+
+
+def test_the_api_choice_alone_runs_a_tfjob_as_a_trainjob() -> None:
+    """The bridge is the API choice's: a TFJob task on Trainer v2 gets the TrainJob and the bridge's name
+    limit; a TFJob task on the TFJob API and a TrainJob task get their manifest as it is and their own
+    adapter's limit; no adapter maps another kind's manifest."""
     from airflow_tfjob.build.manifest import build_job
+    from airflow_tfjob.jobs.trainjob.validation import max_name_length
+    from airflow_tfjob.operators.tfjob import TFJobOperator
+    from airflow_tfjob.operators.trainjob import TrainJobOperator
 
     tf = build_job(
         TFJOB,
@@ -252,8 +264,18 @@ def test_trainjob_for_cluster_maps_a_tfjob_and_keeps_a_trainjob() -> None:
         command=["python", "train.py"],
         replicas={"worker": 2},
     )
-    mapped = tj.for_cluster(tf)
+    on_trainer = TFJobOperator(task_id="t", api="trainjob")
+    mapped = on_trainer.for_cluster(tf)
     assert mapped["kind"] == "TrainJob" and mapped["spec"]["trainer"]["numNodes"] == 2
+    assert on_trainer.max_name_length(tf) == max_name_length(2)
+    on_v1 = TFJobOperator(task_id="t", api="tfjob")
+    assert on_v1.for_cluster(tf) is tf and on_v1.max_name_length(tf) is None
+    own = trainjob()
+    trainjob_task = TrainJobOperator(task_id="t", runtime="torch-distributed")
+    assert trainjob_task.for_cluster(own) is own
+    assert trainjob_task.max_name_length(own) == max_name_length(2)
+    for made in (adapter_for(TFJOB), adapter_for(TRAINJOB)):
+        assert not hasattr(made, "for_cluster")
 
 
 def test_trainjob_replica_specs_are_its_nodes_in_the_v1_shape() -> None:

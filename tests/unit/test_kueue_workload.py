@@ -11,13 +11,12 @@ from airflow_tfjob.integrations.kueue.workload import (
     describe,
     integration_hint,
     never_admitted,
-    parse_time,
     position_of,
     preemption_count,
     view,
 )
 from airflow_tfjob.jobs.kinds import ALL_KINDS, TFJOB
-from airflow_tfjob.jobs.status import interpret
+from airflow_tfjob.jobs.status import epoch_seconds, interpret
 
 EXPECTED = {
     "created": QueueState.QUEUED,  # no condition yet: QuotaReserved absent counts as not reserved (§5.2)
@@ -150,7 +149,7 @@ def test_after_a_pods_ready_timeout_the_queue_clock_starts_at_the_requeue() -> N
     )
     job = k.job(k.JOB_SUSPENDED, suspend=True)
     seen = view(job, interpret(job), wl)
-    assert seen.state is QueueState.QUEUED and seen.queued_since == parse_time(at)
+    assert seen.state is QueueState.QUEUED and seen.queued_since == epoch_seconds(at)
 
 
 # Kueue v0.19.2's own words (workload_controller.go getQueueBlocker, reconcileOn*QueueActiveState;

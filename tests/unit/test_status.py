@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from airflow_tfjob.jobs.status import JobState, JobStatus, interpret, summarise
+from airflow_tfjob.jobs.status import JobState, JobStatus, epoch_seconds, interpret, summarise
 
 
 def cond(ctype: str, status: str = "True", reason: str | None = None, message: str = "") -> dict[str, Any]:
@@ -225,3 +225,20 @@ def test_summarise_one_line() -> None:
     assert "Worker 1 active, 1 failed" in line
     assert "PS none counted" in line
     assert line.endswith("1 Worker replica(s) failed.")
+
+
+@pytest.mark.parametrize(
+    ("stamp", "seconds"),
+    [
+        ("2026-12-01T00:00:00Z", 1796083200.0),
+        ("2026-12-01T00:00:00.5Z", 1796083200.5),
+        ("2026-12-01T01:00:00+01:00", 1796083200.0),
+        ("", None),
+        (None, None),
+        (1796083200, None),
+        ("yesterday", None),
+    ],
+)
+def test_epoch_seconds_reads_the_api_s_stamps_and_none_for_anything_else(stamp: object, seconds: float | None) -> None:
+    """The one reader of status stamps (Kueue's waits, cost hours, keep_failed_for's expiry)."""
+    assert epoch_seconds(stamp) == seconds

@@ -27,14 +27,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from enum import Enum
 from typing import Any
 
 from airflow_tfjob.constants import KUEUE_QUEUE_LABEL
 from airflow_tfjob.hooks.kueue import owned_by
 from airflow_tfjob.jobs.kinds import JobKind
-from airflow_tfjob.jobs.status import JobState, JobStatus
+from airflow_tfjob.jobs.status import JobState, JobStatus, epoch_seconds
 
 #: Where Kueue's per-kind switch lives (§9.2).
 CONFIG_MAP = "kueue-manager-config"
@@ -89,16 +88,6 @@ class QueueView:
         return max(0.0, self.reserved_at - self.queued_since)
 
 
-def parse_time(value: Any) -> float | None:
-    """An RFC 3339 timestamp of the API (``2026-12-01T00:00:00Z``) as epoch seconds; None if absent."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def conditions(obj: Mapping[str, Any]) -> dict[str, Condition]:
     """The object's conditions by type (the last entry of a type wins)."""
     found: dict[str, Condition] = {}
@@ -109,7 +98,7 @@ def conditions(obj: Mapping[str, Any]) -> dict[str, Condition]:
                 status=str(raw.get("status") or ""),
                 reason=str(raw.get("reason") or ""),
                 message=str(raw.get("message") or ""),
-                since=parse_time(raw.get("lastTransitionTime")),
+                since=epoch_seconds(raw.get("lastTransitionTime")),
             )
     return found
 
@@ -162,7 +151,7 @@ def view(job: Mapping[str, Any], status: JobStatus, workload: Mapping[str, Any] 
         "cluster_queue": admission.get("clusterQueue") or None,
         "workload": meta.get("name"),
         "eviction": conds["Evicted"] if evicted else None,
-        "queued_since": since or parse_time(meta.get("creationTimestamp")),
+        "queued_since": since or epoch_seconds(meta.get("creationTimestamp")),
         "reserved_at": conds["QuotaReserved"].since if reserved else None,
         "preemptions": preemption_count(workload),
         "job_suspended": suspended,

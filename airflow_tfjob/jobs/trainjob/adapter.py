@@ -1,10 +1,11 @@
 """Kubeflow Trainer v2's adapter (TrainJob, ``trainer.kubeflow.org``): the job-API interface over
-this package's pure modules (status, pods, manifest, validation, from_tfjob).
+this package's pure modules (status, pods, manifest, validation).
 
 A TrainJob has no replica specs: its nodes are the runtime's replicated jobs, its pods JobSet's, its
 status conditions and counts JobSet's Jobs (docs/reference/trainjob-behaviour.md). A TFJob the
-provider runs as a TrainJob (TFJobOperator's ``api``) is still built and validated as a TFJob; this
-adapter then names its limits and maps it onto the TrainJob that runs it (:meth:`for_cluster`).
+provider runs as a TrainJob (TFJobOperator's ``api``) is built and validated as a TFJob and mapped by
+the bridge (from_tfjob.py), which only the API choice asks; once it runs, this adapter reads it as any
+TrainJob, with the replica types the mapping annotated.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from airflow_tfjob.jobs.adapter import ReportedProgress, ResultExtras
-from airflow_tfjob.jobs.kinds import JobKind, read_kind
+from airflow_tfjob.jobs.adapter import JobAdapter, ReportedProgress, ResultExtras
+from airflow_tfjob.jobs.kinds import JobKind
 from airflow_tfjob.jobs.status import JobStatus
 from airflow_tfjob.jobs.trainjob import pods, status
 
@@ -37,10 +38,6 @@ def _path(value: Any, *keys: str) -> Mapping[str, Any]:
     return _mapping(value)
 
 
-#: The replicated job each TFJob replica type runs in on a TrainJob (jobs/trainjob/from_tfjob.py).
-_RJOB_OF_TYPE = {"chief": "chief", "ps": "ps", "worker": "node"}
-
-
 class TrainJobAdapter:
     """The TrainJob kind's answers."""
 
@@ -49,9 +46,6 @@ class TrainJobAdapter:
 
     def __repr__(self) -> str:
         return f"TrainJobAdapter({self.kind.kind})"
-
-    def _own(self, manifest: Mapping[str, Any]) -> bool:
-        return manifest.get("kind") == self.kind.kind
 
     def interpret(self, job: Mapping[str, Any]) -> JobStatus:
         return status.interpret(job)
@@ -106,37 +100,11 @@ class TrainJobAdapter:
         return validate_trainjob(manifest)
 
     def max_name_length(self, manifest: Mapping[str, Any]) -> int | None:
-        """Short enough for every pod JobSet names: from the nodes a TrainJob asks for, or, for a
-        manifest of a v1 kind run as a TrainJob, from its largest replica count."""
-        from airflow_tfjob.jobs.trainjob.validation import max_name_length, name_limit
+        """Short enough for every pod JobSet names, from the nodes the TrainJob asks for."""
+        from airflow_tfjob.jobs.trainjob.validation import name_limit
 
-        if self._own(manifest):
-            # The nodes a runtime may add are unknown here: as if 100 (two digits of index).
-            return name_limit(manifest, unknown_nodes=100)
-        specs = _mapping(_mapping(manifest.get("spec")).get(read_kind(manifest).spec_key))
-        # Each replica type's pods are named by the replicated job it runs in (from_tfjob.py's layout:
-        # a chief's "-chief-0-0" is one character longer than a worker's "-node-0-0").
-        limits = [
-            max_name_length(
-                spec.get("replicas", 1) if isinstance(spec.get("replicas", 1), int) else 100,
-                _RJOB_OF_TYPE.get(str(rtype).lower(), "node"),
-            )
-            for rtype, spec in specs.items()
-            if isinstance(spec, Mapping)
-        ]
-        return min(limits, default=max_name_length(1))
-
-    def for_cluster(self, manifest: dict[str, Any]) -> dict[str, Any]:
-        """A TrainJob as it is; a validated TFJob as the TrainJob that runs it (refusals name the
-        replica types and the fix)."""
-        if self._own(manifest):
-            return manifest
-        from airflow_tfjob.jobs.trainjob.from_tfjob import to_trainjob
-        from airflow_tfjob.jobs.trainjob.validation import validate_trainjob
-
-        trainjob = to_trainjob(manifest)
-        validate_trainjob(trainjob)
-        return trainjob
+        # The nodes a runtime may add are unknown here: as if 100 (two digits of index).
+        return name_limit(manifest, unknown_nodes=100)
 
     def env_entries(self, manifest: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         """The trainer's env (one for every node), then what runtime patches give the runtime's
@@ -210,6 +178,7 @@ class TrainJobAdapter:
         return True
 
 
-def adapter(kind: JobKind) -> TrainJobAdapter:
-    """The registry's entry point (jobs/adapter.py)."""
+def adapter(kind: JobKind) -> JobAdapter:
+    """The registry's entry point (jobs/adapter.py). Annotated with the interface, so that mypy checks
+    TrainJobAdapter implements every phase."""
     return TrainJobAdapter(kind)

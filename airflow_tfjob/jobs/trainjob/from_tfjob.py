@@ -1,4 +1,10 @@
-"""A TFJob manifest -> the TrainJob that runs the same training on Trainer v2 (pure).
+"""A TFJob manifest -> the TrainJob that runs the same training on Trainer v2 (pure): the bridge.
+
+The bridge's one user is the API choice (operators/api_choice.py): neither adapter knows that a TFJob
+can run as a TrainJob, so each answers for its own kind's manifests only; the choice asks this module
+for the name limit of a TFJob that will run as a TrainJob (:func:`name_limit`) and for the TrainJob
+itself (:func:`as_trainjob`). Reading such a job back is the TrainJob adapter's, through the
+annotations the mapping leaves (pods.ANNOTATION_TF_REPLICAS, ANNOTATION_RANK0).
 
 TFJobOperator(api="trainjob") builds and validates its TFJob exactly as for the TFJob API, then this
 module maps it onto a TrainJob on one of the TensorFlow ClusterTrainingRuntimes the package ships
@@ -35,7 +41,8 @@ from airflow_tfjob.constants import ANNOTATION_INTENDED_CLEAN_POD_POLICY
 from airflow_tfjob.jobs.kinds import TFJOB, TRAINJOB
 from airflow_tfjob.jobs.trainjob import tfconfig
 from airflow_tfjob.jobs.trainjob.manifest import PATCH_MANAGER, build_trainjob
-from airflow_tfjob.jobs.trainjob.pods import ANNOTATION_RANK0, ANNOTATION_TF_REPLICAS
+from airflow_tfjob.jobs.trainjob.pods import ANNOTATION_RANK0, ANNOTATION_TF_REPLICAS, TRAINER_RJOB
+from airflow_tfjob.jobs.trainjob.validation import max_name_length, validate_trainjob
 
 #: The shipped TensorFlow runtimes by the TFJob replica types they run.
 RUNTIME_OF_TYPES = {
@@ -66,6 +73,31 @@ class _Refusals:
 
 def runtime_for(types: frozenset[str]) -> str | None:
     return RUNTIME_OF_TYPES.get(types)
+
+
+def name_limit(tfjob: Mapping[str, Any]) -> int:
+    """The longest name the TFJob may get so that every pod name JobSet derives for the TrainJob that
+    runs it fits: each replica type's pods are named by the replicated job it runs in (a chief's
+    ``-chief-0-0`` is one character longer than a worker's ``-node-0-0``), its count by its replicas
+    (an unreadable count as if 100: two digits of index)."""
+    specs = (tfjob.get("spec") or {}).get(TFJOB.spec_key) or {}
+    limits = [
+        max_name_length(
+            spec.get("replicas", 1) if isinstance(spec.get("replicas", 1), int) else 100,
+            tfconfig.RJOB_OF_TYPE.get(str(rtype).lower(), TRAINER_RJOB),
+        )
+        for rtype, spec in (specs.items() if isinstance(specs, Mapping) else ())
+        if isinstance(spec, Mapping)
+    ]
+    return min(limits, default=max_name_length(1))
+
+
+def as_trainjob(tfjob: Mapping[str, Any]) -> dict[str, Any]:
+    """The TrainJob that runs a validated, named TFJob, validated as any TrainJob is (refusals name the
+    replica types or field and the fix)."""
+    trainjob = to_trainjob(tfjob)
+    validate_trainjob(trainjob)
+    return trainjob
 
 
 def _counts(specs: Mapping[str, Any]) -> dict[str, int]:
@@ -263,7 +295,8 @@ def to_trainjob(tfjob: Mapping[str, Any]) -> dict[str, Any]:
         )
     name = str(metadata["name"])
     container = _container(specs[worker_key]["template"])
-    tasks = {"chief": counts.get("Chief", 0), "ps": counts.get("PS", 0), "worker": counts["Worker"]}
+    # Replicas by TensorFlow task type (TFJob's types lower-cased: TFJOB.canonical_type spells them).
+    tasks = {ttype: counts.get(TFJOB.canonical_type(ttype) or ttype, 0) for ttype in tfconfig.TASK_TYPES}
     cluster = tfconfig.cluster_env(name, tasks)
     user_command = [*container.get("command", []), *container.get("args", [])]
     env = list(container.get("env") or [])
@@ -274,10 +307,10 @@ def to_trainjob(tfjob: Mapping[str, Any]) -> dict[str, Any]:
     mounts = container.get("volumeMounts")
     rjob_patches = []
     if mounts or pod_patch:
-        node = {"name": "node", "volumeMounts": copy.deepcopy(mounts)} if mounts else None
-        rjob_patches.append(_rjob_patch("node", pod_patch, node))
-    for ttype in ("chief", "ps"):
-        if tasks[ttype]:
+        node = {"name": TRAINER_RJOB, "volumeMounts": copy.deepcopy(mounts)} if mounts else None
+        rjob_patches.append(_rjob_patch(TRAINER_RJOB, pod_patch, node))
+    for ttype in tfconfig.TASK_TYPES:
+        if tasks[ttype] and tfconfig.RJOB_OF_TYPE[ttype] != TRAINER_RJOB:
             side = {
                 "name": SIDE_CONTAINER,
                 "env": [
@@ -289,7 +322,7 @@ def to_trainjob(tfjob: Mapping[str, Any]) -> dict[str, Any]:
                 ],
                 **({"volumeMounts": copy.deepcopy(mounts)} if mounts else {}),
             }
-            rjob_patches.append(_rjob_patch(ttype, pod_patch, side))
+            rjob_patches.append(_rjob_patch(tfconfig.RJOB_OF_TYPE[ttype], pod_patch, side))
     patches = None
     if rjob_patches:
         patches = [
@@ -302,13 +335,15 @@ def to_trainjob(tfjob: Mapping[str, Any]) -> dict[str, Any]:
     if policy.get("queue"):
         labels[QUEUE_LABEL] = policy["queue"]
     annotations = dict(metadata.get("annotations") or {})
-    annotations[ANNOTATION_RANK0] = "chief-0-0" if tasks["chief"] else "node-0-0"
-    layout = {
-        "Chief": ["chief", tasks["chief"]],
-        "PS": ["ps", tasks["ps"]],
-        "Worker": ["node", tasks["worker"]],
-    }
-    annotations[ANNOTATION_TF_REPLICAS] = json.dumps({t: v for t, v in layout.items() if v[1]})
+    # Rank 0 is the chief where there is one, else the trainer's node 0 (its first worker).
+    annotations[ANNOTATION_RANK0] = f"{tfconfig.RJOB_OF_TYPE['chief' if tasks['chief'] else 'worker']}-0-0"
+    annotations[ANNOTATION_TF_REPLICAS] = json.dumps(
+        {
+            TFJOB.canonical_type(ttype): [tfconfig.RJOB_OF_TYPE[ttype], tasks[ttype]]
+            for ttype in tfconfig.TASK_TYPES
+            if tasks[ttype]
+        }
+    )
     annotations.setdefault(
         ANNOTATION_INTENDED_CLEAN_POD_POLICY, (spec.get("runPolicy") or {}).get("cleanPodPolicy") or "None"
     )

@@ -17,10 +17,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_tfjob.jobs.status import JobState, JobStatus, true_conditions
+from airflow_tfjob.jobs.status import COUNT_KEYS, JobState, JobStatus, true_conditions
 from airflow_tfjob.jobs.trainjob.pods import ANNOTATION_TF_REPLICAS
 
-_COUNT_KEYS = ("active", "succeeded", "failed")
 # "jobset failed due to one or more job failures (first failed job: mnist-node-0)"
 _FIRST_FAILED_RE = re.compile(r"first failed job: ([-a-z0-9.]+)\)")
 
@@ -39,13 +38,13 @@ def replica_statuses(job: Mapping[str, Any]) -> dict[str, dict[str, int]]:
     counts: dict[str, dict[str, int]] = {}
     for entry in (job.get("status") or {}).get("jobsStatus") or ():
         if isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
-            counts[entry["name"]] = {key: _count(entry.get(key)) for key in _COUNT_KEYS}
+            counts[entry["name"]] = {key: _count(entry.get(key)) for key in COUNT_KEYS}
     tf_types = tf_replicas(job)
     if not tf_types:
         return counts
     result = {}
     for rtype, (rjob, replicas) in tf_types.items():
-        jobs = counts.get(rjob, dict.fromkeys(_COUNT_KEYS, 0))
+        jobs = counts.get(rjob, dict.fromkeys(COUNT_KEYS, 0))
         result[rtype] = {
             "active": jobs["active"] * replicas,
             "succeeded": jobs["succeeded"] * replicas,

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from airflow_tfjob.jobs.trainjob.pods import pod_dns_name
+from airflow_tfjob.jobs.trainjob.pods import TRAINER_RJOB, pod_dns_name
 
 ENV_CLUSTER = "TFJOB_TF_CLUSTER"
 ENV_TASK_TYPE = "TFJOB_TF_TASK_TYPE"
@@ -31,9 +31,12 @@ ENV_WORKING_DIR = "TFJOB_TF_WORKING_DIR"
 # The launcher's source, for replicated jobs whose command is the runtime's (chief, ps): their runtime
 # runs ``python3 -c "import os; exec(os.environ['TFJOB_TF_LAUNCHER'])"``.
 ENV_LAUNCHER = "TFJOB_TF_LAUNCHER"
-# The order TensorFlow lists task types in, and the replicated job each type runs in.
+#: The order TensorFlow lists task types in (TF_CONFIG's, a TFJob's replica types lower-cased).
 TASK_TYPES = ("chief", "ps", "worker")
-RJOB_OF_TYPE = {"chief": "chief", "ps": "ps", "worker": "node"}
+#: The replicated job each task type runs in on the TensorFlow runtimes (runtimes/*.yaml): the one
+#: table of it, read by the mapping (from_tfjob.py), the name limits (adapter.py) and TF_CONFIG here;
+#: the workers are the trainer's nodes.
+RJOB_OF_TYPE = {"chief": "chief", "ps": "ps", "worker": TRAINER_RJOB}
 # Every pod has its own IP, so every task can listen on the port a TFJob's replicas use.
 PORT = 2222
 

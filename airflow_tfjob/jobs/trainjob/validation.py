@@ -16,8 +16,8 @@ from typing import Any
 
 from airflow_tfjob.build.checker import Checker, JobValidationError, is_int
 from airflow_tfjob.build.container_validation import validate_env_entry, validate_image, validate_resources
-from airflow_tfjob.build.pod_validation import validate_priority_class, validate_priority_label
-from airflow_tfjob.build.validation import NAMESPACE_FIX, namespace_problem
+from airflow_tfjob.build.pod_validation import validate_priority_class
+from airflow_tfjob.build.validation import validate_metadata
 from airflow_tfjob.jobs.kinds import TRAINJOB
 from airflow_tfjob.jobs.trainjob.manifest import RUNTIME_KINDS
 from airflow_tfjob.jobs.trainjob.pods import ANNOTATION_TF_REPLICAS
@@ -132,13 +132,7 @@ def _metadata(
     require_name: bool,
 ) -> None:
     name = metadata.get("name")
-    namespace = metadata.get("namespace")
-    problem = None if namespace is None else namespace_problem(namespace)
-    if problem:
-        check.error("namespace", problem, NAMESPACE_FIX)
-    check.labels(metadata.get("labels"), "labels")
-    validate_priority_label(check, metadata.get("labels"), "labels")
-    check.labels(metadata.get("annotations"), "annotations", values_are_labels=False)
+    validate_metadata(check, metadata, "")
     if name is None:
         if require_name:
             check.error(

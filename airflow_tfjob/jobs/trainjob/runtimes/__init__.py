@@ -12,25 +12,45 @@ per cluster (an admin's step, like Trainer's own runtimes)::
 ``--image`` sets the image of the replicated jobs the TrainJob cannot set (chief and PS run the
 runtime's image; the workers run the TrainJob's). Installing again replaces them (a TrainJob that
 exists keeps the snapshot it was created with, §3.2).
+
+Every call to the cluster goes through the provider's synchronous hook (``KubeflowJobHook.apply_object``),
+so the install runs under the hooks' one retry policy (``INSTALL_RETRY_SECONDS`` in all, a command's
+wait rather than a task's) and its failures are the hooks' errors, told in words by :func:`_failure`.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
-import json
+import logging
 import os
 import sys
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import yaml
+from urllib3.exceptions import HTTPError
+
+from airflow_tfjob.hooks.common import api_status, status_of
+from airflow_tfjob.hooks.retry import ApiCallFailed
+
+if TYPE_CHECKING:
+    from airflow_tfjob.hooks.sync import KubeflowJobHook
 
 NAMES = ("tensorflow-distributed", "tensorflow-chief", "tensorflow-ps")
 GROUP, VERSION, PLURAL = "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes"
+#: How long each call of ``install`` is retried when the server does not answer or answers 5xx (the
+#: hooks' retry policy; preflight's default too): an admin at a terminal, not a task that must ride out
+#: an API server's restart.
+INSTALL_RETRY_SECONDS = 10.0
+
+
+class Installs(Protocol):
+    """What :func:`install` needs of a cluster: the hooks' create-or-replace (``KubeflowJobHook``)."""
+
+    def apply_object(self, plural: str, body: dict, namespace: str | None = None) -> str: ...
 
 
 def load_runtimes(image: str | None = None) -> list[dict[str, Any]]:
@@ -47,28 +67,26 @@ def load_runtimes(image: str | None = None) -> list[dict[str, Any]]:
     return out
 
 
-def install(api_client: Any, image: str | None = None, log: Any = print) -> list[str]:
-    """Create or replace each runtime through ``api_client`` (a kubernetes ApiClient); their names."""
-    from kubernetes import client
-    from kubernetes.client.rest import ApiException
-
-    api = client.CustomObjectsApi(api_client)
+def install(cluster: Installs, image: str | None = None, log: Callable[[str], Any] = print) -> list[str]:
+    """Create or replace each runtime through ``cluster`` (the hook: :func:`cluster_hook`); their names."""
     installed = []
     for runtime in load_runtimes(image):
         name = runtime["metadata"]["name"]
-        try:
-            api.create_cluster_custom_object(GROUP, VERSION, PLURAL, runtime)
-            log(f"created ClusterTrainingRuntime {name}")
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-            current = api.get_cluster_custom_object(GROUP, VERSION, PLURAL, name)
-            body = copy.deepcopy(runtime)
-            body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            api.replace_cluster_custom_object(GROUP, VERSION, PLURAL, name, body)
-            log(f"replaced ClusterTrainingRuntime {name}")
+        done = cluster.apply_object(PLURAL, runtime)
+        log(f"{done} ClusterTrainingRuntime {name}")
         installed.append(name)
     return installed
+
+
+def cluster_hook(config_file: str, context: str | None = None) -> KubeflowJobHook:
+    """The synchronous hook over a kubeconfig file (no Airflow connection), under ``INSTALL_RETRY_SECONDS``."""
+    # Imported here, not at the top: the hook loads Airflow, which ``show`` (YAML piped to kubectl) and the
+    # provider's readers of the runtimes (preflight, the TrainJob adapter's tests) do not need.
+    from airflow_tfjob.hooks.sync import KubeflowJobHook
+
+    return KubeflowJobHook(
+        conn_id=None, config_file=config_file, cluster_context=context, api_retry_timeout=INSTALL_RETRY_SECONDS
+    )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -116,9 +134,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(yaml.safe_dump_all(load_runtimes(args.image), sort_keys=False))
         return 0
     try:
-        api_client, server = _client(args.kubeconfig, args.context)
+        hook, server = _client(args.kubeconfig, args.context, quiet=not args.debug)
         try:
-            install(api_client, args.image)
+            install(hook, args.image)
         except Exception as error:
             raise _failure(error, server) from error
     except Failure as error:
@@ -129,10 +147,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _client(given: str | None, context: str | None) -> tuple[Any, str]:
-    """An ApiClient for the kubeconfig and context, and its server; a Failure naming what is missing."""
-    from kubernetes import config
-
+def _client(given: str | None, context: str | None, quiet: bool = True) -> tuple[KubeflowJobHook, str]:
+    """The hook for the kubeconfig and context, and its server; a Failure naming what is missing.
+    ``quiet``: the retries of a server that is down are one failure, which its line says (--debug shows
+    each), so the hook's warnings go to a stdlib logger that is silenced."""
     env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
     path = Path(given or env or Path.home() / ".kube" / "config").expanduser()
     where = "--kubeconfig" if given else "$KUBECONFIG" if env else "the default"
@@ -158,46 +176,49 @@ def _client(given: str | None, context: str | None) -> tuple[Any, str]:
             f"the kubeconfig {path} has no current context: give --context NAME "
             f"(one of {', '.join(map(str, contexts)) or '(none)'})"
         )
+    hook = cluster_hook(str(path), context)
+    if quiet:
+        logging.disable(logging.WARNING)
+        # A stdlib logger (which logging.disable silences) in place of the structlog one Airflow gives it.
+        hook._log = logging.getLogger("airflow_tfjob.jobs.trainjob.runtimes")  # type: ignore[assignment]
     try:
-        api_client = config.new_client_from_config(config_file=str(path), context=context)
+        server = str(hook.api_client.configuration.host)
     except Exception as error:
         said = " ".join(str(error).split())[:200]
         raise Failure(f"cannot use the kubeconfig {path} ({where}): {said}; fix the kubeconfig") from None
-    return api_client, str(api_client.configuration.host)
+    return hook, server
 
 
 def _failure(error: Exception, server: str) -> Failure:
-    """A client error as one line: what the server said (or why it could not be reached) and the fix."""
-    from kubernetes.client.rest import ApiException
-
-    if isinstance(error, ApiException):
-        try:
-            said = json.loads(error.body or "{}").get("message") or error.reason
-        except (ValueError, AttributeError):
-            said = error.reason
-        said = " ".join(str(said).split())[:200]
-        if error.status == 401:
+    """A hook's error as one line: what the server said (or why it could not be reached) and the fix.
+    A status the retry policy gave up on (ApiCallFailed: 5xx, 429) is read from its last answer."""
+    status = api_status(error)
+    answer = error.last if isinstance(error, ApiCallFailed) else error
+    if status is not None:
+        reason = str(getattr(answer, "reason", None) or "")
+        said = " ".join(str(status_of(answer).get("message") or reason).split())[:200]
+        if status == 401:
             return Failure(
                 f"the API server at {server} refused the kubeconfig's credentials (401 Unauthorized: {said}); "
                 "renew them (log in again) or give another --kubeconfig"
             )
-        if error.status == 403:
+        if status == 403:
             return Failure(
                 f"the API server at {server} forbids this user to install runtimes (403 Forbidden: {said}); "
                 "an admin with create, get and update on clustertrainingruntimes.trainer.kubeflow.org "
                 "must run it"
             )
-        if error.status == 404:
+        if status == 404:
             return Failure(
                 f"the API server at {server} serves no ClusterTrainingRuntime (404 Not Found: {said}); "
                 "install Kubeflow Trainer v2 (its CRDs) first, then run this again"
             )
         return Failure(
-            f"the API server at {server} answered {error.status} {error.reason}: {said}; try again, or run "
+            f"the API server at {server} answered {status} {reason}: {said}; try again, or run "
             "with --debug to see where"
         )
-    if _is_connection_error(error):
-        cause = error
+    if _is_connection_error(answer):
+        cause = answer
         while cause.__cause__ or cause.__context__:
             cause = cause.__cause__ or cause.__context__  # type: ignore[assignment]
         reason = getattr(cause, "strerror", None) or type(cause).__name__
@@ -209,8 +230,7 @@ def _failure(error: Exception, server: str) -> Failure:
 
 
 def _is_connection_error(error: BaseException) -> bool:
-    from urllib3.exceptions import HTTPError
-
+    """Whether the server could not be reached (the sync client's transport, urllib3, or the socket)."""
     seen: BaseException | None = error
     while seen is not None:
         if isinstance(seen, (HTTPError, OSError)):
