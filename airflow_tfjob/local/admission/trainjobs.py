@@ -19,7 +19,8 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from airflow_tfjob.local.admission import warnings
-from airflow_tfjob.local.controllers.trainjob.build import (
+from airflow_tfjob.local.model.resources import RESOURCES, TRAINER_GROUP, ApiError, JsonDict, invalid
+from airflow_tfjob.local.model.trainerbuild import (
     ANCESTOR,
     LAUNCHER,
     MPI_RESERVED,
@@ -29,7 +30,6 @@ from airflow_tfjob.local.controllers.trainjob.build import (
     ancestor_of,
     find_container,
 )
-from airflow_tfjob.local.model.resources import RESOURCES, TRAINER_GROUP, ApiError, JsonDict, invalid
 
 if TYPE_CHECKING:
     from airflow_tfjob.local.store.core import Store
