@@ -10,13 +10,9 @@ runtimes are not installed: they need PersistentVolumeClaims. Tests add their ow
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from airflow_tfjob.local.model.resources import TRAINER_GROUP, TRAINER_VERSION, ApiError, JsonDict
 from airflow_tfjob.local.model.trainerbuild import ANCESTOR, LAUNCHER, NODE
-
-if TYPE_CHECKING:
-    from airflow_tfjob.local.store.core import Store
+from airflow_tfjob.local.store.core import Store
 
 FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"
 
