@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow_tfjob.constants import MAX_CLI_SECONDS, NumberOption
 from airflow_tfjob.local import credential
-from airflow_tfjob.local.kueue.options import load_objects, parse_integrations, parse_namespace_selector
+from airflow_tfjob.local.kueue.options import parse_integrations, parse_namespace_selector
 from airflow_tfjob.local.model.profiles import RELEASES, Profile
 from airflow_tfjob.local.model.resources import DEFAULT_APIS, served_groups
 from airflow_tfjob.local.options import CREDENTIALS, FEATURE_GATES
@@ -87,6 +87,7 @@ def _parse_namespace_selector(value: str) -> dict[str, Any]:
 
 
 def _parse_faults(value: str) -> FaultPlan:
+    # Only when --faults is given: the fault plan loads the API server's request helpers (aiohttp).
     from airflow_tfjob.local.faults import FaultPlan
 
     try:
@@ -203,8 +204,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def build_runtime(args: argparse.Namespace) -> ClusterRuntime:
+    # What starting a cluster loads (aiohttp, the rooms), imported here: `--help` and `credential` stay light.
     from airflow_tfjob.local.apiserver.rbac import load_grants
     from airflow_tfjob.local.cluster import ClusterRuntime
+    from airflow_tfjob.local.kueue.startobjects import load_objects
 
     roles: dict[str, list[tuple[str, str] | str]] = {}
     for user, source in args.role:

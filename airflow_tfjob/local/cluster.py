@@ -28,7 +28,7 @@ from airflow_tfjob.local.admission.v1jobs import JobAdmission
 from airflow_tfjob.local.apiserver.auth import TokenAuthenticator
 from airflow_tfjob.local.apiserver.rbac import Authorizer, RoleSource
 from airflow_tfjob.local.apiserver.server import ApiServer
-from airflow_tfjob.local.controllers.batch import JobController as BatchJobController
+from airflow_tfjob.local.controllers.batch import BatchJobController
 from airflow_tfjob.local.controllers.jobset import JobSetController
 from airflow_tfjob.local.controllers.reconciler import Reconciler
 from airflow_tfjob.local.controllers.trainjob.controller import TrainJobController

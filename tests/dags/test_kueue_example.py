@@ -33,7 +33,7 @@ print(f"test_accuracy={0.5 + float(args['learning_rate'])}", flush=True)
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     from airflow_tfjob.local import LocalCluster
-    from airflow_tfjob.local.kueue.options import load_objects
+    from airflow_tfjob.local.kueue.startobjects import load_objects
 
     training = tmp_path_factory.mktemp("training")
     (training / "digits_mwms.py").write_text(QUICK_TRAINING)

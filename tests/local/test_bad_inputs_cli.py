@@ -827,7 +827,7 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
 def test_kueue_objects_list_document_is_loaded(tmp_path: Path) -> None:
     """A List of objects (as `kubectl get -o yaml` writes them) is loaded, not silently dropped; a bare
     YAML list is refused, as kubectl refuses it, rather than read in part."""
-    from airflow_tfjob.local.kueue.options import load_objects
+    from airflow_tfjob.local.kueue.startobjects import load_objects
 
     items = (
         "- apiVersion: kueue.x-k8s.io/v1beta2\n  kind: ResourceFlavor\n  metadata: {name: rf}\n"

@@ -17,7 +17,7 @@ from airflow_tfjob.local import LocalCluster
 from airflow_tfjob.local.admission.v1jobs import TFJobAdmission
 from airflow_tfjob.local.cluster import PortAllocator
 from airflow_tfjob.local.controllers.jobset import JobSetController
-from airflow_tfjob.local.controllers.v1.tfjob import Controller
+from airflow_tfjob.local.controllers.v1.tfjob import TFJobController
 from airflow_tfjob.local.node.ports import ANNOTATION_HOST_PORT
 from airflow_tfjob.local.store.core import Store
 
@@ -86,7 +86,7 @@ def test_port_allocator_skips_bound_ports() -> None:
 
 async def test_ports_of_jobs_deleted_while_not_watching_are_released() -> None:
     store = Store(admission=TFJobAdmission())
-    controller = Controller(store)
+    controller = TFJobController(store)
     # As if a job had been deleted while the controller's watch was down: it never sees DELETED.
     controller.ports.adopt("uid-of-a-gone-job", "worker", 0, 40000)
     container = {"name": "tensorflow", "image": "python:3.11"}

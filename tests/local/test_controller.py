@@ -18,7 +18,8 @@ from store_reads import StoreReads
 from waiting import until_async
 
 from airflow_tfjob.local.admission.v1jobs import TFJobAdmission
-from airflow_tfjob.local.controllers.v1.tfjob import Controller
+from airflow_tfjob.local.controllers.v1.controller import V1JobController
+from airflow_tfjob.local.controllers.v1.tfjob import TFJobController
 from airflow_tfjob.local.node.podlogs import PodLogs
 from airflow_tfjob.local.node.ports import ANNOTATION_HOST_PORT
 from airflow_tfjob.local.node.runner import Runner
@@ -66,7 +67,7 @@ class Harness(StoreReads):
     podlogs: PodLogs
     tmp: Path
     history: dict[str, list[list[tuple[str, str, str]]]] = field(default_factory=dict)
-    controller: Controller | None = None
+    controller: V1JobController | None = None
 
     def reconcile_now(self, name: str) -> None:
         """One reconcile pass of the running controller, run to completion before returning (the pass is
@@ -100,7 +101,7 @@ class Harness(StoreReads):
 async def h(tmp_path: Path) -> AsyncIterator[Harness]:
     store = Store(admission=TFJobAdmission())
     podlogs = PodLogs()
-    controller = Controller(store)
+    controller = TFJobController(store)
     runner = Runner(store, podlogs, workdir=tmp_path)
     harness = Harness(store, podlogs, tmp_path, controller=controller)
     tasks = [asyncio.create_task(controller.run()), asyncio.create_task(runner.run())]
@@ -604,7 +605,7 @@ async def test_unschedulable_pod_warning_on_job(tmp_path: Path) -> None:
     store = Store(admission=TFJobAdmission())
     podlogs = PodLogs()
     runner = Runner(store, podlogs, gpus=["0"], workdir=tmp_path)
-    tasks = [asyncio.create_task(Controller(store).run()), asyncio.create_task(runner.run())]
+    tasks = [asyncio.create_task(TFJobController(store).run()), asyncio.create_task(runner.run())]
     try:
         rep = replica(SLEEP)
         rep["template"]["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": 2}}

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from airflow_tfjob.jobs.kinds import PADDLEJOB, PYTORCHJOB, XGBOOSTJOB
-from airflow_tfjob.local.controllers.v1.controller import ReconcileError
+from airflow_tfjob.local.controllers.v1.jobpass import ReconcileError
 from airflow_tfjob.local.controllers.v1.kindpass import KindPass
 from airflow_tfjob.local.controllers.v1.registry import CONTROLLERS
 from airflow_tfjob.local.store.core import Store
@@ -20,7 +20,7 @@ def a_pass(kind: str, spec: dict[str, Any]) -> KindPass:
     job = store.create(controller_type.job_pass.plural, "default", {
         "apiVersion": "kubeflow.org/v1", "kind": kind, "metadata": {"name": "j"}, "spec": spec})
     ports = iter(range(40000, 40100))
-    job_pass = controller_type.job_pass(controller_type(store, port_allocator=lambda: next(ports)), job)
+    job_pass = controller_type.job_pass(store, controller_type(store, port_allocator=lambda: next(ports)).ports, job)
     assert isinstance(job_pass, KindPass)
     return job_pass
 

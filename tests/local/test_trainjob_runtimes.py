@@ -15,8 +15,8 @@ from test_trainjob import NS, PRINT_ENV, G, V, create, custom, get, log_of, pods
 from waiting import until
 
 from airflow_tfjob.local import LocalCluster
-from airflow_tfjob.local.controllers.trainjob.build import ANCESTOR
 from airflow_tfjob.local.controllers.trainjob.runtimes import runtime_manifest
+from airflow_tfjob.local.model.trainerbuild import ANCESTOR
 
 # As a program on a real cluster reports: HTTPS, the server verified against the CA file Trainer injects,
 # the token file's token as a Bearer token.

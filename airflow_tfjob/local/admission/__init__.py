@@ -5,6 +5,6 @@ server-side field validation (`fieldValidation=Strict|Warn|Ignore`), the CRD's s
 (`schemacheck`), the training-operator v1 validating webhooks (`v1jobs`, `webhooks`) and Kubeflow Trainer's
 and JobSet's defaulting and validation (`trainjobs`). Each answers with an ApiError or with `warnings` that
 the request sends back as Warning headers. Reads the store (e.g. a TrainJob's runtime) but never writes it.
-Imports model/ and store/, and Trainer's runtime build (controllers/trainjob/build.py, pure) as Trainer's
-own webhook does (tests/local/test_rooms.py holds every room to its list).
+Imports model/ (Trainer's runtime build among it, model/trainerbuild.py, as Trainer's own webhook uses it)
+and store/ only: the `local-layers` contract in pyproject.toml holds it there.
 """

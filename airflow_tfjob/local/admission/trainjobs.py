@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
 
 from airflow_tfjob.local.admission import warnings
-from airflow_tfjob.local.controllers.trainjob.build import (
+from airflow_tfjob.local.model.resources import RESOURCES, TRAINER_GROUP, ApiError, JsonDict, invalid
+from airflow_tfjob.local.model.trainerbuild import (
     ANCESTOR,
     LAUNCHER,
     MPI_RESERVED,
@@ -29,10 +29,7 @@ from airflow_tfjob.local.controllers.trainjob.build import (
     ancestor_of,
     find_container,
 )
-from airflow_tfjob.local.model.resources import RESOURCES, TRAINER_GROUP, ApiError, JsonDict, invalid
-
-if TYPE_CHECKING:
-    from airflow_tfjob.local.store.core import Store
+from airflow_tfjob.local.store.core import Store
 
 MANAGED_BY_VALUES = ("trainer.kubeflow.org/trainjob-controller", "kueue.x-k8s.io/multikueue")
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")

@@ -70,7 +70,7 @@ def compress_indexes(indexes: set[int]) -> str:
     return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in ranges)
 
 
-class JobController(Reconciler):
+class BatchJobController(Reconciler):
     """batch/v1 Jobs -> pods."""
 
     plural = "jobs"

@@ -6,7 +6,7 @@ backoff (0.5 s doubling to 60 s, shorter than controller-runtime's 1000 s cap) w
 `WorkQueue` is the core; `Reconciler` is the usual controller on it, keyed (namespace, name) by a primary
 kind and the kinds it owns (mapped to the owner through the controller ownerReference): batch Jobs,
 TrainJobs, and as `HostPortReconciler` (which keeps the host ports of an object's replicas) JobSets and the
-v1 kinds' JobController (controllers/v1/controller.py). The Kueue manager (kueue/controller.py) keys its
+v1 kinds' V1JobController (controllers/v1/controller.py). The Kueue manager (kueue/controller.py) keys its
 queue by (kind, namespace, name) and runs its scheduling cycle whenever the queue drains (`drained`,
 `poke`)."""
 
@@ -225,7 +225,7 @@ class Reconciler(WorkQueue):
 
 
 class HostPortReconciler(Reconciler):
-    """A Reconciler whose objects' replicas get host ports (node/ports.py): the v1 kinds' JobController and
+    """A Reconciler whose objects' replicas get host ports (node/ports.py): the v1 kinds' V1JobController and
     the JobSet controller. A port is held for the life of its object; `used_ports` is shared by all of
     them, so that no two replicas of the cluster share one."""
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_tfjob.jobs.kinds import TRAINJOB, JobKind
-from airflow_tfjob.local.controllers.trainjob.build import build_jobset, runtime_plural
 from airflow_tfjob.local.kueue.workloads import PODSET_LABEL, ordered_replica_types, pod_sets
 from airflow_tfjob.local.model.resources import ApiError, JsonDict, clone
+from airflow_tfjob.local.model.trainerbuild import build_jobset, runtime_plural
 from airflow_tfjob.local.store.core import Store
 
 #: A pod set's admission, as PodSetInfo: {"labels", "nodeSelector", "tolerations"} by pod set name.

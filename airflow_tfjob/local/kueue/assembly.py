@@ -13,13 +13,8 @@ from airflow_tfjob.local.apiserver.extensions import Extensions
 from airflow_tfjob.local.kueue.controller import KueueController
 from airflow_tfjob.local.kueue.convert import VIEWS
 from airflow_tfjob.local.kueue.jobs import KueueWebhook, Management
-from airflow_tfjob.local.kueue.options import (
-    KUEUE_PLURALS,
-    MANAGER_NAMESPACE,
-    KueueOptions,
-    create_object,
-    kinds_managed,
-)
+from airflow_tfjob.local.kueue.options import KUEUE_PLURALS, MANAGER_NAMESPACE, KueueOptions, kinds_managed
+from airflow_tfjob.local.kueue.startobjects import create_object
 from airflow_tfjob.local.kueue.visibility import VisibilityApi
 from airflow_tfjob.local.model.resources import ApiError
 from airflow_tfjob.local.store.core import Admission, Store
@@ -48,7 +43,7 @@ class Kueue:
 
     def create_objects(self, store: Store) -> None:
         """The manager's configuration, then the configured Kueue objects, in order, each as
-        options.create_object makes it (what a `--kueue-objects` file was checked with before); a bad
+        startobjects.create_object makes it (what a `--kueue-objects` file was checked with before); a bad
         one is a ValueError naming it."""
         self._create_manager_config(store)
         for i, obj in enumerate(self.options.objects):

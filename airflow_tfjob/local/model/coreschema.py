@@ -54,7 +54,7 @@ def _description(cls: Any, attr: str) -> str:
 
 def _required(cls: Any, attrs: list[str]) -> list[str]:
     """The fields whose setter refuses None: the ones the API marks required."""
-    from kubernetes.client import Configuration
+    from kubernetes.client import Configuration  # with the models (_models), on a schema's first need
 
     probe = cls.__new__(cls)
     probe.local_vars_configuration = Configuration()

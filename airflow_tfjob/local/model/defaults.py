@@ -3,6 +3,8 @@ update (pod and container defaults, service cluster IPs, namespace phase, secret
 
 from __future__ import annotations
 
+import base64
+
 from airflow_tfjob.local.model.bodies import object_meta
 from airflow_tfjob.local.model.resources import JsonDict
 
@@ -94,8 +96,6 @@ def _default_namespace(ns: JsonDict, name: str) -> None:
 
 
 def _default_secret(secret: JsonDict) -> None:
-    import base64
-
     secret.setdefault("type", "Opaque")
     string_data = secret.pop("stringData", None)
     if isinstance(string_data, dict):

@@ -5,6 +5,7 @@ command can be started. Process supervision lives in podrun.py."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import re
@@ -129,8 +130,6 @@ class PodEnvironment:
             raise ConfigError(f'{kind.lower()} "{name}" not found') from None
         data: dict[str, str] = {}
         if kind == "Secret":
-            import base64
-
             for k, v in (obj.get("data") or {}).items():
                 data[k] = base64.b64decode(v).decode(errors="replace")
         else:

@@ -10,10 +10,12 @@ import contextlib
 import logging
 import os
 import signal
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
 from airflow_tfjob.local.model.resources import ApiError, JsonDict, now_rfc3339
 from airflow_tfjob.local.node import images, memory
+from airflow_tfjob.local.node.dns import LocalDns
 from airflow_tfjob.local.node.podenv import (
     HOST_IP,
     ConfigError,
@@ -22,11 +24,10 @@ from airflow_tfjob.local.node.podenv import (
     expand,
     host_path,
 )
-from airflow_tfjob.local.node.podlogs import ContainerLog
+from airflow_tfjob.local.node.podlogs import ContainerLog, PodLogs
+from airflow_tfjob.local.node.watchdog import ProcessGroups
+from airflow_tfjob.local.store.core import Store
 from airflow_tfjob.local.store.events import record_event
-
-if TYPE_CHECKING:
-    from airflow_tfjob.local.node.runner import Runner
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +84,30 @@ class ContainerState:
         return None if term is None else int(term["exitCode"])
 
 
+class Kubelet(Protocol):
+    """What a `PodRun` asks of the node that runs it (runner.Runner is the one): the node's facts, its
+    log buffers and process groups, and the two things a pod tells its node. Declared here so that a
+    pod's supervision sits below the runner that schedules pods, instead of pointing back at it."""
+
+    store: Store
+    podlogs: PodLogs
+    node_name: str
+    gpus_configured: bool
+    workdir: Path | None
+    dns: LocalDns
+    volumes_dir: Path
+    setpriv: str | None
+    groups: ProcessGroups
+
+    def pod_finished(self, uid: str) -> None: ...
+
+    def pod_phase_changed(self, namespace: str, labels: dict[str, str]) -> None: ...
+
+
 class PodRun:
     """One pod on this node: its containers' processes and the status the kubelet reports."""
 
-    def __init__(self, runner: Runner, pod: JsonDict, pod_ip: str, gpus: list[str]) -> None:
+    def __init__(self, runner: Kubelet, pod: JsonDict, pod_ip: str, gpus: list[str]) -> None:
         self.runner = runner
         self.store = runner.store
         self.pod = pod

@@ -342,7 +342,8 @@ class Store(Deletion):
         self._watchers[rtype].add(watcher)
         return watcher
 
-    def _unregister(self, watcher: Watcher) -> None:
+    def unregister(self, watcher: Watcher) -> None:
+        """Stop fanning changes out to `watcher` (it calls this when it is closed)."""
         self._watchers[watcher.info.plural].discard(watcher)
 
     def watcher_count(self, rtype: str | None = None) -> int:

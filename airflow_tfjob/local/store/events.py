@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
 
 from airflow_tfjob.local.model.resources import RESOURCES, ApiError, JsonDict, now_rfc3339
-
-if TYPE_CHECKING:
-    from airflow_tfjob.local.store.core import Store
+from airflow_tfjob.local.store.core import Store
 
 
 def record_event(

@@ -7,13 +7,10 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from airflow_tfjob.local.model.resources import JsonDict, ResourceType, clone, encode
 from airflow_tfjob.local.model.selectors import FieldSelector, LabelSelector, selected
-
-if TYPE_CHECKING:
-    from airflow_tfjob.local.store.core import Store
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +43,19 @@ class WatchEvent:
         self.namespace = namespace
 
 
+class WatchSource(Protocol):
+    """What a `Watcher` and `follow_forever` ask of the store that feeds them (core.Store is one). Declared
+    here, below the store core, so that this module needs nothing above it: the core registers watchers,
+    a watcher only reads the current resourceVersion and unregisters itself."""
+
+    @property
+    def resource_version(self) -> int: ...
+
+    def watch(self, rtype: str) -> Watcher: ...
+
+    def unregister(self, watcher: Watcher) -> None: ...
+
+
 class Watcher:
     """One watch: a queue of (type, Entry) filled synchronously by the store, drained by one consumer.
 
@@ -57,7 +67,7 @@ class Watcher:
 
     def __init__(
         self,
-        store: Store,
+        store: WatchSource,
         info: ResourceType,
         namespace: str | None,
         labels: LabelSelector | None,
@@ -150,11 +160,11 @@ class Watcher:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self._store._unregister(self)
+            self._store.unregister(self)
             self._wake()
 
 
-async def follow_forever(store: Store, rtype: str, handler: Callable[[str, JsonDict], None], who: str,
+async def follow_forever(store: WatchSource, rtype: str, handler: Callable[[str, JsonDict], None], who: str,
                          on_open: Callable[[], None] | None = None) -> None:
     """Hand every event of `rtype` to `handler` until cancelled, re-watching (a full resync: a watch
     without resourceVersion starts with every object as ADDED) when the store drops a slow watcher. A

@@ -6,7 +6,7 @@ it in the ConfigMap `<tj>-runtime-snapshot` (so later runtime edits do not chang
 finished, create the JobSet, or re-apply it when it or the TrainJob is suspended; then the conditions
 Suspended/Resumed, Complete and Failed copied from the JobSet, `jobsStatus`, and activeDeadlineSeconds
 (from creation or the last resume: Failed/DeadlineExceeded and the JobSet deleted). For an MPI runtime, the
-ssh Secret and the hostfile ConfigMap beside the JobSet (mpi.py); one whose nodes run sshd fails when it
+ssh Secret and the hostfile ConfigMap beside the JobSet (model/trainermpi.py); one whose nodes run sshd fails when it
 starts, its JobSet kept suspended (a local deviation, mpi.ssh_required). Status is written
 only when it changed; `trainerStatus` is carried through untouched (status.py writes it).
 """
@@ -28,9 +28,9 @@ from airflow_tfjob.local.controllers.reconciler import (
     owner_reference,
     set_condition,
 )
-from airflow_tfjob.local.controllers.trainjob import mpi
-from airflow_tfjob.local.controllers.trainjob.build import build_jobset, mpi_slots, runtime_plural
+from airflow_tfjob.local.model import trainermpi as mpi
 from airflow_tfjob.local.model.resources import TRAINER_GROUP, ApiError, JsonDict, clone, now_rfc3339
+from airflow_tfjob.local.model.trainerbuild import build_jobset, mpi_slots, runtime_plural
 from airflow_tfjob.local.store.core import Store
 from airflow_tfjob.local.store.events import record_event
 

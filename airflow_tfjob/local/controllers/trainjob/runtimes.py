@@ -3,20 +3,16 @@ written here from the reference, installed by the local cluster at start so that
 `runtimeRef: {name: torch-distributed}` works out of the box: `torch-distributed`, `jax-distributed`,
 `xgboost-distributed`, and the MPI runtimes `deepspeed-distributed` and `mlx-distributed` (their JobSet,
 Secret and hostfile are upstream's, but a started TrainJob on them fails at once: their launcher runs
-mpirun over ssh into node pods running sshd, which local processes cannot be; mpi.py). The torchtune
+mpirun over ssh into node pods running sshd, which local processes cannot be; model/trainermpi.py). The torchtune
 runtimes are not installed: they need PersistentVolumeClaims. Tests add their own runtimes with
 `LocalCluster.install_runtime(manifest)`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from airflow_tfjob.local.controllers.trainjob.build import ANCESTOR, LAUNCHER, NODE
 from airflow_tfjob.local.model.resources import TRAINER_GROUP, TRAINER_VERSION, ApiError, JsonDict
-
-if TYPE_CHECKING:
-    from airflow_tfjob.local.store.core import Store
+from airflow_tfjob.local.model.trainerbuild import ANCESTOR, LAUNCHER, NODE
+from airflow_tfjob.local.store.core import Store
 
 FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"
 

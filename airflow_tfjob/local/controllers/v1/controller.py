@@ -1,34 +1,28 @@
 """The shared job controller of the kubeflow.org/v1 kinds (the training-operator's common job controller):
 a Reconciler (controllers/reconciler.py) of one kind's jobs and the pods and services they own, whose timers
-reconcile a job again at its deadline or TTL. What one pass does is `JobPass` (jobpass.py); a kind plugs in
-its pass (tfjob.py, kindpass.py and the kind modules beside them)."""
+reconcile a job again at its deadline or TTL. What one pass does is `JobPass` (jobpass.py), given the
+controller's store and host ports; a kind plugs in its pass (kindpass.py and the kind modules beside it)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from airflow_tfjob.local.controllers.reconciler import HostPortReconciler
+from airflow_tfjob.local.controllers.v1.jobpass import JobPass, ReconcileError
 from airflow_tfjob.local.model.resources import ApiError
 from airflow_tfjob.local.store.core import Store
-
-if TYPE_CHECKING:
-    from airflow_tfjob.local.controllers.v1.jobpass import JobPass
 
 log = logging.getLogger(__name__)
 
 MANAGED_BY_OPERATOR = "kubeflow.org/training-operator"
 
 
-class ReconcileError(Exception):
-    """A reconcile pass stopped early, as the operator's returns an error: retried with backoff."""
-
-
-class JobController(HostPortReconciler):
+class V1JobController(HostPortReconciler):
     """Watches one kind's jobs and the pods and services they own, and reconciles jobs one at a time
     (a work queue with one worker, timers for deadlines and TTLs, retries with backoff). A kind
-    subclasses it with `job_pass` set to its `JobPass`."""
+    subclasses it with `job_pass` set to its `JobPass` (kindpass.controller_for)."""
 
     job_pass: ClassVar[type[JobPass]]
     owns = ("pods", "services")
@@ -55,4 +49,4 @@ class JobController(HostPortReconciler):
             return None  # Kueue MultiKueue (or someone else) runs this job
         if job["metadata"].get("deletionTimestamp"):
             return None
-        return self.job_pass(self, job).run()
+        return self.job_pass(self.store, self.ports, job).run()

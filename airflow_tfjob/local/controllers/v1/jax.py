@@ -36,4 +36,4 @@ class JAXJobPass(KindPass):
         )
 
 
-Controller = controller_for(JAXJobPass)
+JAXJobController = controller_for(JAXJobPass)

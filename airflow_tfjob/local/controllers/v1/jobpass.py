@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from airflow_tfjob.constants import (
     LABEL_JOB_NAME,
@@ -21,7 +21,6 @@ from airflow_tfjob.constants import (
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
 )
-from airflow_tfjob.local.controllers.v1.controller import ReconcileError
 from airflow_tfjob.local.controllers.v1.replicapods import abnormal_pod_events, replica_slices
 from airflow_tfjob.local.controllers.v1.status import (
     container_exit_code,
@@ -37,13 +36,15 @@ from airflow_tfjob.local.controllers.v1.status import (
     update_replica_status,
 )
 from airflow_tfjob.local.model.resources import ApiError, JsonDict, now_rfc3339
-from airflow_tfjob.local.node.ports import ANNOTATION_HOST_PORT
+from airflow_tfjob.local.node.ports import ANNOTATION_HOST_PORT, PortMap
+from airflow_tfjob.local.store.core import Store
 from airflow_tfjob.local.store.events import record_event
 
-if TYPE_CHECKING:
-    from airflow_tfjob.local.controllers.v1.controller import JobController
-
 log = logging.getLogger(__name__)
+
+
+class ReconcileError(Exception):
+    """A reconcile pass stopped early, as the operator's returns an error: retried with backoff."""
 
 
 class JobPass:
@@ -58,9 +59,11 @@ class JobPass:
     port_name: ClassVar[str]  # the container port a Service targets on the replica's host port
     honours_managed_by: ClassVar[bool] = True  # skips jobs whose runPolicy.managedBy is someone else
 
-    def __init__(self, controller: JobController, job: JsonDict) -> None:
-        self.c = controller
-        self.store = controller.store
+    def __init__(self, store: Store, ports: PortMap, job: JsonDict) -> None:
+        # The controller's store and host ports, not the controller: a pass is a function of the job and
+        # the cluster's state, and the controller (controller.py) is the one that runs passes.
+        self.store = store
+        self.ports = ports
         self.job = job
         self.meta = job["metadata"]
         self.name: str = self.meta["name"]
@@ -94,6 +97,16 @@ class JobPass:
     def update_job_status(self) -> None:
         """Running/Succeeded/Failed from the recounted replica statuses (UpdateJobStatus)."""
         raise NotImplementedError
+
+    # ---- the defaulted replica specs, as the status rules (kindstatus.py) and the kinds' environments read them
+
+    def count(self, rtype: str) -> int:
+        """The defaulted `replicas` of a type, 0 when the type is absent."""
+        rspec = self.replicas.get(rtype)
+        return max(int(rspec.get("replicas", 1)), 0) if rspec is not None else 0
+
+    def has_master(self) -> bool:
+        return "Master" in self.replicas
 
     # ---- events
 
@@ -182,7 +195,7 @@ class JobPass:
                 port, index = int(str(raw)), int(str(labels.get(LABEL_REPLICA_INDEX)))
             except ValueError:
                 continue
-            self.c.ports.adopt(self.uid, str(labels.get(LABEL_REPLICA_TYPE)), index, port)
+            self.ports.adopt(self.uid, str(labels.get(LABEL_REPLICA_TYPE)), index, port)
 
     # ---- limits (backoffLimit, activeDeadlineSeconds)
 
@@ -333,7 +346,7 @@ class JobPass:
         labels.update(self._labels(rt, index))
         if self.is_master_role(rtype, index):
             labels[LABEL_JOB_ROLE] = "master"
-        port = self.c.ports.port(self.uid, rt, index)
+        port = self.ports.port(self.uid, rt, index)
         annotations = dict(tmeta.get("annotations") or {})
         annotations[ANNOTATION_HOST_PORT] = str(port)
         self.set_cluster_spec(pod_spec, rt, index)
@@ -403,7 +416,7 @@ class JobPass:
         rt = rtype.lower()
         name = f"{self.name}-{rt}-{index}".replace("/", "-")
         labels = self._labels(rt, index)
-        host_port = self.c.ports.port(self.uid, rt, index)
+        host_port = self.ports.port(self.uid, rt, index)
         ports = []
         for cport in self._container_ports(rspec):
             sport: JsonDict = {"name": cport.get("name", ""), "port": cport.get("containerPort")}

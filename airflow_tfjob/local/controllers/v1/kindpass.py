@@ -1,9 +1,9 @@
-"""The reconcile pass shared by the kubeflow.org/v1 kinds beside TFJob (PyTorchJob, XGBoostJob, JAXJob,
-PaddleJob), driven by their row in airflow_tfjob/kinds.py: names, in-memory defaults (SetDefaults_<Kind>:
+"""The reconcile pass of the kubeflow.org/v1 kinds (TFJob, PyTorchJob, XGBoostJob, JAXJob, PaddleJob),
+driven by their row in airflow_tfjob/jobs/kinds.py: names, in-memory defaults (SetDefaults_<Kind>:
 cleanPodPolicy None, replica keys in canonical case, replicas 1, the kind's restartPolicy, the kind's port
-on its container or container[0]), the environment appended to every container, and UpdateJobStatus by
-the kind's success and failure rules (kindstatus.py). A kind's module (pytorch.py, ...) adds
-its master role, its environment and any extra defaults.
+on its container or container[0]), the environment appended to the containers, and UpdateJobStatus by
+the kind's success and failure rules (kindstatus.py). A kind's module (tfjob.py, pytorch.py, ...) adds
+its master role, its environment (and which containers get it) and any extra defaults.
 
 Addresses are local, as for TF_CONFIG: where the operator writes a bare Service name (`{job}-master-0`)
 the local cluster writes 127.0.0.1, and where it writes the kind's port (23456, 9999, 6666, 36543) it
@@ -16,8 +16,8 @@ from typing import ClassVar
 
 from airflow_tfjob.jobs.kinds import API_VERSION, JobKind
 from airflow_tfjob.local.controllers.v1 import kindstatus
-from airflow_tfjob.local.controllers.v1.controller import JobController, ReconcileError
-from airflow_tfjob.local.controllers.v1.jobpass import JobPass
+from airflow_tfjob.local.controllers.v1.controller import V1JobController
+from airflow_tfjob.local.controllers.v1.jobpass import JobPass, ReconcileError
 from airflow_tfjob.local.model.resources import JsonDict
 
 LOCAL_ADDRESS = "127.0.0.1"
@@ -48,6 +48,10 @@ class KindPass(JobPass):
     def pod_env(self, rt: str, index: int) -> list[JsonDict]:
         """The variables the operator appends to every container of replica (rt, index)."""
         raise NotImplementedError
+
+    def env_targets(self, pod_spec: JsonDict) -> list[JsonDict]:
+        """The containers `pod_env` is appended to: every one (TFJob's TF_CONFIG goes to its own container)."""
+        return list(pod_spec.get("containers") or [])
 
     def extra_pod_spec(self, pod_spec: JsonDict, rt: str, index: int) -> None:
         """Anything else SetClusterSpec adds to a new pod (PyTorch's init container)."""
@@ -96,40 +100,52 @@ class KindPass(JobPass):
 
     def set_cluster_spec(self, pod_spec: JsonDict, rt: str, index: int) -> None:
         env = self.pod_env(rt, index)
-        for container in pod_spec.get("containers") or []:
-            container["env"] = [*(container.get("env") or []), *copy.deepcopy(env)]
+        if env:  # a replica without variables of its kind (a lone TFJob replica) keeps its containers as given
+            for container in self.env_targets(pod_spec):
+                container["env"] = [*(container.get("env") or []), *copy.deepcopy(env)]
         self.extra_pod_spec(pod_spec, rt, index)
 
     def update_job_status(self) -> None:
-        kindstatus.update_job_status(self)
+        kindstatus.update_job_status(self, self.jobkind, any_worker_succeeds=self.any_worker_succeeds())
 
     # ---- helpers for the kinds' environments
-
-    def count(self, rtype: str) -> int:
-        """The defaulted `replicas` of a type, 0 when the type is absent."""
-        rspec = self.replicas.get(rtype)
-        return max(int(rspec.get("replicas", 1)), 0) if rspec is not None else 0
 
     def total_replicas(self) -> int:
         return sum(self.count(t) for t in self.replicas)
 
     def host_port(self, rtype: str, index: int) -> int:
         """The local stand-in for the kind's port on replica (rtype, index): its own host port."""
-        return self.c.ports.port(self.uid, rtype.lower(), index)
+        return self.ports.port(self.uid, rtype.lower(), index)
 
     def require(self, rtype: str, what: str) -> None:
         """The operator's SetClusterSpec error when the spec it reads a port from is missing: no pod."""
         if rtype not in self.replicas:
             raise ReconcileError(f"{self.kind} {self.namespace}/{self.name}: {what}")
 
-    def has_master(self) -> bool:
-        return "Master" in self.replicas
-
 
 def env(*pairs: tuple[str, object]) -> list[JsonDict]:
     return [{"name": name, "value": str(value)} for name, value in pairs]
 
 
-def controller_for(pass_type: type[KindPass]) -> type[JobController]:
-    """The JobController subclass that runs `pass_type` (one per kind, started by cluster.py)."""
-    return type(f"{pass_type.jobkind.kind}Controller", (JobController,), {"job_pass": pass_type})
+def default_elastic_range(spec: JsonDict, spec_key: str) -> JsonDict | None:
+    """setElasticPolicy (PyTorch) / setPaddleElasticPolicy: min and max from each other, else both the
+    Worker count. Returns the elasticPolicy (None when the job has none). Here, beside the pass, because
+    two kinds share it and a kind's module imports no other kind's."""
+    elastic = spec.get("elasticPolicy")
+    if not isinstance(elastic, dict):
+        return None
+    low, high = elastic.get("minReplicas"), elastic.get("maxReplicas")
+    if low is None and high is not None:
+        elastic["minReplicas"] = high
+    elif high is None and low is not None:
+        elastic["maxReplicas"] = low
+    elif low is None and high is None:
+        workers = (spec[spec_key].get("Worker") or {}).get("replicas")
+        elastic["minReplicas"] = elastic["maxReplicas"] = workers
+    return elastic
+
+
+def controller_for(pass_type: type[KindPass]) -> type[V1JobController]:
+    """The V1JobController subclass that runs `pass_type` (one per kind, started by cluster.py), named
+    `{Kind}Controller`."""
+    return type(f"{pass_type.jobkind.kind}Controller", (V1JobController,), {"job_pass": pass_type})

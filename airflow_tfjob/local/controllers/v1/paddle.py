@@ -16,8 +16,13 @@ pod}` (the operator: `{job}-master-0:36543` or `{job}-worker-0:36543`).
 from __future__ import annotations
 
 from airflow_tfjob.jobs.kinds import PADDLEJOB
-from airflow_tfjob.local.controllers.v1.kindpass import LOCAL_ADDRESS, KindPass, controller_for, env
-from airflow_tfjob.local.controllers.v1.pytorch import default_elastic_range
+from airflow_tfjob.local.controllers.v1.kindpass import (
+    LOCAL_ADDRESS,
+    KindPass,
+    controller_for,
+    default_elastic_range,
+    env,
+)
 from airflow_tfjob.local.model.resources import JsonDict
 
 
@@ -43,4 +48,4 @@ class PaddleJobPass(KindPass):
         return out
 
 
-Controller = controller_for(PaddleJobPass)
+PaddleJobController = controller_for(PaddleJobPass)

@@ -19,7 +19,13 @@ host port (a user's own rdzvHost / rdzvPort are kept as given).
 from __future__ import annotations
 
 from airflow_tfjob.jobs.kinds import PYTORCHJOB
-from airflow_tfjob.local.controllers.v1.kindpass import LOCAL_ADDRESS, KindPass, controller_for, env
+from airflow_tfjob.local.controllers.v1.kindpass import (
+    LOCAL_ADDRESS,
+    KindPass,
+    controller_for,
+    default_elastic_range,
+    env,
+)
 from airflow_tfjob.local.model.resources import JsonDict
 from airflow_tfjob.local.node.dns import wait_for_name_container
 
@@ -30,23 +36,6 @@ def nproc_int(value: object) -> int:
         return int(str(value)) if value is not None else 1
     except ValueError:
         return 1
-
-
-def default_elastic_range(spec: JsonDict, spec_key: str) -> JsonDict | None:
-    """setElasticPolicy (PyTorch) / setPaddleElasticPolicy: min and max from each other, else both the
-    Worker count. Returns the elasticPolicy (None when the job has none)."""
-    elastic = spec.get("elasticPolicy")
-    if not isinstance(elastic, dict):
-        return None
-    low, high = elastic.get("minReplicas"), elastic.get("maxReplicas")
-    if low is None and high is not None:
-        elastic["minReplicas"] = high
-    elif high is None and low is not None:
-        elastic["maxReplicas"] = low
-    elif low is None and high is None:
-        workers = (spec[spec_key].get("Worker") or {}).get("replicas")
-        elastic["minReplicas"] = elastic["maxReplicas"] = workers
-    return elastic
 
 
 class PyTorchJobPass(KindPass):
@@ -119,4 +108,4 @@ class PyTorchJobPass(KindPass):
             pod_spec["initContainers"] = [*(pod_spec.get("initContainers") or []), init]
 
 
-Controller = controller_for(PyTorchJobPass)
+PyTorchJobController = controller_for(PyTorchJobPass)

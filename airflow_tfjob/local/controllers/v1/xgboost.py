@@ -46,4 +46,4 @@ class XGBoostJobPass(KindPass):
         return out
 
 
-Controller = controller_for(XGBoostJobPass)
+XGBoostJobController = controller_for(XGBoostJobPass)

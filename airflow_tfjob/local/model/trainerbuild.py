@@ -10,8 +10,8 @@ the initializers' STORAGE_URI/env/secretRef, and the environment each ML-policy 
 - XGBoost: DMLC_TRACKER_URI, DMLC_TRACKER_PORT, DMLC_TASK_ID, DMLC_NUM_WORKER;
 - containerPort 29500 on the node container for the three; the TrainJob's env before PET_* (torch), after
   the plugin's variables otherwise (JAX, XGBoost), as Trainer's plugins and builder upsert them;
-- MPI: the ssh and hostfile volumes, mounts and OpenMPI env on `node`/`launcher` (mpi.py);
-- with the TrainJobStatus gate: the KUBEFLOW_TRAINER_SERVER_* env of §4.7 (status.py).
+- MPI: the ssh and hostfile volumes, mounts and OpenMPI env on `node`/`launcher` (trainermpi.py);
+- with the TrainJobStatus gate: the KUBEFLOW_TRAINER_SERVER_* env of §4.7 (controllers/trainjob/status.py).
 
 Pure: no store access. The JobSet webhook's defaults are applied by the admission (admission/trainjobs.py).
 """
@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from airflow_tfjob.local.controllers.trainjob import mpi
+from airflow_tfjob.local.model import trainermpi as mpi
 from airflow_tfjob.local.model.resources import JOBSET_GROUP, JOBSET_VERSION, TRAINER_GROUP, JsonDict, clone
 
 ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
