@@ -12,9 +12,13 @@ written for a Katib sweep reports the same numbers through Airflow:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from airflow_tfjob.follow.logs_parsing import format_timestamp
+from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
+from airflow_tfjob.follow.parts import Follow, FollowPart
 
 METRIC_RE = re.compile(r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)")
 # RFC 3339 with optional fraction (Kubernetes writes nanoseconds, which datetime cannot parse).
@@ -144,3 +148,47 @@ class MetricsCollector:
             if dropped:
                 out["history_dropped"] = dropped
         return out
+
+
+class MetricsPart(FollowPart):
+    """``metrics=``: the master replica's metric lines collected, a drain continuing the trigger's."""
+
+    __slots__ = ("collector", "history", "report_missing", "sink")
+    section = "metrics"
+    reads_master_lines = True
+
+    def __init__(self, collector: MetricsCollector, options: FollowOptions, sink: Callable[[str], None]) -> None:
+        self.collector = collector
+        self.history = options.metrics_history
+        self.report_missing = options.report_missing_metrics
+        self.sink = sink
+
+    @classmethod
+    def start(cls, follow: Follow) -> MetricsPart | None:
+        options = follow.options
+        if not options.metrics:
+            return None
+        collector = MetricsCollector(options.metrics, history=options.metrics_history)
+        if follow.earlier is not None:  # a drain: the trigger's values are the starting point
+            collector.restore(cls.earlier_section(follow) or {})
+        return cls(collector, options, follow.sink)
+
+    @classmethod
+    def nothing_to_drain(cls, earlier: FollowOutcome, options: FollowOptions, sink: Callable[[str], None]) -> None:
+        # The trigger left this warning to the drain (a metric could still come after its last cursor).
+        _report_missing(earlier.part(cls.section, {}), options.report_missing_metrics, sink)
+
+    def on_master_line(self, ts: int, text: str, *, shown: bool) -> None:
+        # With history, each value keeps the time its line was written (Kubernetes' timestamp).
+        self.collector.feed(f"{format_timestamp(ts)} {text}" if self.history else text)
+
+    def finish(self, outcome: FollowOutcome) -> None:
+        _report_missing(self.collector.result(), self.report_missing, self.sink)
+
+    def save(self) -> dict[str, Any]:
+        return self.collector.result()
+
+
+def _report_missing(result: Mapping[str, Any], report: bool, sink: Callable[[str], None]) -> None:
+    if result.get("missing") and report:
+        sink("metrics never reported by the master replica: " + ", ".join(result["missing"]))

@@ -112,47 +112,46 @@ class FollowOptions:
 
 @dataclass
 class FollowOutcome:
-    """How following ended; JSON-serialisable through to_dict (the trigger's event payload)."""
+    """How following ended; JSON-serialisable through to_dict (the trigger's event payload).
 
-    # "succeeded" | "failed" | "timeout" | "startup_timeout" | "cannot_start" | "error"; Kueue's (kueue/tracker.py):
-    # "queue_timeout" | "preempted" | "kueue_ignored" | "kueue_inadmissible"
+    What the follow's parts saved (metrics, progress, the captured value, Kueue's summary...) is in
+    ``parts``, by each part's section name (follow/parts.py): the outcome does not know them.
+    """
+
+    # "succeeded" | "failed" | "timeout" | "startup_timeout" | "cannot_start" | "error", or a part's own
+    # (Kueue's: "queue_timeout" | "preempted" | "kueue_ignored" | "kueue_inadmissible")
     event: str
     status: JobStatus | None = None
     message: str = ""
-    metrics: dict[str, Any] = field(default_factory=dict)
     diagnostics: list[str] = field(default_factory=list)
     cursors: dict[str, Any] = field(default_factory=dict)
-    return_payload: str | None = None  # text after the return marker on the master's last such line
-    progress: dict[str, Any] | None = None  # ProgressTracker.state(): the figures and the timeline
-    # ReportedProgressLog.state(): the last progress the job's status reported (Trainer's trainerStatus).
-    reported: dict[str, Any] | None = None
-    queue: dict[str, Any] | None = None  # QueueTracker.summary(): Kueue's queue, wait, preemptions
     # The failing replicas' diagnoses as data (diagnostics.ReplicaDiagnosis.to_dict()): what the
     # failure's cause is read from (follow/failure.py), in both modes.
     failures: list[dict[str, Any]] = field(default_factory=list)
-    checkpoint: dict[str, Any] | None = None  # the newest checkpoint (follow/checkpoints.py), with checkpoint=
     # Replica lines not shown, by replica and why (JobLogFollower.dropped): XCom log_lines_dropped.
     dropped: dict[str, dict[str, int]] = field(default_factory=dict)
     # Every replica's container had exited and its log was read to the end: a drain of this follow
     # would read nothing (the worker's drain after a deferred follow is then left out).
     logs_read: bool = False
+    # Each part's saved section (FollowPart.save), by its section name; JSON.
+    parts: dict[str, Any] = field(default_factory=dict)
+
+    def part(self, section: str, default: Any = None) -> Any:
+        """What the part of that section saved (``default`` when it saved nothing, or was not made)."""
+        value = self.parts.get(section)
+        return default if value is None else value
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "checkpoint": self.checkpoint,
-            "return_payload": self.return_payload,
-            "progress": self.progress,
-            "reported": self.reported,
-            "queue": self.queue,
             "event": self.event,
             "status": self.status.to_dict() if self.status else None,
             "message": self.message,
-            "metrics": self.metrics,
             "diagnostics": list(self.diagnostics),
             "cursors": self.cursors,
             "failures": list(self.failures),
             "dropped": self.dropped,
             "logs_read": self.logs_read,
+            "parts": dict(self.parts),
         }
 
     @classmethod
@@ -162,15 +161,10 @@ class FollowOutcome:
             event=str(data["event"]),
             status=JobStatus.from_dict(status) if status else None,
             message=str(data.get("message") or ""),
-            metrics=dict(data.get("metrics") or {}),
             diagnostics=list(data.get("diagnostics") or []),
             cursors=dict(data.get("cursors") or {}),
-            return_payload=data.get("return_payload"),
-            progress=data.get("progress"),
-            reported=data.get("reported"),
-            queue=data.get("queue"),
             failures=list(data.get("failures") or []),
-            checkpoint=data.get("checkpoint"),
             dropped={str(k): dict(v) for k, v in (data.get("dropped") or {}).items()},
             logs_read=bool(data.get("logs_read")),
+            parts=dict(data.get("parts") or {}),
         )

@@ -53,9 +53,10 @@ def follow(
 ) -> FollowOutcome:
     """Follow the job to its end on the worker (logs, metrics, status)."""
     from airflow_tfjob.follow.core import follow_job
+    from airflow_tfjob.integrations.parts import PARTS  # the registry, read when the job is followed
 
     async def run() -> FollowOutcome:
-        return await follow_job(hook, name, namespace, options, log, cursors)
+        return await follow_job(hook, name, namespace, options, log, cursors, parts=PARTS)
 
     return asyncio.run(run())
 
@@ -76,9 +77,10 @@ def drain(
     cannot be read.
     """
     from airflow_tfjob.follow.core import drain_job
+    from airflow_tfjob.integrations.parts import PARTS
 
     async def run() -> FollowOutcome:
-        return await drain_job(hook, name, namespace, options.for_drain(), log.info, outcome)
+        return await drain_job(hook, name, namespace, options.for_drain(), log.info, outcome, parts=PARTS)
 
     try:
         return asyncio.run(run())

@@ -275,8 +275,8 @@ def test_the_options_and_the_outcome_carry_it_through_the_trigger() -> None:
     options = FollowOptions(get_logs=False, checkpoints=True, resume_from={"path": "/c/e1", "epoch": 1})
     assert options.reads_logs  # the checkpoint lines are read even when no log is shown
     assert FollowOptions.from_dict(options.to_dict()) == options
-    outcome = FollowOutcome("failed", checkpoint={"path": "/c/e4", "epoch": 4, "step": None})
-    assert FollowOutcome.from_dict(outcome.to_dict()).checkpoint == outcome.checkpoint
+    outcome = FollowOutcome("failed", parts={"checkpoint": {"path": "/c/e4", "epoch": 4, "step": None}})
+    assert FollowOutcome.from_dict(outcome.to_dict()).part("checkpoint") == outcome.part("checkpoint")
 
 
 # ---- what a try reads and records ----------------------------------------------------------------

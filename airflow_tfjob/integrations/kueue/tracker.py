@@ -1,8 +1,8 @@
 """The follow core's view of a job's place in Kueue: read, told once per change, held to its limits.
 
-``follow.py`` makes one :class:`QueueTracker` for a job that carries Kueue's queue label and calls
-:meth:`QueueTracker.observe` on every change of the job and whenever :meth:`QueueTracker.wake_in`
-says a look is due; the same code runs on the worker and in the triggerer. It reads the Workload
+The Kueue follow part (part.py) makes one :class:`QueueTracker` for a job that carries Kueue's queue
+label and calls :meth:`QueueTracker.observe` on every change of the job and whenever
+:meth:`QueueTracker.wake_in` says a look is due; the same code runs on the worker and in the triggerer. It reads the Workload
 and the queue position through the async hook (``hooks/kueue.py``), polling rather than watching:
 positions have no watch, and a Workload's changes that matter while the job runs (an eviction)
 come with a change of the job, which wakes the tracker at once. Polls slow down while nothing
