@@ -56,6 +56,7 @@ CORE = (
     "follow/logs_parsing.py",
     "follow/checkpoints.py",
     "follow/metrics.py",
+    "follow/next_read.py",
     "follow/outcome.py",
     "follow/parts.py",
     "follow/progress.py",
