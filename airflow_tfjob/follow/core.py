@@ -28,7 +28,7 @@ from airflow_tfjob.follow import diagnostics
 from airflow_tfjob.follow.diagnosis import gather_diagnosis
 from airflow_tfjob.follow.logs_parsing import LogBatcher, LogLimits, LogSelection, parse_timestamp
 from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
-from airflow_tfjob.follow.parts import FollowPart, FollowTap, PartTypes
+from airflow_tfjob.follow.parts import FollowPart, FollowTap, PartTypes, reads_logs
 from airflow_tfjob.follow.replica_logs import JobLogFollower, ReplicaFollower
 from airflow_tfjob.hooks.common import job_pod_selector
 from airflow_tfjob.hooks.jobwatch import Encoded, decode
@@ -90,9 +90,6 @@ class _JobFollow:
         self.started = False
         self._shown_events: dict[str, int] = {}
         self._early_pods: list[tuple[str, dict]] | None = None  # pod events before the job object
-        # Set once the pod watch has listed (drain knows every replica); only a follow that reads logs
-        # watches pods.
-        self.pods_synced: asyncio.Event | None = asyncio.Event() if options.reads_logs else None
         # What only some follows need is made only for them: a triggerer holds one follow per waiting job.
         made = (part.start(self) for part in parts)
         self.parts: tuple[FollowPart, ...] = tuple(p for p in made if p is not None)
@@ -102,7 +99,11 @@ class _JobFollow:
         if len(capturing) > 1:  # the log follower takes one prefix out of the master's lines
             raise ValueError(f"more than one follow part captures master lines: {capturing!r}")
         self.capturer = capturing[0] if capturing else None
-        if options.reads_logs:
+        logs = reads_logs(options, parts)
+        # Set once the pod watch has listed (drain knows every replica); only a follow that reads logs
+        # watches pods.
+        self.pods_synced: asyncio.Event | None = asyncio.Event() if logs else None
+        if logs:
             selection = options.selection if options.get_logs else LogSelection()
             self.logs = JobLogFollower(
                 hook,
@@ -508,4 +509,13 @@ async def drain_job(
     return drained
 
 
-__all__ = ["FollowOptions", "FollowOutcome", "FollowTap", "drain_job", "follow_job", "parse_timestamp", "reflect"]
+__all__ = [
+    "FollowOptions",
+    "FollowOutcome",
+    "FollowTap",
+    "drain_job",
+    "follow_job",
+    "parse_timestamp",
+    "reads_logs",
+    "reflect",
+]

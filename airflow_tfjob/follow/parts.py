@@ -20,6 +20,10 @@ A part's phases, each a no-op here so that a part writes only those it uses:
 - ``wake_in``, ``waiting_for``, ``startup_counts_from``: the clocks it runs and what it says of them;
 - ``finish``: its last lines; ``save``: its outcome section (JSON), which a drain's ``start`` reads back.
 
+A part owns its options too: a dataclass (``options_type``) whose fields are option names with their
+defaults, read from the follow's options (``FollowOptions.read``); on the wire they are flat keys beside
+the core's, as the trigger's kwargs always carried them.
+
 Sections travel generically (``FollowOutcome.parts``, by section name): neither the outcome nor the
 trigger's event knows what a part saves.
 """
@@ -84,6 +88,9 @@ class FollowPart:
 
     #: The key of its outcome section (what ``save`` returns); None: it saves nothing.
     section: ClassVar[str | None] = None
+    #: Its options: a dataclass whose fields (with defaults) are flat option names, read with
+    #: ``FollowOptions.read``; None: it takes none. The operators' follow rows name these fields.
+    options_type: ClassVar[type[Any] | None] = None
 
     #: What this instance reads, decided in ``start``: the core asks the log follower for a call per
     #: line only when some part reads lines (a triggerer's silent follows read none).
@@ -96,6 +103,11 @@ class FollowPart:
     def start(cls, follow: Follow) -> FollowPart | None:
         """The part for this follow, or None when the follow's options do not ask for it."""
         return None
+
+    @classmethod
+    def reads_logs(cls, options: FollowOptions) -> bool:
+        """Whether ``options`` make it read replica lines (so the follow reads logs even if none is shown)."""
+        return False
 
     @classmethod
     def earlier_section(cls, follow: Follow) -> Any:
@@ -144,3 +156,9 @@ class FollowPart:
 
 #: The parts a follow may be made of, in the order they are called (the registry's type).
 PartTypes = tuple[type[FollowPart], ...]
+
+
+def reads_logs(options: FollowOptions, parts: PartTypes) -> bool:
+    """Whether a follow with these options and parts reads replica logs at all (to show them, or for a
+    part): the trigger asks before it follows (a follow that reads none keeps no log position)."""
+    return options.get_logs or any(p.reads_logs(options) for p in parts)

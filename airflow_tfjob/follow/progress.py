@@ -21,7 +21,7 @@ from typing import Any
 
 from airflow_tfjob.build.checker import JobValidationError
 from airflow_tfjob.follow.metrics import parse_line
-from airflow_tfjob.follow.outcome import FollowOutcome
+from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
 from airflow_tfjob.follow.parts import Follow, FollowPart
 from airflow_tfjob.jobs.adapter import JobAdapter, ReportedProgress
 from airflow_tfjob.jobs.status import JobStatus
@@ -329,11 +329,19 @@ class ReportedProgressLog:
         return made
 
 
+@dataclass(frozen=True)
+class ProgressOptions:
+    """The progress part's option: ``progress=`` as ProgressSpec.to_dict() (None: no progress lines)."""
+
+    progress: Mapping[str, Any] | None = None
+
+
 class ProgressPart(FollowPart):
     """``progress=``: "[progress]" lines from the master's metric, a drain continuing the trigger's pace."""
 
     __slots__ = ("sink", "tracker")
     section = "progress"
+    options_type = ProgressOptions
     reads_master_lines = True
 
     def __init__(self, tracker: ProgressTracker, sink: Callable[[str], None]) -> None:
@@ -342,8 +350,13 @@ class ProgressPart(FollowPart):
 
     @classmethod
     def start(cls, follow: Follow) -> ProgressPart | None:
-        tracker = ProgressTracker.for_follow(follow.options.progress, cls.earlier_section(follow))
+        spec = follow.options.read(ProgressOptions).progress
+        tracker = ProgressTracker.for_follow(spec, cls.earlier_section(follow))
         return None if tracker is None else cls(tracker, follow.sink)
+
+    @classmethod
+    def reads_logs(cls, options: FollowOptions) -> bool:
+        return bool(options.read(ProgressOptions).progress)
 
     def on_master_line(self, ts: int, text: str, *, shown: bool) -> None:
         line = self.tracker.feed_line(text)

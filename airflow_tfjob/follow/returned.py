@@ -8,7 +8,18 @@ drain starts from the trigger's capture, so a value printed before the deferral 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from airflow_tfjob.follow.outcome import FollowOptions
 from airflow_tfjob.follow.parts import Follow, FollowPart
+
+
+@dataclass(frozen=True)
+class ReturnOptions:
+    """The capture's option: master-replica lines starting with it carry the value (the operator's
+    ``return_marker``, ``@task.tfjob``'s)."""
+
+    return_marker: str | None = None
 
 
 class ReturnCapturePart(FollowPart):
@@ -16,6 +27,7 @@ class ReturnCapturePart(FollowPart):
 
     __slots__ = ("capture_prefix", "payload")
     section = "return_payload"
+    options_type = ReturnOptions
 
     def __init__(self, marker: str, payload: str | None) -> None:
         self.capture_prefix = marker
@@ -23,8 +35,12 @@ class ReturnCapturePart(FollowPart):
 
     @classmethod
     def start(cls, follow: Follow) -> ReturnCapturePart | None:
-        marker = follow.options.return_marker
+        marker = follow.options.read(ReturnOptions).return_marker
         return cls(marker, cls.earlier_section(follow)) if marker else None
+
+    @classmethod
+    def reads_logs(cls, options: FollowOptions) -> bool:
+        return bool(options.read(ReturnOptions).return_marker)
 
     def captured(self, payload: str) -> None:
         self.payload = payload

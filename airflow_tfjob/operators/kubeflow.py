@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -345,7 +344,7 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
         if self._options is None:
             options = following.options_for(self, self._checked_parameters(), started=self._started)
             plan = self._checkpoint_plan
-            self._options = replace(options, **plan.follow_fields()) if plan is not None else options
+            self._options = options.with_parts(**plan.follow_fields()) if plan is not None else options
         return self._options
 
     def _checked_parameters(self) -> dict[str, Any]:

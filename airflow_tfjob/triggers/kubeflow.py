@@ -349,7 +349,7 @@ class KubeflowJobTrigger(_ClusterTrigger):
         # whichever task writes them (the namespace's position book flushes pending lines on its saves).
         self._log_context = contextvars.copy_context()
         await load_run_modules()
-        from airflow_tfjob.follow.core import FollowTap, follow_job
+        from airflow_tfjob.follow.core import FollowTap, follow_job, reads_logs
         from airflow_tfjob.follow.outcome import FollowOptions
         from airflow_tfjob.integrations.parts import PARTS
         from airflow_tfjob.triggers.positions import entry_key, remote_task_logs, take_over
@@ -363,7 +363,7 @@ class KubeflowJobTrigger(_ClusterTrigger):
         async with start_turn():
             await self._mask_secrets(hook)
             restarted = await self._is_restart(hook)
-            book = await self._book(hook) if options.reads_logs else None
+            book = await self._book(hook) if reads_logs(options, PARTS) else None
             if restarted:
                 saved = await self._saved_position(book, entry)
                 known = saved is not None

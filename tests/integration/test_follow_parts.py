@@ -3,19 +3,26 @@
 The part below is written here, against ``FollowPart`` alone, and registered by one line (the test's
 ``monkeypatch`` of ``integrations.parts.PARTS``, the registry the operator and the trigger read). With
 nothing else changed, it sees the master's lines in both modes, its section travels in the trigger's
-event, a drain restores it from there, and the operator's ``result_from_outcome`` reads it.
+event, a drain restores it from there, the operator's ``result_from_outcome`` reads it, and its own
+option (declared by the part, not by FollowOptions) reaches it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from logs_support import ListSink, job, replica
 from operator_support import TaskInstance, context_for, defer, fire
+from watch_support import unique
 
+from airflow_tfjob.follow.core import follow_job
 from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
 from airflow_tfjob.follow.parts import Follow, FollowPart
+from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
 from airflow_tfjob.integrations import parts as registry
 from airflow_tfjob.operators.tfjob import TFJobOperator
 
@@ -25,15 +32,22 @@ LINES = 7
 PROGRAM = f"for i in range({LINES}): print(f'step {{i}}', flush=True)"
 
 
+@dataclass(frozen=True)
+class LineOptions:
+    count_only: str = ""  # count only the lines that contain it
+
+
 class LineCounter(FollowPart):
     """Counts the master's lines; says so at the end; a drain continues the earlier count."""
 
     section = "test_lines"
+    options_type = LineOptions
     reads_master_lines = True
 
     def __init__(self, follow: Follow, count: int) -> None:
         self.sink = follow.sink
         self.count = count
+        self.only = follow.options.read(LineOptions).count_only
 
     @classmethod
     def start(cls, follow: Follow) -> LineCounter:
@@ -41,7 +55,7 @@ class LineCounter(FollowPart):
         return cls(follow, int(earlier.get("count", 0)))
 
     def on_master_line(self, ts: int, text: str, *, shown: bool) -> None:
-        self.count += 1
+        self.count += self.only in text
 
     def finish(self, outcome: FollowOutcome) -> None:
         self.sink(f"[lines] {self.count} master lines")
@@ -107,3 +121,21 @@ def test_the_options_know_no_part() -> None:
     """The part needed no option field: FollowOptions is unchanged by it (its sections travel generically)."""
     assert "test_lines" not in FollowOptions.__dataclass_fields__
     assert "test_lines" not in FollowOutcome.__dataclass_fields__
+
+
+def test_its_own_option_reaches_it_through_the_trigger_s_wire_form(k8s_conn: str) -> None:
+    """The option travels flat, as the trigger's kwargs carry options, and the part alone reads it."""
+    options = FollowOptions.from_dict(FollowOptions.of(count_only="step 3").to_dict())
+    hook = AsyncKubeflowJobHook(conn_id=k8s_conn)
+    body = job(unique("parts"), {"Worker": replica(PROGRAM)})
+    name = body["metadata"]["name"]
+
+    async def run() -> FollowOutcome:
+        await hook.create_tfjob(body, "default")
+        try:
+            return await follow_job(hook, name, "default", options, ListSink(), parts=registry.PARTS)
+        finally:
+            await hook.delete_tfjob(name, "default")
+
+    outcome = asyncio.run(run())
+    assert outcome.event == "succeeded" and outcome.part("test_lines") == {"count": 1}

@@ -255,7 +255,7 @@ async def test_metrics_from_master_and_missing(hook: AsyncKubeflowJobHook) -> No
     body = job(unique("metrics"), {"Worker": replica(script, replicas=2)})
     body["spec"]["successPolicy"] = "AllWorkers"
     outcome = await _run(
-        hook, body, FollowOptions(metrics=["accuracy", "loss", "f1"], metrics_history=True), sink
+        hook, body, FollowOptions.of(metrics=["accuracy", "loss", "f1"], metrics_history=True), sink
     )
     assert outcome.event == "succeeded"
     assert outcome.part("metrics")["accuracy"] == 0.9 and outcome.part("metrics")["loss"] == 0.6
@@ -296,7 +296,7 @@ async def test_return_marker_line_is_captured_whole_and_not_shown(hook: AsyncKub
     sink = ListSink()
     body = job(unique("ret"), {"Worker": replica(script, replicas=2)})
     body["spec"]["successPolicy"] = "AllWorkers"
-    outcome = await _run(hook, body, FollowOptions(log_replicas="worker:1", return_marker="__RET__"), sink)
+    outcome = await _run(hook, body, FollowOptions.of(log_replicas="worker:1", return_marker="__RET__"), sink)
     assert outcome.event == "succeeded"
     assert outcome.part("return_payload") == "v" * 200000
     assert FollowOutcome.from_dict(outcome.to_dict()).parts == outcome.parts

@@ -14,7 +14,7 @@ from typing import Any
 from airflow_tfjob.constants import KUEUE_QUEUE_LABEL
 from airflow_tfjob.follow.outcome import FollowOutcome
 from airflow_tfjob.follow.parts import Follow, FollowPart
-from airflow_tfjob.integrations.kueue.tracker import QueueTracker
+from airflow_tfjob.integrations.kueue.tracker import KueueOptions, QueueTracker
 from airflow_tfjob.jobs.status import JobStatus
 
 
@@ -23,6 +23,7 @@ class QueuePart(FollowPart):
 
     __slots__ = ("follow", "tracker")
     section = "queue"
+    options_type = KueueOptions
 
     def __init__(self, follow: Follow) -> None:
         self.follow = follow
