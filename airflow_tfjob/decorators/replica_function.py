@@ -193,7 +193,7 @@ class ReplicaFunctionOperator(DecoratedOperator):
         return KubeflowJobOperator.execute(self, context)  # type: ignore[arg-type]
 
     def result_from_outcome(self, outcome: FollowOutcome, context: Context) -> Any:
-        payload = getattr(outcome, "return_payload", None)
+        payload = outcome.part("return_payload")
         if payload is None:
             raise AirflowException(
                 f"{self.custom_operator_name} {self.python_callable.__name__}: the job succeeded but its "

@@ -5,8 +5,10 @@ gathers a failed job's evidence and applies cleanup; ``cleanup`` holds the one k
 only through the async hook and the list-and-watch layers (``hooks``), builds nothing but what it reports
 (``build``), asks ``jobs`` what differs between APIs, and knows nothing of operators or Airflow's task
 machinery: what it returns is plain, JSON-able data. One exception: ``failure`` defines the exception a
-failed job raises (an AirflowException carrying the failure's cause), so that every room can raise it. Optional integrations (Kueue) are imported only when
-a job needs them.
+failed job raises (an AirflowException carrying the failure's cause), so that every room can raise it.
+What a follow reads besides the job (metrics, progress, checkpoints, a returned value, a queue's place)
+is a part (``parts``: the contract), given to the core by its caller from the registry
+``airflow_tfjob.integrations.parts``: the core imports no part and no integration.
 """
 
 from __future__ import annotations

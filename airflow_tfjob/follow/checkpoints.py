@@ -15,9 +15,14 @@ its durable state, and the next try (or the job after Kueue resumed it) resumes 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from airflow_tfjob.follow.parts import Follow, FollowPart
+
+if TYPE_CHECKING:
+    from airflow_tfjob.follow.outcome import FollowOptions
 
 #: What a line must hold (after an optional timestamp or prefix) to report a checkpoint.
 MARKER = "checkpoint saved:"
@@ -88,3 +93,48 @@ class CheckpointTracker:
 
     def state(self) -> dict[str, Any] | None:
         return self.newest.to_dict() if self.newest is not None else None
+
+
+@dataclass(frozen=True)
+class CheckpointOptions:
+    """The checkpoint part's options (``checkpoint=``): read the master's "checkpoint saved:" lines,
+    starting from the newest checkpoint known when the job was created (Checkpoint.to_dict(), or None)."""
+
+    checkpoints: bool = False
+    resume_from: Mapping[str, Any] | None = None
+
+
+class CheckpointPart(FollowPart):
+    """``checkpoint=``: the newest checkpoint the master reports, from the one the job started from (a
+    drain: the trigger's); told when the job's pods start over (admitted again after a preemption)."""
+
+    __slots__ = ("sink", "tracker")
+    section = "checkpoint"
+    options_type = CheckpointOptions
+    reads_master_lines = True
+
+    def __init__(self, tracker: CheckpointTracker, sink: Callable[[str], None]) -> None:
+        self.tracker = tracker
+        self.sink = sink
+
+    @classmethod
+    def start(cls, follow: Follow) -> CheckpointPart | None:
+        options = follow.options.read(CheckpointOptions)
+        if not options.checkpoints:
+            return None
+        start = cls.earlier_section(follow) if follow.earlier is not None else options.resume_from
+        return cls(CheckpointTracker(start), follow.sink)
+
+    @classmethod
+    def reads_logs(cls, options: FollowOptions) -> bool:
+        return options.read(CheckpointOptions).checkpoints
+
+    def on_master_line(self, ts: int, text: str, *, shown: bool) -> None:
+        self.tracker.feed(text)
+
+    def restarted(self) -> None:
+        newest = self.tracker.newest
+        self.sink(f"[checkpoint] {newest.resuming_line() if newest else 'no checkpoint yet: starting over'}")
+
+    def save(self) -> dict[str, Any] | None:
+        return self.tracker.state()

@@ -1,7 +1,10 @@
-"""The follow core: watch a job of any kind to its end while streaming its logs, events and metrics.
+"""The follow core: watch a job of any kind to its end while streaming its logs and events.
 
 What differs between job APIs (the job's status, which pods are its replicas, rank 0, how many pods to
-expect) is asked of the job's adapter (airflow_tfjob/jobs/), never decided here.
+expect) is asked of the job's adapter (airflow_tfjob/jobs/), never decided here; what a task wants read
+besides (its metrics, its progress, a returned value, its place in a queue...) is asked of the parts it
+is given (follow/parts.py: the contract; ``airflow_tfjob.integrations.parts``: the registry), none of
+which is named here.
 
 The synchronous operator runs it with `asyncio.run` and the trigger runs it in the triggerer, so both
 modes report the same outcome, the same log lines and the same diagnostics. It imports nothing from
@@ -21,20 +24,11 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_tfjob.constants import KUEUE_QUEUE_LABEL
 from airflow_tfjob.follow import diagnostics
-from airflow_tfjob.follow.checkpoints import CheckpointTracker
 from airflow_tfjob.follow.diagnosis import gather_diagnosis
-from airflow_tfjob.follow.logs_parsing import (
-    LogBatcher,
-    LogLimits,
-    LogSelection,
-    format_timestamp,
-    parse_timestamp,
-)
-from airflow_tfjob.follow.metrics import MetricsCollector
+from airflow_tfjob.follow.logs_parsing import LogBatcher, LogLimits, LogSelection, parse_timestamp
 from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
-from airflow_tfjob.follow.progress import ProgressTracker, ReportedProgressLog
+from airflow_tfjob.follow.parts import FollowPart, FollowTap, PartTypes, reads_logs
 from airflow_tfjob.follow.replica_logs import JobLogFollower, ReplicaFollower
 from airflow_tfjob.hooks.common import job_pod_selector
 from airflow_tfjob.hooks.jobwatch import Encoded, decode
@@ -45,31 +39,18 @@ from airflow_tfjob.jobs.status import JobState, JobStatus, as_ended, interpret
 
 if TYPE_CHECKING:
     from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
-    from airflow_tfjob.integrations.kueue.tracker import QueueTracker
 
 log = logging.getLogger(__name__)
 
 Sink = Callable[[str], None]
 
 
-class FollowTap:
-    """What a caller may see of a running follow besides its sink (the trigger keeps its log positions
-    durable with it, triggers/positions.py): filled in by the follow when it starts.
-
-    ``on_line`` (the caller's, optional) is called with (replica, shown, timestamp in epoch ns) for
-    each replica line read, before it is written; ``positions()`` writes what is pending to the sink,
-    then returns the log cursors of every line written so far; ``sink`` writes a line in order with
-    the follow's own.
-    """
-
-    def __init__(self, on_line: Callable[[str, bool, int], None] | None = None) -> None:
-        self.on_line = on_line
-        self.positions: Callable[[], dict[str, Any]] = dict
-        self.sink: Sink | None = None
-
-
 class _JobFollow:
-    """State of one follow_job call: the watches' caches, the log followers, the outcome."""
+    """State of one follow_job call: the watches' caches, the log followers, the parts, the outcome.
+
+    It is the ``Follow`` its parts see (follow/parts.py): it calls them in the registry's order and
+    never names one.
+    """
 
     def __init__(
         self,
@@ -82,6 +63,7 @@ class _JobFollow:
         earlier: FollowOutcome | None = None,
         tap: FollowTap | None = None,
         replay: Mapping[str, Any] | None = None,
+        parts: PartTypes = (),
     ) -> None:
         self.hook = hook
         self.name = name
@@ -98,22 +80,9 @@ class _JobFollow:
         # The job as last seen, as the shared watch keeps it (compact JSON, a quarter of the decoded
         # object): a waiting follow holds it between changes, a triggerer thousands of them.
         self._seen: Encoded | None = None
-        # A drain continues the earlier follow: its metrics, its captured value, its diagnosis.
+        # A drain continues the earlier follow: what its parts saved, its diagnosis.
         self.earlier = earlier
-        # What only some follows need is made only for them: a triggerer holds one follow per waiting job.
-        self.metrics: MetricsCollector | None = None
-        if options.metrics:
-            self.metrics = MetricsCollector(options.metrics, history=options.metrics_history)
-            if earlier is not None:
-                self.metrics.restore(earlier.metrics)
-        self.progress = ProgressTracker.for_follow(
-            options.progress, earlier.progress if earlier is not None else None
-        )
-        # What the job's status reports of its progress (a TrainJob's trainerStatus), the adapter says;
-        # made at the first report (or from the earlier follow's).
-        self.reported = (
-            ReportedProgressLog.for_follow(earlier.reported) if earlier is not None and earlier.reported else None
-        )
+        self.tap = tap
         self.tasks: list[asyncio.Task[None]] = []
         self.logs: JobLogFollower | None = None
         # When the start-up clock started: a deferred follow's deferral, else now (relative from there).
@@ -121,21 +90,20 @@ class _JobFollow:
         self.started = False
         self._shown_events: dict[str, int] = {}
         self._early_pods: list[tuple[str, dict]] | None = None  # pod events before the job object
+        # What only some follows need is made only for them: a triggerer holds one follow per waiting job.
+        made = (part.start(self) for part in parts)
+        self.parts: tuple[FollowPart, ...] = tuple(p for p in made if p is not None)
+        self.master_readers = tuple(p for p in self.parts if p.reads_master_lines)
+        self.line_readers = tuple(p for p in self.parts if p.sees_every_line)
+        capturing = [p for p in self.parts if p.capture_prefix]
+        if len(capturing) > 1:  # the log follower takes one prefix out of the master's lines
+            raise ValueError(f"more than one follow part captures master lines: {capturing!r}")
+        self.capturer = capturing[0] if capturing else None
+        logs = reads_logs(options, parts)
         # Set once the pod watch has listed (drain knows every replica); only a follow that reads logs
         # watches pods.
-        self.pods_synced: asyncio.Event | None = asyncio.Event() if options.reads_logs else None
-        self.return_payload: str | None = earlier.return_payload if earlier is not None else None
-        self.queue: QueueTracker | None = None  # a job with Kueue's queue label: its place in Kueue
-        # checkpoint=: the newest checkpoint, from the one the job started from (a drain: the trigger's).
-        self.checkpoints = (
-            CheckpointTracker(earlier.checkpoint if earlier is not None else options.resume_from)
-            if options.checkpoints
-            else None
-        )
-        self.tap_line = tap.on_line if tap is not None else None
-        if tap is not None:
-            tap.positions, tap.sink = self._positions, self.sink
-        if options.reads_logs:
+        self.pods_synced: asyncio.Event | None = asyncio.Event() if logs else None
+        if logs:
             selection = options.selection if options.get_logs else LogSelection()
             self.logs = JobLogFollower(
                 hook,
@@ -146,18 +114,14 @@ class _JobFollow:
                     rate_per_replica=options.log_rate_per_replica, total_cap=options.log_total_cap
                 ),
                 cursors={k: v for k, v in (cursors or {}).items() if not k.startswith("_")},
-                # A call per line only if needed.
-                on_line=(
-                    self._on_line
-                    if options.metrics or self._reads_master_lines() or self.tap_line is not None
-                    else None
-                ),
-                capture_prefix=options.return_marker,
+                # A call per line only if a part reads them.
+                on_line=self._on_line if self.master_readers or self.line_readers else None,
+                capture_prefix=self.capturer.capture_prefix if self.capturer is not None else None,
                 on_capture=self._on_capture,
                 container=self.kind.container,
                 adapter=self.adapter,
                 replay=replay,
-                on_replay=self._on_replayed if options.metrics or self._reads_master_lines() else None,
+                on_replay=self._on_replayed if self.master_readers else None,
             )
 
     @property
@@ -167,38 +131,33 @@ class _JobFollow:
 
     # -- feeds ----------------------------------------------------------------------------------
 
-    def _reads_master_lines(self) -> bool:
-        return self.progress is not None or self.checkpoints is not None
-
     def _on_line(self, replica: ReplicaFollower, ts: int, text: str) -> None:
-        if self.tap_line is not None:
-            self.tap_line(replica.name, replica.selected, ts)
+        for part in self.line_readers:
+            part.on_line(replica.name, replica.selected, ts)
         if replica.state.pod is not None and replica.master:
-            self._feed_master(ts, text, shown=True)
+            for part in self.master_readers:
+                part.on_master_line(ts, text, shown=True)
 
     def _on_replayed(self, replica: ReplicaFollower, ts: int, text: str) -> None:
         """A master line a stopped triggerer showed, read again after a take-over: it feeds the
         trackers (whose state went with that triggerer) and writes nothing."""
         if replica.state.pod is not None and replica.master:
-            self._feed_master(ts, text, shown=False)
+            for part in self.master_readers:
+                part.on_master_line(ts, text, shown=False)
 
-    def _feed_master(self, ts: int, text: str, *, shown: bool) -> None:
-        if self.metrics is not None:
-            self.metrics.feed(f"{format_timestamp(ts)} {text}" if self.options.metrics_history else text)
-        if self.progress is not None:
-            line = self.progress.feed_line(text)
-            if line is not None and shown:
-                self.sink(f"[progress] {line}")
-        if self.checkpoints is not None:
-            self.checkpoints.feed(text)
-
-    def _positions(self) -> dict[str, Any]:
+    def positions(self) -> dict[str, Any]:
         """The cursors of every line written to the sink (what is pending is written first)."""
         self.sink.flush()
         return self.logs.cursors() if self.logs is not None else {}
 
+    def restarted(self) -> None:
+        """A part says the job's pods start over (admitted again after a preemption): the others hear it."""
+        for part in self.parts:
+            part.restarted()
+
     def _on_capture(self, replica: ReplicaFollower, payload: str) -> None:
-        self.return_payload = payload
+        if self.capturer is not None:
+            self.capturer.captured(payload)
 
     def _on_pod(self, etype: str, pod: dict) -> None:
         uid = str((pod.get("metadata") or {}).get("uid") or "")
@@ -266,7 +225,7 @@ class _JobFollow:
         if self.started or self.options.startup_timeout is None:
             return None
         if status.state == JobState.SUSPENDED:
-            self.startup_base = time.time()  # queued (e.g. Kueue): waiting does not count
+            self.startup_base = time.time()  # queued: waiting does not count
             return None
         expected = self.adapter.expected_pods(job)
         pods = await self._current_pods()
@@ -304,7 +263,8 @@ class _JobFollow:
             ]
             if job_warn:
                 reasons.append(f"{job_warn[-1].get('reason')}: {job_warn[-1].get('message')}")
-        since = " of its admission by Kueue" if self.queue is not None else ""
+        counted = next((c for c in (p.startup_counts_from() for p in self.parts) if c), None)
+        since = f" of {counted}" if counted else ""
         message = f"{self.ref} did not start within {self.options.startup_timeout:g} s{since}: " + "; ".join(
             reasons
         )
@@ -399,50 +359,27 @@ class _JobFollow:
     async def _judge(self, obj: dict[str, Any], encoded: Encoded | None) -> FollowOutcome | None:
         """The outcome a value of the job decides, if any (None: keep waiting)."""
         self._job_known(obj, encoded)
-        reported = self.adapter.reported_progress(obj)
-        if reported is not None:
-            if self.reported is None:
-                self.reported = ReportedProgressLog.for_follow(None)
-            line = self.reported.feed(reported)
-            if line is not None:
-                self.sink(f"[progress] {line}")
         status = interpret(obj)
-        queued = await self._observe_queue(obj, status)
+        verdict: FollowOutcome | None = None
+        for part in self.parts:  # each sees the job, even once another's verdict ends the follow
+            said = await part.on_job(obj, status)
+            verdict = verdict or said
         if status.finished:
             return FollowOutcome(status.state.value, status, status.message)
-        if queued is not None:
-            return queued
+        if verdict is not None:
+            return verdict
         if self.options.deadline is not None and time.time() >= self.options.deadline:
-            what = self.queue.waiting_for() if self.queue is not None else status.state.value
+            what = next((w for w in (p.waiting_for() for p in self.parts) if w), status.state.value)
             return FollowOutcome("timeout", status, f"{self.ref} passed its deadline while {what}")
         return await self._check_startup(status, obj)
-
-    async def _observe_queue(self, job: dict[str, Any], status: JobStatus) -> FollowOutcome | None:
-        """A job with Kueue's queue label: its place in Kueue told and held to its limits (kueue/)."""
-        if self.queue is None:
-            labels = (job.get("metadata") or {}).get("labels") or {}
-            if self.earlier is not None or not labels.get(KUEUE_QUEUE_LABEL):
-                return None  # a drain only reads what is left of the logs
-            from airflow_tfjob.integrations.kueue.tracker import QueueTracker
-
-            self.queue = QueueTracker(self.hook, self.name, self.namespace, self.options, self.sink)
-        admitted = len(self.queue.admissions)
-        verdict = await self.queue.observe(job, status)
-        if self.checkpoints is not None and self.queue.evictions and len(self.queue.admissions) > admitted:
-            # Admitted again after a preemption: its pods start over from the newest checkpoint.
-            newest = self.checkpoints.newest
-            self.sink(f"[checkpoint] {newest.resuming_line() if newest else 'no checkpoint yet: starting over'}")
-        return verdict
 
     def _tick(self) -> float | None:
         """How long to wait for the next job change before re-checking the clocks (None: no clock runs).
 
-        A job with no deadline, no start-up clock running and no Kueue tracker waits for its next
+        A job with no deadline, no start-up clock running and no part's clock waits for its next
         change alone: a triggerer holding thousands of them does not wake each one now and then.
         """
-        waits: list[float] = []
-        if self.queue is not None:
-            waits.append(self.queue.wake_in())
+        waits = [w for w in (p.wake_in() for p in self.parts) if w is not None]
         now = time.time()
         if self.options.deadline is not None:
             waits.append(max(0.05, self.options.deadline - now))
@@ -474,9 +411,6 @@ class _JobFollow:
                 outcome.diagnostics = diagnostics.format_block(diags)
                 if outcome.event == "failed":
                     outcome.message = diagnostics.summary_line(diags, outcome.message)
-        if self.metrics is not None:
-            outcome.metrics = self.metrics.result()
-            _report_missing_metrics(outcome, self.options, self.sink)
         outcome.cursors = self.logs.cursors() if self.logs is not None else {}
         if outcome.event in ("succeeded", "failed"):
             job = self.job
@@ -487,16 +421,14 @@ class _JobFollow:
             self.earlier.dropped if self.earlier is not None else {},
             self.logs.dropped() if self.logs is not None else {},
         )
-        outcome.return_payload = self.return_payload
-        outcome.progress = self.progress.state() if self.progress is not None else None
-        line = self.reported.final() if self.reported is not None else None
-        if line is not None:
-            self.sink(f"[progress] {line}")
-        outcome.reported = self.reported.state() if self.reported is not None else None
-        outcome.queue = self.queue.summary() if self.queue is not None else None
-        outcome.checkpoint = self.checkpoints.state() if self.checkpoints is not None else None
-        if self.earlier is not None:
-            outcome.queue = self.earlier.queue
+        # What the earlier follow's parts saved stands unless a part of this one saves anew (a part
+        # that only watches the job, such as a queue's, is not made for a drain).
+        saved = dict(self.earlier.parts) if self.earlier is not None else {}
+        for part in self.parts:
+            part.finish(outcome)
+            if part.section is not None:
+                saved[part.section] = part.save()
+        outcome.parts = saved
         return outcome
 
     async def _diagnose(self, status: JobStatus | None) -> list[diagnostics.ReplicaDiagnosis]:
@@ -506,11 +438,6 @@ class _JobFollow:
             events=list(self.events.values()), rings=rings,
             failed_types=status.failed_replica_types if status else (), tail=self.options.diagnostics_tail,
         )  # fmt: skip
-
-
-def _report_missing_metrics(outcome: FollowOutcome, options: FollowOptions, sink: Sink) -> None:
-    if outcome.metrics.get("missing") and options.report_missing_metrics:
-        sink("metrics never reported by the master replica: " + ", ".join(outcome.metrics["missing"]))
 
 
 def _merged_drops(*parts: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
@@ -533,15 +460,20 @@ def follow_job(
     cursors: dict | None = None,
     tap: FollowTap | None = None,
     replay: Mapping[str, Any] | None = None,
+    *,
+    parts: PartTypes = (),
 ) -> Coroutine[Any, Any, FollowOutcome]:
     """Follow a job (of ``options.kind``) until it succeeds, fails, times out or does not start; logs
     drained before return. Awaited as a coroutine function is; it hands back the follow's own run
     rather than a coroutine around it: a triggerer holds one per waiting job, each frame ~0.3 KB.
 
     ``replay`` (a take-over that resumes from saved ``cursors``): the cursors at deferral, from which
-    the master replica's lines are read again for the metrics, progress, checkpoints and returned
-    value, without being shown again."""
-    return _JobFollow(hook, name, namespace, options, sink, cursors, tap=tap, replay=replay).run()
+    the master replica's lines are read again for the parts that read them, without being shown again.
+
+    ``parts``: the parts the follow is made of (follow/parts.py), the provider's registry
+    (``airflow_tfjob.integrations.parts.PARTS``) for the operator and the trigger; none by default: a
+    follow of the job's status, logs, events and diagnosis alone."""
+    return _JobFollow(hook, name, namespace, options, sink, cursors, tap=tap, replay=replay, parts=parts).run()
 
 
 async def drain_job(
@@ -551,11 +483,13 @@ async def drain_job(
     options: FollowOptions,
     sink: Sink,
     earlier: FollowOutcome,
+    *,
+    parts: PartTypes = (),
 ) -> FollowOutcome:
     """Finish what an earlier follow of a finished job (the trigger's) started, as if it had been one.
 
-    Reads the replica lines after the earlier cursors, with the earlier metrics and captured value as
-    the starting point; the earlier outcome's event, message and diagnosis stand (the job is final), and
+    Reads the replica lines after the earlier cursors, with what the earlier follow's parts saved as
+    their starting point; the earlier outcome's event, message and diagnosis stand (the job is final), and
     only its status is refreshed to the job's as it ended. Nothing the earlier follow showed is shown
     again: no resumption marker, no event already listed, no second diagnosis.
 
@@ -564,9 +498,10 @@ async def drain_job(
     up and report), and refreshes the status from that read.
     """
     if earlier.logs_read:
-        _report_missing_metrics(earlier, options, sink)
+        for part in parts:
+            part.nothing_to_drain(earlier, options, sink)
         return earlier
-    follow = _JobFollow(hook, name, namespace, options, sink, earlier.cursors, earlier=earlier)
+    follow = _JobFollow(hook, name, namespace, options, sink, earlier.cursors, earlier=earlier, parts=parts)
     drained = await follow.run()
     drained.event = earlier.event
     if drained.status is None or earlier.status is None or drained.status.state is not earlier.status.state:
@@ -574,4 +509,13 @@ async def drain_job(
     return drained
 
 
-__all__ = ["FollowOptions", "FollowOutcome", "FollowTap", "drain_job", "follow_job", "parse_timestamp", "reflect"]
+__all__ = [
+    "FollowOptions",
+    "FollowOutcome",
+    "FollowTap",
+    "drain_job",
+    "follow_job",
+    "parse_timestamp",
+    "reads_logs",
+    "reflect",
+]

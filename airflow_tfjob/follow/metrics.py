@@ -12,9 +12,13 @@ written for a Katib sweep reports the same numbers through Airflow:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from airflow_tfjob.follow.logs_parsing import format_timestamp
+from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
+from airflow_tfjob.follow.parts import Follow, FollowPart
 
 METRIC_RE = re.compile(r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)")
 # RFC 3339 with optional fraction (Kubernetes writes nanoseconds, which datetime cannot parse).
@@ -144,3 +148,64 @@ class MetricsCollector:
             if dropped:
                 out["history_dropped"] = dropped
         return out
+
+
+@dataclass(frozen=True)
+class MetricsOptions:
+    """The metrics part's options (operator parameters ``metrics``, ``metrics_history``)."""
+
+    metrics: Sequence[str] = ()
+    metrics_history: bool = False
+    # Off in a trigger whose follow a worker continues (drain_job): the warning would be premature there,
+    # as a metric may come in the lines after the trigger's last cursor; the drain reports it once.
+    report_missing_metrics: bool = True
+
+
+class MetricsPart(FollowPart):
+    """``metrics=``: the master replica's metric lines collected, a drain continuing the trigger's."""
+
+    __slots__ = ("collector", "history", "report_missing", "sink")
+    section = "metrics"
+    options_type = MetricsOptions
+    reads_master_lines = True
+
+    def __init__(self, collector: MetricsCollector, report_missing: bool, sink: Callable[[str], None]) -> None:
+        self.collector = collector
+        self.history = collector.history_enabled
+        self.report_missing = report_missing
+        self.sink = sink
+
+    @classmethod
+    def start(cls, follow: Follow) -> MetricsPart | None:
+        options = follow.options.read(MetricsOptions)
+        if not options.metrics:
+            return None
+        collector = MetricsCollector(options.metrics, history=options.metrics_history)
+        if follow.earlier is not None:  # a drain: the trigger's values are the starting point
+            collector.restore(cls.earlier_section(follow) or {})
+        # A drain says what the trigger left unsaid (its options say not to: it is continued).
+        return cls(collector, options.report_missing_metrics or follow.earlier is not None, follow.sink)
+
+    @classmethod
+    def reads_logs(cls, options: FollowOptions) -> bool:
+        return bool(options.read(MetricsOptions).metrics)
+
+    @classmethod
+    def nothing_to_drain(cls, earlier: FollowOutcome, options: FollowOptions, sink: Callable[[str], None]) -> None:
+        # The trigger left this warning to the drain (a metric could still come after its last cursor).
+        _report_missing(earlier.part(cls.section, {}), True, sink)
+
+    def on_master_line(self, ts: int, text: str, *, shown: bool) -> None:
+        # With history, each value keeps the time its line was written (Kubernetes' timestamp).
+        self.collector.feed(f"{format_timestamp(ts)} {text}" if self.history else text)
+
+    def finish(self, outcome: FollowOutcome) -> None:
+        _report_missing(self.collector.result(), self.report_missing, self.sink)
+
+    def save(self) -> dict[str, Any]:
+        return self.collector.result()
+
+
+def _report_missing(result: Mapping[str, Any], report: bool, sink: Callable[[str], None]) -> None:
+    if result.get("missing") and report:
+        sink("metrics never reported by the master replica: " + ", ".join(result["missing"]))

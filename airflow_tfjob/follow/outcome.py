@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from airflow_tfjob.follow.logs_parsing import LogSelection
 from airflow_tfjob.jobs.kinds import JobKind, kind_named
@@ -22,12 +22,24 @@ def _parsed_selection(spec: str) -> LogSelection:
     return LogSelection.parse(spec)
 
 
-@dataclass(slots=True)
+class _Options(Protocol):
+    """A part's options: a dataclass whose fields have defaults (follow/parts.py)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+
+T = TypeVar("T", bound=_Options)
+
+
+@dataclass(slots=True, eq=False)
 class FollowOptions:
     """How to follow a job; JSON-serialisable through to_dict (it travels in the trigger's kwargs).
 
     The fields a DAG author sets are the follow rows of the operators' parameter table
-    (operators/params.py: one row each, with its default and check); the others are the task's.
+    (operators/params.py: one row each, with its default and check); the others are the task's. The
+    fields below are the core's; every other option belongs to a follow part, which declares it (with
+    its default) in a dataclass of its own and reads it with :meth:`read` (follow/parts.py): the options
+    do not grow with the parts. On the wire all are flat keys, as before parts had options of their own.
     """
 
     # Text is parsed here, once (a direct caller's, or the trigger's kwargs); the operator hands on
@@ -39,39 +51,42 @@ class FollowOptions:
     # that a triggerer restart does not start it over); None: when the follow starts.
     startup_from: float | None = None
     deadline: float | None = None  # epoch seconds; past it the outcome is "timeout"
-    metrics: list[str] = field(default_factory=list)
-    metrics_history: bool = False
     log_rate_per_replica: int = 1000
     log_total_cap: int = 1_000_000
     get_logs: bool = True
     log_events: bool = True
     drain_grace: float = 5.0  # seconds after completionTime that still-running containers are read
     diagnostics_tail: int = 20
-    return_marker: str | None = None  # master-replica lines starting with it carry a value (@task.tfjob)
-    # Off in a trigger whose follow a worker continues (drain_job): the warning would be premature there,
-    # as a metric may come in the lines after the trigger's last cursor; the drain reports it once.
-    report_missing_metrics: bool = True
     # The job's kind by name (JSON-serialisable): its plural, spec key and container are read from it.
     kind: str = "TFJob"
-    # ProgressSpec as a dict (progress.py): progress lines from the master replica's metric, or None.
-    progress: dict[str, Any] | None = None
-    # Kueue (kueue/tracker.py; only for a job with the queue label): seconds allowed in the queue
-    # (None: no limit), whether a preemption fails the follow ("wait" | "fail"), whether a job Kueue
-    # ignores fails it, and how long a Workload may take to appear before Kueue counts as ignoring it.
-    queue_timeout: float | None = None
-    on_preemption: str = "wait"
-    kueue_require_admission: bool = False
-    kueue_workload_window: float = 30.0
-    # checkpoint= (follow/checkpoints.py): read the master's "checkpoint saved:" lines, starting from the
-    # newest checkpoint known when the job was created (Checkpoint.to_dict(), None: none).
-    checkpoints: bool = False
-    resume_from: dict[str, Any] | None = None
+    # The parts' options by name (and possibly the core's too, which are ignored here): the trigger's
+    # kwargs are held as they came, not copied, since a triggerer holds one follow per waiting job.
+    parts: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if isinstance(self.log_replicas, str):
             self.log_replicas = _parsed_selection(self.log_replicas)
         elif not isinstance(self.log_replicas, LogSelection):
             self.log_replicas = LogSelection.parse(self.log_replicas)
+
+    @classmethod
+    def of(cls, **values: Any) -> FollowOptions:
+        """Options from flat names: the core's fields, every other name a part's option."""
+        return cls.from_dict(values)
+
+    def read(self, kind: type[T]) -> T:
+        """A part's options (``kind``, its dataclass): the values given under its fields' names, the
+        others its defaults."""
+        names = kind.__dataclass_fields__
+        return kind(**{k: v for k, v in self.parts.items() if k in names})
+
+    def with_parts(self, **values: Any) -> FollowOptions:
+        """These options with some of the parts' options set (``values``: flat names)."""
+        return replace(self, parts={**self._part_values(), **values})
+
+    def _part_values(self) -> dict[str, Any]:
+        core = _CORE_FIELDS
+        return {k: v for k, v in self.parts.items() if k not in core}
 
     @property
     def selection(self) -> LogSelection:
@@ -81,78 +96,77 @@ class FollowOptions:
 
     def for_drain(self) -> FollowOptions:
         """The options of the worker's drain after a deferred follow: the job has ended, so no clock
-        holds it, and the metrics the trigger could not see yet are reported from the final view."""
-        return replace(self, startup_timeout=None, deadline=None, report_missing_metrics=True)
-
-    @property
-    def reads_logs(self) -> bool:
-        """Whether following reads replica logs at all (to show them, for metrics, progress or a return value)."""
-        return (
-            self.get_logs
-            or bool(self.metrics)
-            or bool(self.return_marker)
-            or bool(self.progress)
-            or self.checkpoints
-        )
+        holds it."""
+        return replace(self, startup_timeout=None, deadline=None)
 
     @property
     def job_kind(self) -> JobKind:
         return kind_named(self.kind)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "log_replicas": self.selection.spec}
+        core = {name: getattr(self, name) for name in _CORE_FIELDS}
+        return {**self._part_values(), **core, "log_replicas": self.selection.spec}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FollowOptions) and self.to_dict() == other.to_dict()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass was
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> FollowOptions:
-        """The options ``to_dict`` wrote; keys of another provider version are ignored (an option it
-        lacks takes its default)."""
-        known = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in (data or {}).items() if k in known})
+        """The options ``to_dict`` wrote. Every key not the core's is kept for the parts (``data``
+        itself, not a copy); a part's option that is absent takes the part's default, and a key no
+        part reads (another provider version's) is carried along unread."""
+        data = data if data is not None else {}
+        core = _CORE_FIELDS
+        return cls(**{k: v for k, v in data.items() if k in core}, parts=data)
+
+
+_CORE_FIELDS = frozenset(f for f in FollowOptions.__dataclass_fields__ if f != "parts")
 
 
 @dataclass
 class FollowOutcome:
-    """How following ended; JSON-serialisable through to_dict (the trigger's event payload)."""
+    """How following ended; JSON-serialisable through to_dict (the trigger's event payload).
 
-    # "succeeded" | "failed" | "timeout" | "startup_timeout" | "cannot_start" | "error"; Kueue's (kueue/tracker.py):
-    # "queue_timeout" | "preempted" | "kueue_ignored" | "kueue_inadmissible"
+    What the follow's parts saved (metrics, progress, the captured value, Kueue's summary...) is in
+    ``parts``, by each part's section name (follow/parts.py): the outcome does not know them.
+    """
+
+    # "succeeded" | "failed" | "timeout" | "startup_timeout" | "cannot_start" | "error", or a part's own
+    # (Kueue's: "queue_timeout" | "preempted" | "kueue_ignored" | "kueue_inadmissible")
     event: str
     status: JobStatus | None = None
     message: str = ""
-    metrics: dict[str, Any] = field(default_factory=dict)
     diagnostics: list[str] = field(default_factory=list)
     cursors: dict[str, Any] = field(default_factory=dict)
-    return_payload: str | None = None  # text after the return marker on the master's last such line
-    progress: dict[str, Any] | None = None  # ProgressTracker.state(): the figures and the timeline
-    # ReportedProgressLog.state(): the last progress the job's status reported (Trainer's trainerStatus).
-    reported: dict[str, Any] | None = None
-    queue: dict[str, Any] | None = None  # QueueTracker.summary(): Kueue's queue, wait, preemptions
     # The failing replicas' diagnoses as data (diagnostics.ReplicaDiagnosis.to_dict()): what the
     # failure's cause is read from (follow/failure.py), in both modes.
     failures: list[dict[str, Any]] = field(default_factory=list)
-    checkpoint: dict[str, Any] | None = None  # the newest checkpoint (follow/checkpoints.py), with checkpoint=
     # Replica lines not shown, by replica and why (JobLogFollower.dropped): XCom log_lines_dropped.
     dropped: dict[str, dict[str, int]] = field(default_factory=dict)
     # Every replica's container had exited and its log was read to the end: a drain of this follow
     # would read nothing (the worker's drain after a deferred follow is then left out).
     logs_read: bool = False
+    # Each part's saved section (FollowPart.save), by its section name; JSON.
+    parts: dict[str, Any] = field(default_factory=dict)
+
+    def part(self, section: str, default: Any = None) -> Any:
+        """What the part of that section saved (``default`` when it saved nothing, or was not made)."""
+        value = self.parts.get(section)
+        return default if value is None else value
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "checkpoint": self.checkpoint,
-            "return_payload": self.return_payload,
-            "progress": self.progress,
-            "reported": self.reported,
-            "queue": self.queue,
             "event": self.event,
             "status": self.status.to_dict() if self.status else None,
             "message": self.message,
-            "metrics": self.metrics,
             "diagnostics": list(self.diagnostics),
             "cursors": self.cursors,
             "failures": list(self.failures),
             "dropped": self.dropped,
             "logs_read": self.logs_read,
+            "parts": dict(self.parts),
         }
 
     @classmethod
@@ -162,15 +176,10 @@ class FollowOutcome:
             event=str(data["event"]),
             status=JobStatus.from_dict(status) if status else None,
             message=str(data.get("message") or ""),
-            metrics=dict(data.get("metrics") or {}),
             diagnostics=list(data.get("diagnostics") or []),
             cursors=dict(data.get("cursors") or {}),
-            return_payload=data.get("return_payload"),
-            progress=data.get("progress"),
-            reported=data.get("reported"),
-            queue=data.get("queue"),
             failures=list(data.get("failures") or []),
-            checkpoint=data.get("checkpoint"),
             dropped={str(k): dict(v) for k, v in (data.get("dropped") or {}).items()},
             logs_read=bool(data.get("logs_read")),
+            parts=dict(data.get("parts") or {}),
         )

@@ -21,7 +21,10 @@ from typing import Any
 
 from airflow_tfjob.build.checker import JobValidationError
 from airflow_tfjob.follow.metrics import parse_line
-from airflow_tfjob.jobs.adapter import ReportedProgress
+from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
+from airflow_tfjob.follow.parts import Follow, FollowPart
+from airflow_tfjob.jobs.adapter import JobAdapter, ReportedProgress
+from airflow_tfjob.jobs.status import JobStatus
 
 DEFAULT_EVERY = 30.0
 MAX_TIMELINE = 1000  # points kept; a program printing every step must not fill XCom
@@ -324,3 +327,77 @@ class ReportedProgressLog:
             made._last_line_at = None if last is None else float(last)
             made._last_tenth = int(earlier.get("last_tenth", -1))
         return made
+
+
+@dataclass(frozen=True)
+class ProgressOptions:
+    """The progress part's option: ``progress=`` as ProgressSpec.to_dict() (None: no progress lines)."""
+
+    progress: Mapping[str, Any] | None = None
+
+
+class ProgressPart(FollowPart):
+    """``progress=``: "[progress]" lines from the master's metric, a drain continuing the trigger's pace."""
+
+    __slots__ = ("sink", "tracker")
+    section = "progress"
+    options_type = ProgressOptions
+    reads_master_lines = True
+
+    def __init__(self, tracker: ProgressTracker, sink: Callable[[str], None]) -> None:
+        self.tracker = tracker
+        self.sink = sink
+
+    @classmethod
+    def start(cls, follow: Follow) -> ProgressPart | None:
+        spec = follow.options.read(ProgressOptions).progress
+        tracker = ProgressTracker.for_follow(spec, cls.earlier_section(follow))
+        return None if tracker is None else cls(tracker, follow.sink)
+
+    @classmethod
+    def reads_logs(cls, options: FollowOptions) -> bool:
+        return bool(options.read(ProgressOptions).progress)
+
+    def on_master_line(self, ts: int, text: str, *, shown: bool) -> None:
+        line = self.tracker.feed_line(text)
+        if line is not None and shown:  # a line read again after a take-over was shown already
+            self.sink(f"[progress] {line}")
+
+    def save(self) -> dict[str, Any]:
+        return self.tracker.state()
+
+
+class ReportedProgressPart(FollowPart):
+    """The progress the job's status reports (the adapter says where: a TrainJob's trainerStatus), as
+    "[progress]" lines; its throttle made at the first report (or from the earlier follow's)."""
+
+    __slots__ = ("adapter", "log", "sink")
+    section = "reported"
+
+    def __init__(self, adapter: JobAdapter, sink: Callable[[str], None], log: ReportedProgressLog | None) -> None:
+        self.adapter = adapter
+        self.sink = sink
+        self.log = log
+
+    @classmethod
+    def start(cls, follow: Follow) -> ReportedProgressPart:
+        earlier = cls.earlier_section(follow)
+        return cls(follow.adapter, follow.sink, ReportedProgressLog.for_follow(earlier) if earlier else None)
+
+    async def on_job(self, job: Mapping[str, Any], status: JobStatus) -> FollowOutcome | None:
+        reported = self.adapter.reported_progress(job)
+        if reported is not None:
+            if self.log is None:
+                self.log = ReportedProgressLog.for_follow(None)
+            line = self.log.feed(reported)
+            if line is not None:
+                self.sink(f"[progress] {line}")
+        return None
+
+    def finish(self, outcome: FollowOutcome) -> None:
+        line = self.log.final() if self.log is not None else None
+        if line is not None:  # the last report, held back by the throttle
+            self.sink(f"[progress] {line}")
+
+    def save(self) -> dict[str, Any] | None:
+        return self.log.state() if self.log is not None else None

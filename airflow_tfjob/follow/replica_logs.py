@@ -1,8 +1,9 @@
 """The I/O of following replica logs: one follower per replica, and the set of them for a job.
 
 Each replica's stream is read across reconnects (the watches' reconnect layer,
-``hooks.watching.reconnect_forever``), container restarts and pod recreation; what it reads is cut,
-filtered and limited by ``logs_parsing`` (the pure parts).
+``hooks.watching.reconnect_forever``), container restarts and pod recreation; what it reads next is
+decided by ``next_read`` and what it reads is cut, filtered and limited by ``logs_parsing`` (both pure:
+this module only carries out their decisions).
 
 Why it is built this way:
 - A follow stream can be cut at any time (network, API server restart, read timeout). The kubelet only
@@ -58,6 +59,7 @@ from airflow_tfjob.follow.logs_parsing import (
     split_timestamp,
     terminated_exit_code,
 )
+from airflow_tfjob.follow.next_read import Move, Step, after_read, plan_read, run_exited
 from airflow_tfjob.hooks.retry import is_transient
 from airflow_tfjob.hooks.waits import wait_event
 from airflow_tfjob.hooks.watching import Backoff, Next, error_code, reconnect_forever
@@ -143,7 +145,7 @@ class ReplicaFollower:
             pod is not None
             and self.read_out is not None
             and self.read_out == self._run_of(pod)
-            and _run_exited(pod, self.container, *self.read_out)
+            and run_exited(pod, self.container, *self.read_out)
         )
 
     async def confirm_end(self, wait: float) -> None:
@@ -189,7 +191,7 @@ class ReplicaFollower:
     def _exited_run(self) -> bool:
         """Whether the pod watch shows the pod finished and its main container's run terminated."""
         pod = self.state.pod
-        return pod is not None and pod_terminal(pod) and _run_exited(pod, self.container, *self._run_of(pod))
+        return pod is not None and pod_terminal(pod) and run_exited(pod, self.container, *self._run_of(pod))
 
     # -- emitting -----------------------------------------------------------------------------
 
@@ -402,90 +404,68 @@ class ReplicaFollower:
         self.finished = True
 
     async def _step(self) -> Next:
+        """One step: what to read next (next_read.plan_read), the read, then what follows it
+        (next_read.after_read); the decisions are pure, this carries them out."""
         if self._past_drain_deadline():
             return Next.STOP
-        pod = self.state.pod
-        if pod is None:
-            return await self._await_pod()
-        uid = (pod.get("metadata") or {}).get("uid") or ""
-        cs = container_status(pod, self.container)
-        started = bool(
-            cs
-            and (
-                (cs.get("state") or {}).get("running")
-                or (cs.get("state") or {}).get("terminated")
-                or (cs.get("lastState") or {}).get("terminated")
-            )
+        plan = plan_read(
+            self.state.pod,
+            self.container,
+            self.cursor,
+            self.complete,
+            replaying=self.replay is not None,
+            draining=self.owner.draining,
         )
-        if not started:
-            return await self._await_pod()
-        assert cs is not None
-        instance = int(cs.get("restartCount") or 0)
-        if (uid, instance) == self.complete:
-            # This container run's log was read to its end. Reconnecting by name could reach a
-            # recreated pod (or the next run) under this run's cursor: wait until the pod watch
-            # shows what happened next.
-            if self.owner.draining:
-                return Next.STOP
+        if plan.step is Step.STOP:
+            return Next.STOP
+        if plan.step is Step.WAIT_POD:
+            await self._wait_change(5.0)
+            return Next.AGAIN
+        if plan.step is Step.WAIT_AFTER_END:
             changed = await self._wait_change(30.0)
-            if not changed and (cs.get("state") or {}).get("running"):
+            if not changed and plan.running:
                 self.complete = None  # still running after all: the stream was closed by a proxy
             return Next.AGAIN
-        if self.replay is not None and (uid != self.cursor.uid or instance != self.cursor.instance):
-            self.replay = None  # the run the trackers missed is over: what they read next is new
-        if self.cursor.uid and uid != self.cursor.uid:
+        uid, instance = plan.run
+        if plan.drop_replay:
+            self.replay = None
+        if plan.move is Move.RECREATED:
             code = self.state.exit_codes.get(self.cursor.uid)
             self.marker(
                 "pod recreated" + (f" (previous pod exited with code {code})" if code is not None else "")
             )
             self.cursor = Cursor(uid=uid, instance=instance)
-        elif not self.cursor.uid:
+        elif plan.move is Move.ADOPT:
             self.cursor.uid = uid
             self.cursor.instance = instance
-        elif instance > self.cursor.instance:
-            await self._catch_up_previous(cs, instance)
+        elif plan.move is Move.RESTARTED:
+            await self._catch_up_previous(instance, plan.last_exit)
         self.last_error = None
-        exited = bool((cs.get("state") or {}).get("terminated"))
-        clean, got = await self._read(exited=exited)
+        clean, got = await self._read(exited=plan.exited)
         self.reconnects += 1
-        latest = self.state.pod
         if self._past_drain_deadline():
             return Next.STOP
-        if clean:
-            # The kubelet ends a follow stream when the container exits: this run is read to its end.
-            self.complete = (uid, instance)
-            if exited or _run_exited(latest, self.container, uid, instance):
-                # Certainly: the run had exited when the read ended, so no proxy ended it early.
-                self.read_out = (uid, instance)
-            self._catch_up = None
-            return Next.FRESH
-        if not exited and self._catch_up != (uid, instance) and _run_exited(latest, self.container, uid, instance):
-            # The stream ended badly (a gateway that drops the connection instead of ending the
-            # stream looks like this at every container exit) and the container has exited since:
-            # what is left is read at once, by one bounded request, not after a reconnect delay.
-            self._catch_up = (uid, instance)
-            return Next.AGAIN
-        if (
-            self.owner.draining
-            and (latest is None or pod_terminal(latest))
-            and (self.last_error is None or not is_transient(self.last_error))
-        ):
-            # Last try of a draining replica: the previous request got nothing new. A request the API
-            # failed (5xx, 429, a cut connection) read nothing at all: it is tried again.
-            return Next.STOP
-        # A stream that was flowing when it was cut reconnects promptly (the delay starts again).
-        return Next.RESET_BACK_OFF if got else Next.BACK_OFF
+        then = after_read(
+            plan.run,
+            clean=clean,
+            got=got,
+            exited=plan.exited,
+            latest=self.state.pod,
+            container=self.container,
+            catch_up=self._catch_up,
+            draining=self.owner.draining,
+            transient_error=self.last_error is not None and is_transient(self.last_error),
+        )
+        if then.complete:
+            self.complete = plan.run
+        if then.read_out:
+            self.read_out = plan.run
+        self._catch_up = then.catch_up
+        return then.next
 
-    async def _await_pod(self) -> Next:
-        """No pod, or its container has not started: wait for the watch to say more (not when draining)."""
-        if self.owner.draining:
-            return Next.STOP
-        await self._wait_change(5.0)
-        return Next.AGAIN
-
-    async def _catch_up_previous(self, cs: Mapping[str, Any], instance: int) -> None:
-        """The container restarted since we last read: finish its previous run, then announce it."""
-        code = terminated_exit_code(cs, last=True)
+    async def _catch_up_previous(self, instance: int, code: int | None) -> None:
+        """The container restarted since we last read: finish its previous run, then announce it (with
+        the exit code of the run before ``instance``, if known)."""
         if instance == self.cursor.instance + 1:
             await self._read(previous=True)
         lost = instance - self.cursor.instance - 1
@@ -498,16 +478,6 @@ class ReplicaFollower:
 def _captured(body: bytes, prefix: bytes) -> str:
     """The value a line that starts with the capture prefix hands back."""
     return body[len(prefix) :].removeprefix(b" ").decode("utf-8", errors="replace")
-
-
-def _run_exited(pod: Mapping[str, Any] | None, container: str, uid: str, instance: int) -> bool:
-    """Whether the pod watch shows this run (pod uid, restart count) of the container terminated."""
-    if pod is None or (pod.get("metadata") or {}).get("uid") != uid:
-        return False
-    cs = container_status(pod, container)
-    if cs is None or int(cs.get("restartCount") or 0) != instance:
-        return False
-    return bool((cs.get("state") or {}).get("terminated"))
 
 
 #: How long the end of a follow waits for the pod watch to show the exit of a run whose stream ended

@@ -53,7 +53,8 @@ class CheckpointPlan:
         return replica_env(self.directory, self.resume.path if self.resume is not None else None)
 
     def follow_fields(self) -> dict[str, Any]:
-        """The FollowOptions fields: read the checkpoint lines, from the resume point on."""
+        """The checkpoint part's options (follow/checkpoints.CheckpointOptions): read the checkpoint
+        lines, from the resume point on."""
         return {"checkpoints": True, "resume_from": self.resume.to_dict() if self.resume else None}
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +34,7 @@ def options_for(operator: Any, checked: Mapping[str, Any], *, started: float | N
     from airflow_tfjob.operators import params
 
     timeout = operator.execution_timeout
-    return FollowOptions(
+    return FollowOptions.of(
         **params.follow_options(operator.parameter_table, checked, operator),
         deadline=None if started is None or timeout is None else started + timeout.total_seconds(),
         return_marker=operator.return_marker,
@@ -53,9 +52,10 @@ def follow(
 ) -> FollowOutcome:
     """Follow the job to its end on the worker (logs, metrics, status)."""
     from airflow_tfjob.follow.core import follow_job
+    from airflow_tfjob.integrations.parts import PARTS  # the registry, read when the job is followed
 
     async def run() -> FollowOutcome:
-        return await follow_job(hook, name, namespace, options, log, cursors)
+        return await follow_job(hook, name, namespace, options, log, cursors, parts=PARTS)
 
     return asyncio.run(run())
 
@@ -76,9 +76,10 @@ def drain(
     cannot be read.
     """
     from airflow_tfjob.follow.core import drain_job
+    from airflow_tfjob.integrations.parts import PARTS
 
     async def run() -> FollowOutcome:
-        return await drain_job(hook, name, namespace, options.for_drain(), log.info, outcome)
+        return await drain_job(hook, name, namespace, options.for_drain(), log.info, outcome, parts=PARTS)
 
     try:
         return asyncio.run(run())
@@ -110,7 +111,7 @@ def trigger_for(
         **connection,
         # Everything the follow needs travels once, in the options (the deadline with them); the
         # worker's drain continues this follow and reports unseen metrics from the final view.
-        options=replace(options, report_missing_metrics=False).to_dict(),
+        options=options.with_parts(report_missing_metrics=False).to_dict(),
         delete_on_kill=delete_on_kill,
         kill_grace_period=kill_grace_period,
         # This deferral's identity, and when its start-up clock started: a restarted triggerer

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -345,7 +344,7 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
         if self._options is None:
             options = following.options_for(self, self._checked_parameters(), started=self._started)
             plan = self._checkpoint_plan
-            self._options = replace(options, **plan.follow_fields()) if plan is not None else options
+            self._options = options.with_parts(**plan.follow_fields()) if plan is not None else options
         return self._options
 
     def _checked_parameters(self) -> dict[str, Any]:
@@ -526,7 +525,7 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
         """Clean up after the final state (logs drained) and report it: the result, or the failure."""
         # The newest checkpoint first, whatever the outcome: a failed or preempted try's is the next one's start.
         plan = self._checkpoint_plan or self.plan_checkpoints(context, look=False)
-        checkpointing.record(plan, outcome.checkpoint, context, self.log)
+        checkpointing.record(plan, outcome.part("checkpoint"), context, self.log)
         try:
             return self._report(context, hook, name, namespace, outcome)
         finally:
@@ -561,18 +560,19 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
         def push(key: str, value: Any) -> None:
             context["ti"].xcom_push(key=key, value=value)
 
-        if outcome.reported:
+        reported = outcome.part("reported")
+        if reported:
             # The last progress the job's status reported (a TrainJob's trainer_status), whatever the
             # outcome: beside the result's log-parsed progress, and there for a failed try too.
-            push(outcome.reported["key"], outcome.reported["value"])
-        self._cost = outcome_mod.report_cost(job, outcome.queue, now=time.time(), log=self.log, push=push)
+            push(reported["key"], reported["value"])
+        self._cost = outcome_mod.report_cost(job, outcome.part("queue"), now=time.time(), log=self.log, push=push)
         outcome_mod.settle(
-            hook, job, status, outcome.metrics, self.on_finish_action, log=self.log, push=push,
+            hook, job, status, outcome.part("metrics", {}), self.on_finish_action, log=self.log, push=push,
             failures=outcome.failures,
             keep_failed_for=self._checked_parameters()["keep_failed_for"], now=time.time(),
         )  # fmt: skip
         self.log.info("%s %s/%s succeeded: %s", self.job_kind.kind, namespace, name, summarise(status))
-        self._publish_model(context, job, outcome.metrics)
+        self._publish_model(context, job, outcome.part("metrics", {}))
         # Computed before the job is marked reported: a result that cannot be produced (a missing
         # return value) leaves the job reportable by a retry instead of training again.
         result = self.result_from_outcome(outcome, context)
@@ -582,12 +582,13 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
     def result_from_outcome(self, outcome: FollowOutcome, context: Context) -> Any:
         """The task's return value (XCom) for a succeeded job; subclasses may return something else.
 
-        ``@task.tfjob`` overrides it to decode ``outcome.return_payload``, the value printed by the
+        ``@task.tfjob`` overrides it to decode ``outcome.part("return_payload")``, the value printed by the
         master replica; ``self._job`` is the finished job object.
         """
         assert self._job is not None and outcome.status is not None
         return outcome_mod.result(
-            self._job, outcome.status, outcome.metrics, outcome.progress, outcome.queue, self._cost
+            self._job, outcome.status, outcome.part("metrics", {}), outcome.part("progress"), outcome.part("queue"),
+            self._cost,
         )
 
     def on_kill(self) -> None:

@@ -174,7 +174,7 @@ class LineageMixin:
         inputs, outputs = self._lineage_uris(job)
         status = outcome.status if outcome is not None else None
         identity = job_identity(
-            job, state=status.state.value if status else None, metrics=outcome.metrics if outcome else None
+            job, state=status.state.value if status else None, metrics=outcome.part("metrics", {}) if outcome else None
         )
         return operator_lineage(inputs, outputs, job=identity, cost=self._cost)
 

@@ -41,7 +41,8 @@ through the shared per-namespace watch) and yields exactly ONE event whose paylo
     {"event": "succeeded" | "failed" | "timeout" | "startup_timeout" | "error",
      "name": str, "namespace": str,
      "status": JobStatus.to_dict() | None, "message": str,
-     "metrics": dict, "diagnostics": list[str], "cursors": dict,
+     "diagnostics": list[str], "cursors": dict,
+     "parts": dict,     # what each follow part saved, by its section (metrics, progress, queue...)
      "deleted": bool,   # True when this trigger deleted the job (deadline passed)
      "options": dict}   # the options it followed with, which the worker's drain continues
 
@@ -127,6 +128,7 @@ RUN_MODULES: tuple[str, ...] = (
     "airflow_tfjob.jobs.trainjob.adapter",
     "airflow_tfjob.integrations.kueue.note",
     "airflow_tfjob.integrations.kueue.tracker",
+    "airflow_tfjob.integrations.parts",
 )
 _loading: concurrent.futures.Future[None] | None = None
 _loading_lock = threading.Lock()
@@ -333,7 +335,6 @@ class KubeflowJobTrigger(_ClusterTrigger):
             "namespace": self.namespace,
             "status": None,
             "message": message,
-            "metrics": {},
             "diagnostics": [],
             "cursors": self.cursors,
             "deleted": False,
@@ -348,8 +349,9 @@ class KubeflowJobTrigger(_ClusterTrigger):
         # whichever task writes them (the namespace's position book flushes pending lines on its saves).
         self._log_context = contextvars.copy_context()
         await load_run_modules()
-        from airflow_tfjob.follow.core import FollowTap, follow_job
+        from airflow_tfjob.follow.core import FollowTap, follow_job, reads_logs
         from airflow_tfjob.follow.outcome import FollowOptions
+        from airflow_tfjob.integrations.parts import PARTS
         from airflow_tfjob.triggers.positions import entry_key, remote_task_logs, take_over
 
         hook = self._hook()
@@ -361,7 +363,7 @@ class KubeflowJobTrigger(_ClusterTrigger):
         async with start_turn():
             await self._mask_secrets(hook)
             restarted = await self._is_restart(hook)
-            book = await self._book(hook) if options.reads_logs else None
+            book = await self._book(hook) if reads_logs(options, PARTS) else None
             if restarted:
                 saved = await self._saved_position(book, entry)
                 known = saved is not None
@@ -398,7 +400,8 @@ class KubeflowJobTrigger(_ClusterTrigger):
             try:
                 async with limit:
                     outcome = await follow_job(
-                        hook, self.name, self.namespace, options, self._info, cursors, tap=tap, replay=replay
+                        hook, self.name, self.namespace, options, self._info, cursors, tap=tap, replay=replay,
+                        parts=PARTS,
                     )
             except Exception as exc:
                 if limit.expired():

@@ -201,7 +201,7 @@ def test_a_trainjob_on_a_claim_resumes_on_its_next_deferred_try(
     )
     assert deferred.trigger.options["resume_from"]["epoch"] == 2
     event = fire(deferred)
-    assert event["checkpoint"]["epoch"] == 4
+    assert event["parts"]["checkpoint"]["epoch"] == 4
     result = operator(deferrable=True).execute_complete(context(second, state), event)
     assert result["state"] == "succeeded"
     assert sorted(p.name for p in host_dir.iterdir()) == [f"epoch-{i}" for i in range(1, 5)]

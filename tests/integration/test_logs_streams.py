@@ -12,6 +12,7 @@ from watch_support import TcpProxy, cluster_role, unique, wait_until
 
 from airflow_tfjob.follow.core import FollowOptions, FollowOutcome, follow_job
 from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
+from airflow_tfjob.integrations.parts import PARTS
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 
@@ -28,7 +29,7 @@ async def _run(hook: AsyncKubeflowJobHook, body: dict[str, Any], options: Follow
     name = body["metadata"]["name"]
     await hook.create_tfjob(body, NS)
     try:
-        return await asyncio.wait_for(follow_job(hook, name, NS, options, sink), 150)
+        return await asyncio.wait_for(follow_job(hook, name, NS, options, sink, parts=PARTS), 150)
     finally:
         await hook.delete_tfjob(name, NS)
 
@@ -254,13 +255,13 @@ async def test_metrics_from_master_and_missing(hook: AsyncKubeflowJobHook) -> No
     body = job(unique("metrics"), {"Worker": replica(script, replicas=2)})
     body["spec"]["successPolicy"] = "AllWorkers"
     outcome = await _run(
-        hook, body, FollowOptions(metrics=["accuracy", "loss", "f1"], metrics_history=True), sink
+        hook, body, FollowOptions.of(metrics=["accuracy", "loss", "f1"], metrics_history=True), sink
     )
     assert outcome.event == "succeeded"
-    assert outcome.metrics["accuracy"] == 0.9 and outcome.metrics["loss"] == 0.6
-    assert outcome.metrics["missing"] == ["f1"]
-    assert [p["value"] for p in outcome.metrics["history"]["accuracy"]] == [0.5, 0.6, 0.7, 0.8, 0.9]
-    assert all(p["timestamp"] for p in outcome.metrics["history"]["accuracy"])
+    assert outcome.part("metrics")["accuracy"] == 0.9 and outcome.part("metrics")["loss"] == 0.6
+    assert outcome.part("metrics")["missing"] == ["f1"]
+    assert [p["value"] for p in outcome.part("metrics")["history"]["accuracy"]] == [0.5, 0.6, 0.7, 0.8, 0.9]
+    assert all(p["timestamp"] for p in outcome.part("metrics")["history"]["accuracy"])
     assert sink.count("metrics never reported by the master replica: f1") == 1
 
 
@@ -295,10 +296,10 @@ async def test_return_marker_line_is_captured_whole_and_not_shown(hook: AsyncKub
     sink = ListSink()
     body = job(unique("ret"), {"Worker": replica(script, replicas=2)})
     body["spec"]["successPolicy"] = "AllWorkers"
-    outcome = await _run(hook, body, FollowOptions(log_replicas="worker:1", return_marker="__RET__"), sink)
+    outcome = await _run(hook, body, FollowOptions.of(log_replicas="worker:1", return_marker="__RET__"), sink)
     assert outcome.event == "succeeded"
-    assert outcome.return_payload == "v" * 200000
-    assert FollowOutcome.from_dict(outcome.to_dict()).return_payload == outcome.return_payload
+    assert outcome.part("return_payload") == "v" * 200000
+    assert FollowOutcome.from_dict(outcome.to_dict()).parts == outcome.parts
     assert sink.of("worker-0") == ["return value received (200000 bytes)"]
     assert sink.of("worker-1") == ["training done"]
 

@@ -41,9 +41,10 @@ class ReturningOperator(TFJobOperator):
     return_marker = MARKER
 
     def result_from_outcome(self, outcome: Any, context: Any) -> Any:
-        if outcome.return_payload is None:
+        payload = outcome.part("return_payload")
+        if payload is None:
             raise AirflowException("no return value")
-        return json.loads(base64.b64decode(outcome.return_payload))
+        return json.loads(base64.b64decode(payload))
 
 
 def make(**kwargs: Any) -> ReturningOperator:
@@ -77,7 +78,7 @@ def test_deferred_returns_the_value_through_the_trigger_event() -> None:
     op = make(deferrable=True)
     event = fire(defer(op, ti))
     assert event["event"] == "succeeded"
-    assert event["return_payload"], "the value travels in the event payload"
+    assert event["parts"]["return_payload"], "the value travels in the event payload"
     assert op.execute_complete(context_for(ti), event) == EXPECTED
 
 
@@ -86,7 +87,7 @@ def test_value_printed_after_the_triggers_last_cursor_is_drained_on_resume() -> 
     ti = TaskInstance()
     op = make(deferrable=True)
     event = fire(defer(op, ti))
-    event["return_payload"] = None
+    event["parts"]["return_payload"] = None
     event["cursors"] = {}  # as if the trigger had read nothing: the drain re-reads everything
     event["logs_read"] = False
     assert op.execute_complete(context_for(ti), event) == EXPECTED

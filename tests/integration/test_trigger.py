@@ -370,7 +370,7 @@ async def test_a_take_over_keeps_what_the_stopped_triggers_trackers_had_read(
     assert "no line above is repeated" in after[0], after[0]
     assert not any("loss=0.25" in x for x in after), "shown again"
     assert _counted(after) == ["[worker-0] counted final"]
-    assert float(event["metrics"]["loss"]) == 0.25, event["metrics"]
+    assert float(event["parts"]["metrics"]["loss"]) == 0.25, event["parts"]
 
 
 async def test_a_take_over_with_remote_task_logs_reads_again_from_the_deferral(

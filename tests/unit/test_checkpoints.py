@@ -22,6 +22,8 @@ from airflow_tfjob.build.checkpoints import (
 from airflow_tfjob.constants import LABEL_TRY_NUMBER
 from airflow_tfjob.follow.checkpoints import Checkpoint, CheckpointTracker, parse_line
 from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
+from airflow_tfjob.follow.parts import reads_logs
+from airflow_tfjob.integrations.parts import PARTS
 from airflow_tfjob.jobs.adapter import adapter_for
 from airflow_tfjob.operators import checkpointing
 from airflow_tfjob.operators.pytorchjob import PyTorchJobOperator
@@ -272,11 +274,12 @@ def test_the_tracker_keeps_the_newest_from_the_start_point_on() -> None:
 
 
 def test_the_options_and_the_outcome_carry_it_through_the_trigger() -> None:
-    options = FollowOptions(get_logs=False, checkpoints=True, resume_from={"path": "/c/e1", "epoch": 1})
-    assert options.reads_logs  # the checkpoint lines are read even when no log is shown
+    options = FollowOptions.of(get_logs=False, checkpoints=True, resume_from={"path": "/c/e1", "epoch": 1})
+    assert reads_logs(options, PARTS)  # the checkpoint lines are read even when no log is shown
+    assert not reads_logs(FollowOptions.of(get_logs=False), PARTS)
     assert FollowOptions.from_dict(options.to_dict()) == options
-    outcome = FollowOutcome("failed", checkpoint={"path": "/c/e4", "epoch": 4, "step": None})
-    assert FollowOutcome.from_dict(outcome.to_dict()).checkpoint == outcome.checkpoint
+    outcome = FollowOutcome("failed", parts={"checkpoint": {"path": "/c/e4", "epoch": 4, "step": None}})
+    assert FollowOutcome.from_dict(outcome.to_dict()).part("checkpoint") == outcome.part("checkpoint")
 
 
 # ---- what a try reads and records ----------------------------------------------------------------

@@ -40,7 +40,7 @@ class ReplayedKueue:
 
 def tracker(api: ReplayedKueue, **options: Any) -> tuple[QueueTracker, list[str]]:
     lines: list[str] = []
-    return QueueTracker(api, "mnist", "team-a", FollowOptions(**options), lines.append), lines  # type: ignore[arg-type]
+    return QueueTracker(api, "mnist", "team-a", FollowOptions.of(**options), lines.append), lines  # type: ignore[arg-type]
 
 
 def observe(t: QueueTracker, job: dict) -> FollowOutcome | None:

@@ -336,10 +336,13 @@ def test_every_follow_and_own_parameter_has_its_rule_and_its_field() -> None:
     from dataclasses import fields
 
     from airflow_tfjob.follow.outcome import FollowOptions
+    from airflow_tfjob.integrations.parts import PARTS
     from airflow_tfjob.operators import params
 
     rows = params.GENERIC.rows
     assert [row.name for row in rows if row.role in ("follow", "own") and row.check is None] == []
-    option_fields = {f.name for f in fields(FollowOptions)}
+    # A follow row is an option of the core or of one registered part (its options_type).
+    option_fields = {f.name for f in fields(FollowOptions)} - {"parts"}
+    option_fields |= {f.name for p in PARTS if p.options_type is not None for f in fields(p.options_type)}
     assert [row.field for row in params.GENERIC.follow if row.field not in option_fields] == []
     assert all(row.doc and "\n" not in row.doc for row in rows), "every row has its one docs line"

@@ -30,12 +30,10 @@ TABLE = {"operators/params.py"}
 # knob -> the files that name it beside the signatures and the table, and why each does.
 USERS: dict[str, dict[str, str]] = {
     "queue_timeout": {
-        "follow/outcome.py": "its FollowOptions field",
-        "integrations/kueue/tracker.py": "enforces it, and names the event it ends a follow with",
+        "integrations/kueue/tracker.py": "its KueueOptions field; enforces it, and names the event it ends a follow with",
     },
     "kueue_workload_window": {
-        "follow/outcome.py": "its FollowOptions field",
-        "integrations/kueue/tracker.py": "waits that long for a Workload",
+        "integrations/kueue/tracker.py": "its KueueOptions field; waits that long for a Workload",
     },
     "startup_timeout": {
         "follow/outcome.py": "its FollowOptions field (and the drain's None)",
@@ -116,9 +114,9 @@ def test_the_counting_sees_each_way_of_naming() -> None:
 # ---- a new knob is one row (and its signature, and the code using it) --------------------------
 
 
-@dataclass
-class _OptionsWithFakeKnob(FollowOptions):
-    """The follow core's declaration of the knob (the field its code would read)."""
+@dataclass(frozen=True)
+class _FakeOptions:
+    """A follow part's declaration of the knob (its options_type: the field its code would read)."""
 
     fake_lines: int = 0
 
@@ -150,8 +148,9 @@ def test_a_new_row_is_stored_templated_checked_followed_and_documented() -> None
         )
     assert [p.field for p in refused.value.problems] == ["fake_lines"]
     checked = checks.check_operator_parameters(params.values(operator, table.own), table.rules)
-    options = _OptionsWithFakeKnob(**params.follow_options(table, checked, operator))  # the follow core's
-    assert options.fake_lines == 12 and options.to_dict()["fake_lines"] == 12
+    options = FollowOptions.of(**params.follow_options(table, checked, operator))  # what the part reads
+    assert options.read(_FakeOptions).fake_lines == 12 and options.to_dict()["fake_lines"] == 12
+    assert FollowOptions.from_dict(options.to_dict()).read(_FakeOptions).fake_lines == 12  # the trigger's
     assert "fake_lines" not in table.manifest_params and "fake_lines" not in table.typed
 
 

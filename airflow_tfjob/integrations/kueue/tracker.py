@@ -1,8 +1,8 @@
 """The follow core's view of a job's place in Kueue: read, told once per change, held to its limits.
 
-``follow.py`` makes one :class:`QueueTracker` for a job that carries Kueue's queue label and calls
-:meth:`QueueTracker.observe` on every change of the job and whenever :meth:`QueueTracker.wake_in`
-says a look is due; the same code runs on the worker and in the triggerer. It reads the Workload
+The Kueue follow part (part.py) makes one :class:`QueueTracker` for a job that carries Kueue's queue
+label and calls :meth:`QueueTracker.observe` on every change of the job and whenever
+:meth:`QueueTracker.wake_in` says a look is due; the same code runs on the worker and in the triggerer. It reads the Workload
 and the queue position through the async hook (``hooks/kueue.py``), polling rather than watching:
 positions have no watch, and a Workload's changes that matter while the job runs (an eviction)
 come with a change of the job, which wakes the tracker at once. Polls slow down while nothing
@@ -31,6 +31,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
@@ -81,6 +82,19 @@ def _seconds(value: float) -> str:
     return f"{value:.0f} s"
 
 
+@dataclass(frozen=True)
+class KueueOptions:
+    """The Kueue part's options (operator parameters; only for a job with the queue label): seconds
+    allowed in the queue (None: no limit), whether a preemption fails the follow ("wait" | "fail"),
+    whether a job Kueue ignores fails it, and how long a Workload may take to appear before Kueue
+    counts as ignoring it."""
+
+    queue_timeout: float | None = None
+    on_preemption: str = "wait"
+    kueue_require_admission: bool = False
+    kueue_workload_window: float = 30.0
+
+
 class QueueTracker:
     """One job's place in Kueue during one follow (see the module's docstring)."""
 
@@ -95,7 +109,7 @@ class QueueTracker:
         self.hook = hook
         self.name = name
         self.namespace = namespace
-        self.options = options
+        self.limits = options.read(KueueOptions)
         self.kind: JobKind = options.job_kind
         self.ref = f"{self.kind.kind} {namespace}/{name}"
         self.sink = sink
@@ -302,7 +316,7 @@ class QueueTracker:
     def _missing_for_good(self) -> bool:
         return (
             self.api_missing is not None
-            or time.time() - self.started_at >= self.options.kueue_workload_window
+            or time.time() - self.started_at >= self.limits.kueue_workload_window
         )
 
     def _ignored_message(self, current: QueueView) -> str:
@@ -315,7 +329,7 @@ class QueueTracker:
             )
         why = (
             self.api_missing
-            or f"no Kueue Workload appeared for it within {self.options.kueue_workload_window:g} s"
+            or f"no Kueue Workload appeared for it within {self.limits.kueue_workload_window:g} s"
         )
         after = (
             "it stays suspended until someone resumes it"
@@ -332,14 +346,14 @@ class QueueTracker:
     def _verdict(self, current: QueueView, status: JobStatus) -> FollowOutcome | None:
         if (
             current.state is QueueState.NO_WORKLOAD
-            and self.options.kueue_require_admission
+            and self.limits.kueue_require_admission
             and self._missing_for_good()
         ):
             return FollowOutcome(
                 "kueue_ignored", status, self._ignored_message(current) + " (kueue_require_admission=True)"
             )
         if (
-            self.options.on_preemption == "fail"
+            self.limits.on_preemption == "fail"
             and current.eviction is not None
             and current.eviction.reason == "Preempted"
         ):
@@ -348,7 +362,7 @@ class QueueTracker:
                 status,
                 f"{self.ref} was preempted (on_preemption='fail'): {current.eviction.message}",
             )
-        timeout = self.options.queue_timeout
+        timeout = self.limits.queue_timeout
         if timeout is not None and self._queued(current):
             since = current.queued_since if current.queued_since is not None else self.started_at
             if time.time() - since >= timeout:
@@ -380,7 +394,7 @@ class QueueTracker:
         )
 
     def _timeout_phrase(self) -> str:
-        timeout = self.options.queue_timeout
+        timeout = self.limits.queue_timeout
         return f" out queue_timeout={timeout:g} s" if timeout is not None else ""
 
     def _queued(self, current: QueueView) -> bool:
