@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 from airflow_tfjob.build.submission import intended_cleanup
 from airflow_tfjob.constants import ANNOTATION_KEEP_FAILED_UNTIL, KILL_GRACE_PERIOD, LABEL_KEEPS_FAILED
 from airflow_tfjob.jobs.kinds import JobKind
+from airflow_tfjob.jobs.status import epoch_seconds
 
 if TYPE_CHECKING:
     from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
@@ -202,15 +203,6 @@ def _rfc3339(epoch: float) -> str:
     return datetime.fromtimestamp(math.ceil(epoch), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _epoch(timestamp: str | None) -> float | None:
-    if not timestamp:
-        return None
-    try:
-        return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 #: The expiry Job's container: it never runs (``completions: 0`` creates no pod), but a Job's pod
 #: template must name one.
 EXPIRY_IMAGE = "registry.k8s.io/pause:3.10"
@@ -258,7 +250,7 @@ def keep_failed(
     name, namespace = str(meta["name"]), str(meta.get("namespace") or "default")
     adapter = adapter_for(kind)
     report.deleted_pods = delete_pods(hook, name, namespace, only_active=True, kind=kind)
-    ended = _epoch(adapter.interpret(job).completion_time)
+    ended = epoch_seconds(adapter.interpret(job).completion_time)
     until = (ended if ended is not None else now) + seconds
     report.kept_until = _rfc3339(until)
     patch: dict[str, Any] = {"metadata": {"annotations": {ANNOTATION_KEEP_FAILED_UNTIL: report.kept_until}}}

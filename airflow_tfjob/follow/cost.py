@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from airflow_tfjob.build.checker import parse_quantity
 from airflow_tfjob.constants import GPU_RESOURCE
 from airflow_tfjob.jobs.adapter import adapter_of
+from airflow_tfjob.jobs.status import epoch_seconds
 
 #: The extended resources counted as accelerators: NVIDIA's device plugin first (the one ``gpus=``
 #: sets), then AMD's, Intel's (GPU and Gaudi), AWS Neuron's and Google's TPUs, by their device
@@ -76,16 +76,6 @@ def pod_requests(template: Mapping[str, Any]) -> dict[str, Decimal]:
         for name, quantity in _container_requests(_mapping(container)).items():
             total[name] = max(total.get(name, Decimal(0)), quantity)
     return total
-
-
-def _seconds_at(timestamp: Any) -> float | None:
-    """An RFC 3339 timestamp (``2026-12-02T06:00:00Z``, fractions allowed) as epoch seconds."""
-    if not isinstance(timestamp, str) or not timestamp:
-        return None
-    try:
-        return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True)
@@ -164,9 +154,9 @@ def job_cost(job: Mapping[str, Any], *, now: float, queue_wait: float | None = N
     """
     replicas, accelerators, cpu = job_requests(job)
     status = adapter_of(job).interpret(job)
-    created = _seconds_at(_mapping(job.get("metadata")).get("creationTimestamp"))
-    started = _seconds_at(status.start_time)
-    ended = _seconds_at(status.completion_time) if status.finished else None
+    created = epoch_seconds(_mapping(job.get("metadata")).get("creationTimestamp"))
+    started = epoch_seconds(status.start_time)
+    ended = epoch_seconds(status.completion_time) if status.finished else None
     end = ended if ended is not None else now
     if created is None:
         created = started if started is not None else end
