@@ -1,21 +1,22 @@
 """The provider behind each Kueue profile of the local cluster (issue 38, item 2): the early verdicts read
 Kueue 0.20's granular QuotaReserved reasons as they read 0.19's ``Inadmissible``/``Pending`` words (a queue
 that can never admit fails at once, naming Kueue's reason and the fix; a job waiting for quota is told
-queued).
+queued), and a TrainJob behind Kueue 0.20 is told running while it runs, sync and deferred.
 
 One cluster per profile (``kueue=0.19``, the default, and ``kueue=0.20``), with the queues and helpers of
 test_kueue.py: ``one`` (1 cpu), ``two`` (2 cpu), ``none`` (no quota)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from operator_support import TaskInstance, context_for, defer, fire, wait_for
+from operator_support import TaskInstance, context_for, defer, fire, first_event, rebuild_trigger, wait_for
 from test_deferred_parity import TaskLog
-from test_kueue import kueue_lines, operator, queues, run_in_thread
+from test_kueue import TRAINJOB, first, job_task, kueue_lines, operator, queues, replica_prefix, run_in_thread
 
 from airflow_tfjob.version_compat import AirflowException
 
@@ -99,3 +100,34 @@ def test_a_job_waiting_for_quota_is_told_queued_and_left_to_its_queue_timeout(pr
     said = f"{reason}: couldn't assign flavors to pod set worker: insufficient unused quota for cpu in flavor f-one"
     assert said in message
     assert any(line.startswith("[kueue] queued in LocalQueue one") and said in line for line in kueue_lines(log))
+
+
+@pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferred"])
+def test_a_queued_trainjob_is_told_running_while_it_runs(profile: str, deferrable: bool) -> None:
+    """A TrainJob queued behind another on the same quota is told queued, admitted, then running before its
+    node's last line (a TrainJob has no Running condition: the state comes from jobsStatus and its pods)."""
+    first_log, log = TaskLog(), TaskLog()
+    blocker = job_task(first_log, TRAINJOB, task_id="ahead", kueue_queue="one", env={"LINES": "30", "STEP": "0.1"})
+    thread, ahead = run_in_thread(blocker, TaskInstance(task_id="ahead"))
+    wait_for(lambda: any(line.startswith("[kueue] running") for line in first_log.lines), 60, "the first running")
+    params: dict[str, Any] = {"task_id": "queued-tj", "kueue_queue": "one", "env": {"LINES": "30", "STEP": "0.1"}}
+    ti = TaskInstance(task_id="queued-tj")
+    if deferrable:
+        trigger = rebuild_trigger(defer(job_task(log, TRAINJOB, deferrable=True, **params), ti))
+        log.attach(trigger)
+        event = asyncio.run(first_event(trigger))
+        result = job_task(log, TRAINJOB, deferrable=True, **params).execute_complete(context_for(ti), event)
+    else:
+        result = job_task(log, TRAINJOB, **params).execute(context_for(ti))
+    thread.join(60)
+    assert "result" in ahead, ahead.get("error")
+    assert result["state"] == "succeeded"
+    lines = kueue_lines(log)
+    queued, admitted, running = (first(lines, p) for p in ("[kueue] queued", "[kueue] admitted", "[kueue] running"))
+    assert queued < admitted < running
+    if profile == NEW:
+        assert "WaitingForQuota" in lines[queued]
+    # Running was told while the node ran: before its last line reached the log.
+    told = log.lines.index(lines[running])
+    last = log.lines.index(replica_prefix(TRAINJOB) + "done")
+    assert told < last
