@@ -9,14 +9,23 @@ test_kueue.py: ``one`` (1 cpu), ``two`` (2 cpu), ``none`` (no quota)."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from operator_support import TaskInstance, context_for, defer, fire, first_event, rebuild_trigger, wait_for
 from test_deferred_parity import TaskLog
-from test_kueue import TRAINJOB, first, job_task, kueue_lines, operator, queues, replica_prefix, run_in_thread
+from test_kueue import (
+    TRAINJOB,
+    first,
+    job_task,
+    kueue_lines,
+    operator,
+    queued_cluster,
+    replica_prefix,
+    run_in_thread,
+    use_cluster,
+)
 
 from airflow_tfjob.version_compat import AirflowException
 
@@ -28,20 +37,14 @@ OLD, NEW = "kueue=0.19", "kueue=0.20"
 
 @pytest.fixture(scope="module", params=[OLD, NEW])
 def profile_cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
-    from airflow_tfjob.jobs.trainjob.runtimes import cluster_hook, install
-    from airflow_tfjob.local import LocalCluster
-
-    integrations = ["kubeflow.org/tfjob", "trainer.kubeflow.org/trainjob"]
-    with LocalCluster(kueue={"integrations": integrations, "objects": queues()}, profile=request.param) as cluster:
-        install(cluster_hook(str(cluster.kubeconfig_path)), log=lambda _: None)
+    with queued_cluster(request.param) as cluster:
         yield cluster
 
 
 @pytest.fixture
 def profile(profile_cluster: Any, monkeypatch: pytest.MonkeyPatch) -> str:
     """The connection to the profile's cluster set; returns the profile's Kueue (``kueue=0.19``)."""
-    extra = {"kube_config_path": str(profile_cluster.kubeconfig_path), "namespace": NS}
-    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+    use_cluster(profile_cluster, monkeypatch)
     return f"kueue={profile_cluster.runtime.profile.kueue.version}"
 
 
