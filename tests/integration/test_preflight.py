@@ -1,7 +1,9 @@
 """The preflight against local clusters in each state a platform engineer meets: every part there; Trainer
 without the TensorFlow runtime; the kubeflow.org/v1 API family off; Kueue on with the kind's integration
-off; a Role missing ``delete pods``. Each through ``tfjob-preflight`` run as a subprocess (``--kind`` and
-``--dag``: the table names the part and its fix, the exit status says whether the DAG's jobs can run)
+off; a Role missing ``delete pods``. Each through ``tfjob-preflight``'s main run as a new process would run
+it (``--kind`` and ``--dag``: the table names the part and its fix, the exit status says whether the
+DAG's jobs can run; in this process, tests/cli_support.py, where the command's own failures also run as
+real processes)
 and through a task (``preflight=True``, and the failure at submit time without it): one clear
 AirflowException naming the part and the fix, never the client's exception. And the command's own
 failures (no kubeconfig, a server down, a 403, a 404): one line each, no traceback.
@@ -22,12 +24,14 @@ from typing import Any
 
 import pytest
 import yaml
+from cli_support import run_main
 from operator_support import TaskInstance, context_for, replica_command
 
 import airflow_tfjob
 from airflow_tfjob.local import LocalCluster
 from airflow_tfjob.operators.pytorchjob import PyTorchJobOperator
 from airflow_tfjob.operators.tfjob import TFJobOperator
+from airflow_tfjob.preflight.cli import main
 from airflow_tfjob.version_compat import AirflowException
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
@@ -59,6 +63,11 @@ with DAG("pf_v1", start_date=datetime(2026, 1, 1), schedule=None):
 
 
 def preflight(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_main(main, args)
+
+
+def preflight_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """The installed command in a process of its own: the exit status a shell sees, what it prints."""
     return subprocess.run([str(PREFLIGHT), *args], capture_output=True, text=True, timeout=120)
 
 
@@ -324,10 +333,10 @@ def answering(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def test_no_kubeconfig(tmp_path: Path) -> None:
-    one_line(
-        preflight("--kubeconfig", str(tmp_path / "absent"), "--kind", "TFJob"), 3, "no kubeconfig", "absent"
-    )
-    debug = preflight("--kubeconfig", str(tmp_path / "absent"), "--kind", "TFJob", "--debug")
+    absent = str(tmp_path / "absent")
+    one_line(preflight_process("--kubeconfig", absent, "--kind", "TFJob"), 3, "no kubeconfig", "absent")
+    one_line(preflight("--kubeconfig", absent, "--kind", "TFJob"), 3, "no kubeconfig", "absent")
+    debug = preflight_process("--kubeconfig", absent, "--kind", "TFJob", "--debug")
     assert debug.returncode != 0 and "Traceback" in debug.stderr  # --debug shows where
 
 
@@ -347,6 +356,6 @@ def test_refusing_server(answering: str, tmp_path: Path) -> None:
 
 
 def test_usage_errors() -> None:
-    assert preflight().returncode == 2
-    assert preflight("--kind", "MPIJob").returncode == 2
-    assert "Traceback" not in preflight("--kind", "MPIJob").stderr
+    assert preflight_process().returncode == 2
+    unknown = preflight_process("--kind", "MPIJob")
+    assert unknown.returncode == 2 and "Traceback" not in unknown.stderr

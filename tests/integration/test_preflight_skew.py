@@ -12,10 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_support import run_main
 from kubernetes import client, config
 
 from airflow_tfjob.local import LocalCluster
 from airflow_tfjob.local.kueue import queue_objects
+from airflow_tfjob.preflight.cli import main
 from airflow_tfjob.preflight.needs import kueue_line, release_of
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
@@ -24,9 +26,14 @@ PREFLIGHT = Path(sys.executable).parent / "tfjob-preflight"
 PART = "Kueue with Trainer"
 
 
-def preflight(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(PREFLIGHT), "--kubeconfig", str(cluster.kubeconfig_path), "--kind", "TrainJob",
-                           "--runtime", "torch-distributed", *args], capture_output=True, text=True, timeout=120)
+def preflight(cluster: LocalCluster, *args: str, process: bool = False) -> subprocess.CompletedProcess[str]:
+    """``tfjob-preflight`` for a TrainJob on torch-distributed: its main in this process as a new process
+    would run it (tests/cli_support.py), or (``process``) the installed command itself."""
+    argv = ["--kubeconfig", str(cluster.kubeconfig_path), "--kind", "TrainJob", "--runtime", "torch-distributed",
+            *args]
+    if process:
+        return subprocess.run([str(PREFLIGHT), *argv], capture_output=True, text=True, timeout=120)
+    return run_main(main, argv)
 
 
 def verdict(done: subprocess.CompletedProcess[str]) -> str:
@@ -69,7 +76,7 @@ def test_a_trainer_too_old_for_the_kueue_is_missing_with_its_fix(cluster: LocalC
     old, needed = ("2.2.0", "2.3") if later else ("2.1.0", "2.2")
     record_trainer(cluster, old)
     try:
-        queued = preflight(cluster, "--queue", "lq")
+        queued = preflight(cluster, "--queue", "lq", process=True)  # the status a shell sees
         line = verdict(queued)
         assert queued.returncode == 1, queued.stdout
         assert "MISSING" in line and f"Trainer {needed}+ for this Kueue, found {old[:3]}" in line
@@ -94,8 +101,7 @@ def test_a_trainer_of_no_known_release_is_a_warning(cluster: LocalCluster) -> No
 
 
 def test_a_v1_kind_behind_kueue_names_why_its_integration_is_off(cluster: LocalCluster) -> None:
-    done = subprocess.run([str(PREFLIGHT), "--kubeconfig", str(cluster.kubeconfig_path), "--kind", "TFJob",
-                           "--queue", "lq"], capture_output=True, text=True, timeout=120)
+    done = run_main(main, ["--kubeconfig", str(cluster.kubeconfig_path), "--kind", "TFJob", "--queue", "lq"])
     assert done.returncode == 1, done.stdout + done.stderr
     line = next(x for x in done.stdout.splitlines() if x.startswith("Kueue integration kubeflow.org/tfjob"))
     assert "MISSING" in line and "off by default from Kueue 0.19 (kubernetes-sigs/kueue#12606)" in line

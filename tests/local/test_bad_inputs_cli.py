@@ -20,9 +20,7 @@ and a server answering one fixed status (403, 404, 401, 500) where the point is 
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-import io
 import json
 import logging
 import re
@@ -38,6 +36,7 @@ from typing import Any, Protocol
 
 import pytest
 from badinput_support import Case, FigureLine, Judgement, RequestCounter, judge
+from cli_support import run_main
 
 SECRET = "hunter2-Secret-5d1c7e"  # planted in files the tools read: it must never reach stderr
 TOOLS = {
@@ -104,40 +103,6 @@ async def _not_served(runtime: Any) -> int:
     return 0
 
 
-@contextlib.contextmanager
-def _as_a_new_process(env: dict[str, str] | None, out: io.StringIO, err: io.StringIO) -> Iterator[None]:
-    """What a new interpreter gives the tool, as far as its output goes: the environment given, stdout and
-    stderr captured, no logging handler and logging not disabled (a warning logged reaches stderr through
-    logging's last resort), Python's default warning filters with each warning shown written to stderr,
-    and the local cluster's server replaced (``_not_served``); everything put back after."""
-    root = logging.getLogger()
-    handlers, level, disabled = root.handlers[:], root.level, logging.root.manager.disable
-
-    def show(
-        message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None
-    ) -> None:
-        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
-
-    with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings():
-        for name, value in (env or {}).items():
-            patch.setenv(name, value)
-        patch.setattr("airflow_tfjob.local.cli.serve", _not_served)
-        warnings.resetwarnings()
-        for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
-            warnings.simplefilter("ignore", category)
-        warnings.showwarning = show
-        root.handlers = []
-        root.setLevel(logging.WARNING)
-        logging.disable(logging.NOTSET)
-        try:
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                yield
-        finally:
-            root.handlers = handlers
-            root.setLevel(level)
-            logging.disable(disabled)
-
-
 def call_main(
     main: Callable[[list[str]], int | None],
     args: list[str],
@@ -145,31 +110,21 @@ def call_main(
     status: int,
     env: dict[str, str] | None = None,
 ) -> None:
-    """``main(args)`` judged as ``run_tool`` judges the process: raise CliRefusal, CliOutcome or return."""
-    out, err = io.StringIO(), io.StringIO()
-    with _as_a_new_process(env, out, err):
-        try:
-            code: object = main(list(args))
-        except SystemExit as exit_:
-            code = exit_.code
-        except Exception as error:  # what the interpreter would print as a traceback, exit status 1
-            err.write(f"Traceback (most recent call last):\n  ...\n{type(error).__name__}: {error}\n")
-            code = 1
-    if isinstance(code, str):  # sys.exit("message"): the interpreter prints it, status 1
-        err.write(code + "\n")
-        code = 1
-    returncode = 0 if code is None else code
-    if out.getvalue().startswith("ready "):
+    """``main(args)`` judged as ``run_tool`` judges the process: raise CliRefusal, CliOutcome or return;
+    ``tfjob-local serve``'s server replaced (``_not_served``)."""
+    done = run_main(main, args, env, patches={"airflow_tfjob.local.cli.serve": _not_served})
+    returncode, out, err = done.returncode, done.stdout, done.stderr
+    if out.startswith("ready "):
         return
     lines = [
         line
-        for line in err.getvalue().splitlines()
+        for line in err.splitlines()
         if line.strip() and "Unit test configuration loaded" not in line
     ]
     if returncode == 0:
         return
     text = "\n".join(lines)
-    if returncode != status or len(lines) != 1 or "Traceback" in err.getvalue():
+    if returncode != status or len(lines) != 1 or "Traceback" in err:
         raise CliOutcome(f"exit {returncode}, {len(lines)} stderr line(s): {text[-600:]}")
     raise CliRefusal(text)
 
