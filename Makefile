@@ -53,15 +53,13 @@ browser:
 services:
 	scripts/services.sh
 
-# Three pytest workers (pytest-xdist), each taking whole test files (their module fixtures, an Airflow home
+# Four pytest workers (pytest-xdist), each taking whole test files (their module fixtures, an Airflow home
 # or a cluster, stay shared): many tests wait on processes, clusters and Airflow's start rather than
-# compute, so on two cores a third worker fills the gaps the other two leave (one clean run of the
-# parallel suite here: 1,590 s with two workers, 1,417 s with three, the cores busy 95-100% either way).
-# TEST_WORKERS=0 runs serially.
-TEST_WORKERS ?= 3
+# compute, so on two cores the workers beyond two fill the gaps the others leave (docs/development.md,
+# "The test loop's time"). TEST_WORKERS=0 runs serially.
+TEST_WORKERS ?= 4
 
-# Modules marked `apart` run after the parallel suite with no other file beside them, their tests spread
-# over two workers; modules marked `alone` run last, by themselves, one test at a time (their markers
+# Modules marked `alone` run after the parallel suite, by themselves, one test at a time (their markers
 # say why). Each stage runs through scripts/test_times.py (its JUnit XML and wall time in build/test-times),
 # which prints every stage's wall time and the 15 slowest tests at the end, when a stage fails too; a
 # failing stage stops the run, and make test exits with its status. The site `make docs` built in this
@@ -72,8 +70,7 @@ STAGE = PATH="$(CURDIR)/$(BIN):$$PATH" TFJOB_DOCS_SITE="$(CURDIR)/build/site" TF
 	$(BIN)/python scripts/test_times.py stage $(TIMES)
 test: lint docs browser services
 	@rm -rf $(TIMES); status=0; \
-	$(STAGE) main -- $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not alone and not apart" && \
-	$(STAGE) apart -- $(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadgroup -m apart && \
+	$(STAGE) main -- $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not alone" && \
 	$(STAGE) alone -- $(BIN)/pytest -q -p no:cacheprovider -m alone && \
 	$(COMPAT) --build-only && \
 	( for release in $(COMPAT_RELEASES); do \

@@ -26,19 +26,15 @@ from airflow_cli import (
     xcom_value,
 )
 
-# apart: in three clean-clone runs of the parallel suite, the retraining test's second `airflow
-# scheduler --num-runs 1` twice ran past its 300 s while another test file ran on the other worker;
-# the module passes by itself every time (and with test_preflight beside it). Until the interference
-# is found, `make test` runs this module after the parallel suite with no other file beside it, its
-# tests spread over two workers (each worker its own Airflow home and cluster): alone they kept one
-# of the two cores idle about half the time.
+# In the parallel suite like every other module. It ran apart for a while: the retraining test's second
+# `airflow scheduler --num-runs 1` twice ran past its bound beside other files. That scheduler's
+# LocalExecutor forked 32 idle workers on each start (one per slot of [core] parallelism) and joined them
+# on exit, on two busy cores; it now gets parallelism 1 (airflow_cli.migrated_airflow_env,
+# only_creates_runs) and a 120 s bound past which every process's stacks are printed (run_cli).
 pytestmark = [
     pytest.mark.dags,
     pytest.mark.cluster,
     pytest.mark.tensorflow,
-    pytest.mark.apart,
-    # The retraining test (about 3 minutes) takes one worker, the other three the other one.
-    pytest.mark.xdist_group("examples"),
     pytest.mark.timeout(900),
 ]
 
@@ -111,7 +107,6 @@ def retrain_and_deploy(
     return run_id, metrics, xcom_of(env, "example_tfjob_deploy", deploy_run, "promote_if_better")
 
 
-@pytest.mark.xdist_group("examples-retraining")
 def test_retraining_deploys_only_a_better_model(env: dict[str, str]) -> None:
     root = Path(env["TFJOB_EXAMPLES_DATA_DIR"]) / "retraining"
     # The deployment runs on the model asset's events: known to Airflow and unpaused beforehand.

@@ -2,8 +2,8 @@
 
 The Makefile's own `test` recipe runs here against a stand-in for pytest that writes a JUnit XML of
 known test times and exits as told (lint, docs, browser and services taken as done, `make -o`): a run
-whose stages pass prints the three stages and the slowest tests and exits 0; a run whose second stage
-fails prints the summary all the same, skips the third stage and exits with the failing stage's status.
+whose stages pass prints each stage and the slowest tests and exits 0; a run whose `alone` stage fails
+prints the summary all the same, skips the compatibility lane and exits with the failing stage's status.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import os, sys
 argv = sys.argv[1:]
 xml = next(a.split("=", 1)[1] for a in argv if a.startswith("--junitxml="))
 marker = argv[argv.index("-m") + 1] if "-m" in argv else ""
-stage = {{"not alone and not apart": "main", "apart": "apart", "alone": "alone"}}[marker]
+stage = {{"not alone": "main", "alone": "alone"}}[marker]
 scale = 100 if stage == "main" else 1
 cases = "".join(
     f'<testcase classname="tests.fake.test_{{stage}}" name="{{stage}}_{{i}}" time="{{i * scale}}"/>'
@@ -99,32 +99,31 @@ def _summary(out: str) -> list[str]:
 def test_a_passing_run_ends_with_each_stage_and_the_15_slowest_tests(tmp_path: Path) -> None:
     done, ran = _make_test(tmp_path, fail=None)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert ran == ["main", "apart", "alone", "compat-3.0.6"]
+    assert ran == ["main", "alone", "compat-3.0.6"]
     lines = _summary(done.stdout)
     stages = [line.split()[0] for line in lines if line.startswith("  ") and " tests " in line]
-    assert stages == ["main", "apart", "alone", "compat-3.0.6"]
+    assert stages == ["main", "alone", "compat-3.0.6"]
     assert all("passed" in line for line in lines if line.split()[:1] and line.split()[0] in stages)
     slowest = [line.split()[-1] for line in lines if line.startswith("  ") and " s  " in line]
-    # main_12 (1,200 s) down to main_1 (100 s), then apart's and alone's 12 s tests and one 11 s test.
+    # main_12 (1,200 s) down to main_1 (100 s), then alone's 12, 11 and 10 s tests.
     assert slowest[:12] == [f"tests.fake.test_main::main_{i}" for i in range(12, 0, -1)]
-    assert len(slowest) == 15
-    assert all(test.split("::")[1].split("_")[1] in ("12", "11") for test in slowest[12:]), slowest
+    assert slowest[12:] == [f"tests.fake.test_alone::alone_{i}" for i in (12, 11, 10)], slowest
     assert "FAILED" not in done.stdout + done.stderr
     # Each stage's command is shown as it starts.
-    assert "==> test stage apart: " in done.stdout and "-m apart --junitxml=" in done.stdout
+    assert "==> test stage alone: " in done.stdout and "-m alone --junitxml=" in done.stdout
 
 
 def test_a_failing_stage_still_prints_the_summary_and_fails_the_run(tmp_path: Path) -> None:
-    done, ran = _make_test(tmp_path, fail="apart")
+    done, ran = _make_test(tmp_path, fail="alone")
     assert done.returncode != 0
-    # The third stage does not run after a failure, as before; the summary comes all the same.
-    assert ran == ["main", "apart"]
+    # The compatibility lane does not run after a failure; the summary comes all the same.
+    assert ran == ["main", "alone"]
     lines = _summary(done.stdout)
     by_stage = {line.split()[0]: line for line in lines if line.startswith("  ") and " tests " in line}
-    assert list(by_stage) == ["main", "apart"]
-    assert "passed" in by_stage["main"] and "FAILED (exit 3)" in by_stage["apart"]
-    assert "13 tests" in by_stage["apart"]
-    assert "failed stage(s): apart" in done.stdout
+    assert list(by_stage) == ["main", "alone"]
+    assert "passed" in by_stage["main"] and "FAILED (exit 3)" in by_stage["alone"]
+    assert "13 tests" in by_stage["alone"]
+    assert "failed stage(s): alone" in done.stdout
     assert "make test: FAILED: a test stage exited with status 3" in done.stderr
 
 
