@@ -4,6 +4,11 @@ Each run trains for real on the digits data set (TensorFlow MultiWorkerMirroredS
 PyTorch DDP on a Master and a Worker, XGBoost's collective on a Master and 2 Workers); the tests
 check what the runs produced (metrics in XCom, exported models, promotion decisions), not only that
 they ran.
+
+The three runs that need nothing but themselves (the two sweeps and the comparison) start together
+when the module does, each in an Airflow home of its own, and run beside the retraining test: a run
+spends most of its time waiting on Airflow's start-up, the cluster and its replicas, so one after the
+other they kept a core idle. Each test then checks its own run.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -41,22 +47,53 @@ pytestmark = [
 EXAMPLES = Path(__file__).resolve().parents[2] / "example_dags"
 
 
-@pytest.fixture(scope="module")
-def env(local_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    home = tmp_path_factory.mktemp("airflow-home")
+def example_env(local_cluster: Any, tmp_path_factory: pytest.TempPathFactory, name: str) -> dict[str, str]:
+    """An Airflow home of its own for the examples' runs, its data directory its own too."""
     examples_env = {
         # The replicas run on this machine with this Python (the DAGs' default is `python`).
         "TFJOB_EXAMPLES_PYTHON": sys.executable,
-        "TFJOB_EXAMPLES_DATA_DIR": str(tmp_path_factory.mktemp("examples-data")),
+        "TFJOB_EXAMPLES_DATA_DIR": str(tmp_path_factory.mktemp(f"{name}-data")),
     }
-    yield migrated_airflow_env(
-        home,
+    return migrated_airflow_env(
+        tmp_path_factory.mktemp(f"{name}-home"),
         EXAMPLES,
         local_cluster.kubeconfig_path,
         examples_env,
         migrate_timeout=300,
         only_creates_runs=True,
     )
+
+
+#: The runs started with the module: dag_id -> its conf.
+BESIDE = {
+    # One epoch a trial: the test checks the mapping, each trial's own job, metrics and cost, and that
+    # pick_best names the trial the metrics rank first, not how well a trial trains.
+    "example_tfjob_sweep": {"learning_rates": [0.0003, 0.03], "batch_sizes": [32], "epochs": 1},
+    "example_pytorchjob_sweep": {
+        "search_space": {"learning_rate": [0.0003, 0.01], "hidden_units": [32]},
+        "fixed": {"epochs": 3},
+    },
+    "example_kubeflow_compare": {"epochs": 5, "num_rounds": 20},
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def beside(
+    local_cluster: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, tuple[dict[str, str], Future[tuple[str, str]]]]]:
+    """dag_id -> (its Airflow environment, its run: (run_id, output) once done). Every run is waited for
+    before the module ends, whatever its test's outcome (each is bounded by run_cli)."""
+    envs = {dag_id: example_env(local_cluster, tmp_path_factory, dag_id) for dag_id in BESIDE}
+    with ThreadPoolExecutor(max_workers=len(BESIDE), thread_name_prefix="example-run") as pool:
+        yield {
+            dag_id: (envs[dag_id], pool.submit(run_example, envs[dag_id], dag_id, conf))
+            for dag_id, conf in BESIDE.items()
+        }
+
+
+@pytest.fixture(scope="module")
+def env(local_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return example_env(local_cluster, tmp_path_factory, "retraining")
 
 
 def run_example(
@@ -136,12 +173,10 @@ def test_retraining_deploys_only_a_better_model(env: dict[str, str]) -> None:
     assert len(history) == 1 and json.loads(history[0])["run_id"] == first
 
 
-def test_sweep_maps_one_job_per_trial_and_picks_the_best(env: dict[str, str]) -> None:
+def test_sweep_maps_one_job_per_trial_and_picks_the_best(beside: dict[str, Any]) -> None:
     dag_id = "example_tfjob_sweep"
-    # One epoch a trial: the test checks the mapping, each trial's own job, metrics and cost, and that
-    # pick_best names the trial the metrics rank first, not how well a trial trains.
-    conf = {"learning_rates": [0.0003, 0.03], "batch_sizes": [32], "epochs": 1}
-    run_id, _ = run_example(env, dag_id, conf)
+    env, run = beside[dag_id]
+    run_id, _ = run.result()
     run_states = states(env, dag_id, run_id)
     assert [run_states[("train", i)] for i in range(2)] == ["success"] * 2
     assert run_states[("pick_best", -1)] == "success"
@@ -169,10 +204,10 @@ def test_sweep_maps_one_job_per_trial_and_picks_the_best(env: dict[str, str]) ->
 
 
 @pytest.mark.pytorch
-def test_pytorchjob_sweep_ranks_real_ddp_trials(env: dict[str, str]) -> None:
+def test_pytorchjob_sweep_ranks_real_ddp_trials(beside: dict[str, Any]) -> None:
     dag_id = "example_pytorchjob_sweep"
-    conf = {"search_space": {"learning_rate": [0.0003, 0.01], "hidden_units": [32]}, "fixed": {"epochs": 3}}
-    run_id, _ = run_example(env, dag_id, conf)
+    env, run = beside[dag_id]
+    run_id, _ = run.result()
     run_states = states(env, dag_id, run_id)
     assert [run_states[("train", i)] for i in range(2)] == ["success"] * 2
     assert run_states[("pick_best", -1)] == "success"
@@ -200,9 +235,10 @@ def test_pytorchjob_sweep_ranks_real_ddp_trials(env: dict[str, str]) -> None:
 
 @pytest.mark.pytorch
 @pytest.mark.xgboost
-def test_kubeflow_compare_trains_three_frameworks_and_compares_their_metrics(env: dict[str, str]) -> None:
+def test_kubeflow_compare_trains_three_frameworks_and_compares_their_metrics(beside: dict[str, Any]) -> None:
     dag_id = "example_kubeflow_compare"
-    run_id, output = run_example(env, dag_id, {"epochs": 5, "num_rounds": 20})
+    env, run = beside[dag_id]
+    run_id, output = run.result()
     assert set(states(env, dag_id, run_id).values()) == {"success"}
 
     accuracy = {}
