@@ -21,8 +21,10 @@ fails only its own test.
 
 from __future__ import annotations
 
+import os
 import sys
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, TaskGroup, task
@@ -36,11 +38,21 @@ SYNC_PROGRAM = (
     "import json, os; t = json.loads(os.environ['TF_CONFIG'])['task']; "
     "print(f\"worker {t['index']} args={os.sys.argv[1:]}\"); print('loss=0.125 accuracy=0.9')"
 )
-# The sensed job runs 15 s: the sensor's first look comes within seconds of the submission, also on a
-# loaded machine, and finds it running, so the sensor defers (a job already finished would not defer it).
-# (A job waiting for the sensor's task instance to read `deferred` in the run's SQLite database never saw
-# it under `airflow dags test`, which runs a deferred task's trigger inline.)
-SLOW = "import time; time.sleep(15); print('loss=0.5')"
+# The sensed job must still run when the sensor first looks, so that the sensor defers (a job already
+# finished would not defer it). A fixed run time (15 s) was not enough on a loaded machine: the sensor's
+# task starts seconds after the submission, more under load, and once it found the job finished. The job
+# now waits for the sensor's task to begin (its on_execute_callback drops a file the replica waits for),
+# then runs a few seconds more, longer than the sensor's one look before it defers. (A job waiting for the
+# sensor's task instance to read `deferred` in the run's SQLite database never saw it under
+# `airflow dags test`, which runs a deferred task's trigger inline.)
+SLOW = (
+    "import os, sys, time\n"
+    "deadline = time.monotonic() + 300\n"
+    "while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:\n"
+    "    time.sleep(0.1)\n"
+    "time.sleep(5)\n"
+    "print('loss=0.5')\n"
+)
 DEFERRED_PROGRAM = "import os; print('chief or worker', os.getpid()); print('loss=0.25')"
 RETRY_PROGRAM = "import time; time.sleep(4); print('loss=0.5 accuracy=0.75', flush=True)"
 TOKEN = "dags-test-secret-token-0451"
@@ -62,6 +74,11 @@ def sync_group() -> None:
     )
 
 
+def _sensor_began(name: str) -> str:
+    """The file the sensed job waits for: in the run's Airflow home, which the test removes."""
+    return str(Path(os.environ["AIRFLOW_HOME"]) / f"{name}.sensor-began")
+
+
 def deferrable_group() -> None:
     @task
     def submit(run_id: str | None = None) -> str:
@@ -69,7 +86,7 @@ def deferrable_group() -> None:
         from airflow_tfjob.hooks.tfjob import KubeflowJobHook
 
         name = "sensed-" + format(abs(hash(run_id)) % 10**10, "010d")
-        command = [sys.executable, "-c", SLOW]
+        command = [sys.executable, "-c", SLOW, _sensor_began(name)]
         body = build_tfjob(name, "default", replicas={"worker": 1}, image="x", command=command)
         KubeflowJobHook().create_tfjob(body, "default")
         return name
@@ -80,6 +97,9 @@ def deferrable_group() -> None:
         namespace="default",
         deferrable=True,
         timeout=300,
+        on_execute_callback=lambda context: Path(
+            _sensor_began(context["ti"].xcom_pull(task_ids="deferrable.submit"))
+        ).touch(),
     )
     train = TFJobOperator(
         task_id="train",
