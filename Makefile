@@ -73,17 +73,22 @@ test: lint docs browser services
 	$(STAGE) main -- $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not alone" && \
 	$(STAGE) alone -- $(BIN)/pytest -q -p no:cacheprovider -m alone && \
 	$(COMPAT) --build-only && \
-	( for release in $(COMPAT_RELEASES); do \
-		$(STAGE) compat-$$release -- $(COMPAT) --no-build $$release || exit $$?; \
-	done ) || status=$$?; \
+	( pids=(); for release in $(COMPAT_RELEASES); do \
+		COMPAT_WORKERS=$(COMPAT_WORKERS) $(STAGE) compat-$$release -- $(COMPAT) --no-build $$release & pids+=($$!); \
+	done; failed=0; for pid in "$${pids[@]}"; do wait $$pid || failed=$$?; done; exit $$failed ) || status=$$?; \
 	$(BIN)/python scripts/test_times.py report $(TIMES) || echo "make test: no summary of the test times" >&2; \
 	[ $$status -eq 0 ] || echo "make test: FAILED: a test stage exited with status $$status (see above)" >&2; \
 	exit $$status
 
 # The compatibility lane (scripts/compat.sh): the provider's wheel under each supported Airflow release's
 # constraints (requirements/compat/), and there the tests whose outcome depends on the release. make test
-# runs it after the main stages, one stage per release.
+# runs it after the main stages, one stage per release, the releases side by side, each in one pytest
+# process (COMPAT_WORKERS=0: an xdist worker would import and collect everything a second time): a
+# release's tests wait on clusters, triggerers and `airflow dags test` about a third of their time, so one
+# after the other the releases left a core idle (each stage's output is its release's log, so nothing
+# interleaves).
 COMPAT := scripts/compat.sh
+COMPAT_WORKERS ?= 0
 COMPAT_RELEASES ?= $(patsubst requirements/compat/airflow-%.txt,%,$(wildcard requirements/compat/airflow-*.txt))
 test-compat: $(STAMP)
 	$(COMPAT) $(COMPAT_RELEASES)
