@@ -139,7 +139,7 @@ def test_the_managed_namespaces_are_a_kubernetes_label_selector() -> None:
     ({"integrations": ["kubeflow.org/tfjobs"]}, "kueue integrations: unsupported value 'kubeflow.org/tfjobs'"),
     ({"integrations": "kubeflow.org/tfjob"}, "kueue integrations must be a list of names"),
     ({"queues": []}, "kueue: unknown option 'queues'; known: backoff_base_seconds, integrations, "
-                     "manage_jobs_without_queue_name, managed_jobs_namespace_selector, objects, "
+                     "manage_jobs_without_queue_name, managed_jobs_namespace_selector, multikueue, objects, "
                      "pods_ready_timeout, wait_for_pods_ready"),
     ({"manage_jobs_without_queue_name": "yes"},
      "kueue manage_jobs_without_queue_name must be true or false, got 'yes'"),

@@ -15,9 +15,10 @@ from typing import Any
 from airflow_tfjob.jobs.kinds import JobKind
 from airflow_tfjob.local.admission.schemacheck import check
 from airflow_tfjob.local.kueue.adapters import Adapter, PodSetsInfo, adapter_for
+from airflow_tfjob.local.kueue.celrules import cel_errors
 from airflow_tfjob.local.kueue.defaults import apply_kueue_defaults
 from airflow_tfjob.local.kueue.options import MANAGER_NAMESPACE, KueueOptions
-from airflow_tfjob.local.kueue.schema import KINDS_BY_PLURAL, kueue_schema
+from airflow_tfjob.local.kueue.schema import CHECKED_KINDS, kueue_schema
 from airflow_tfjob.local.kueue.workloads import (
     FINALIZER,
     JOB_UID_LABEL,
@@ -85,7 +86,7 @@ class KueueWebhook:
 
     def admit(self, rtype: str, operation: str, obj: JsonDict, old: JsonDict | None) -> None:
         apply_kueue_defaults(rtype, obj)
-        check_kueue_object(rtype, obj)
+        check_kueue_object(rtype, obj, old)
         namespace = (obj.get("metadata") or {}).get("namespace")
         if operation == "CREATE" and rtype in self.adapters and namespace not in UNMANAGED_NAMESPACES:
             self._default_queue(obj, str(namespace))
@@ -112,19 +113,21 @@ class KueueWebhook:
             labels[QUEUE_LABEL] = "default"
 
 
-def kueue_object_errors(rtype: str, obj: JsonDict) -> list[tuple[str, str, str]]:
-    """(field, reason, detail) for every way `obj` (a ResourceFlavor, ClusterQueue, LocalQueue or
-    WorkloadPriorityClass, defaults applied) breaks its v1beta2 CRD's schema; [] for other kinds."""
-    kind = KINDS_BY_PLURAL.get(rtype)
+def kueue_object_errors(rtype: str, obj: JsonDict, old: JsonDict | None = None) -> list[tuple[str, str, str]]:
+    """(field, reason, detail) for every way `obj` (a ResourceFlavor, ClusterQueue, LocalQueue,
+    WorkloadPriorityClass or MultiKueue kind, defaults applied; an update of `old` if given) breaks its
+    v1beta2 CRD's schema, then, as the API server runs them only on a schema-valid object, its CEL rules
+    (celrules.py); [] for other kinds."""
+    kind = CHECKED_KINDS.get(rtype)
     if kind is None:
         return []
-    return check(obj, kueue_schema(kind), types_from=()).invalid
+    return check(obj, kueue_schema(kind), types_from=()).invalid or cel_errors(rtype, obj, old)
 
 
-def check_kueue_object(rtype: str, obj: JsonDict) -> None:
+def check_kueue_object(rtype: str, obj: JsonDict, old: JsonDict | None = None) -> None:
     """What the API server checks of a Kueue object against its CRD before storing it: 422 Invalid with one
     cause per problem (the file of `--kueue-objects` is checked through this too, options.py)."""
-    errors = kueue_object_errors(rtype, obj)
+    errors = kueue_object_errors(rtype, obj, old)
     if errors:
         raise invalid(RESOURCES[rtype], str((obj.get("metadata") or {}).get("name") or ""), errors)
 

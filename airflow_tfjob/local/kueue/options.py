@@ -56,7 +56,10 @@ class KueueOptions:
     `manage_jobs_without_queue_name`: Kueue's manageJobsWithoutQueueName (default false): a job of a
     managed kind without the queue label is suspended and gets a Workload without a queue name too;
     `managed_jobs_namespace_selector`: Kueue's managedJobsNamespaceSelector, a label selector over the
-    namespaces whose jobs Kueue manages (default: all but kube-system and kueue-system)."""
+    namespaces whose jobs Kueue manages (default: all but kube-system and kueue-system);
+    `multikueue`: serve Kueue's MultiKueue kinds (AdmissionCheck, MultiKueueConfig, MultiKueueCluster;
+    default false, so that a cluster with Kueue alone answers as before; docs/local-cluster.md,
+    "MultiKueue")."""
 
     integrations: tuple[str, ...] = DEFAULT_INTEGRATIONS
     objects: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
@@ -65,6 +68,7 @@ class KueueOptions:
     wait_for_pods_ready: bool = True
     manage_jobs_without_queue_name: bool = False
     managed_jobs_namespace_selector: Mapping[str, Any] | None = None
+    multikueue: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.integrations, str) or not all(isinstance(i, str) for i in self.integrations):
@@ -90,6 +94,8 @@ class KueueOptions:
         if not isinstance(self.manage_jobs_without_queue_name, bool):
             raise ValueError(f"kueue manage_jobs_without_queue_name must be true or false, got "
                              f"{self.manage_jobs_without_queue_name!r}")
+        if not isinstance(self.multikueue, bool):
+            raise ValueError(f"kueue multikueue must be true or false, got {self.multikueue!r}")
         if self.managed_jobs_namespace_selector is not None:
             LabelSelector.from_object(self.managed_jobs_namespace_selector, "kueue managed_jobs_namespace_selector")
             object.__setattr__(self, "managed_jobs_namespace_selector", clone(dict(self.managed_jobs_namespace_selector)))
