@@ -3,7 +3,8 @@ objects, runs the job reconcilers (jobs.py) for what changed and, once its work 
 cycle (scheduler.py). It runs on the controllers' reconcile core (controllers/reconciler.py, keyed
 (kind, namespace, name)) on the cluster's event loop; a change wakes it (no polling), and a reconcile that
 must wait for something outside the watches (a WorkloadPriorityClass created later) is retried on a
-timer."""
+timer. With MultiKueue on (KueueOptions.multikueue) it also runs mkclusters.py's reconcilers, keyed
+("MultiKueueCluster" | "AdmissionCheck", "", name), which change no quota and so start no cycle."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from airflow_tfjob.jobs.kinds import JobKind
 from airflow_tfjob.local.controllers.reconciler import Key, Watch, WorkQueue
 from airflow_tfjob.local.kueue.jobs import JobReconciler, Management, remove_finalizer
+from airflow_tfjob.local.kueue.mkclusters import CHECK, CLUSTER, MultiKueueClusters
 from airflow_tfjob.local.kueue.options import KueueOptions, kinds_managed
 from airflow_tfjob.local.kueue.podsready import PodsReadyTimeout
 from airflow_tfjob.local.kueue.scheduler import Scheduler
@@ -23,6 +25,8 @@ from airflow_tfjob.local.store.core import Store
 log = logging.getLogger(__name__)
 _QUEUE_KINDS = ("clusterqueues", "localqueues", "resourceflavors", "workloadpriorityclasses", "namespaces")
 _RETRY = 0.5
+# What the MultiKueue reconcilers watch (with KueueOptions.multikueue; mkclusters.py).
+_MULTIKUEUE_KINDS = ("admissionchecks", "multikueueclusters", "multikueueconfigs", "secrets")
 
 
 class KueueController(WorkQueue):
@@ -41,11 +45,17 @@ class KueueController(WorkQueue):
                                                   management)
                             for k in self.kinds.values()}
         self._cycle = False
+        # MultiKueue's connection side, only when asked for: without it the manager watches nothing more.
+        self.multikueue = (MultiKueueClusters(store, lambda key: WorkQueue.enqueue(self, key))
+                           if options.multikueue else None)
 
     def watches(self) -> list[Watch]:
-        return [*(Watch(k.plural, self._job_handler(k)) for k in self.kinds.values()),
-                Watch("workloads", self._on_workload),
-                *(Watch(r, self._on_queue_object) for r in _QUEUE_KINDS)]
+        watches = [*(Watch(k.plural, self._job_handler(k)) for k in self.kinds.values()),
+                   Watch("workloads", self._on_workload),
+                   *(Watch(r, self._on_queue_object) for r in _QUEUE_KINDS)]
+        if self.multikueue is not None:
+            watches += [Watch(r, self._multikueue_handler(r)) for r in _MULTIKUEUE_KINDS]
+        return watches
 
     # ---- events
 
@@ -70,6 +80,13 @@ class KueueController(WorkQueue):
     def _on_queue_object(self, _etype: str, _obj: JsonDict) -> None:
         self._want_cycle()
 
+    def _multikueue_handler(self, rtype: str) -> Callable[[str, JsonDict], None]:
+        def handle(_etype: str, obj: JsonDict) -> None:
+            assert self.multikueue is not None
+            for key in self.multikueue.keys_for(rtype, obj):
+                WorkQueue.enqueue(self, key)  # no scheduling cycle: no quota changed
+        return handle
+
     def _wake_at(self, delay: float | None) -> None:
         """One timer for the next PodsReady deadline or backoff end (changes wake the loop anyway)."""
         if self._timer is not None:
@@ -91,6 +108,8 @@ class KueueController(WorkQueue):
 
     def reconcile_key(self, key: Key) -> float | None:
         kind, namespace, name = key
+        if kind in (CLUSTER, CHECK) and self.multikueue is not None:
+            return self.multikueue.reconcile(kind, name)
         return None if self.reconcilers[kind].reconcile(namespace, name) else _RETRY
 
     def drained(self) -> None:
@@ -107,5 +126,7 @@ class KueueController(WorkQueue):
 
     def cancel_timers(self) -> None:
         super().cancel_timers()
+        if self.multikueue is not None:
+            self.multikueue.cancel()
         if self._timer is not None:
             self._timer.cancel()

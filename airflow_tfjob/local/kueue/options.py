@@ -37,6 +37,10 @@ DEFAULT_INTEGRATIONS = FRAMEWORKS[:12]
 #: Kueue's own namespace, which the start creates before the objects (the manager's ConfigMap is in it;
 #: assembly.py).
 MANAGER_NAMESPACE = "kueue-system"
+#: MultiKueue's controller name, which its AdmissionChecks name, and the key of a worker's kubeconfig in
+#: the Secret a MultiKueueCluster names (kueue.MultiKueueControllerName, MultiKueueConfigSecretKey).
+MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
+MULTIKUEUE_SECRET_KEY = "kubeconfig"
 # SetDefaults_Configuration's managedJobsNamespaceSelector: every namespace but kube-system and Kueue's own.
 DEFAULT_NAMESPACE_SELECTOR: Mapping[str, Any] = {"matchExpressions": [
     {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", MANAGER_NAMESPACE]}]}
@@ -201,10 +205,13 @@ def queue_objects(
     preemption: str = "Never",
     priorities: Mapping[str, int] | None = None,
     node_labels: Mapping[str, str] | None = None,
+    admission_checks: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """The usual single-queue setup: one ResourceFlavor, one ClusterQueue open to every namespace with
     `quota` (e.g. {"cpu": 2, "memory": "4Gi", "nvidia.com/gpu": 1}) on that flavor, one LocalQueue, and a
-    WorkloadPriorityClass per `priorities` entry (name -> value); `preemption` is withinClusterQueue."""
+    WorkloadPriorityClass per `priorities` entry (name -> value); `preemption` is withinClusterQueue;
+    `admission_checks` the AdmissionChecks the ClusterQueue waits for (e.g. ["multikueue"], the check
+    a cluster with MultiKueue workers has: it dispatches the queue's jobs to them)."""
     quota = dict(quota or {"cpu": 4, "memory": "8Gi"})
     group = "kueue.x-k8s.io/v1beta2"
     objects: list[dict[str, Any]] = [
@@ -214,7 +221,9 @@ def queue_objects(
             "namespaceSelector": {}, "queueingStrategy": strategy,
             "preemption": {"withinClusterQueue": preemption},
             "resourceGroups": [{"coveredResources": list(quota), "flavors": [{"name": flavor, "resources": [
-                {"name": name, "nominalQuota": str(value)} for name, value in quota.items()]}]}]}},
+                {"name": name, "nominalQuota": str(value)} for name, value in quota.items()]}]}],
+            **({"admissionChecksStrategy": {"admissionChecks": [{"name": c} for c in admission_checks]}}
+               if admission_checks else {})}},
         {"apiVersion": group, "kind": "LocalQueue", "metadata": {"name": local_queue, "namespace": namespace},
          "spec": {"clusterQueue": cluster_queue}},
     ]
