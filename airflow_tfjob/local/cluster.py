@@ -175,6 +175,7 @@ class ClusterRuntime:
         # node), reached by the manager through the kubeconfig in its Secret; the replicas run there only,
         # so the manager runs no node (multikueue.py).
         self.workers: dict[str, ClusterRuntime] = {}
+        self.lost_workers: set[str] = set()  # stopped by lose_worker, not stopped again
         if multikueue_workers and kueue_options is not None:  # check_workers: Kueue is on with workers
             self.workers = {
                 name: ClusterRuntime(gpus=gpus, workdir=self.workdir / "workers" / name,
@@ -333,10 +334,21 @@ class ClusterRuntime:
             await self.status_server.stop()
         await self.apiserver.stop()
         for name, worker in self.workers.items():
+            if name in self.lost_workers:
+                continue
             try:
                 await worker.stop()
             except Exception:
                 log.exception("worker %s: stop failed", name)
+
+    async def lose_worker(self, name: str) -> None:
+        """MultiKueue's worker `name` is lost: the whole cluster stops (its pods killed, its API server
+        gone), as a worker cluster that goes away; the manager notices through its connection."""
+        if name not in self.workers:
+            raise ValueError(f"no MultiKueue worker {name!r}; the workers are {', '.join(self.workers) or 'none'}")
+        if name not in self.lost_workers:
+            self.lost_workers.add(name)
+            await self.workers[name].stop()
 
 
 class LocalCluster:
@@ -502,6 +514,10 @@ class LocalCluster:
                 loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
+
+    def lose_worker(self, name: str, timeout: float = 30.0) -> None:
+        """MultiKueue's worker `name` stops for good (ClusterRuntime.lose_worker). Safe from any thread."""
+        asyncio.run_coroutine_threadsafe(self.runtime.lose_worker(name), self.loop).result(timeout)
 
     def lose_node(self, label_selector: str | None = None, timeout: float = 30.0) -> list[str]:
         """A node is lost: the running pods `label_selector` selects (None: all) die with it and are

@@ -295,3 +295,22 @@ def test_a_cluster_profile_source_reports_the_gate_off(kube: Kube) -> None:
     _wait_active(kube.crd, "multikueueclusters", "testing-cluster", (
         "False", "MultiKueueClusterProfileFeatureDisabled",
         "load client config failed: MultiKueueClusterProfile feature gate is disabled"))
+
+
+def test_a_lost_worker_turns_inactive(tmp_path: Path) -> None:
+    """A worker that goes away (LocalCluster.lose_worker: its whole cluster stops): the end of the
+    manager's watch of it brings a new reach, which fails, so its MultiKueueCluster is `Active` False
+    `ClientConnectionFailed` and the check, with the other worker still there, `SomeActiveClusters`
+    (admissioncheck.go). The re-dispatch of its jobs is not built yet."""
+    with LocalCluster(workdir=tmp_path, multikueue_workers=2, kueue=True) as cluster:
+        crd = Kube.on(cluster).crd
+        for worker in cluster.workers:
+            _wait_active(crd, "multikueueclusters", worker, ("True", "Active", "Connected"))
+        cluster.lose_worker("worker2")
+        until(lambda: (_active(crd, "multikueueclusters", "worker2") or ("",))[:2]
+              == ("False", "ClientConnectionFailed"), "worker2 to be inactive")
+        _wait_active(crd, "admissionchecks", CHECK_NAME, ("True", "SomeActiveClusters",
+                                                          "Inactive clusters: [worker2]"))
+        assert _active(crd, "multikueueclusters", "worker1") == ("True", "Active", "Connected")
+        with pytest.raises(ValueError, match="no MultiKueue worker 'worker9'"):
+            cluster.lose_worker("worker9")

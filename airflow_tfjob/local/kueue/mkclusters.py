@@ -16,7 +16,9 @@ The conditions and their reasons and messages are upstream's: `Active`/`Connecte
 `NoUsableClusters`, `SomeActiveClusters` with `Missing clusters: [...]`, `Inactive clusters: [...]`.
 A ClusterProfile source is refused as with the MultiKueueClusterProfile gate off (its v0.19.2 default:
 reason `MultiKueueClusterProfileFeatureDisabled`). Not modelled: the kubeconfig path prefix check (its
-gate off), the remote watches (the workers are not watched yet), and the garbage collector.
+gate off), and the garbage collector. A connected worker's Workloads are watched as the remote client
+watches them; the end of that watch (a lost worker) brings a new reach, whose failure sets the cluster
+inactive.
 """
 
 from __future__ import annotations
@@ -141,6 +143,7 @@ class MultiKueueClusters:
         self.store = store
         self.enqueue = enqueue
         self._probes: dict[str, asyncio.Task[None]] = {}
+        self._watches: dict[str, asyncio.Task[None]] = {}
         self._failures: dict[str, int] = {}
         self._retries: dict[str, asyncio.TimerHandle] = {}
 
@@ -243,15 +246,42 @@ class MultiKueueClusters:
         self._write_cluster(cluster, connected, reason, message)
         if connected:
             self._failures.pop(name, None)
+            if name not in self._watches:
+                self._watches[name] = asyncio.get_running_loop().create_task(self._watch(name, endpoint))
             return
         self._failures[name] = self._failures.get(name, 0) + 1
         delay = retry_after(self._failures[name])
+        previous = self._retries.pop(name, None)
+        if previous is not None:
+            previous.cancel()
         self._retries[name] = asyncio.get_running_loop().call_later(delay, self.enqueue, (CLUSTER, "", name))
+
+    async def _watch(self, name: str, endpoint: Endpoint) -> None:
+        """A watch of the worker's Workloads, held while it is connected, as Kueue's remote client holds
+        its watches: when the stream ends (the worker's API server stopped, or ended the watch), the
+        cluster is reconciled again, whose reach then says whether the worker is still there (a lost
+        worker: `ClientConnectionFailed`). The events themselves are not read yet (no dispatch)."""
+        url = f"{endpoint.server}/apis/{KUEUE_GROUP}/v1beta2/workloads?watch=true&allowWatchBookmarks=true"
+        try:
+            timeout = aiohttp.ClientTimeout(total=None, connect=_PROBE_TIMEOUT)
+            async with aiohttp.ClientSession(timeout=timeout) as session, session.get(
+                    url, headers=endpoint.headers(), ssl=endpoint.ssl_context()) as reply:
+                async for _line in reply.content:
+                    pass
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError, ssl.SSLError) as exc:
+            log.debug("multikueue: the watch of %s ended: %s", name, exc)
+        finally:
+            if self._watches.get(name) is asyncio.current_task():
+                del self._watches[name]
+        self.enqueue((CLUSTER, "", name))
 
     def _forget(self, name: str) -> None:
         probe = self._probes.pop(name, None)
         if probe is not None:
             probe.cancel()
+        watch = self._watches.pop(name, None)
+        if watch is not None:
+            watch.cancel()
         retry = self._retries.pop(name, None)
         if retry is not None:
             retry.cancel()
@@ -263,7 +293,7 @@ class MultiKueueClusters:
                 self.enqueue(key)
 
     def cancel(self) -> None:
-        for name in list(self._probes) + list(self._retries):
+        for name in {*self._probes, *self._retries, *self._watches}:
             self._forget(name)
 
     # ---- AdmissionCheck
