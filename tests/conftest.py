@@ -52,6 +52,7 @@ TOOLING_MODULES = frozenset(
         "tests/unit/test_lock.py",
         "tests/unit/test_venv_script.py",
         "tests/unit/test_test_times.py",
+        "tests/unit/test_test_layout.py",
     }
 )
 

@@ -76,6 +76,7 @@ class _JobFollow:
         self.sink = LogBatcher(sink)
         self.resumed = bool(cursors) or earlier is not None
         self.pods: dict[str, dict] = {}  # by pod uid, last known state, deleted pods kept
+        self.gone: set[str] = set()  # the uids of the pods seen deleted
         self.events: dict[str, dict] = {}  # by event uid
         # The job as last seen, as the shared watch keeps it (compact JSON, a quarter of the decoded
         # object): a waiting follow holds it between changes, a triggerer thousands of them.
@@ -162,6 +163,8 @@ class _JobFollow:
     def _on_pod(self, etype: str, pod: dict) -> None:
         uid = str((pod.get("metadata") or {}).get("uid") or "")
         self.pods[uid] = pod
+        if etype == "DELETED":
+            self.gone.add(uid)
         if self.logs is None:
             return
         if self._seen is None:
@@ -359,7 +362,11 @@ class _JobFollow:
     async def _judge(self, obj: dict[str, Any], encoded: Encoded | None) -> FollowOutcome | None:
         """The outcome a value of the job decides, if any (None: keep waiting)."""
         self._job_known(obj, encoded)
-        status = interpret(obj)
+        # The pods the follow already watches correct an object that lags them (a TrainJob: no Running
+        # condition, jobsStatus a step behind): the parts (Kueue's "running") and the outcome see it run.
+        live = [p for uid, p in self.pods.items()
+                if uid not in self.gone and not (p.get("metadata") or {}).get("deletionTimestamp")]
+        status = self.adapter.with_pods(interpret(obj), live)
         verdict: FollowOutcome | None = None
         for part in self.parts:  # each sees the job, even once another's verdict ends the follow
             said = await part.on_job(obj, status)

@@ -14,7 +14,7 @@ importing this module costs nothing at a DAG file's parse.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol
@@ -95,6 +95,14 @@ class ReadsJob(Protocol):
     def interpret(self, job: Mapping[str, Any]) -> JobStatus:
         """The job object's state in the provider's one vocabulary (JobStatus): the deciding condition's
         reason and message, replica counts by type, the failed types, start and completion time."""
+        ...
+
+    def with_pods(self, status: JobStatus, pods: Sequence[Mapping[str, Any]]) -> JobStatus:
+        """``status`` (what :meth:`interpret` read from the job object) corrected by the job's live pods
+        where the object is not the word on the job's running phase: a TrainJob has no Running condition
+        and its ``jobsStatus`` follows its JobSet's status a step behind the pods (kubeflow/sdk#803: a
+        Kueue-managed TrainJob read by conditions alone looks Created forever). An API whose object says
+        it (v1's Running condition) returns ``status`` as it is."""
         ...
 
     def ever_started(self, job: Mapping[str, Any]) -> bool:

@@ -14,7 +14,7 @@ state, only which types are True.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from airflow_tfjob.constants import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
@@ -163,6 +163,10 @@ class V1Adapter:
 
     def interpret(self, job: Mapping[str, Any]) -> JobStatus:
         return interpret(job, self.kind)
+
+    def with_pods(self, status: JobStatus, pods: Sequence[Mapping[str, Any]]) -> JobStatus:
+        """The operator's Running condition is the word: pods do not change it."""
+        return status
 
     def ever_started(self, job: Mapping[str, Any]) -> bool:
         """A Running, Succeeded or Failed condition, whatever its status (Running turns False, not absent)."""

@@ -42,7 +42,8 @@ from airflow_tfjob.local.controllers.v1.registry import CONTROLLERS
 from airflow_tfjob.local.credential import TokenAuthority, exec_command, write_private
 from airflow_tfjob.local.faults import FaultInjector, FaultPlan
 from airflow_tfjob.local.kueue.options import KueueOptions
-from airflow_tfjob.local.model.profiles import Profile
+from airflow_tfjob.local.kueue.reasons import Reasons
+from airflow_tfjob.local.model.profiles import UNADMITTED_OBSERVABILITY, Profile
 from airflow_tfjob.local.model.resources import DEFAULT_APIS, JsonDict, served_groups
 from airflow_tfjob.local.multikueue import check_workers, manager_objects, worker_names, worker_options
 from airflow_tfjob.local.node.podlogs import PodLogs
@@ -202,7 +203,9 @@ class ClusterRuntime:
         self.store = Store(history_limit=history_limit, admission=admission)
         chain.train.store = self.store
         if kueue_options is not None:
-            self.kueue = assembly.controller(self.store)
+            # The profile's Kueue writes the granular QuotaReserved reasons when its gate is on (0.20).
+            granular = self.profile.kueue.gates.get(UNADMITTED_OBSERVABILITY, False)
+            self.kueue = assembly.controller(self.store, Reasons(granular=granular))
             assembly.create_objects(self.store)
             extensions = assembly.extensions(self.kueue)
         self.podlogs = PodLogs()

@@ -14,6 +14,7 @@ hold: each TrainJob case is a parameter of the TFJob test it repeats.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import sys
@@ -78,22 +79,34 @@ def queues() -> list[dict[str, Any]]:
     return objects
 
 
-@pytest.fixture(scope="module")
-def kueue_cluster() -> Iterator[Any]:
-
+@contextlib.contextmanager
+def queued_cluster(profile: str | None = None) -> Iterator[Any]:
+    """A cluster whose Kueue manages TFJobs and TrainJobs, with the queues above and Trainer's runtimes
+    (``profile``: the local cluster's version profile, its default when None)."""
     from airflow_tfjob.jobs.trainjob.runtimes import cluster_hook, install
     from airflow_tfjob.local import LocalCluster
 
     integrations = ["kubeflow.org/tfjob", "trainer.kubeflow.org/trainjob"]
-    with LocalCluster(kueue={"integrations": integrations, "objects": queues()}) as cluster:
+    with LocalCluster(kueue={"integrations": integrations, "objects": queues()}, profile=profile) as cluster:
         install(cluster_hook(str(cluster.kubeconfig_path)), log=lambda _: None)
+        yield cluster
+
+
+def use_cluster(cluster: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``kubernetes_default`` points at ``cluster`` for this test."""
+    extra = {"kube_config_path": str(cluster.kubeconfig_path), "namespace": NS}
+    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+
+
+@pytest.fixture(scope="module")
+def kueue_cluster() -> Iterator[Any]:
+    with queued_cluster() as cluster:
         yield cluster
 
 
 @pytest.fixture
 def conn(kueue_cluster: Any, monkeypatch: pytest.MonkeyPatch) -> str:
-    extra = {"kube_config_path": str(kueue_cluster.kubeconfig_path), "namespace": NS}
-    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+    use_cluster(kueue_cluster, monkeypatch)
     return "kubernetes_default"
 
 
@@ -609,8 +622,7 @@ def test_kueues_pods_ready_timeout_evicts_before_a_longer_startup_timeout(monkey
     gpu = queue_objects(cluster_queue="cq-gpu", local_queue="gpu", namespace=NS, quota={"nvidia.com/gpu": 64})
     options = {"integrations": ["kubeflow.org/tfjob"], "objects": gpu, "pods_ready_timeout": 2}
     with LocalCluster(kueue=options) as cluster:
-        extra = {"kube_config_path": str(cluster.kubeconfig_path), "namespace": NS}
-        monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+        use_cluster(cluster, monkeypatch)
         log = TaskLog()
         # 64 GPUs fit the queue's quota but no node of the local cluster: the pod stays Pending.
         op = operator(log, task_id="unready", kueue_queue="gpu", gpus=64, container_resources=None,

@@ -11,6 +11,7 @@ from airflow_tfjob.integrations.kueue.workload import (
     describe,
     integration_hint,
     never_admitted,
+    never_fix,
     position_of,
     preemption_count,
     view,
@@ -212,3 +213,48 @@ def test_kueues_words_for_a_job_that_may_still_be_admitted(reason: str, message:
 def test_only_a_queued_job_is_judged() -> None:
     for _, job, wl in k.lifecycle()[2:]:
         assert not never_admitted(view(job, interpret(job), wl))
+
+
+#: (reason, message) as Kueue 0.19's default gates and as 0.20 write them for the same case, and the fix told.
+FIXES = [
+    (("Inadmissible", "Misconfigured"), "LocalQueue lq doesn't exist",
+     "create LocalQueue lq in the job's namespace, or set kueue_queue to a LocalQueue that exists"),
+    (("Inadmissible", "Misconfigured"), "ClusterQueue cq doesn't exist",
+     "create ClusterQueue cq, or point the LocalQueue at a ClusterQueue that exists"),
+    (("Pending", "Misconfigured"), "workload namespace doesn't match ClusterQueue selector",
+     "add the job's namespace to the ClusterQueue's spec.namespaceSelector, or use a LocalQueue whose "
+     "ClusterQueue selects it"),
+    (("Inadmissible", "Suspended"), "ClusterQueue cq is inactive",
+     "resume ClusterQueue cq (spec.stopPolicy: None; a ClusterQueue is also inactive while a ResourceFlavor it "
+     "names is missing)"),
+    (("Pending", "ExceedsMaxQuota"),
+     "couldn't assign flavors to pod set worker: insufficient quota for cpu in flavor f, previously considered "
+     "podsets requests (0) + current podset request (2) > maximum capacity (1)",
+     "lower the job's resource requests to what the ClusterQueue can ever give, or raise its nominalQuota"),
+    (("Pending", "NoMatchingFlavor"), "couldn't assign flavors to pod set worker: resource cpu unavailable in "
+     "ClusterQueue",
+     "add the resource to the ClusterQueue's resourceGroups, or match a flavor's node labels and taints"),
+]
+
+
+@pytest.mark.parametrize(("reasons", "message", "fix"), FIXES, ids=[f[0][1] + "-" + str(i) for i, f in enumerate(FIXES)])
+def test_the_fix_for_a_job_kueue_can_never_admit_is_the_same_on_0_19_and_0_20(
+    reasons: tuple[str, str], message: str, fix: str
+) -> None:
+    job = k.job(k.JOB_SUSPENDED, suspend=True)
+    for reason in reasons:
+        current = view(job, interpret(job), k.workload(k.cond("QuotaReserved", "False", reason, message)))
+        assert never_admitted(current) and never_fix(current) == fix, reason
+
+
+def test_a_granular_reason_alone_still_names_its_fix() -> None:
+    """Kueue 0.20's reason says the case even when its message is one the provider does not know."""
+    job = k.job(k.JOB_SUSPENDED, suspend=True)
+    said = {
+        reason: never_fix(view(job, interpret(job), k.workload(k.cond("QuotaReserved", "False", reason, "new words"))))
+        for reason in ("Suspended", "ExceedsMaxQuota", "Misconfigured", "Inadmissible")
+    }
+    assert said["Suspended"].startswith("resume the stopped queue")
+    assert said["ExceedsMaxQuota"].startswith("lower the job's resource requests")
+    assert said["Misconfigured"].startswith("create the missing LocalQueue or ClusterQueue")
+    assert said["Inadmissible"] == "fix the queue or the job's resource requests"

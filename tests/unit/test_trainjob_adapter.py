@@ -17,6 +17,7 @@ import pytest
 from airflow_tfjob.build.checker import JobValidationError
 from airflow_tfjob.build.manifest import build_job
 from airflow_tfjob.follow.logs_parsing import pod_replica, replica_name
+from airflow_tfjob.jobs.adapter import adapter_for
 from airflow_tfjob.jobs.kinds import TFJOB, TRAINJOB, kind_named, kind_of
 from airflow_tfjob.jobs.status import JobState, interpret
 from airflow_tfjob.jobs.trainjob import pods, tfconfig
@@ -94,6 +95,30 @@ def test_suspended_and_resumed() -> None:
     status = interpret(trainjob({"conditions": [resumed], "jobsStatus": [node_status(active=1)]}))
     assert status.state is JobState.RUNNING
     assert status.start_time == "2026-01-01T00:09:00Z"  # the deadline clock restarts at the resume too
+
+
+def pod(phase: str, deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "mnist-node-0-0-x"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:10:00Z"
+    return {"metadata": meta, "status": {"phase": phase}}
+
+
+def test_a_kueue_managed_trainjob_whose_pods_run_is_running_before_its_jobs_status_says_so() -> None:
+    """Resumed by Kueue (Suspended=False/Resumed), no Running condition, jobsStatus not yet counting the
+    active Job (it follows the JobSet's status): the running pods say it runs (kubeflow/sdk#803)."""
+    adapter = adapter_for(TRAINJOB)
+    resumed = {"type": "Suspended", "status": "False", "reason": "Resumed", "message": "TrainJob is resumed"}
+    job = trainjob({"conditions": [resumed], "jobsStatus": [node_status(suspended=1)]})
+    created = interpret(job)
+    assert created.state is JobState.CREATED
+    assert adapter.with_pods(created, [pod("Running")]).state is JobState.RUNNING
+    assert adapter.with_pods(created, [pod("Pending")]).state is JobState.CREATED
+    assert adapter.with_pods(created, [pod("Running", deleting=True)]).state is JobState.CREATED
+    # A suspended job's pods (being deleted, or not yet) do not make it run; nor does v1 read pods.
+    suspended = interpret(trainjob({"conditions": [{**resumed, "status": "True", "reason": "Suspended"}]}))
+    assert adapter.with_pods(suspended, [pod("Running")]).state is JobState.SUSPENDED
+    assert adapter_for(TFJOB).with_pods(created, [pod("Running")]) is created
 
 
 def test_the_progress_status_is_read_when_filled() -> None:

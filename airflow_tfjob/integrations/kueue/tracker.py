@@ -41,6 +41,7 @@ from airflow_tfjob.integrations.kueue.workload import (
     QueueView,
     integration_hint,
     never_admitted,
+    never_fix,
     newest,
     position_of,
     queue_label,
@@ -390,7 +391,7 @@ class QueueTracker:
             status,
             f"{self.ref} can never be admitted by Kueue as things stand, so it was not left to wait"
             f"{self._timeout_phrase()}: {current.reason}: {current.message} (LocalQueue {current.queue}; "
-            "fix the queue or the job's resource requests, then run the task again)",
+            f"{never_fix(current)}, then run the task again)",
         )
 
     def _timeout_phrase(self) -> str:

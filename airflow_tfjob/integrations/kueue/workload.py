@@ -284,3 +284,45 @@ def never_admitted(current: QueueView) -> bool:
     # Only the separators the reasons were joined with (", " within a pod set, "; " between pod sets)
     # may be left: any other reason means the job could fit some day.
     return re.fullmatch(r"[,;\s]*", rest) is not None
+
+
+#: Why a job can never be admitted, by Kueue's words, and what whoever runs the queue or the job does about it:
+#: (granular reason, the words of the message, the fix naming what the words name, the fix by the reason
+#: alone). Kueue 0.20 (UnadmittedWorkloadsObservability on) names the case in the reason; 0.19's default
+#: gates write ``Inadmissible``/``Pending`` and leave it to the message, so each case is recognised by either.
+_FIXES: tuple[tuple[str, re.Pattern[str], str, str], ...] = (
+    ("Misconfigured", re.compile(r"^LocalQueue (\S+) (?:doesn't exist|is terminating or missing)"),
+     "create LocalQueue {0} in the job's namespace, or set kueue_queue to a LocalQueue that exists",
+     "create the missing LocalQueue or ClusterQueue, or set kueue_queue to a LocalQueue that exists"),
+    ("Misconfigured", re.compile(r"^ClusterQueue (\S+) (?:doesn't exist|not found|is terminating or missing)"),
+     "create ClusterQueue {0}, or point the LocalQueue at a ClusterQueue that exists", ""),
+    ("Misconfigured", re.compile(r"^workload namespace doesn't match ClusterQueue selector"),
+     "add the job's namespace to the ClusterQueue's spec.namespaceSelector, or use a LocalQueue whose "
+     "ClusterQueue selects it", ""),
+    ("Suspended", re.compile(r"^((?:Local|Cluster)Queue \S+) is (?:inactive|stopped)"),
+     "resume {0} (spec.stopPolicy: None; a ClusterQueue is also inactive while a ResourceFlavor it names "
+     "is missing)",
+     "resume the stopped queue (spec.stopPolicy: None) or create the ResourceFlavors its ClusterQueue names"),
+    ("ExceedsMaxQuota", re.compile(r"> maximum capacity"),
+     "lower the job's resource requests to what the ClusterQueue can ever give, or raise its nominalQuota",
+     ""),
+    ("NoMatchingFlavor", re.compile(r"unavailable in ClusterQueue|doesn't match node affinity|untolerated taint"
+                                    r"|flavor \S+ not found"),
+     "add the resource to the ClusterQueue's resourceGroups, or match a flavor's node labels and taints", ""),
+)
+_FIX_ANY = "fix the queue or the job's resource requests"
+
+
+def never_fix(current: QueueView) -> str:
+    """What to change so that a job :func:`never_admitted` can be admitted: the case Kueue's message
+    describes (the names in it), else the case its reason names (0.20's granular reasons), else general
+    advice. Read from both because 0.19's default gates write ``Inadmissible``/``Pending`` for all of them."""
+    message = current.message or ""
+    for _reason, words, fix, _by_reason in _FIXES:
+        found = words.search(message)
+        if found is not None:
+            return fix.format(*found.groups())
+    for reason, _words, fix, by_reason in _FIXES:
+        if current.reason == reason:
+            return by_reason or fix
+    return _FIX_ANY

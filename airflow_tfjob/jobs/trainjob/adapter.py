@@ -10,7 +10,7 @@ TrainJob, with the replica types the mapping annotated.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from airflow_tfjob.jobs.adapter import JobAdapter, ReportedProgress, ResultExtras
@@ -49,6 +49,10 @@ class TrainJobAdapter:
 
     def interpret(self, job: Mapping[str, Any]) -> JobStatus:
         return status.interpret(job)
+
+    def with_pods(self, current: JobStatus, live: Sequence[Mapping[str, Any]]) -> JobStatus:
+        """Running once a node's pod runs (status.with_pods): no Running condition is waited for."""
+        return status.with_pods(current, live)
 
     def ever_started(self, job: Mapping[str, Any]) -> bool:
         """A Complete or Failed condition (a TrainJob has no Running one, trainjob-behaviour.md §6)."""

@@ -12,9 +12,10 @@ TrainJob's creation (or its last resume) the start time. ``trainerStatus`` (the 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_tfjob.jobs.status import COUNT_KEYS, JobState, JobStatus, true_conditions
@@ -117,6 +118,29 @@ def interpret(job: Mapping[str, Any]) -> JobStatus:
         start_time=_start_time(job),
         completion_time=str((deciding or {}).get("lastTransitionTime") or "") or None if finished else None,
     )
+
+
+#: Pod phases that show a node has started: its TrainJob is running (or finishing) whatever its status says.
+_STARTED_PHASES = frozenset({"Running", "Succeeded"})
+
+
+def with_pods(status: JobStatus, pods: Sequence[Mapping[str, Any]]) -> JobStatus:
+    """A TrainJob :func:`interpret` reads as Created whose live pods have started: Running.
+
+    A TrainJob has no Running condition (§6) and its ``jobsStatus`` is copied from the JobSet's status,
+    which its controller writes after the Jobs' own, after the pods': the pods are the first word that the
+    job runs. A Kueue-managed TrainJob read by its conditions alone looks Created for its whole run
+    (kubeflow/sdk#803); this reads neither a missing condition nor a lagging count as "not running".
+    Only Created is corrected: a suspended, finished or running status already says more than pods can
+    (a suspended job's pods are being deleted), and a pod being deleted counts for nothing."""
+    if status.state is not JobState.CREATED:
+        return status
+    for pod in pods:
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        if (pod.get("status") or {}).get("phase") in _STARTED_PHASES:
+            return dataclasses.replace(status, state=JobState.RUNNING)
+    return status
 
 
 def trainer_progress(job: Mapping[str, Any]) -> dict[str, Any] | None:

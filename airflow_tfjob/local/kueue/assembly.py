@@ -14,6 +14,7 @@ from airflow_tfjob.local.kueue.controller import KueueController
 from airflow_tfjob.local.kueue.convert import VIEWS
 from airflow_tfjob.local.kueue.jobs import KueueWebhook, Management
 from airflow_tfjob.local.kueue.options import KUEUE_PLURALS, MANAGER_NAMESPACE, KueueOptions, kinds_managed
+from airflow_tfjob.local.kueue.reasons import Reasons
 from airflow_tfjob.local.kueue.startobjects import create_object
 from airflow_tfjob.local.kueue.visibility import VisibilityApi
 from airflow_tfjob.local.model.resources import ApiError
@@ -32,9 +33,10 @@ class Kueue:
         self._webhook = KueueWebhook(inner, kinds_managed(self.options), Management.of(self.options))
         return self._webhook
 
-    def controller(self, store: Store) -> KueueController:
+    def controller(self, store: Store, reasons: Reasons | None = None) -> KueueController:
+        """`reasons`: the QuotaReserved=False reasons the profile's Kueue writes (0.19's fallbacks by default)."""
         self._webhook.store = store
-        return KueueController(store, self.options)
+        return KueueController(store, self.options, reasons)
 
     @staticmethod
     def extensions(controller: KueueController) -> Extensions:

@@ -18,6 +18,7 @@ from airflow_tfjob.local.kueue.jobs import JobReconciler, Management, remove_fin
 from airflow_tfjob.local.kueue.mkclusters import CHECK, CLUSTER, MultiKueueClusters
 from airflow_tfjob.local.kueue.options import KueueOptions, kinds_managed
 from airflow_tfjob.local.kueue.podsready import PodsReadyTimeout
+from airflow_tfjob.local.kueue.reasons import Reasons
 from airflow_tfjob.local.kueue.scheduler import Scheduler
 from airflow_tfjob.local.model.resources import JsonDict
 from airflow_tfjob.local.store.core import Store
@@ -33,16 +34,16 @@ class KueueController(WorkQueue):
     kind = "kueue"
     retry_base = retry_max = _RETRY  # a failed reconcile or cycle is retried after a steady 0.5 s
 
-    def __init__(self, store: Store, options: KueueOptions) -> None:
+    def __init__(self, store: Store, options: KueueOptions, reasons: Reasons | None = None) -> None:
         super().__init__(store)
         self.options = options
         self.kinds: dict[str, JobKind] = {k.kind: k for k in kinds_managed(options)}
-        self.scheduler = Scheduler(store)
+        self.scheduler = Scheduler(store, reasons)
         self.pods_ready = PodsReadyTimeout(store, options.pods_ready_timeout, options.backoff_base_seconds)
         self._timer: asyncio.TimerHandle | None = None
         management = Management.of(options)
         self.reconcilers = {k.kind: JobReconciler(store, k, self.scheduler.arrived, options.wait_for_pods_ready,
-                                                  management)
+                                                  management, reasons)
                             for k in self.kinds.values()}
         self._cycle = False
         # MultiKueue's connection side, only when asked for: without it the manager watches nothing more.

@@ -18,6 +18,7 @@ from airflow_tfjob.local.kueue.adapters import Adapter, PodSetsInfo, adapter_for
 from airflow_tfjob.local.kueue.celrules import cel_errors
 from airflow_tfjob.local.kueue.defaults import apply_kueue_defaults
 from airflow_tfjob.local.kueue.options import MANAGER_NAMESPACE, KueueOptions
+from airflow_tfjob.local.kueue.reasons import PENDING, PENDING_EVALUATION, Reasons
 from airflow_tfjob.local.kueue.schema import CHECKED_KINDS, kueue_schema
 from airflow_tfjob.local.kueue.workloads import (
     FINALIZER,
@@ -140,8 +141,10 @@ class JobReconciler:
     """ReconcileGenericJob for one managed kind; `reconcile` is called on job and Workload changes."""
 
     def __init__(self, store: Store, kind: JobKind, created: Callable[[str], None] = lambda _uid: None,
-                 wait_for_pods_ready: bool = True, management: Management | None = None) -> None:
+                 wait_for_pods_ready: bool = True, management: Management | None = None,
+                 reasons: Reasons | None = None) -> None:
         self.store = store
+        self.reasons = reasons or Reasons()
         self.kind = kind
         self.adapter: Adapter = adapter_for(kind)
         self.created = created  # tells the scheduler the creation order of Workloads
@@ -387,7 +390,9 @@ class JobReconciler:
         reason, message = str(evicted.get("reason", "")), str(evicted.get("message", ""))
         requeued = "True" if reason in ("Preempted", "NodeFailures") else "False"
         set_condition(status, "Requeued", requeued, reason, message, generation)
-        set_condition(status, "QuotaReserved", "False", "Pending", message, generation)
+        # jobframework reconciler.go: the requeued Workload is PendingEvaluation on 0.20 (Pending before).
+        set_condition(status, "QuotaReserved", "False", self.reasons.pick(PENDING_EVALUATION, PENDING), message,
+                      generation)
         status.pop("admission", None)
         set_condition(status, "Admitted", "False", "NoReservation", "The workload has no reservation", generation)
         if self.wait_for_pods_ready:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from airflow_tfjob.local.kueue.reasons import MISCONFIGURED, SUSPENDED
 from airflow_tfjob.local.kueue.workloads import condition, has_reservation, is_true, priority
 from airflow_tfjob.local.model.resources import JsonDict
 
@@ -56,22 +57,24 @@ def cq_active(snap: Snapshot, cq: JsonDict) -> bool:
     return not (snap.missing_flavors(cq) or stop_policy(cq) != "None" or cq["metadata"].get("deletionTimestamp"))
 
 
-def blocker(snap: Snapshot, wl: JsonDict) -> str | None:
-    """getQueueBlocker's message (reason Inadmissible) when the Workload cannot be queued at all: a
-    stopped LocalQueue is inactive, and a stopped ClusterQueue is inactive in Kueue's cache."""
+def blocker(snap: Snapshot, wl: JsonDict) -> tuple[str, str] | None:
+    """getQueueBlocker's granular reason and message when the Workload cannot be queued at all
+    (``Misconfigured``: the queue is missing; ``Suspended``: it is inactive: a stopped LocalQueue, and a
+    stopped ClusterQueue or one missing a flavor, inactive in Kueue's cache). With the default gates of
+    Kueue 0.19 the reason written is ``Inadmissible`` (reasons.py)."""
     ns = wl["metadata"].get("namespace", "")
     queue = (wl.get("spec") or {}).get("queueName", "")
     lq = snap.local_queues.get((ns, queue))
     if lq is None:
-        return f"LocalQueue {queue} doesn't exist"
+        return MISCONFIGURED, f"LocalQueue {queue} doesn't exist"
     if stop_policy(lq) != "None":
-        return f"LocalQueue {queue} is inactive"
+        return SUSPENDED, f"LocalQueue {queue} is inactive"
     cq_name = (lq.get("spec") or {}).get("clusterQueue", "")
     cq = snap.cluster_queues.get(cq_name)
     if cq is None:
-        return f"ClusterQueue {cq_name} doesn't exist"
+        return MISCONFIGURED, f"ClusterQueue {cq_name} doesn't exist"
     if not cq_active(snap, cq):
-        return f"ClusterQueue {cq_name} is inactive"
+        return SUSPENDED, f"ClusterQueue {cq_name} is inactive"
     return None
 
 

@@ -10,6 +10,12 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
+from airflow_tfjob.local.kueue.reasons import (
+    EXCEEDS_MAX_QUOTA,
+    NO_MATCHING_FLAVOR,
+    least_severe,
+    most_severe,
+)
 from airflow_tfjob.local.model.resources import JsonDict
 
 FIT, PREEMPT, NO_FIT = 0, 1, 2
@@ -107,6 +113,8 @@ class Assignment:
     podsets: list[JsonDict] = field(default_factory=list)
     usage: Usage = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)  # per pod set: "couldn't assign flavors to ..."
+    #: When mode is NO_FIT, Kueue's granular reason (resolveNoFitReason): NoMatchingFlavor or ExceedsMaxQuota.
+    no_fit_reason: str = ""
 
     @property
     def message(self) -> str:
@@ -170,22 +178,27 @@ def assign(cq: JsonDict, podsets: list[JsonDict], used: Usage, flavors: dict[str
         reasons: list[str] = []
         chosen: dict[str, str] = {}
         mode = FIT
+        podset_reason = ""
         by_group: dict[tuple[str, ...], list[str]] = {}
         for resource in requests:
             if resource not in flavors_of:
                 reasons.append(f"resource {resource} unavailable in ClusterQueue")
                 mode = NO_FIT
+                podset_reason = most_severe(podset_reason, NO_MATCHING_FLAVOR)  # no flavor was tried
                 continue
             by_group.setdefault(tuple(flavors_of[resource]), []).append(resource)
         for group_flavors, resources in by_group.items():
             best: tuple[int, str] | None = None
+            flavor_reasons: list[str] = []  # why each flavor of the group could never fit
             for flavor in group_flavors:
                 taint = untolerated_taint(podset.get("template") or {}, flavors.get(flavor))
                 if taint is not None:
                     reasons.append(f"untolerated taint {taint} in flavor {flavor}")
+                    flavor_reasons.append(NO_MATCHING_FLAVOR)
                     continue
                 if _affinity_conflict(podset.get("template") or {}, flavors.get(flavor)):
                     reasons.append(f"flavor {flavor} doesn't match node affinity")
+                    flavor_reasons.append(NO_MATCHING_FLAVOR)
                     continue
                 flavor_mode = FIT
                 for resource in resources:
@@ -199,6 +212,7 @@ def assign(cq: JsonDict, podsets: list[JsonDict], used: Usage, flavors: dict[str
                             f"podsets requests ({render(resource, earlier)}) + current podset request "
                             f"({render(resource, requests[resource])}) > maximum capacity ({render(resource, cap)})")
                         flavor_mode = NO_FIT
+                        flavor_reasons.append(EXCEEDS_MAX_QUOTA)
                     elif val > available:
                         reasons.append(f"insufficient unused quota for {resource} in flavor {flavor}, "
                                        f"{render(resource, val - available)} more needed")
@@ -210,6 +224,8 @@ def assign(cq: JsonDict, podsets: list[JsonDict], used: Usage, flavors: dict[str
                     best = (PREEMPT, flavor)
             if best is None:
                 mode = NO_FIT
+                # The flavors are alternatives (the least severe blocker stands), the groups co-requisites.
+                podset_reason = most_severe(podset_reason, least_severe(flavor_reasons))
                 continue
             mode = max(mode, best[0])
             for resource in resources:
@@ -218,6 +234,8 @@ def assign(cq: JsonDict, podsets: list[JsonDict], used: Usage, flavors: dict[str
             result.failures.append(f"couldn't assign flavors to pod set {podset.get('name')}: "
                                    + ", ".join(sorted(reasons)))
         result.mode = max(result.mode, mode)
+        if mode == NO_FIT:
+            result.no_fit_reason = most_severe(result.no_fit_reason, podset_reason)
         usage = {r: requests[r] for r in chosen}
         for resource, flavor in chosen.items():
             result.usage[(flavor, resource)] = result.usage.get((flavor, resource), Decimal(0)) + usage[resource]

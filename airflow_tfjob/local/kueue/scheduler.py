@@ -22,6 +22,14 @@ from airflow_tfjob.local.kueue.queues import (
     pending_in,
     stop_policy,
 )
+from airflow_tfjob.local.kueue.reasons import (
+    INADMISSIBLE,
+    MISCONFIGURED,
+    PENDING,
+    WAITING_FOR_PREEMPTED,
+    WAITING_FOR_QUOTA,
+    Reasons,
+)
 from airflow_tfjob.local.kueue.workloads import (
     JOB_UID_LABEL,
     condition,
@@ -60,8 +68,9 @@ def _seconds_since(timestamp: str | None) -> int:
 class Scheduler:
     """One `cycle()` admits what fits and preempts what must; the controller calls it after every change."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, reasons: Reasons | None = None) -> None:
         self.store = store
+        self.reasons = reasons or Reasons()  # which QuotaReserved=False reasons the profile's Kueue writes
         # A preemptor waiting for its victims stays at the head of its ClusterQueue: cq -> workload uid.
         self.sticky: dict[str, str] = {}
         # Workload uid -> the order the controller saw them created in (ties within a second).
@@ -81,9 +90,10 @@ class Scheduler:
         snap = snapshot(self.store)
         for wl in snap.workloads:
             if is_pending(wl):
-                reason = blocker(snap, wl)
-                if reason is not None:
-                    self._pending(wl, "Inadmissible", reason)
+                blocked = blocker(snap, wl)
+                if blocked is not None:
+                    granular, message = blocked
+                    self._pending(wl, self.reasons.pick(granular, INADMISSIBLE), message, event=False)
             elif has_reservation(wl) and not is_true(wl, "Finished") and not is_true(wl, "Evicted"):
                 drained = drained_by(snap, wl)
                 if drained is not None:
@@ -109,7 +119,9 @@ class Scheduler:
                 continue  # equivalence hashing: parked with an identical head, not evaluated
             ns = snap.namespaces.get(wl["metadata"].get("namespace", ""))
             if not namespace_matches(cq, ns):
-                self._pending(wl, "Pending", "workload namespace doesn't match ClusterQueue selector")
+                # ValidateAdmissibility's ErrNamespaceMismatch (scheduler.go nominate): Misconfigured.
+                self._pending(wl, self.reasons.pick(MISCONFIGURED, PENDING),
+                              "workload namespace doesn't match ClusterQueue selector")
                 continue
             result = quota.assign(cq, quota.effective_podsets(wl), used, snap.flavors)
             if result.mode == quota.FIT:
@@ -123,11 +135,14 @@ class Scheduler:
                 self._preempt(wl, name, victims)
                 self.sticky[name] = wl["metadata"]["uid"]
                 n = len(victims)
-                self._pending(wl, "Pending", f"{result.message}. Pending the preemption of {n} workload(s)")
+                self._pending(wl, self.reasons.pick(WAITING_FOR_PREEMPTED, PENDING),
+                              f"{result.message}. Pending the preemption of {n} workload(s)")
                 return  # the sticky head waits for its victims' quota
             if self.sticky.get(name) == wl["metadata"]["uid"]:
                 del self.sticky[name]
-            self._pending(wl, "Pending", result.message)
+            # NoFit: the assignment's reason; Preempt without candidates: WaitingForQuota (scheduler.go).
+            granular = result.no_fit_reason if result.mode == quota.NO_FIT else WAITING_FOR_QUOTA
+            self._pending(wl, self.reasons.pick(granular or WAITING_FOR_QUOTA, PENDING), result.message)
             if strict:
                 return
             parked.add(shape)
@@ -151,15 +166,18 @@ class Scheduler:
                     f"Quota reserved in ClusterQueue {cq}, wait time since queued was {_seconds_since(since)}s")
         self._event(wl, "Admitted", f"Admitted by ClusterQueue {cq}, wait time since reservation was 0s")
 
-    def _pending(self, wl: JsonDict, reason: str, message: str) -> None:
+    def _pending(self, wl: JsonDict, reason: str, message: str, event: bool = True) -> None:
+        """QuotaReserved=False with `reason`; the scheduler's verdicts (`event`) also get requeueAndUpdate's
+        Warning event, whose reason is the condition's (``Pending``, or the granular one on 0.20); the
+        workload controller's queue blockers write no event."""
         current = condition(wl, "QuotaReserved")
         if current and (current.get("status"), current.get("reason"), current.get("message")) == (
                 "False", reason, message):
             return
         status = clone(wl.get("status") or {})
         set_condition(status, "QuotaReserved", "False", reason, message, wl["metadata"].get("generation"))
-        if self._write(wl, status) and reason == "Pending":
-            self._event(wl, "Pending", message, "Warning")
+        if self._write(wl, status) and event:
+            self._event(wl, reason, message, "Warning")
 
     def _evict(self, wl: JsonDict, reason: str, message: str) -> None:
         """workloadevict.Evict for a stopped queue (HoldAndDrain): the job reconciler then suspends the

@@ -26,6 +26,8 @@ TRAINER = "trainer"
 TRAINING_OPERATOR = "training-operator"
 #: Where a row stands: checked against upstream's source at a tag or a merged change, or not.
 CONFIRMED = "confirmed"
+#: Kueue's gate that decides which QuotaReserved=False reasons a pending Workload carries.
+UNADMITTED_OBSERVABILITY = "UnadmittedWorkloadsObservability"
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,7 @@ _V1_OFF = Row(
 KUEUE_0_19 = Release(
     KUEUE, "0.19", "v0.19.2",
     served={"kueue.x-k8s.io": ("v1beta2", "v1beta1"), "visibility.kueue.x-k8s.io": ("v1beta2", "v1beta1")},
-    gates={"UnadmittedWorkloadsObservability": False},
+    gates={UNADMITTED_OBSERVABILITY: False},
     rows=(
         Row("served API versions",
             "kueue.x-k8s.io v1beta2 (storage) and v1beta1 (deprecated: every request through it gets the "
@@ -107,7 +109,7 @@ KUEUE_0_19 = Release(
 KUEUE_0_20 = Release(
     KUEUE, "0.20", "v0.20.0",
     served={"kueue.x-k8s.io": ("v1beta2",), "visibility.kueue.x-k8s.io": ("v1beta2",)},
-    gates={"UnadmittedWorkloadsObservability": True},
+    gates={UNADMITTED_OBSERVABILITY: True},
     rows=(
         Row("served API versions",
             "kueue.x-k8s.io/v1beta1 is no longer served (its CRD versions set served: false), nor the "
@@ -119,10 +121,22 @@ KUEUE_0_20 = Release(
             emulated=True),
         Row("default feature gates",
             "UnadmittedWorkloadsObservability on by default: QuotaReserved=False carries the granular "
-            "reasons " + ", ".join(_KUEUE_REASONS) + " instead of Pending/Inadmissible",
-            "kubernetes-sigs/kueue#13063 (pkg/features/kube_features.go); the reasons: "
-            "apis/kueue/v1beta2/workload_types.go and pkg/controller/core/workload_controller.go",
-            "confirmed; issue 38 names five of the nine reasons"),
+            "reasons " + ", ".join(_KUEUE_REASONS) + " instead of Pending/Inadmissible. Emulated: "
+            "Misconfigured (LocalQueue or ClusterQueue missing; namespace not selected), Suspended (queue "
+            "stopped or inactive), ExceedsMaxQuota (request above the ClusterQueue's quota), NoMatchingFlavor "
+            "(taint, node labels, resource not covered), WaitingForQuota, WaitingForPreemptedWorkloads, and "
+            "PendingEvaluation on the Workload requeued after an eviction; not emulated: WaitingForPodsReady "
+            "(the local Kueue does not block admission on PodsReady), TopologyPlacementFailed (no TAS), "
+            "PendingEvaluation on creation (UnadmittedWorkloadsExplicitStatus, off)",
+            "kubernetes-sigs/kueue#13063 (24698d2c36, pkg/features/kube_features.go); read at main ff69552e79 "
+            "(v0.20.0-devel-377): apis/kueue/v1beta2/workload_types.go, pkg/workload/workload.go "
+            "(UnadmittedWorkloadReasonWithFallback), pkg/controller/core/workload_controller.go "
+            "(getQueueBlocker), pkg/scheduler/scheduler.go (nominate, schedule, requeueAndUpdate), "
+            "pkg/scheduler/flavorassigner/flavorassigner.go (fitsResourceQuota, resolveNoFitReason), "
+            "pkg/controller/jobframework/reconciler.go",
+            "confirmed in source at main after #13063 (no v0.20.0 tag in the stored snapshot); issue 38 names "
+            "five of the nine reasons",
+            emulated=True),
         _V1_OFF,
         Row("integrations",
             "the TrainJob integration is built and tested against Trainer v2.3.0, whose runtimePatches merge "
