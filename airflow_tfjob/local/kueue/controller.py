@@ -4,7 +4,8 @@ cycle (scheduler.py). It runs on the controllers' reconcile core (controllers/re
 (kind, namespace, name)) on the cluster's event loop; a change wakes it (no polling), and a reconcile that
 must wait for something outside the watches (a WorkloadPriorityClass created later) is retried on a
 timer. With MultiKueue on (KueueOptions.multikueue) it also runs mkclusters.py's reconcilers, keyed
-("MultiKueueCluster" | "AdmissionCheck", "", name), which change no quota and so start no cycle."""
+("MultiKueueCluster" | "AdmissionCheck", "", name), and mkworkloads.py's dispatch, keyed
+("MultiKueueWorkload", namespace, name), which change no quota and so start no cycle."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from airflow_tfjob.jobs.kinds import JobKind
 from airflow_tfjob.local.controllers.reconciler import Key, Watch, WorkQueue
 from airflow_tfjob.local.kueue.jobs import JobReconciler, Management, remove_finalizer
 from airflow_tfjob.local.kueue.mkclusters import CHECK, CLUSTER, MultiKueueClusters
+from airflow_tfjob.local.kueue.mkworkloads import WORKLOAD, MultiKueueWorkloads
 from airflow_tfjob.local.kueue.options import KueueOptions, kinds_managed
 from airflow_tfjob.local.kueue.podsready import PodsReadyTimeout
 from airflow_tfjob.local.kueue.reasons import Reasons
@@ -47,8 +49,29 @@ class KueueController(WorkQueue):
                             for k in self.kinds.values()}
         self._cycle = False
         # MultiKueue's connection side, only when asked for: without it the manager watches nothing more.
-        self.multikueue = (MultiKueueClusters(store, lambda key: WorkQueue.enqueue(self, key))
-                           if options.multikueue else None)
+        self.multikueue: MultiKueueClusters | None = None
+        self.mkworkloads: MultiKueueWorkloads | None = None
+        if options.multikueue:
+            self.multikueue = MultiKueueClusters(
+                store, self._enqueue_only, watched=[k.plural for k in self.kinds.values()],
+                on_remote=self._on_remote, on_lost=self._on_worker_lost)
+            self.mkworkloads = MultiKueueWorkloads(store, self.multikueue, self.kinds, self._enqueue_only,
+                                                   options.multikueue_worker_lost_timeout)
+
+    def _enqueue_only(self, key: Key) -> None:
+        """A MultiKueue key: no quota changes by itself, so no scheduling cycle."""
+        WorkQueue.enqueue(self, key)
+
+    def _on_remote(self, cluster: str, plural: str, obj: JsonDict) -> None:
+        assert self.mkworkloads is not None
+        key = self.mkworkloads.on_remote(cluster, plural, obj)
+        if key is not None:
+            self._enqueue_only(key)
+
+    def _on_worker_lost(self, _cluster: str) -> None:
+        assert self.mkworkloads is not None
+        for key in self.mkworkloads.keys_with_check():
+            self._enqueue_only(key)
 
     def watches(self) -> list[Watch]:
         watches = [*(Watch(k.plural, self._job_handler(k)) for k in self.kinds.values()),
@@ -76,6 +99,8 @@ class KueueController(WorkQueue):
                 self.enqueue((ref["kind"], meta["namespace"], ref.get("name", "")))
         if etype != "DELETED" and meta.get("deletionTimestamp"):
             remove_finalizer(self.store, wl)  # the job is gone or replaced: nothing holds the quota
+        if self.mkworkloads is not None:
+            self._enqueue_only(self.mkworkloads.on_local(etype, wl))
         self._want_cycle()
 
     def _on_queue_object(self, _etype: str, _obj: JsonDict) -> None:
@@ -111,6 +136,9 @@ class KueueController(WorkQueue):
         kind, namespace, name = key
         if kind in (CLUSTER, CHECK) and self.multikueue is not None:
             return self.multikueue.reconcile(kind, name)
+        if kind == WORKLOAD and self.mkworkloads is not None:
+            self.mkworkloads.reconcile(namespace, name)  # an async pass; it times its own next one
+            return None
         return None if self.reconcilers[kind].reconcile(namespace, name) else _RETRY
 
     def drained(self) -> None:
@@ -129,5 +157,7 @@ class KueueController(WorkQueue):
         super().cancel_timers()
         if self.multikueue is not None:
             self.multikueue.cancel()
+        if self.mkworkloads is not None:
+            self.mkworkloads.cancel()
         if self._timer is not None:
             self._timer.cancel()

@@ -26,9 +26,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import logging
-import ssl
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ import aiohttp
 import yaml
 
 from airflow_tfjob.local.controllers.reconciler import Key
+from airflow_tfjob.local.kueue.mkremote import UNREACHABLE, Endpoint, Remote
 from airflow_tfjob.local.kueue.options import MANAGER_NAMESPACE, MULTIKUEUE_CONTROLLER, MULTIKUEUE_SECRET_KEY
 from airflow_tfjob.local.model.conditions import find_condition, set_condition
 from airflow_tfjob.local.model.resources import KUEUE_GROUP, ApiError, JsonDict
@@ -68,24 +70,6 @@ class BadKubeConfig(Exception):
 
 class InsecureKubeConfig(Exception):
     """A kubeconfig that Kueue's validateKubeconfig refuses (reason `InsecureKubeConfig`)."""
-
-
-class Endpoint:
-    """What the manager reaches a worker with: the server URL, a bearer token, the CA to trust."""
-
-    def __init__(self, server: str, token: str | None, ca_pem: bytes | None) -> None:
-        self.server = server.rstrip("/")
-        self.token = token
-        self.ca_pem = ca_pem
-
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
-
-    def ssl_context(self) -> ssl.SSLContext | bool:
-        """The CA to trust for an HTTPS server; True (the system's) without one in the kubeconfig."""
-        if self.ca_pem is None:
-            return True
-        return ssl.create_default_context(cadata=self.ca_pem.decode())
 
 
 def load_endpoint(text: bytes) -> Endpoint:
@@ -139,9 +123,21 @@ class MultiKueueClusters:
     """The MultiKueueCluster and AdmissionCheck reconcilers of the Kueue manager (controller.py routes
     their keys here): `keys_for` maps a watched change to the keys it concerns, `reconcile` does one."""
 
-    def __init__(self, store: Store, enqueue: Callable[[Key], None]) -> None:
+    def __init__(self, store: Store, enqueue: Callable[[Key], None], watched: Sequence[str] = (),
+                 on_remote: Callable[[str, str, JsonDict], None] | None = None,
+                 on_lost: Callable[[str], None] | None = None) -> None:
+        """`watched`: the job kinds (plurals) whose remote copies are watched besides the Workloads;
+        `on_remote(cluster, plural, object)` hears each of their changes, `on_lost(cluster)` a connected
+        worker's loss (mkworkloads.py)."""
         self.store = store
         self.enqueue = enqueue
+        self.watched = ("workloads", *watched)
+        self.on_remote = on_remote
+        self.on_lost = on_lost
+        #: The connected workers' clients (remote_client.go's connected state), and when each worker that
+        #: was connected was lost (connState.lostSince, wall-clock seconds).
+        self.remotes: dict[str, Remote] = {}
+        self.lost_since: dict[str, float] = {}
         self._probes: dict[str, asyncio.Task[None]] = {}
         self._watches: dict[str, asyncio.Task[None]] = {}
         self._failures: dict[str, int] = {}
@@ -235,7 +231,7 @@ class MultiKueueClusters:
                 if reply.status != 200:
                     raise ConnectionError(f"the server answered {reply.status} {reply.reason}")
             connected, reason, message = True, ACTIVE, "Connected"
-        except (aiohttp.ClientError, OSError, asyncio.TimeoutError, ssl.SSLError) as exc:
+        except UNREACHABLE as exc:
             connected, reason, message = False, "ClientConnectionFailed", str(exc) or type(exc).__name__
         finally:
             self._probes.pop(name, None)
@@ -246,6 +242,9 @@ class MultiKueueClusters:
         self._write_cluster(cluster, connected, reason, message)
         if connected:
             self._failures.pop(name, None)
+            if name not in self.remotes:
+                self.remotes[name] = Remote(name, endpoint)
+            self.lost_since.pop(name, None)
             if name not in self._watches:
                 self._watches[name] = asyncio.get_running_loop().create_task(self._watch(name, endpoint))
             return
@@ -257,23 +256,41 @@ class MultiKueueClusters:
         self._retries[name] = asyncio.get_running_loop().call_later(delay, self.enqueue, (CLUSTER, "", name))
 
     async def _watch(self, name: str, endpoint: Endpoint) -> None:
-        """A watch of the worker's Workloads, held while it is connected, as Kueue's remote client holds
-        its watches: when the stream ends (the worker's API server stopped, or ended the watch), the
-        cluster is reconciled again, whose reach then says whether the worker is still there (a lost
-        worker: `ClientConnectionFailed`). The events themselves are not read yet (no dispatch)."""
-        url = f"{endpoint.server}/apis/{KUEUE_GROUP}/v1beta2/workloads?watch=true&allowWatchBookmarks=true"
+        """Watches of the worker's Workloads and of its copies of the watched job kinds, held while it is
+        connected, as Kueue's remote client holds them; each change goes to `on_remote`. When a stream
+        ends (the worker's API server stopped, or ended the watch), the worker counts as lost from then
+        on and the cluster is reconciled again, whose reach says whether it is still there (a lost
+        worker: `ClientConnectionFailed`)."""
+        remote = self.remotes.get(name) or Remote(name, endpoint)
+
+        async def follow(plural: str) -> None:
+            async for _etype, obj in remote.watch(plural):
+                if self.on_remote is not None:
+                    self.on_remote(name, plural, obj)
+
+        streams = [asyncio.ensure_future(follow(p)) for p in self.watched]
         try:
-            timeout = aiohttp.ClientTimeout(total=None, connect=_PROBE_TIMEOUT)
-            async with aiohttp.ClientSession(timeout=timeout) as session, session.get(
-                    url, headers=endpoint.headers(), ssl=endpoint.ssl_context()) as reply:
-                async for _line in reply.content:
-                    pass
-        except (aiohttp.ClientError, OSError, asyncio.TimeoutError, ssl.SSLError) as exc:
-            log.debug("multikueue: the watch of %s ended: %s", name, exc)
+            done, _ = await asyncio.wait(streams, return_when=asyncio.FIRST_COMPLETED)
+            for stream in done:
+                if not stream.cancelled() and stream.exception() is not None:
+                    log.debug("multikueue: the watch of %s ended: %s", name, stream.exception())
         finally:
+            for stream in streams:
+                stream.cancel()
             if self._watches.get(name) is asyncio.current_task():
                 del self._watches[name]
+        self._lost(name)
         self.enqueue((CLUSTER, "", name))
+
+    def _lost(self, name: str) -> None:
+        remote = self.remotes.pop(name, None)
+        if remote is None:
+            return
+        with contextlib.suppress(RuntimeError):  # no loop left at shutdown: nothing to close it on
+            asyncio.get_running_loop().create_task(remote.close())
+        self.lost_since.setdefault(name, time.time())
+        if self.on_lost is not None:
+            self.on_lost(name)
 
     def _forget(self, name: str) -> None:
         probe = self._probes.pop(name, None)
@@ -286,6 +303,7 @@ class MultiKueueClusters:
         if retry is not None:
             retry.cancel()
         self._failures.pop(name, None)
+        self._lost(name)
 
     def _write_cluster(self, cluster: JsonDict, active: bool, reason: str, message: str) -> None:
         if _write_active(self.store, "multikueueclusters", cluster, active, reason, message):

@@ -63,7 +63,8 @@ class KueueOptions:
     namespaces whose jobs Kueue manages (default: all but kube-system and kueue-system);
     `multikueue`: serve Kueue's MultiKueue kinds (AdmissionCheck, MultiKueueConfig, MultiKueueCluster;
     default false, so that a cluster with Kueue alone answers as before; docs/local-cluster.md,
-    "MultiKueue")."""
+    "MultiKueue"), and `multikueue_worker_lost_timeout` Kueue's multiKueue.workerLostTimeout in seconds
+    (how long an admitting worker may be unreachable before its Workload is dispatched again; 15 min)."""
 
     integrations: tuple[str, ...] = DEFAULT_INTEGRATIONS
     objects: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
@@ -73,6 +74,7 @@ class KueueOptions:
     manage_jobs_without_queue_name: bool = False
     managed_jobs_namespace_selector: Mapping[str, Any] | None = None
     multikueue: bool = False
+    multikueue_worker_lost_timeout: float = 900.0
 
     def __post_init__(self) -> None:
         if isinstance(self.integrations, str) or not all(isinstance(i, str) for i in self.integrations):
@@ -86,9 +88,9 @@ class KueueOptions:
         for i, obj in enumerate(self.objects):
             check_object(obj, f"kueue objects[{i}]")
         object.__setattr__(self, "objects", tuple(self.objects))
-        for name in ("pods_ready_timeout", "backoff_base_seconds"):
+        for name in ("pods_ready_timeout", "backoff_base_seconds", "multikueue_worker_lost_timeout"):
             value = getattr(self, name)
-            if (value is not None or name == "backoff_base_seconds") and (
+            if (value is not None or name != "pods_ready_timeout") and (
                     isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
                 raise ValueError(f"kueue {name} must be a positive number of seconds, got {value!r}")
         if not isinstance(self.wait_for_pods_ready, bool):
