@@ -11,6 +11,7 @@ runs last (in file order)."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,7 +22,7 @@ from kubernetes import client, config
 from kueue_support import KUEUE, NS, V2, Kube, cond, labelled_job, wait_then_exit
 from waiting import until
 
-from airflow_tfjob.jobs.kinds import PYTORCHJOB, TFJOB, JobKind
+from airflow_tfjob.jobs.kinds import PADDLEJOB, PYTORCHJOB, TFJOB, XGBOOSTJOB, JobKind
 from airflow_tfjob.local import LocalCluster
 from airflow_tfjob.local.kueue import KUBEFLOW_V1, queue_objects
 from airflow_tfjob.local.multikueue import CHECK_NAME
@@ -43,7 +44,7 @@ def manager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
                              "multikueue_worker_lost_timeout": LOST_TIMEOUT}) as cluster:
         crd = Kube.on(cluster).crd
         for worker in cluster.workers:
-            until(lambda w=worker: _active(crd, "multikueueclusters", w), f"{worker} connected")
+            until(functools.partial(_active, crd, "multikueueclusters", worker), f"{worker} connected")
         yield cluster
 
 
@@ -61,6 +62,11 @@ def kube(manager: LocalCluster) -> Kube:
 def workers(manager: LocalCluster) -> dict[str, client.CustomObjectsApi]:
     return {w: client.CustomObjectsApi(config.new_client_from_config(str(manager.worker_kubeconfig(w))))
             for w in manager.workers}
+
+
+def _status(obj: dict[str, Any], type_: str) -> str:
+    """The status of a condition ("" without it)."""
+    return (cond(obj, type_) or ("",))[0]
 
 
 def _check(wl: dict[str, Any]) -> dict[str, Any]:
@@ -91,19 +97,24 @@ def _gone(crd: client.CustomObjectsApi, group: str, version: str, plural: str, n
     return lambda: _remote(crd, group, version, plural, name) is None
 
 
-def test_a_tfjob_runs_on_the_worker_that_admits_it(kube: Kube, workers: dict[str, client.CustomObjectsApi],
-                                                   tmp_path: Path) -> None:
+@pytest.mark.parametrize(("kind", "replicas"), [
+    (TFJOB, {"Chief": 1, "PS": 1, "Worker": 2}), (PYTORCHJOB, {"Master": 1, "Worker": 2}),
+    (XGBOOSTJOB, {"Master": 1, "Worker": 2}), (PADDLEJOB, {"Master": 1, "Worker": 2})],
+    ids=["TFJob", "PyTorchJob", "XGBoostJob", "PaddleJob"])
+def test_a_kubeflow_job_runs_on_the_worker_that_admits_it(kube: Kube, workers: dict[str, client.CustomObjectsApi],
+                                                          tmp_path: Path, kind: JobKind,
+                                                          replicas: dict[str, int]) -> None:
     """Kueue v0.19.2 test/integration/multikueue/trainingoperator_test.go, "Should run a TFJob on worker if
-    admitted" (with helpers_test.go admitWorkloadAndCheckWorkerCopies and
-    waitForWorkloadToFinishAndRemoteWorkloadToBeDeleted), and defaults.go ApplyDefaultForManagedBy: the
-    manager's copy is managed by MultiKueue and runs nothing; a worker's copy of the Workload and of the
-    job run there; the job's status comes back; its end finishes the manager's Workload and removes the
-    worker's copies."""
+    admitted", "Should run a PyTorchJob ...", "... a XGBoostJob ...", "... a PaddleJob ..." (with
+    helpers_test.go admitWorkloadAndCheckWorkerCopies and waitForWorkloadToFinishAndRemoteWorkloadToBeDeleted),
+    and defaults.go ApplyDefaultForManagedBy: the manager's copy is managed by MultiKueue and runs nothing;
+    a worker's copy of the Workload and of the job run there; the job's status comes back; its end
+    finishes the manager's Workload and removes the worker's copies."""
     go = tmp_path / "go"
-    job = kube.create(labelled_job(TFJOB, "tf1", "lq", wait_then_exit(go),
-                                   replicas={"Chief": 1, "PS": 1, "Worker": 2}))
+    name = f"{kind.singular}-1"
+    job = kube.create(labelled_job(kind, name, "lq", wait_then_exit(go), replicas=replicas))
     assert job["spec"]["runPolicy"]["managedBy"] == MK
-    worker, wl = _admitted_on(kube, TFJOB, "tf1")
+    worker, wl = _admitted_on(kube, kind, name)
     other = next(w for w in workers if w != worker)
     remote_wl = _remote(workers[worker], KUEUE, V2, "workloads", wl["metadata"]["name"])
     assert remote_wl is not None and remote_wl["spec"] == wl["spec"]
@@ -112,28 +123,28 @@ def test_a_tfjob_runs_on_the_worker_that_admits_it(kube: Kube, workers: dict[str
     events = client.CoreV1Api(kube.api).list_namespaced_event(NS).items
     assert any(e.reason == "MultiKueue" and e.message == f'The workload was admitted on "{worker}"' for e in events)
 
-    remote_job = _remote(workers[worker], "kubeflow.org", "v1", "tfjobs", "tf1")
+    remote_job = _remote(workers[worker], "kubeflow.org", "v1", kind.plural, name)
     assert remote_job is not None
     assert remote_job["metadata"]["labels"][ORIGIN] == "multikueue"
     assert remote_job["metadata"]["annotations"][PREBUILT] == wl["metadata"]["name"]
     assert "managedBy" not in remote_job["spec"]["runPolicy"]
-    assert _remote(workers[other], "kubeflow.org", "v1", "tfjobs", "tf1") is None
+    assert _remote(workers[other], "kubeflow.org", "v1", kind.plural, name) is None
 
     def mirrored() -> bool:
-        there = (_remote(workers[worker], "kubeflow.org", "v1", "tfjobs", "tf1") or {}).get("status") or {}
-        here = kube.job(TFJOB, "tf1").get("status") or {}
+        there = (_remote(workers[worker], "kubeflow.org", "v1", kind.plural, name) or {}).get("status") or {}
+        here = kube.job(kind, name).get("status") or {}
         return bool(there.get("replicaStatuses", {}).get("Worker", {}).get("active") == 2) and here == there
 
-    until(mirrored, "the worker's status, with its running replicas, on the manager's TFJob")
-    assert kube.pods("tf1") == []  # the manager runs no replica
+    until(mirrored, f"the worker's status, with its running replicas, on the manager's {kind.kind}")
+    assert kube.pods(name) == []  # the manager runs no replica
 
     go.touch()
-    kube.wait_workload(TFJOB, "tf1", lambda w: cond(w, "Finished") is not None and cond(w, "Finished")[:2] == (
-        "True", "Succeeded"), "finished as the worker's job")  # type: ignore[index]
-    for crd, group, version, plural, name in ((workers[worker], KUEUE, V2, "workloads", wl["metadata"]["name"]),
-                                              (workers[worker], "kubeflow.org", "v1", "tfjobs", "tf1")):
-        until(_gone(crd, group, version, plural, name), f"{plural}/{name} removed from {worker}")
-    assert cond(kube.job(TFJOB, "tf1"), "Succeeded")[0] == "True"  # type: ignore[index]
+    kube.wait_workload(kind, name, lambda w: (cond(w, "Finished") or ())[:2] == ("True", "Succeeded"),
+                       "finished as the worker's job")
+    for group, version, plural, copy in ((KUEUE, V2, "workloads", wl["metadata"]["name"]),
+                                         ("kubeflow.org", "v1", kind.plural, name)):
+        until(_gone(workers[worker], group, version, plural, copy), f"{plural}/{copy} removed from {worker}")
+    assert _status(kube.job(kind, name), "Succeeded") == "True"
 
 
 def test_deleting_the_managers_job_deletes_the_workers_copies(kube: Kube,
@@ -231,12 +242,12 @@ def test_an_eviction_on_the_worker_redoes_the_admission(kube: Kube, workers: dic
     workers[worker].patch_cluster_custom_object(KUEUE, V2, "clusterqueues", "cq", {"spec": {"stopPolicy": "HoldAndDrain"}})
     try:
         wl = kube.wait_workload(TFJOB, "evict1", lambda w: (_check(w).get("retryCount") == 1
-                                and _check(w)["state"] == "Ready" and cond(w, "Admitted")[0] == "True"),
-                                "admitted on a worker again")  # type: ignore[index]
+                                and _check(w)["state"] == "Ready" and _status(w, "Admitted") == "True"),
+                                "admitted on a worker again")
     finally:
         workers[worker].patch_cluster_custom_object(KUEUE, V2, "clusterqueues", "cq", {"spec": {"stopPolicy": "None"}})
     assert wl["status"]["clusterName"] != worker
-    assert cond(wl, "Requeued")[0] == "True"  # type: ignore[index]
+    assert _status(wl, "Requeued") == "True"
     retry = (f'Workload evicted on worker cluster: "{worker}", resetting for re-admission. '
              'Previously: "Ready"')
     events = client.CoreV1Api(kube.api).list_namespaced_event(NS).items
