@@ -1,0 +1,97 @@
+"""A job behind a MultiKueue ClusterQueue is followed on the worker cluster that runs it (issue 37, part
+2): the task log gets every replica's lines from the worker through the worker's Airflow connection,
+named in the manager connection's extra, in both modes; without a connection for the worker the task
+says which one to add and follows the status alone.
+
+One local manager with two workers for the module (each worker its own API server); the task's
+connections point at their kubeconfigs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from operator_support import TaskInstance, context_for, defer, first_event, rebuild_trigger
+from test_deferred_parity import TaskLog
+from test_kueue import operator
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+
+NS = "default"
+
+
+@pytest.fixture(scope="module")
+def manager() -> Iterator[Any]:
+    from airflow_tfjob.local import LocalCluster
+    from airflow_tfjob.local.kueue.options import queue_objects
+    from airflow_tfjob.local.multikueue import CHECK_NAME
+
+    queues = queue_objects(cluster_queue="mk", local_queue="mk", namespace=NS, quota={"cpu": 4},
+                           admission_checks=[CHECK_NAME])
+    with LocalCluster(multikueue_workers=2,
+                      kueue={"integrations": ["kubeflow.org/tfjob"], "objects": queues}) as cluster:
+        yield cluster
+
+
+def _connect(manager: Any, monkeypatch: pytest.MonkeyPatch, mapped: bool) -> None:
+    """`kubernetes_default` on the manager (mapping each worker to its connection when `mapped`), and
+    `k8s_<worker>` on each worker."""
+    extra: dict[str, Any] = {"kube_config_path": str(manager.kubeconfig_path), "namespace": NS}
+    if mapped:
+        extra["multikueue_connections"] = {w: f"k8s_{w}" for w in manager.workers}
+    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+    for worker in manager.workers:
+        monkeypatch.setenv(f"AIRFLOW_CONN_K8S_{worker.upper()}", json.dumps({"conn_type": "kubernetes", "extra": {
+            "kube_config_path": str(manager.worker_kubeconfig(worker)), "namespace": NS}}))
+
+
+def _replica_lines(log: TaskLog) -> list[str]:
+    return [line for line in log.lines if line.startswith("[worker-")]
+
+
+@pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferred"])
+def test_the_replicas_lines_come_from_the_worker(manager: Any, monkeypatch: pytest.MonkeyPatch,
+                                                 deferrable: bool) -> None:
+    """Every line of the replica, once each, read on the worker Kueue chose, which the log names. One
+    replica: a TFJob succeeds with its worker 0, and MultiKueue then removes the worker's copy, killing
+    a replica still running (cleanPodPolicy cannot keep it: the whole job goes)."""
+    _connect(manager, monkeypatch, mapped=True)
+    log, ti = TaskLog(), TaskInstance(task_id=f"mk-{deferrable}")
+    params: dict[str, Any] = {"task_id": ti.task_id, "kueue_queue": "mk", "worker": 1, "env": {"LINES": "5"},
+                              "deferrable": deferrable}
+    op = operator(log, **params)
+    if deferrable:
+        trigger = rebuild_trigger(defer(op, ti))
+        log.attach(trigger)  # the triggerer's lines in the same task log
+        event = asyncio.run(first_event(trigger))
+        result = operator(log, **params).execute_complete(context_for(ti), event)
+    else:
+        result = op.execute(context_for(ti))
+    assert result["state"] == "succeeded"
+    told = [line for line in log.lines if line.startswith("[multikueue] ")]
+    assert told, log.lines
+    worker = next(w for w in manager.workers if f"runs on worker cluster {w!r}: following its replicas there "
+                  f"(connection 'k8s_{w}')" in told[0])
+    assert all(f"'{worker}'" in line for line in told)
+    lines = _replica_lines(log)
+    mine = [line.split("] ", 1)[1] for line in lines if line.startswith("[worker-0] ")]
+    assert mine == [f"line {i}" for i in range(5)] + ["done"], "\n".join(log.lines)  # 0 lost, 0 repeated
+
+
+def test_without_a_connection_for_the_worker_the_task_says_which_to_add(manager: Any,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    _connect(manager, monkeypatch, mapped=False)
+    log = TaskLog()
+    result = operator(log, task_id="mk-unmapped", kueue_queue="mk").execute(
+        context_for(TaskInstance(task_id="mk-unmapped")))
+    assert result["state"] == "succeeded"
+    told = [line for line in log.lines if line.startswith("[multikueue] ")]
+    assert len(told) == 1, told
+    assert "add an Airflow kubernetes connection for it and name it in the job connection's extra " \
+           "multikueue_connections" in told[0]
+    assert _replica_lines(log) == []
+    assert os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"]  # the manager's own connection was enough
