@@ -53,7 +53,6 @@ log = logging.getLogger(__name__)
 WORKLOAD = "MultiKueueWorkload"
 #: config.DefaultMultiKueueOrigin: the origin label value of every copy this manager makes.
 ORIGIN = "multikueue"
-_SYNC_DEFERRED = 2.0  # syncDeferredRequeueAfter
 #: What a pass meets and tries again after a while: a worker's or the manager's API refusing, a worker gone.
 RETRIED: tuple[type[BaseException], ...] = (RemoteError, ApiError, *UNREACHABLE)
 
@@ -158,7 +157,7 @@ class MultiKueueWorkloads:
                 api_group = str(owner.get("apiVersion", "")).rpartition("/")[0]
                 owner_kind = f'{owner.get("kind")}.{api_group}' if api_group else str(owner.get("kind"))
                 message += f' for owner kind "{owner_kind}"'
-            self._update_check(wl, check_name, acs, checks.REJECTED, message)
+            self.update_check(wl, check_name, acs, checks.REJECTED, message)
             return None
         adapter = adapter_for(kind)
         job_name = str(owner.get("name", ""))
@@ -169,7 +168,7 @@ class MultiKueueWorkloads:
                 return 1.0  # the owner not there (yet): upstream's Get error, retried
             managed = adapter.managed_by(job)
             if managed != MULTIKUEUE_CONTROLLER:
-                self._update_check(wl, check_name, acs, checks.REJECTED,
+                self.update_check(wl, check_name, acs, checks.REJECTED,
                                    f'The owner is not managed by Kueue: Expecting spec.managedBy to be '
                                    f'"{MULTIKUEUE_CONTROLLER}" not "{managed or ""}"')
                 return None
@@ -206,7 +205,7 @@ class MultiKueueWorkloads:
 
     # ---- manager writes
 
-    def _update_check(self, wl: JsonDict, check_name: str, acs: JsonDict, state: str, message: str) -> None:
+    def update_check(self, wl: JsonDict, check_name: str, acs: JsonDict, state: str, message: str) -> None:
         """updateACS: the state, its message with what it was before."""
         self.patch_local(wl, lambda status: checks.set_state(
             status, check_name, state, f'{message}, Previously: "{acs.get("state")}"'))
@@ -285,20 +284,20 @@ class _Group:
             await remote.delete("workloads", self.namespace, self.name)
         self.remotes[cluster] = None
 
-    async def sync_job(self, cluster: str) -> bool:
+    async def sync_job(self, cluster: str) -> None:
         """SyncJob: the worker's job status onto the manager's job, or, with no job there yet, the copy
-        created. True when the manager's job is still suspended (the sync deferred)."""
+        created. (The kubeflow and TrainJob adapters never defer a sync, so neither does this.)"""
         remote = self.clients[cluster]
         try:
             local = self.o.store.get(self.kind.plural, self.namespace, self.job_name)
         except ApiError:
-            return False
+            return
         copy = await remote.get(self.kind.plural, self.namespace, self.job_name)
         if copy is not None:
             status = copy.get("status") or {}
             if status != (local.get("status") or {}):
                 self.o.store.update_status(self.kind.plural, self.namespace, self.job_name, clone(status))
-            return False
+            return
         meta = local["metadata"]
         spec = self.adapter.remote_spec(local)
         new: JsonDict = {"apiVersion": local.get("apiVersion", self.kind.api_version), "kind": self.kind.kind,
@@ -308,7 +307,6 @@ class _Group:
                          "spec": spec}
         self.adapter.set_managed_by(new, None)
         await remote.create(self.kind.plural, self.namespace, new)
-        return False
 
     async def reconcile(self) -> float | None:
         """reconcileGroup's steps, in upstream's order."""
@@ -326,7 +324,7 @@ class _Group:
                 if acs.get("state") == checks.READY:
                     message = (f'Remote workload on worker cluster "{cluster}" is out of sync with its user job, '
                                "resetting for re-dispatch")
-                    o._update_check(local, self.check_name, acs, checks.RETRY, message)
+                    o.update_check(local, self.check_name, acs, checks.RETRY, message)
                     event(o.store, local, "MultiKueue", f'{message}, Previously: "{acs.get("state")}"', "Warning")
                 return None
             await self.sync_job(cluster)
@@ -340,7 +338,8 @@ class _Group:
         if evicted is not None:
             _, cluster = evicted
             if is_true(local, "Evicted"):
-                return _SYNC_DEFERRED if await self.sync_job(cluster) else None
+                await self.sync_job(cluster)
+                return None
             if acs.get("state") == checks.READY:
                 where = local.get("status", {}).get("clusterName", "")
                 message = (f'Workload evicted on worker cluster: "{where}", resetting for re-admission. '
@@ -360,13 +359,13 @@ class _Group:
                 remaining = o.worker_lost_timeout - o.lost_for(where)
                 if remaining > 0:
                     return remaining
-                o._update_check(local, self.check_name, acs, checks.RETRY, "Admitting remote lost")
+                o.update_check(local, self.check_name, acs, checks.RETRY, "Admitting remote lost")
             elif not where:
-                o._update_check(local, self.check_name, acs, checks.RETRY,
+                o.update_check(local, self.check_name, acs, checks.RETRY,
                                 "Admission check is Ready but no admitting cluster is recorded; this is "
                                 "unexpected, please report it")
             else:
-                o._update_check(local, self.check_name, acs, checks.RETRY, "Admitting remote no longer exists")
+                o.update_check(local, self.check_name, acs, checks.RETRY, "Admitting remote no longer exists")
             return None
         if admitted is not None:
             _, cluster = admitted
@@ -374,10 +373,10 @@ class _Group:
                 await self.remove(other)
             if has_reservation(local) and is_true(local, "Evicted"):
                 return None  # the manager's eviction is under way; its requeue removes the copies
-            deferred = await self.sync_job(cluster)
+            await self.sync_job(cluster)
             if acs.get("state") not in (checks.RETRY, checks.REJECTED):
                 self._admitted_on(cluster)
-            return _SYNC_DEFERRED if deferred else o.worker_lost_timeout
+            return o.worker_lost_timeout
         # 8. No nomination while the check is not Pending or a cluster is still recorded (an eviction
         # under way).
         if acs.get("state") != checks.PENDING or (local.get("status") or {}).get("clusterName"):
