@@ -95,3 +95,47 @@ def test_without_a_connection_for_the_worker_the_task_says_which_to_add(manager:
            "multikueue_connections" in told[0]
     assert _replica_lines(log) == []
     assert os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"]  # the manager's own connection was enough
+
+
+async def test_a_kill_while_deferred_removes_the_job_from_the_manager_and_the_worker(
+        manager: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trigger's kill deletes the manager's copy; MultiKueue removes the worker's job, its pods and
+    its Workload: nothing is left on either cluster within 10 s (the issue's bound)."""
+    from kubernetes import client, config
+    from watch_support import wait_until
+
+    from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
+    from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+
+    _connect(manager, monkeypatch, mapped=True)
+    log, ti = TaskLog(), TaskInstance(task_id="mk-killed")
+    op = operator(log, task_id=ti.task_id, kueue_queue="mk", env={"LINES": "100000", "STEP": "0.05"},
+                  deferrable=True)
+    kwargs = dict(defer(op, ti).trigger.serialize()[1])
+    trigger = KubeflowJobTrigger(**kwargs)
+    log.attach(trigger)
+    run = asyncio.ensure_future(trigger.run().__anext__())
+    await wait_until(lambda: any(line.startswith("[worker-0] line 3") for line in log.lines), timeout=60)
+    told = next(line for line in log.lines if line.startswith("[multikueue] "))
+    worker = next(w for w in manager.workers if f"worker cluster {w!r}" in told)
+    run.cancel()
+    await asyncio.gather(run, return_exceptions=True)
+    await trigger.on_kill()
+
+    name = kwargs["name"]
+    here, there = AsyncKubeflowJobHook(conn_id="kubernetes_default"), AsyncKubeflowJobHook(conn_id=f"k8s_{worker}")
+    apis = [client.CustomObjectsApi(config.new_client_from_config(str(path)))
+            for path in (manager.kubeconfig_path, manager.worker_kubeconfig(worker))]
+
+    def workloads_left() -> bool:
+        return any(w["metadata"]["name"].startswith(f"tfjob-{name}-")
+                   for api in apis for w in api.list_namespaced_custom_object(
+                       "kueue.x-k8s.io", "v1beta2", NS, "workloads")["items"])
+
+    async def nothing_left() -> bool:
+        for hook in (here, there):
+            if await hook.find_tfjob(name, NS) is not None or await hook.list_job_pods(name, NS):
+                return False
+        return not await asyncio.to_thread(workloads_left)
+
+    await wait_until(nothing_left, timeout=10)
