@@ -139,3 +139,40 @@ async def test_a_kill_while_deferred_removes_the_job_from_the_manager_and_the_wo
         return not await asyncio.to_thread(workloads_left)
 
     await wait_until(nothing_left, timeout=10)
+
+
+async def test_a_job_dispatched_again_is_followed_on_its_new_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its worker lost, the job is dispatched to the other one after the worker-lost timeout (1.5 s
+    here), and the follow moves there, saying so. Its replica asks for a GPU no worker has, so it never
+    runs: a manager's copy whose mirrored status counted running replicas would keep its quota and not
+    be dispatched again (Kueue v0.19.2's IsActive; docs/local-cluster.md)."""
+    from watch_support import wait_until
+
+    from airflow_tfjob.local import LocalCluster
+    from airflow_tfjob.local.kueue.options import queue_objects
+    from airflow_tfjob.local.multikueue import CHECK_NAME
+    from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+
+    queues = queue_objects(cluster_queue="mk", local_queue="mk", namespace=NS, quota={"cpu": 4, "nvidia.com/gpu": 2},
+                           admission_checks=[CHECK_NAME])
+    kueue = {"integrations": ["kubeflow.org/tfjob"], "objects": queues, "multikueue_worker_lost_timeout": 1.5}
+    with LocalCluster(multikueue_workers=2, kueue=kueue) as cluster:
+        _connect(cluster, monkeypatch, mapped=True)
+        log, ti = TaskLog(), TaskInstance(task_id="mk-moved")
+        op = operator(log, task_id=ti.task_id, kueue_queue="mk", deferrable=True,
+                      container_resources={"requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": "1"}})
+        trigger = KubeflowJobTrigger(**dict(defer(op, ti).trigger.serialize()[1]))
+        log.attach(trigger)
+        run = asyncio.ensure_future(trigger.run().__anext__())
+        try:
+            await wait_until(lambda: any(line.startswith("[multikueue] ") for line in log.lines), timeout=60)
+            first = next(w for w in cluster.workers if any(f"worker cluster {w!r}" in line for line in log.lines))
+            other = next(w for w in cluster.workers if w != first)
+            await asyncio.to_thread(cluster.lose_worker, first)
+            moved = (f"was dispatched again, from worker cluster {first!r} to {other!r}: following its replicas "
+                     f"there (connection 'k8s_{other}')")
+            await wait_until(lambda: any(moved in line for line in log.lines), timeout=30)
+        finally:
+            run.cancel()
+            await asyncio.gather(run, return_exceptions=True)
+            await trigger.on_kill()
