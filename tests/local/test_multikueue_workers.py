@@ -301,7 +301,7 @@ def test_a_lost_worker_turns_inactive(tmp_path: Path) -> None:
     """A worker that goes away (LocalCluster.lose_worker: its whole cluster stops): the end of the
     manager's watch of it brings a new reach, which fails, so its MultiKueueCluster is `Active` False
     `ClientConnectionFailed` and the check, with the other worker still there, `SomeActiveClusters`
-    (admissioncheck.go). The re-dispatch of its jobs is not built yet."""
+    (admissioncheck.go). Its jobs' re-dispatch: test_multikueue_dispatch.py."""
     with LocalCluster(workdir=tmp_path, multikueue_workers=2, kueue=True) as cluster:
         crd = Kube.on(cluster).crd
         for worker in cluster.workers:

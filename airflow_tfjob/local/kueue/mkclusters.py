@@ -3,7 +3,7 @@ multikueuecluster.go and admissioncheck.go): each MultiKueueCluster's kubeconfig
 reached, the outcome in its `Active` condition, and each MultiKueue AdmissionCheck `Active` while at
 least one of its config's clusters is.
 
-Why here, and over HTTP: the dispatch to come reaches a worker only through the kubeconfig its Secret
+Why here, and over HTTP: the dispatch (mkworkloads.py) reaches a worker only through the kubeconfig its Secret
 holds, as Kueue's remote client does, so a worker is reachable for the manager exactly when its API
 server answers (a stopped worker, a wrong Secret, a wrong server address all read as upstream's
 conditions say). The reach is one GET of the worker's `/version` with the kubeconfig's bearer token and CA;
@@ -16,9 +16,10 @@ The conditions and their reasons and messages are upstream's: `Active`/`Connecte
 `NoUsableClusters`, `SomeActiveClusters` with `Missing clusters: [...]`, `Inactive clusters: [...]`.
 A ClusterProfile source is refused as with the MultiKueueClusterProfile gate off (its v0.19.2 default:
 reason `MultiKueueClusterProfileFeatureDisabled`). Not modelled: the kubeconfig path prefix check (its
-gate off), and the garbage collector. A connected worker's Workloads are watched as the remote client
-watches them; the end of that watch (a lost worker) brings a new reach, whose failure sets the cluster
-inactive.
+gate off), and the garbage collector. A connected worker's Workloads and copies of the managed job kinds
+are watched as the remote client watches them (each change goes to the dispatch); the end of a watch (a
+lost worker) marks the worker lost from then on (`lost_since`, what the worker-lost timeout counts from)
+and brings a new reach, whose failure sets the cluster inactive.
 """
 
 from __future__ import annotations
