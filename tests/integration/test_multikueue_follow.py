@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from operator_support import TaskInstance, context_for, defer, first_event, rebuild_trigger
+from operator_support import TaskInstance, context_for, defer, first_event, rebuild_trigger, wait_for
 from test_deferred_parity import TaskLog
 from test_kueue import operator
 
@@ -95,6 +95,72 @@ def test_without_a_connection_for_the_worker_the_task_says_which_to_add(manager:
            "multikueue_connections" in told[0]
     assert _replica_lines(log) == []
     assert os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"]  # the manager's own connection was enough
+
+
+@pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferred"])
+def test_a_sweep_spreads_over_both_workers_and_each_task_reads_its_own(manager: Any, monkeypatch: pytest.MonkeyPatch,
+                                                                        deferrable: bool) -> None:
+    """Issue 37's sweep: four map indexes behind the MultiKueue queue, each worker with room for two (its
+    ClusterQueue's quota lowered to 2 cpus): Kueue spreads them two and two, every task's log names its
+    worker and holds every line of its replica once, and nothing is left on either worker."""
+    from kubernetes import client, config
+    from test_kueue import run_in_thread
+
+    _connect(manager, monkeypatch, mapped=True)
+    workers = {w: client.CustomObjectsApi(config.new_client_from_config(str(manager.worker_kubeconfig(w))))
+               for w in manager.workers}
+    two = {"spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+        {"name": "default-flavor", "resources": [{"name": "cpu", "nominalQuota": 2}]}]}]}}
+    before = {w: api.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", "mk")["spec"]
+              for w, api in workers.items()}
+    for api in workers.values():
+        api.patch_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", "mk", two)
+    try:
+        run_id = TaskInstance().run_id
+        trials = []
+        for index in range(4):
+            log, ti = TaskLog(), TaskInstance(task_id=f"sweep-{deferrable}", map_index=index, run_id=run_id)
+            params = {"task_id": ti.task_id, "kueue_queue": "mk", "deferrable": deferrable,
+                      "env": {"LINES": "20", "STEP": "0.1"}}
+            trials.append((log, ti, params))
+        if deferrable:
+            triggers = []
+            for log, ti, params in trials:
+                trigger = rebuild_trigger(defer(operator(log, **params), ti))
+                log.attach(trigger)
+                triggers.append(trigger)
+
+            async def follow_all() -> list[dict[str, Any]]:
+                return list(await asyncio.gather(*(first_event(t) for t in triggers)))
+
+            results = [operator(log, **params).execute_complete(context_for(ti), event)
+                       for (log, ti, params), event in zip(trials, asyncio.run(follow_all()), strict=True)]
+        else:
+            runs = [run_in_thread(operator(log, **params), ti) for log, ti, params in trials]
+            for thread, _ in runs:
+                thread.join(120)
+            results = [out.get("result") or out for _, out in runs]
+    finally:
+        for w, api in workers.items():
+            api.patch_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", "mk", {"spec": before[w]})
+    assert [r["state"] for r in results] == ["succeeded"] * 4, results
+    used = []
+    for log, *_ in trials:
+        told = [line for line in log.lines if line.startswith("[multikueue] ")]
+        used += [w for w in manager.workers if told and f"runs on worker cluster {w!r}" in told[0]]
+        mine = [line.split("] ", 1)[1] for line in _replica_lines(log) if line.startswith("[worker-0] ")]
+        assert mine == [f"line {i}" for i in range(20)] + ["done"], "\n".join(log.lines)
+    assert sorted(used) == sorted(list(manager.workers) * 2)
+    names = {r["name"] for r in results}
+    assert len(names) == 4
+
+    def left_on_workers() -> list[str]:
+        return [o["metadata"]["name"] for api in workers.values()
+                for plural, group, version in (("tfjobs", "kubeflow.org", "v1"), ("workloads", "kueue.x-k8s.io", "v1beta2"))
+                for o in api.list_namespaced_custom_object(group, version, NS, plural)["items"]
+                if o["metadata"]["name"] in names or o["metadata"]["name"].rsplit("-", 1)[0] in {f"tfjob-{n}" for n in names}]
+
+    wait_for(lambda: not left_on_workers(), 10, "no job or Workload of the sweep left on either worker")
 
 
 async def test_a_kill_while_deferred_removes_the_job_from_the_manager_and_the_worker(
