@@ -66,6 +66,9 @@ class _JobFollow:
         parts: PartTypes = (),
     ) -> None:
         self.hook = hook
+        # Where the replicas run: the job's own cluster, until a part says they run elsewhere (follow_on).
+        self.pods_hook = hook
+        self._retired: list[asyncio.Task[None]] = []
         self.name = name
         self.namespace = namespace
         self.options = options
@@ -129,6 +132,22 @@ class _JobFollow:
     def ref(self) -> str:
         """How messages name the job (made when a message needs it, not held per waiting job)."""
         return f"{self.kind.kind} {self.namespace}/{self.name}"
+
+    def follow_on(self, hook: AsyncKubeflowJobHook) -> None:
+        """The job's replicas run in another cluster than the job object (a MultiKueue worker), reached
+        through ``hook``: its pods, their logs and events, and a failure's evidence are read there from
+        now on. The watches start over against that cluster (its pods are new to this follow: the
+        drain waits for their list again); the job's status is still read where the job is."""
+        self.pods_hook = hook
+        if self.logs is not None:
+            self.logs.hook = hook  # each replica's reads ask its owner for the hook
+        for task in self.tasks:
+            task.cancel()
+        self._retired += self.tasks
+        self.tasks = []
+        if self.pods_synced is not None:
+            self.pods_synced.clear()
+        self._start_watches()
 
     # -- feeds ----------------------------------------------------------------------------------
 
@@ -218,7 +237,7 @@ class _JobFollow:
         if self.logs is not None:
             live = [p for p in self.pods.values() if not (p.get("metadata") or {}).get("deletionTimestamp")]
             return live
-        pods = await self.hook.list_job_pods(self.name, self.namespace, kind=self.kind)
+        pods = await self.pods_hook.list_job_pods(self.name, self.namespace, kind=self.kind)
         for p in pods:
             self.pods[str((p.get("metadata") or {}).get("uid") or "")] = p
         return pods
@@ -248,7 +267,7 @@ class _JobFollow:
         for pod in stuck:
             pname = str((pod.get("metadata") or {}).get("name", ""))
             problem = diagnostics.scheduling_problem(pod)
-            evs = await self.hook.list_events(self.namespace, involved_name=pname)
+            evs = await self.pods_hook.list_events(self.namespace, involved_name=pname)
             warn = [e for e in evs if e.get("type") == "Warning"]
             if problem is not None:
                 reasons.append(f"{pname}: {problem[0]}: {problem[1]}".rstrip(": "))
@@ -261,7 +280,7 @@ class _JobFollow:
             reasons.append(f"no pods were created (expected {expected})")
             job_warn = [
                 e
-                for e in await self.hook.list_events(self.namespace, involved_name=self.name)
+                for e in await self.pods_hook.list_events(self.namespace, involved_name=self.name)
                 if e.get("type") == "Warning"
             ]
             if job_warn:
@@ -281,12 +300,12 @@ class _JobFollow:
             self.tasks.append(
                 loop.create_task(
                     reflect(
-                        lambda: self.hook.list_objects(
+                        lambda: self.pods_hook.list_objects(
                             "pods",
                             self.namespace,
                             label_selector=job_pod_selector(self.name, kind=self.kind),
                         ),
-                        lambda rv: self.hook.watch_job_pods(self.name, self.namespace, rv, kind=self.kind),
+                        lambda rv: self.pods_hook.watch_job_pods(self.name, self.namespace, rv, kind=self.kind),
                         self._on_pod,
                         synced=self.pods_synced,
                         resource=f"pods of {self.ref}",
@@ -301,7 +320,7 @@ class _JobFollow:
                 loop.create_task(
                     reflect(
                         self._list_job_events,
-                        lambda rv: self.hook.watch_events(self.namespace, rv, involved_name=self.name),
+                        lambda rv: self.pods_hook.watch_events(self.namespace, rv, involved_name=self.name),
                         self._on_event,
                         resource=f"events of {self.ref}",
                     ),
@@ -310,7 +329,7 @@ class _JobFollow:
             )
 
     async def _list_job_events(self) -> tuple[list[dict], str]:
-        items, rv = await self.hook.list_objects(
+        items, rv = await self.pods_hook.list_objects(
             "events", self.namespace, field_selector=f"involvedObject.name={self.name}"
         )
         items = [e for e in items if (e.get("involvedObject") or {}).get("name") == self.name]
@@ -346,7 +365,7 @@ class _JobFollow:
         finally:
             for t in self.tasks:
                 t.cancel()
-            await asyncio.gather(*self.tasks, return_exceptions=True)
+            await asyncio.gather(*self.tasks, *self._retired, return_exceptions=True)
             if self.logs is not None:
                 await self.logs.close()
             self.sink.flush()
@@ -441,7 +460,7 @@ class _JobFollow:
     async def _diagnose(self, status: JobStatus | None) -> list[diagnostics.ReplicaDiagnosis]:
         rings = {name: f.ring for name, f in self.logs.replicas.items()} if self.logs is not None else {}
         return await gather_diagnosis(
-            self.hook, self.name, self.namespace, kind=self.kind, pods=self.pods,
+            self.pods_hook, self.name, self.namespace, kind=self.kind, pods=self.pods,
             events=list(self.events.values()), rings=rings,
             failed_types=status.failed_replica_types if status else (), tail=self.options.diagnostics_tail,
         )  # fmt: skip

@@ -77,6 +77,10 @@ class Follow(Protocol):
 
     def restarted(self) -> None: ...
 
+    def follow_on(self, hook: AsyncKubeflowJobHook) -> None:
+        """The replicas run in another cluster, reached through ``hook`` (pods, logs, events read there)."""
+        ...
+
 
 class FollowPart:
     """A base part that does nothing in every phase (see the module's docstring for the phases).

@@ -17,6 +17,7 @@ from airflow_tfjob.follow.parts import PartTypes
 from airflow_tfjob.follow.progress import ProgressPart, ReportedProgressPart
 from airflow_tfjob.follow.returned import ReturnCapturePart
 from airflow_tfjob.follow.tap import TapPart
+from airflow_tfjob.integrations.kueue.multikueue import WorkerPart
 from airflow_tfjob.integrations.kueue.part import QueuePart
 
 PARTS: PartTypes = (
@@ -26,5 +27,6 @@ PARTS: PartTypes = (
     CheckpointPart,
     ReturnCapturePart,
     QueuePart,
+    WorkerPart,
     TapPart,
 )

@@ -139,6 +139,11 @@ class ReadsJob(Protocol):
         Trainer's status server); None where the API has none or the job reports none yet."""
         ...
 
+    def managed_by(self, job: Mapping[str, Any]) -> str | None:
+        """The controller the job names as its manager (``managedBy``), None when it names none: Kueue's
+        MultiKueue (``kueue.x-k8s.io/multikueue``) says the job runs on a worker cluster."""
+        ...
+
     def replica_specs(self, job: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
         """The job's replicas by type in the v1 shape (``{"Worker": {"replicas": 2, "template": ...}}``),
         for what describes a job's replicas and images whatever its API (lineage's run facet)."""

@@ -247,6 +247,10 @@ class V1Adapter:
     def reported_progress(self, job: Mapping[str, Any]) -> ReportedProgress | None:
         return None  # the kubeflow.org/v1 kinds' status says nothing of training progress
 
+    def managed_by(self, job: Mapping[str, Any]) -> str | None:
+        value = _mapping(_mapping(job.get("spec")).get("runPolicy")).get("managedBy")
+        return str(value) if value else None
+
     def replica_specs(self, job: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
         specs = _mapping(_mapping(job.get("spec")).get(self.kind.spec_key))
         return {rtype: spec for rtype, spec in specs.items() if isinstance(spec, Mapping)}

@@ -26,6 +26,7 @@ from airflow_tfjob.local import credential
 from airflow_tfjob.local.kueue.options import parse_integrations, parse_namespace_selector
 from airflow_tfjob.local.model.profiles import RELEASES, Profile
 from airflow_tfjob.local.model.resources import DEFAULT_APIS, served_groups
+from airflow_tfjob.local.multikueue import MAX_WORKERS
 from airflow_tfjob.local.options import CREDENTIALS, FEATURE_GATES
 
 # The cluster, its API server and the fault injector (aiohttp and all) load only once the options are
@@ -103,6 +104,17 @@ def _parse_apis(value: str) -> list[str]:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"--apis: {exc}") from None
     return apis
+
+
+def _parse_workers(value: str) -> int:
+    try:
+        count = int(value)
+    except ValueError:
+        count = -1
+    if not 0 <= count <= MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"--multikueue-workers: give a whole number from 0 to {MAX_WORKERS}, "
+                                         f"got {value!r}")
+    return count
 
 
 def _parse_profile(value: str) -> Profile:
@@ -184,6 +196,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="Kueue's managedJobsNamespaceSelector as a label selector over namespaces, e.g. "
                             "'kubernetes.io/metadata.name notin (kube-system,kueue-system,team-b)' (default: "
                             "all but kube-system and kueue-system); implies --kueue")
+    serve.add_argument("--multikueue-workers", type=_parse_workers, default=0, metavar="N",
+                       help="MultiKueue: host N worker clusters beside this one, which becomes Kueue's manager "
+                            "(each worker its own API server on 127.0.0.1, kubeconfig, store and node; the "
+                            "manager gets their kubeconfig Secrets, MultiKueueClusters, a MultiKueueConfig and "
+                            "the AdmissionCheck 'multikueue'); implies --kueue; default 0 (none)")
     serve.add_argument("--apis", type=_parse_apis, default=list(DEFAULT_APIS), metavar="LIST",
                        help="API families to serve, comma-separated: 'v1' (kubeflow.org/v1 TFJob, PyTorchJob, "
                             "...), 'trainjob' (Kubeflow Trainer v2 TrainJob, runtimes, JobSet); default "
@@ -218,7 +235,8 @@ def build_runtime(args: argparse.Namespace) -> ClusterRuntime:
             load_grants(source, option="--role")  # the file's errors name the option, before anything starts
     kueue: dict[str, Any] | None = None
     if (args.kueue or args.kueue_integrations is not None or args.kueue_objects or args.kueue_pods_ready_timeout
-            or args.kueue_manage_jobs_without_queue_name or args.kueue_managed_jobs_namespace_selector is not None):
+            or args.kueue_manage_jobs_without_queue_name or args.kueue_managed_jobs_namespace_selector is not None
+            or args.multikueue_workers):
         kueue = {"objects": load_objects(args.kueue_objects), "pods_ready_timeout": args.kueue_pods_ready_timeout,
                  "manage_jobs_without_queue_name": args.kueue_manage_jobs_without_queue_name,
                  "managed_jobs_namespace_selector": args.kueue_managed_jobs_namespace_selector}
@@ -228,7 +246,7 @@ def build_runtime(args: argparse.Namespace) -> ClusterRuntime:
         gpus=args.gpus, workdir=args.workdir, host=args.host, port=args.port, kubeconfig_path=args.kubeconfig,
         faults=args.faults, auth=args.auth == "token", token_ttl=args.token_ttl, credential=args.credential,
         roles=roles or None, kueue=kueue, apis=args.apis, feature_gates=args.feature_gates,
-        profile=args.profile,
+        profile=args.profile, multikueue_workers=args.multikueue_workers,
     )
 
 
@@ -240,6 +258,8 @@ async def serve(runtime: ClusterRuntime) -> int:
     try:
         url = await runtime.start()
         sys.stdout.write(f"ready {url} {runtime.kubeconfig_path}\n")
+        for name, worker in runtime.workers.items():  # MultiKueue's workers, after the manager's line
+            sys.stdout.write(f"worker {name} {worker.url} {worker.kubeconfig_path}\n")
         sys.stdout.flush()
         await stop.wait()
     finally:

@@ -45,6 +45,7 @@ from airflow_tfjob.local.kueue.options import KueueOptions
 from airflow_tfjob.local.kueue.reasons import Reasons
 from airflow_tfjob.local.model.profiles import UNADMITTED_OBSERVABILITY, Profile
 from airflow_tfjob.local.model.resources import DEFAULT_APIS, JsonDict, served_groups
+from airflow_tfjob.local.multikueue import check_workers, manager_objects, worker_names, worker_options
 from airflow_tfjob.local.node.podlogs import PodLogs
 from airflow_tfjob.local.node.runner import Runner
 from airflow_tfjob.local.options import CREDENTIALS, check_options
@@ -155,10 +156,11 @@ class ClusterRuntime:
         apis: Sequence[str] = DEFAULT_APIS,
         feature_gates: Mapping[str, bool] | None = None,
         profile: str | Mapping[str, str] | Profile | None = None,
+        multikueue_workers: int = 0,
     ) -> None:
         # Every option is checked before anything is created.
         self.profile = Profile.of(profile)
-        kueue_options = KueueOptions.of(kueue)
+        kueue_options = check_workers(multikueue_workers, KueueOptions.of(kueue))
         if kueue_options is not None:
             _check_object_versions(kueue_options, self.profile)
         self.apis = tuple(apis)
@@ -170,6 +172,19 @@ class ClusterRuntime:
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="tfjob-local-"))
         self.kubeconfig_path = Path(kubeconfig_path) if kubeconfig_path else self.workdir / "kubeconfig"
         self.gpus = list(gpus or [])
+        # MultiKueue: each worker a whole cluster of its own on 127.0.0.1 (own port, store, controllers and
+        # node), reached by the manager through the kubeconfig in its Secret; the replicas run there only,
+        # so the manager runs no node (multikueue.py).
+        self.workers: dict[str, ClusterRuntime] = {}
+        self.lost_workers: set[str] = set()  # stopped by lose_worker, not stopped again
+        if multikueue_workers and kueue_options is not None:  # check_workers: Kueue is on with workers
+            self.workers = {
+                name: ClusterRuntime(gpus=gpus, workdir=self.workdir / "workers" / name,
+                                     history_limit=history_limit, bookmark_interval=bookmark_interval,
+                                     controller=controller, runner=runner, kueue=worker_options(kueue_options),
+                                     apis=apis, feature_gates=feature_gates, profile=self.profile)
+                for name in worker_names(multikueue_workers)}
+            runner = False
         self.token = secrets.token_hex(16)
         self.token_ttl = float(token_ttl)
         self.credential = credential
@@ -223,6 +238,23 @@ class ClusterRuntime:
         self.url = ""
 
     async def start(self) -> str:
+        """Start MultiKueue's workers (if any), then this cluster. A worker that started is stopped again
+        when a later start fails: nothing it serves outlives a start that raised."""
+        started: list[ClusterRuntime] = []
+        try:
+            for worker in self.workers.values():
+                await worker.start()
+                started.append(worker)
+            return await self._start_here()
+        except BaseException:
+            for worker in started:
+                try:
+                    await worker.stop()
+                except Exception:
+                    log.exception("stopping a worker after a failed start")
+            raise
+
+    async def _start_here(self) -> str:
         self.url = await self.apiserver.start()
         if self.status_server is not None:
             await self.status_server.start()
@@ -245,6 +277,10 @@ class ClusterRuntime:
                     self.store, status_env=self.status_server.env if self.status_server else None)
             for kind, controller in self.controllers.items():
                 self._tasks.append(asyncio.create_task(self._supervise(f"{kind} controller", controller.run())))
+        if self.workers:
+            kubeconfigs = {name: worker.kubeconfig_path.read_text() for name, worker in self.workers.items()}
+            for plural, obj in manager_objects(kubeconfigs):
+                self.store.create(plural, obj["metadata"].get("namespace"), obj)
         if self.kueue is not None:
             self._tasks.append(asyncio.create_task(self._supervise("kueue", self.kueue.run())))
         if self._want_runner:
@@ -300,6 +336,22 @@ class ClusterRuntime:
         if self.status_server is not None:
             await self.status_server.stop()
         await self.apiserver.stop()
+        for name, worker in self.workers.items():
+            if name in self.lost_workers:
+                continue
+            try:
+                await worker.stop()
+            except Exception:
+                log.exception("worker %s: stop failed", name)
+
+    async def lose_worker(self, name: str) -> None:
+        """MultiKueue's worker `name` is lost: the whole cluster stops (its pods killed, its API server
+        gone), as a worker cluster that goes away; the manager notices through its connection."""
+        if name not in self.workers:
+            raise ValueError(f"no MultiKueue worker {name!r}; the workers are {', '.join(self.workers) or 'none'}")
+        if name not in self.lost_workers:
+            self.lost_workers.add(name)
+            await self.workers[name].stop()
 
 
 class LocalCluster:
@@ -325,12 +377,13 @@ class LocalCluster:
         apis: Sequence[str] = DEFAULT_APIS,
         feature_gates: Mapping[str, bool] | None = None,
         profile: str | Mapping[str, str] | Profile | None = None,
+        multikueue_workers: int = 0,
     ) -> None:
         self.runtime = ClusterRuntime(
             gpus=gpus, workdir=workdir, host=host, port=port, history_limit=history_limit,
             bookmark_interval=bookmark_interval, controller=controller, runner=runner, faults=faults,
             auth=auth, token_ttl=token_ttl, credential=credential, roles=roles, kueue=kueue, apis=apis,
-            feature_gates=feature_gates, profile=profile,
+            feature_gates=feature_gates, profile=profile, multikueue_workers=multikueue_workers,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -352,6 +405,18 @@ class LocalCluster:
     @property
     def store(self) -> Store:
         return self.runtime.store
+
+    @property
+    def workers(self) -> tuple[str, ...]:
+        """The MultiKueue worker clusters' names (`multikueue_workers`), `worker1` ...; () without."""
+        return tuple(self.runtime.workers)
+
+    def worker_kubeconfig(self, name: str) -> Path:
+        """The kubeconfig of worker `name` (its API server's; the manager's Secret holds the same)."""
+        return self.runtime.workers[name].kubeconfig_path
+
+    def worker_store(self, name: str) -> Store:
+        return self.runtime.workers[name].store
 
     @property
     def podlogs(self) -> PodLogs:
@@ -452,6 +517,10 @@ class LocalCluster:
                 loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
+
+    def lose_worker(self, name: str, timeout: float = 30.0) -> None:
+        """MultiKueue's worker `name` stops for good (ClusterRuntime.lose_worker). Safe from any thread."""
+        asyncio.run_coroutine_threadsafe(self.runtime.lose_worker(name), self.loop).result(timeout)
 
     def lose_node(self, label_selector: str | None = None, timeout: float = 30.0) -> list[str]:
         """A node is lost: the running pods `label_selector` selects (None: all) die with it and are

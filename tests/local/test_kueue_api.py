@@ -139,10 +139,12 @@ def test_the_managed_namespaces_are_a_kubernetes_label_selector() -> None:
     ({"integrations": ["kubeflow.org/tfjobs"]}, "kueue integrations: unsupported value 'kubeflow.org/tfjobs'"),
     ({"integrations": "kubeflow.org/tfjob"}, "kueue integrations must be a list of names"),
     ({"queues": []}, "kueue: unknown option 'queues'; known: backoff_base_seconds, integrations, "
-                     "manage_jobs_without_queue_name, managed_jobs_namespace_selector, objects, "
-                     "pods_ready_timeout, wait_for_pods_ready"),
+                     "manage_jobs_without_queue_name, managed_jobs_namespace_selector, multikueue, "
+                     "multikueue_worker_lost_timeout, objects, pods_ready_timeout, wait_for_pods_ready"),
     ({"manage_jobs_without_queue_name": "yes"},
      "kueue manage_jobs_without_queue_name must be true or false, got 'yes'"),
+    ({"multikueue_worker_lost_timeout": 0},
+     "kueue multikueue_worker_lost_timeout must be a positive number of seconds, got 0"),
     ({"managed_jobs_namespace_selector": {"matchExpressions": [{"key": "team", "operator": "Bogus"}]}},
      "kueue managed_jobs_namespace_selector.matchExpressions[0].operator: 'Bogus' is not one of In, NotIn, "
      "Exists, DoesNotExist"),

@@ -82,6 +82,7 @@ CORE = (
     "integrations/__init__.py",
     "integrations/assets.py",
     "integrations/kueue/__init__.py",
+    "integrations/kueue/multikueue.py",
     "integrations/kueue/note.py",
     "integrations/kueue/part.py",
     "integrations/kueue/tracker.py",

@@ -154,6 +154,10 @@ class TrainJobAdapter:
             remaining_seconds=reported["remaining_seconds"], metrics=dict(reported["metrics"]),
         )  # fmt: skip
 
+    def managed_by(self, job: Mapping[str, Any]) -> str | None:
+        value = _mapping(job.get("spec")).get("managedBy")
+        return str(value) if value else None
+
     def replica_specs(self, job: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
         """No replica specs (the runtime's replicated jobs are elsewhere): its nodes, in the same shape,
         from what the TrainJob itself says about them."""

@@ -70,7 +70,14 @@ _INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 @cache
 def _compiled(pattern: str) -> re.Pattern[str]:
     # Go's `$` is the end of the text; Python's also matches before a final newline.
-    return re.compile(pattern[:-1] + r"\Z" if pattern.endswith("$") else pattern)
+    if pattern.endswith("$"):
+        pattern = pattern[:-1] + r"\Z"
+    # RE2 takes a flag group after the anchor (Kueue's AdmissionCheck parameters.kind: `^(?i)[a-z]...`);
+    # Python takes global flags only at the very start, where they mean the same.
+    flags = re.match(r"\^(\(\?[a-z]+\))", pattern)
+    if flags:
+        pattern = flags.group(1) + "^" + pattern[flags.end():]
+    return re.compile(pattern)
 
 
 def _shown(value: Any) -> str:

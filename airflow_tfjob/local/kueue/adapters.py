@@ -61,6 +61,24 @@ class KubeflowJob:
     def suspended(self, job: JsonDict) -> bool:
         return ((job.get("spec") or {}).get("runPolicy") or {}).get("suspend") is True
 
+    #: The controller a job of the kind runs under when it names none (KubeflowJobsController).
+    own_controller = "kubeflow.org/training-operator"
+
+    def managed_by(self, job: JsonDict) -> str | None:
+        value = ((job.get("spec") or {}).get("runPolicy") or {}).get("managedBy")
+        return None if value is None else str(value)
+
+    def set_managed_by(self, job: JsonDict, value: str | None) -> None:
+        policy = job["spec"].setdefault("runPolicy", {})
+        if value is None:
+            policy.pop("managedBy", None)
+        else:
+            policy["managedBy"] = value
+
+    def remote_spec(self, job: JsonDict) -> JsonDict:
+        """The spec of the copy MultiKueue creates on a worker (copySpec): the manager's, unchanged."""
+        return clone(job.get("spec") or {})
+
     def set_suspend(self, job: JsonDict, value: bool) -> None:
         job["spec"].setdefault("runPolicy", {})["suspend"] = value
 
@@ -171,6 +189,31 @@ class TrainJob:
 
     def suspended(self, job: JsonDict) -> bool:
         return (job.get("spec") or {}).get("suspend") is True
+
+    #: TrainJobControllerName, Trainer's own controller.
+    own_controller = "trainer.kubeflow.org/trainjob-controller"
+
+    def managed_by(self, job: JsonDict) -> str | None:
+        value = (job.get("spec") or {}).get("managedBy")
+        return None if value is None else str(value)
+
+    def set_managed_by(self, job: JsonDict, value: str | None) -> None:
+        if value is None:
+            job["spec"].pop("managedBy", None)
+        else:
+            job["spec"]["managedBy"] = value
+
+    def remote_spec(self, job: JsonDict) -> JsonDict:
+        """The worker's copy without Kueue's runtime patch (trainjob_multikueue_adapter.go SyncJob): the
+        worker's Kueue adds its own, and writes its admission there."""
+        spec = clone(job.get("spec") or {})
+        patches = [p for p in spec.get("runtimePatches") or []
+                   if not (isinstance(p, dict) and p.get("manager") == RUNTIME_PATCH_MANAGER)]
+        if patches:
+            spec["runtimePatches"] = patches
+        else:
+            spec.pop("runtimePatches", None)
+        return spec
 
     def set_suspend(self, job: JsonDict, value: bool) -> None:
         job["spec"]["suspend"] = value

@@ -40,8 +40,11 @@ class Kueue:
 
     @staticmethod
     def extensions(controller: KueueController) -> Extensions:
+        """The Kueue kinds, and the MultiKueue ones only when asked for (KueueOptions.multikueue): a
+        cluster with Kueue alone serves what it served before MultiKueue was emulated."""
         visibility = VisibilityApi(controller.store, controller.scheduler)
-        return Extensions(features=frozenset({"kueue"}), views=VIEWS, aggregated={visibility.group: visibility})
+        features = frozenset({"kueue", "multikueue"} if controller.options.multikueue else {"kueue"})
+        return Extensions(features=features, views=VIEWS, aggregated={visibility.group: visibility})
 
     def create_objects(self, store: Store) -> None:
         """The manager's configuration, then the configured Kueue objects, in order, each as

@@ -3,7 +3,9 @@ objects, runs the job reconcilers (jobs.py) for what changed and, once its work 
 cycle (scheduler.py). It runs on the controllers' reconcile core (controllers/reconciler.py, keyed
 (kind, namespace, name)) on the cluster's event loop; a change wakes it (no polling), and a reconcile that
 must wait for something outside the watches (a WorkloadPriorityClass created later) is retried on a
-timer."""
+timer. With MultiKueue on (KueueOptions.multikueue) it also runs mkclusters.py's reconcilers, keyed
+("MultiKueueCluster" | "AdmissionCheck", "", name), and mkworkloads.py's dispatch, keyed
+("MultiKueueWorkload", namespace, name), which change no quota and so start no cycle."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from collections.abc import Callable
 from airflow_tfjob.jobs.kinds import JobKind
 from airflow_tfjob.local.controllers.reconciler import Key, Watch, WorkQueue
 from airflow_tfjob.local.kueue.jobs import JobReconciler, Management, remove_finalizer
+from airflow_tfjob.local.kueue.mkclusters import CHECK, CLUSTER, MultiKueueClusters
+from airflow_tfjob.local.kueue.mkworkloads import WORKLOAD, MultiKueueWorkloads
 from airflow_tfjob.local.kueue.options import KueueOptions, kinds_managed
 from airflow_tfjob.local.kueue.podsready import PodsReadyTimeout
 from airflow_tfjob.local.kueue.reasons import Reasons
@@ -24,6 +28,8 @@ from airflow_tfjob.local.store.core import Store
 log = logging.getLogger(__name__)
 _QUEUE_KINDS = ("clusterqueues", "localqueues", "resourceflavors", "workloadpriorityclasses", "namespaces")
 _RETRY = 0.5
+# What the MultiKueue reconcilers watch (with KueueOptions.multikueue; mkclusters.py).
+_MULTIKUEUE_KINDS = ("admissionchecks", "multikueueclusters", "multikueueconfigs", "secrets")
 
 
 class KueueController(WorkQueue):
@@ -42,11 +48,38 @@ class KueueController(WorkQueue):
                                                   management, reasons)
                             for k in self.kinds.values()}
         self._cycle = False
+        # MultiKueue's connection side, only when asked for: without it the manager watches nothing more.
+        self.multikueue: MultiKueueClusters | None = None
+        self.mkworkloads: MultiKueueWorkloads | None = None
+        if options.multikueue:
+            self.multikueue = MultiKueueClusters(
+                store, self._enqueue_only, watched=[k.plural for k in self.kinds.values()],
+                on_remote=self._on_remote, on_lost=self._on_worker_lost)
+            self.mkworkloads = MultiKueueWorkloads(store, self.multikueue, self.kinds, self._enqueue_only,
+                                                   options.multikueue_worker_lost_timeout)
+
+    def _enqueue_only(self, key: Key) -> None:
+        """A MultiKueue key: no quota changes by itself, so no scheduling cycle."""
+        WorkQueue.enqueue(self, key)
+
+    def _on_remote(self, cluster: str, plural: str, obj: JsonDict) -> None:
+        assert self.mkworkloads is not None
+        key = self.mkworkloads.on_remote(cluster, plural, obj)
+        if key is not None:
+            self._enqueue_only(key)
+
+    def _on_worker_lost(self, _cluster: str) -> None:
+        assert self.mkworkloads is not None
+        for key in self.mkworkloads.keys_with_check():
+            self._enqueue_only(key)
 
     def watches(self) -> list[Watch]:
-        return [*(Watch(k.plural, self._job_handler(k)) for k in self.kinds.values()),
-                Watch("workloads", self._on_workload),
-                *(Watch(r, self._on_queue_object) for r in _QUEUE_KINDS)]
+        watches = [*(Watch(k.plural, self._job_handler(k)) for k in self.kinds.values()),
+                   Watch("workloads", self._on_workload),
+                   *(Watch(r, self._on_queue_object) for r in _QUEUE_KINDS)]
+        if self.multikueue is not None:
+            watches += [Watch(r, self._multikueue_handler(r)) for r in _MULTIKUEUE_KINDS]
+        return watches
 
     # ---- events
 
@@ -66,10 +99,19 @@ class KueueController(WorkQueue):
                 self.enqueue((ref["kind"], meta["namespace"], ref.get("name", "")))
         if etype != "DELETED" and meta.get("deletionTimestamp"):
             remove_finalizer(self.store, wl)  # the job is gone or replaced: nothing holds the quota
+        if self.mkworkloads is not None:
+            self._enqueue_only(self.mkworkloads.on_local(etype, wl))
         self._want_cycle()
 
     def _on_queue_object(self, _etype: str, _obj: JsonDict) -> None:
         self._want_cycle()
+
+    def _multikueue_handler(self, rtype: str) -> Callable[[str, JsonDict], None]:
+        def handle(_etype: str, obj: JsonDict) -> None:
+            assert self.multikueue is not None
+            for key in self.multikueue.keys_for(rtype, obj):
+                WorkQueue.enqueue(self, key)  # no scheduling cycle: no quota changed
+        return handle
 
     def _wake_at(self, delay: float | None) -> None:
         """One timer for the next PodsReady deadline or backoff end (changes wake the loop anyway)."""
@@ -92,6 +134,11 @@ class KueueController(WorkQueue):
 
     def reconcile_key(self, key: Key) -> float | None:
         kind, namespace, name = key
+        if kind in (CLUSTER, CHECK) and self.multikueue is not None:
+            return self.multikueue.reconcile(kind, name)
+        if kind == WORKLOAD and self.mkworkloads is not None:
+            self.mkworkloads.reconcile(namespace, name)  # an async pass; it times its own next one
+            return None
         return None if self.reconcilers[kind].reconcile(namespace, name) else _RETRY
 
     def drained(self) -> None:
@@ -108,5 +155,9 @@ class KueueController(WorkQueue):
 
     def cancel_timers(self) -> None:
         super().cancel_timers()
+        if self.multikueue is not None:
+            self.multikueue.cancel()
+        if self.mkworkloads is not None:
+            self.mkworkloads.cancel()
         if self._timer is not None:
             self._timer.cancel()

@@ -40,6 +40,13 @@ def to_v1beta1(stored: JsonDict) -> JsonDict:
         _rename(status, _PAST_V1BETA2, _PAST_V1BETA1)
     elif kind == "ClusterQueue":
         _rename(spec, "cohortName", "cohort")
+    elif kind == "MultiKueueCluster" and isinstance(spec, dict):
+        # v1beta1 has the cluster source's two fields on the spec itself (multikueue_conversion.go).
+        source = spec.pop("clusterSource", None)
+        if isinstance(source, dict):
+            spec.update({k: source[k] for k in ("kubeConfig", "clusterProfileRef") if k in source})
+    elif kind == "MultiKueueConfig" and isinstance(spec, dict):
+        spec.pop("quotaManagement", None)  # not in v1beta1
     return obj
 
 
@@ -60,6 +67,12 @@ def to_v1beta2(sent: JsonDict) -> JsonDict:
         _rename(spec, "cohort", "cohortName")
         if isinstance(spec, dict):
             spec.pop("admissionChecks", None)  # v1beta2 has only admissionChecksStrategy
+    elif kind == "MultiKueueCluster" and isinstance(spec, dict):
+        source = {k: spec.pop(k) for k in ("kubeConfig", "clusterProfileRef") if k in spec}
+        if source:
+            spec["clusterSource"] = source
+    elif kind == "AdmissionCheck" and isinstance(spec, dict):
+        spec.pop("retryDelayMinutes", None)  # deprecated since v0.8, gone in v1beta2
     return obj
 
 

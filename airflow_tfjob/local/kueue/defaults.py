@@ -1,5 +1,5 @@
 """The defaults Kueue v0.19.2's v1beta2 CRDs write on every create and update
-(config/components/crd/bases/kueue.x-k8s.io_{clusterqueues,localqueues,workloads}.yaml)."""
+(config/components/crd/bases/kueue.x-k8s.io_{clusterqueues,localqueues,workloads,multikueueclusters}.yaml)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,12 @@ def apply_kueue_defaults(rtype: str, obj: JsonDict) -> None:
         spec = _spec(obj)
         if spec is not None:
             spec.setdefault("stopPolicy", "None")
+    elif rtype == "multikueueclusters":
+        source = _spec(obj)
+        source = source.get("clusterSource") if source is not None else None
+        kubeconfig = source.get("kubeConfig") if isinstance(source, dict) else None
+        if isinstance(kubeconfig, dict):
+            kubeconfig.setdefault("locationType", "Secret")
     elif rtype == "workloads":
         spec = _spec(obj)
         if spec is None:

@@ -15,14 +15,17 @@ from typing import Any
 from airflow_tfjob.jobs.kinds import JobKind
 from airflow_tfjob.local.admission.schemacheck import check
 from airflow_tfjob.local.kueue.adapters import Adapter, PodSetsInfo, adapter_for
+from airflow_tfjob.local.kueue.celrules import cel_errors
+from airflow_tfjob.local.kueue.checks import cq_checks
 from airflow_tfjob.local.kueue.defaults import apply_kueue_defaults
-from airflow_tfjob.local.kueue.options import MANAGER_NAMESPACE, KueueOptions
+from airflow_tfjob.local.kueue.options import MANAGER_NAMESPACE, MULTIKUEUE_CONTROLLER, KueueOptions
 from airflow_tfjob.local.kueue.reasons import PENDING, PENDING_EVALUATION, Reasons
-from airflow_tfjob.local.kueue.schema import KINDS_BY_PLURAL, kueue_schema
+from airflow_tfjob.local.kueue.schema import CHECKED_KINDS, kueue_schema
 from airflow_tfjob.local.kueue.workloads import (
     FINALIZER,
     JOB_UID_LABEL,
     PODSET_LABEL,
+    PREBUILT_KEY,
     PRIORITY_LABEL,
     QUEUE_LABEL,
     condition,
@@ -86,15 +89,37 @@ class KueueWebhook:
 
     def admit(self, rtype: str, operation: str, obj: JsonDict, old: JsonDict | None) -> None:
         apply_kueue_defaults(rtype, obj)
-        check_kueue_object(rtype, obj)
+        check_kueue_object(rtype, obj, old)
         namespace = (obj.get("metadata") or {}).get("namespace")
         if operation == "CREATE" and rtype in self.adapters and namespace not in UNMANAGED_NAMESPACES:
             self._default_queue(obj, str(namespace))
             suspend = bool(queue_name(obj)) or (
                 self.management.without_queue_name and self.management.namespace_managed(self.store, str(namespace)))
             self.adapters[rtype].default(obj, suspend)
+            self._default_managed_by(self.adapters[rtype], obj, str(namespace))
         if self.inner is not None:
             self.inner.admit(rtype, operation, obj, old)
+
+    def _default_managed_by(self, adapter: Adapter, obj: JsonDict, namespace: str) -> None:
+        """ApplyDefaultForManagedBy: a job queued to a ClusterQueue with a MultiKueue admission check is
+        managed by MultiKueue (unless it names a controller other than its kind's own), so its own
+        controller leaves it to the copy on a worker."""
+        queue = queue_name(obj)
+        if not queue or self.store is None or adapter.managed_by(obj) not in (None, adapter.own_controller):
+            return
+        try:
+            lq = self.store.get("localqueues", namespace, queue)
+            cq = self.store.get("clusterqueues", None, str((lq.get("spec") or {}).get("clusterQueue") or ""))
+        except ApiError:
+            return
+        for name in cq_checks(cq):
+            try:
+                check = self.store.get("admissionchecks", None, name)
+            except ApiError:
+                continue  # not served (MultiKueue off) or not there: no check the cache would know
+            if (check.get("spec") or {}).get("controllerName") == MULTIKUEUE_CONTROLLER:
+                adapter.set_managed_by(obj, MULTIKUEUE_CONTROLLER)
+                return
 
     def _default_queue(self, obj: JsonDict, namespace: str) -> None:
         if queue_name(obj) or self.store is None:
@@ -113,21 +138,29 @@ class KueueWebhook:
             labels[QUEUE_LABEL] = "default"
 
 
-def kueue_object_errors(rtype: str, obj: JsonDict) -> list[tuple[str, str, str]]:
-    """(field, reason, detail) for every way `obj` (a ResourceFlavor, ClusterQueue, LocalQueue or
-    WorkloadPriorityClass, defaults applied) breaks its v1beta2 CRD's schema; [] for other kinds."""
-    kind = KINDS_BY_PLURAL.get(rtype)
+def kueue_object_errors(rtype: str, obj: JsonDict, old: JsonDict | None = None) -> list[tuple[str, str, str]]:
+    """(field, reason, detail) for every way `obj` (a ResourceFlavor, ClusterQueue, LocalQueue,
+    WorkloadPriorityClass or MultiKueue kind, defaults applied; an update of `old` if given) breaks its
+    v1beta2 CRD's schema, then, as the API server runs them only on a schema-valid object, its CEL rules
+    (celrules.py); [] for other kinds."""
+    kind = CHECKED_KINDS.get(rtype)
     if kind is None:
         return []
-    return check(obj, kueue_schema(kind), types_from=()).invalid
+    return check(obj, kueue_schema(kind), types_from=()).invalid or cel_errors(rtype, obj, old)
 
 
-def check_kueue_object(rtype: str, obj: JsonDict) -> None:
+def check_kueue_object(rtype: str, obj: JsonDict, old: JsonDict | None = None) -> None:
     """What the API server checks of a Kueue object against its CRD before storing it: 422 Invalid with one
     cause per problem (the file of `--kueue-objects` is checked through this too, options.py)."""
-    errors = kueue_object_errors(rtype, obj)
+    errors = kueue_object_errors(rtype, obj, old)
     if errors:
         raise invalid(RESOURCES[rtype], str((obj.get("metadata") or {}).get("name") or ""), errors)
+
+
+def prebuilt_name(job: JsonDict) -> str:
+    """PrebuiltWorkloadNameFor: the Workload a job names (annotation, or the older label)."""
+    meta = job.get("metadata") or {}
+    return str((meta.get("annotations") or {}).get(PREBUILT_KEY) or (meta.get("labels") or {}).get(PREBUILT_KEY) or "")
 
 
 def queue_name(job: JsonDict) -> str:
@@ -220,6 +253,9 @@ class JobReconciler:
         """(the Workload matching the job, None to go on or the reconcile's outcome to stop). Workloads that do not match are
         deleted (a running job stopped first, its templates restored from the one it had), or, for a
         suspended job whose only Workload holds no quota, that Workload is brought in line with it."""
+        prebuilt = prebuilt_name(job)
+        if prebuilt:
+            return self._prebuilt(job, prebuilt)
         owned = self.owned_workloads(job)
         match = next((w for w in owned if self._equivalent(job, w)), None)
         extra = [w for w in owned if w is not match]
@@ -241,6 +277,32 @@ class JobReconciler:
             updated = self._update_to_match(job, to_update)
             return updated, None if updated is not None else False
         return match, None
+
+    def _prebuilt(self, job: JsonDict, name: str) -> tuple[JsonDict | None, bool | None]:
+        """ensureOneWorkload for a job that names its Workload (a MultiKueue worker's copy): that Workload,
+        made the job's own (controller reference, job-uid label); one controlled by another object is
+        not the job's; one that no longer matches the job is finished `OutOfSync`."""
+        meta = job["metadata"]
+        try:
+            wl = self.store.get("workloads", meta["namespace"], name)
+        except ApiError:
+            return None, None
+        controller = next((r for r in wl["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
+        if controller is not None and controller.get("uid") != meta["uid"]:
+            return None, None
+        if controller is None:
+            wl["metadata"].setdefault("ownerReferences", []).append({
+                "apiVersion": self.kind.api_version, "kind": self.kind.kind, "name": meta["name"],
+                "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True})
+            wl["metadata"].setdefault("labels", {})[JOB_UID_LABEL] = meta["uid"]
+            try:
+                wl = self.store.replace("workloads", meta["namespace"], name, wl)
+            except ApiError:
+                return None, False
+        if not self._equivalent(job, wl):
+            self._finish(job, wl, ("OutOfSync", "The prebuilt workload is out of sync with its user job"))
+            return None, True
+        return wl, None
 
     def _update_to_match(self, job: JsonDict, wl: JsonDict) -> JsonDict | None:
         """updateWorkloadToMatchJob: the spec constructed anew (pod sets, priority), `active` kept."""
@@ -297,6 +359,12 @@ class JobReconciler:
     # ---- the steps
 
     def _without_workload(self, job: JsonDict, queue: str) -> bool:
+        if prebuilt_name(job):
+            # handleJobWithNoWorkload: a job naming a Workload that is not there (yet) is held stopped,
+            # and looked at again (ErrPrebuiltWorkloadNotFound); it never gets one of its own.
+            if not self.adapter.suspended(job):
+                self._stop(job, None, "missing workload")
+            return False
         if not self.adapter.suspended(job) or self.adapter.active(job):
             # handleJobWithNoWorkload: a running job without a Workload is stopped first.
             if not self.adapter.suspended(job):

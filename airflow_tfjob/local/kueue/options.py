@@ -37,6 +37,10 @@ DEFAULT_INTEGRATIONS = FRAMEWORKS[:12]
 #: Kueue's own namespace, which the start creates before the objects (the manager's ConfigMap is in it;
 #: assembly.py).
 MANAGER_NAMESPACE = "kueue-system"
+#: MultiKueue's controller name, which its AdmissionChecks name, and the key of a worker's kubeconfig in
+#: the Secret a MultiKueueCluster names (kueue.MultiKueueControllerName, MultiKueueConfigSecretKey).
+MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
+MULTIKUEUE_SECRET_KEY = "kubeconfig"
 # SetDefaults_Configuration's managedJobsNamespaceSelector: every namespace but kube-system and Kueue's own.
 DEFAULT_NAMESPACE_SELECTOR: Mapping[str, Any] = {"matchExpressions": [
     {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", MANAGER_NAMESPACE]}]}
@@ -56,7 +60,11 @@ class KueueOptions:
     `manage_jobs_without_queue_name`: Kueue's manageJobsWithoutQueueName (default false): a job of a
     managed kind without the queue label is suspended and gets a Workload without a queue name too;
     `managed_jobs_namespace_selector`: Kueue's managedJobsNamespaceSelector, a label selector over the
-    namespaces whose jobs Kueue manages (default: all but kube-system and kueue-system)."""
+    namespaces whose jobs Kueue manages (default: all but kube-system and kueue-system);
+    `multikueue`: serve Kueue's MultiKueue kinds (AdmissionCheck, MultiKueueConfig, MultiKueueCluster;
+    default false, so that a cluster with Kueue alone answers as before; docs/local-cluster.md,
+    "MultiKueue"), and `multikueue_worker_lost_timeout` Kueue's multiKueue.workerLostTimeout in seconds
+    (how long an admitting worker may be unreachable before its Workload is dispatched again; 15 min)."""
 
     integrations: tuple[str, ...] = DEFAULT_INTEGRATIONS
     objects: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
@@ -65,6 +73,8 @@ class KueueOptions:
     wait_for_pods_ready: bool = True
     manage_jobs_without_queue_name: bool = False
     managed_jobs_namespace_selector: Mapping[str, Any] | None = None
+    multikueue: bool = False
+    multikueue_worker_lost_timeout: float = 900.0
 
     def __post_init__(self) -> None:
         if isinstance(self.integrations, str) or not all(isinstance(i, str) for i in self.integrations):
@@ -78,9 +88,9 @@ class KueueOptions:
         for i, obj in enumerate(self.objects):
             check_object(obj, f"kueue objects[{i}]")
         object.__setattr__(self, "objects", tuple(self.objects))
-        for name in ("pods_ready_timeout", "backoff_base_seconds"):
+        for name in ("pods_ready_timeout", "backoff_base_seconds", "multikueue_worker_lost_timeout"):
             value = getattr(self, name)
-            if (value is not None or name == "backoff_base_seconds") and (
+            if (value is not None or name != "pods_ready_timeout") and (
                     isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
                 raise ValueError(f"kueue {name} must be a positive number of seconds, got {value!r}")
         if not isinstance(self.wait_for_pods_ready, bool):
@@ -90,6 +100,8 @@ class KueueOptions:
         if not isinstance(self.manage_jobs_without_queue_name, bool):
             raise ValueError(f"kueue manage_jobs_without_queue_name must be true or false, got "
                              f"{self.manage_jobs_without_queue_name!r}")
+        if not isinstance(self.multikueue, bool):
+            raise ValueError(f"kueue multikueue must be true or false, got {self.multikueue!r}")
         if self.managed_jobs_namespace_selector is not None:
             LabelSelector.from_object(self.managed_jobs_namespace_selector, "kueue managed_jobs_namespace_selector")
             object.__setattr__(self, "managed_jobs_namespace_selector", clone(dict(self.managed_jobs_namespace_selector)))
@@ -195,10 +207,13 @@ def queue_objects(
     preemption: str = "Never",
     priorities: Mapping[str, int] | None = None,
     node_labels: Mapping[str, str] | None = None,
+    admission_checks: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """The usual single-queue setup: one ResourceFlavor, one ClusterQueue open to every namespace with
     `quota` (e.g. {"cpu": 2, "memory": "4Gi", "nvidia.com/gpu": 1}) on that flavor, one LocalQueue, and a
-    WorkloadPriorityClass per `priorities` entry (name -> value); `preemption` is withinClusterQueue."""
+    WorkloadPriorityClass per `priorities` entry (name -> value); `preemption` is withinClusterQueue;
+    `admission_checks` the AdmissionChecks the ClusterQueue waits for (e.g. ["multikueue"], the check
+    a cluster with MultiKueue workers has: it dispatches the queue's jobs to them)."""
     quota = dict(quota or {"cpu": 4, "memory": "8Gi"})
     group = "kueue.x-k8s.io/v1beta2"
     objects: list[dict[str, Any]] = [
@@ -208,7 +223,9 @@ def queue_objects(
             "namespaceSelector": {}, "queueingStrategy": strategy,
             "preemption": {"withinClusterQueue": preemption},
             "resourceGroups": [{"coveredResources": list(quota), "flavors": [{"name": flavor, "resources": [
-                {"name": name, "nominalQuota": str(value)} for name, value in quota.items()]}]}]}},
+                {"name": name, "nominalQuota": str(value)} for name, value in quota.items()]}]}],
+            **({"admissionChecksStrategy": {"admissionChecks": [{"name": c} for c in admission_checks]}}
+               if admission_checks else {})}},
         {"apiVersion": group, "kind": "LocalQueue", "metadata": {"name": local_queue, "namespace": namespace},
          "spec": {"clusterQueue": cluster_queue}},
     ]

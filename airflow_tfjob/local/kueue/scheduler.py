@@ -7,11 +7,11 @@ docs/reference/kueue-behaviour.md §5, §7."""
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable
 from decimal import Decimal
 
 from airflow_tfjob.local.kueue import quota
+from airflow_tfjob.local.kueue.checks import CheckSync, admitted_on_reservation, cq_checks
 from airflow_tfjob.local.kueue.queues import (
     Snapshot,
     blocker,
@@ -39,10 +39,11 @@ from airflow_tfjob.local.kueue.workloads import (
     key,
     priority,
     reset_to_previously,
+    seconds_since,
     set_condition,
 )
 from airflow_tfjob.local.kueue.writes import event, write_status
-from airflow_tfjob.local.model.resources import JsonDict, clone, now_rfc3339
+from airflow_tfjob.local.model.resources import ApiError, JsonDict, clone, now_rfc3339
 from airflow_tfjob.local.store.core import Store
 
 _WHY = {"InClusterQueue": "prioritization in the ClusterQueue"}
@@ -58,13 +59,6 @@ def snapshot(store: Store) -> Snapshot:
     return snap
 
 
-def _seconds_since(timestamp: str | None) -> int:
-    if not timestamp:
-        return 0
-    when = dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    return max(0, int((dt.datetime.now(dt.timezone.utc) - when).total_seconds()))
-
-
 class Scheduler:
     """One `cycle()` admits what fits and preempts what must; the controller calls it after every change."""
 
@@ -75,6 +69,7 @@ class Scheduler:
         self.sticky: dict[str, str] = {}
         # Workload uid -> the order the controller saw them created in (ties within a second).
         self.arrival: dict[str, int] = {}
+        self.checks = CheckSync(store, self.reasons)
 
     def arrived(self, uid: str, gone: bool = False) -> None:
         if gone:
@@ -87,6 +82,9 @@ class Scheduler:
         return pending_in(snap, cq, [sticky] if sticky else [], self.arrival)
 
     def cycle(self) -> None:
+        snap = snapshot(self.store)
+        for wl in snap.workloads:
+            self.checks.sync(wl, snap.cluster_queues.get(snap.cluster_queue_of(wl) or ""))
         snap = snapshot(self.store)
         for wl in snap.workloads:
             if is_pending(wl):
@@ -155,7 +153,11 @@ class Scheduler:
         status["admission"] = {"clusterQueue": cq, "podSetAssignments": result.podsets}
         set_condition(status, "QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue {cq}",
                       generation)
-        set_condition(status, "Admitted", "True", "Admitted", "The workload is admitted", generation)
+        checks = cq_checks(self.store_cq(cq))
+        # With admission checks, the reservation alone does not admit: the checks' controllers decide.
+        admitted = (admitted_on_reservation(status, checks, self.reasons, generation) if checks else True)
+        if not checks:
+            set_condition(status, "Admitted", "True", "Admitted", "The workload is admitted", generation)
         reset_to_previously(status, "Evicted", generation)
         reset_to_previously(status, "Preempted", generation)
         requeued = condition(wl, "Requeued")
@@ -163,8 +165,15 @@ class Scheduler:
         if not self._write(wl, status):
             return
         self._event(wl, "QuotaReserved",
-                    f"Quota reserved in ClusterQueue {cq}, wait time since queued was {_seconds_since(since)}s")
-        self._event(wl, "Admitted", f"Admitted by ClusterQueue {cq}, wait time since reservation was 0s")
+                    f"Quota reserved in ClusterQueue {cq}, wait time since queued was {seconds_since(since)}s")
+        if admitted:
+            self._event(wl, "Admitted", f"Admitted by ClusterQueue {cq}, wait time since reservation was 0s")
+
+    def store_cq(self, name: str) -> JsonDict | None:
+        try:
+            return self.store.get("clusterqueues", None, name)
+        except ApiError:
+            return None
 
     def _pending(self, wl: JsonDict, reason: str, message: str, event: bool = True) -> None:
         """QuotaReserved=False with `reason`; the scheduler's verdicts (`event`) also get requeueAndUpdate's

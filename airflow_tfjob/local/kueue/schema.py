@@ -1,5 +1,6 @@
 """The openAPIV3Schema of the Kueue kinds a user creates (ResourceFlavor, ClusterQueue, LocalQueue,
-WorkloadPriorityClass), as Kueue v0.19.2's v1beta2 CRDs declare them.
+WorkloadPriorityClass, and with MultiKueue on AdmissionCheck, MultiKueueConfig, MultiKueueCluster), as
+Kueue v0.19.2's v1beta2 CRDs declare them.
 
 Why: a real API server checks these objects against their CRD before it stores them (types, required
 fields, enums, sizes, name patterns); without the schema the local cluster stored a WorkloadPriorityClass
@@ -12,7 +13,8 @@ Field names, types, ``required`` lists, enums, bounds and patterns are those of
 ``config/components/crd/bases/kueue.x-k8s.io_*.yaml`` at v0.19.2 (read 2026-12-06); the descriptions are
 left out (kubectl explain does not read these kinds from the local cluster). Not modelled: the CRDs' CEL
 rules (cross-field checks such as "flavors must have the same number of resources as the
-coveredResources") and Kueue's validating webhooks, beyond what the emulation checks itself; see
+coveredResources"), but for the MultiKueue kinds' three (celrules.py), and Kueue's validating webhooks,
+beyond what the emulation checks itself; see
 docs/local-cluster.md, "Kueue".
 """
 
@@ -105,16 +107,42 @@ _SPECS: dict[str, JsonDict] = {
         "stopPolicy": _STOP_POLICY,
     }),
     "LocalQueue": _object({"clusterQueue": _NAME, "fairSharing": _FAIR_SHARING, "stopPolicy": _STOP_POLICY}),
+    # The MultiKueue kinds (served with MultiKueue on). Their CEL rules (controllerName immutable, clusters
+    # unique, exactly one cluster source) are celrules.py's.
+    "AdmissionCheck": _object({
+        "controllerName": {"type": "string", "minLength": 1, "maxLength": 253},
+        "parameters": _object({
+            "apiGroup": {**_NAME, "minLength": 1},
+            "kind": {"type": "string", "minLength": 1, "maxLength": 63,
+                     "pattern": r"^(?i)[a-z]([-a-z0-9]*[a-z0-9])?$"},
+            "name": {"type": "string", "minLength": 1, "maxLength": 63,
+                     "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"}}, "apiGroup", "kind", "name"),
+    }, "controllerName"),
+    "MultiKueueConfig": _object({
+        "clusters": _array({"type": "string", "maxLength": 256}, minItems=1, maxItems=20),
+        "quotaManagement": _enum("Manual", "Automated"),
+    }, "clusters"),
+    "MultiKueueCluster": _object({"clusterSource": _object({
+        "clusterProfileRef": _object({"name": {"type": "string", "minLength": 1, "maxLength": 256}}, "name"),
+        "kubeConfig": _object({"location": {"type": "string", "minLength": 1, "maxLength": 256},
+                               "locationType": _enum("Secret", "Path")}, "location"),
+    })}, "clusterSource"),
 }
 
-#: The kinds with a schema here, by plural (Workloads are written by the emulation, not checked here).
+#: The kinds a `--kueue-objects` file holds, by plural (Workloads are written by the emulation, not checked
+#: here).
 KINDS_BY_PLURAL = {"resourceflavors": "ResourceFlavor", "clusterqueues": "ClusterQueue",
                    "localqueues": "LocalQueue", "workloadpriorityclasses": "WorkloadPriorityClass"}
+#: The MultiKueue kinds (served with MultiKueue on; created over the API only).
+MULTIKUEUE_KINDS_BY_PLURAL = {"admissionchecks": "AdmissionCheck", "multikueueconfigs": "MultiKueueConfig",
+                              "multikueueclusters": "MultiKueueCluster"}
+#: Every kind whose writes are checked against a schema here.
+CHECKED_KINDS = {**KINDS_BY_PLURAL, **MULTIKUEUE_KINDS_BY_PLURAL}
 
 
 @cache
 def kueue_schema(kind: str) -> JsonDict:
-    """The whole object's schema of `kind` (one of KINDS_BY_PLURAL's values). `metadata` is left open (the
+    """The whole object's schema of `kind` (one of CHECKED_KINDS' values). `metadata` is left open (the
     API server checks it itself) and so is `status` (a create or update of the object ignores it).
     Shared between callers: treat it as read-only."""
     properties: dict[str, Any] = {"apiVersion": _STRING, "kind": _STRING, "metadata": _OPEN, "status": _OPEN}

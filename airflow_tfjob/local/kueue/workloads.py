@@ -4,6 +4,7 @@ makes, with Kueue's reasons and messages."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 from typing import Any
 
@@ -17,6 +18,11 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 PODSET_LABEL = "kueue.x-k8s.io/podset"
 FINALIZER = "kueue.x-k8s.io/resource-in-use"
+#: The Workload a job names as its own (a MultiKueue worker's copy): an annotation since the
+#: WorkloadIdentifierAnnotations gate (on in v0.19), a label before; both are read.
+PREBUILT_KEY = "kueue.x-k8s.io/prebuilt-workload-name"
+#: Which MultiKueue manager made a worker's copy (its `origin`, "multikueue" by default).
+ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
 # KubeflowJob's OrderedReplicaTypes: every kind's types sorted by this (TFJob's order).
 _PODSET_ORDER = ("Chief", "Master", "PS", "Worker", "Evaluator")
 
@@ -43,6 +49,14 @@ def priority(wl: JsonDict) -> int:
 
 def key(wl: JsonDict) -> tuple[str, str]:
     return wl["metadata"].get("namespace", ""), wl["metadata"]["name"]
+
+
+def seconds_since(timestamp: object) -> int:
+    """Whole seconds from an RFC 3339 time to now (the wait times Kueue's events tell); 0 without one."""
+    if not isinstance(timestamp, str) or not timestamp:
+        return 0
+    when = dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    return max(0, int((dt.datetime.now(dt.timezone.utc) - when).total_seconds()))
 
 
 def owner_uid(wl: JsonDict) -> str | None:

@@ -160,9 +160,20 @@ _KUEUE_KINDS = (
 )
 
 
-def _kueue_resource(plural: str, kind: str, namespaced: bool, short: tuple[str, ...]) -> ResourceType:
-    return ResourceType(plural, kind.lower(), kind, KUEUE_GROUP, "v1beta2", namespaced, True, short,
-                        feature="kueue", extra_versions=("v1beta1",))
+# Kueue v0.19.2's MultiKueue CRDs: installed by every Kueue release, but served here only when MultiKueue
+# is asked for (feature "multikueue"), so that a cluster with Kueue alone answers discovery as before.
+# (plural, kind, short names, status subresource): all cluster-scoped; MultiKueueConfig has no status.
+_MULTIKUEUE_KINDS = (
+    ("admissionchecks", "AdmissionCheck", ("ac",), True),
+    ("multikueueconfigs", "MultiKueueConfig", ("mkconf",), False),
+    ("multikueueclusters", "MultiKueueCluster", ("mkc",), True),
+)
+
+
+def _kueue_resource(plural: str, kind: str, namespaced: bool, short: tuple[str, ...], status: bool = True,
+                    feature: str = "kueue") -> ResourceType:
+    return ResourceType(plural, kind.lower(), kind, KUEUE_GROUP, "v1beta2", namespaced, status, short,
+                        feature=feature, extra_versions=("v1beta1",))
 
 
 RESOURCES: dict[str, ResourceType] = {
@@ -180,6 +191,8 @@ RESOURCES: dict[str, ResourceType] = {
                      ("pc",)),
         *(_job_resource(k) for k in KINDS),
         *(_kueue_resource(*row) for row in _KUEUE_KINDS),
+        *(_kueue_resource(plural, kind, False, short, status, "multikueue")
+          for plural, kind, short, status in _MULTIKUEUE_KINDS),
         ResourceType("trainjobs", "trainjob", "TrainJob", TRAINER_GROUP, TRAINER_VERSION, True, True),
         ResourceType("trainingruntimes", "trainingruntime", "TrainingRuntime", TRAINER_GROUP, TRAINER_VERSION,
                      True, False),

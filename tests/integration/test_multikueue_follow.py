@@ -1,0 +1,244 @@
+"""A job behind a MultiKueue ClusterQueue is followed on the worker cluster that runs it (issue 37, part
+2): the task log gets every replica's lines from the worker through the worker's Airflow connection,
+named in the manager connection's extra, in both modes; without a connection for the worker the task
+says which one to add and follows the status alone.
+
+One local manager with two workers for the module (each worker its own API server); the task's
+connections point at their kubeconfigs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from operator_support import TaskInstance, context_for, defer, first_event, rebuild_trigger, wait_for
+from test_deferred_parity import TaskLog
+from test_kueue import operator
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+
+NS = "default"
+
+
+@pytest.fixture(scope="module")
+def manager() -> Iterator[Any]:
+    from airflow_tfjob.local import LocalCluster
+    from airflow_tfjob.local.kueue.options import queue_objects
+    from airflow_tfjob.local.multikueue import CHECK_NAME
+
+    queues = queue_objects(cluster_queue="mk", local_queue="mk", namespace=NS, quota={"cpu": 4},
+                           admission_checks=[CHECK_NAME])
+    with LocalCluster(multikueue_workers=2,
+                      kueue={"integrations": ["kubeflow.org/tfjob"], "objects": queues}) as cluster:
+        yield cluster
+
+
+def _connect(manager: Any, monkeypatch: pytest.MonkeyPatch, mapped: bool) -> None:
+    """`kubernetes_default` on the manager (mapping each worker to its connection when `mapped`), and
+    `k8s_<worker>` on each worker."""
+    extra: dict[str, Any] = {"kube_config_path": str(manager.kubeconfig_path), "namespace": NS}
+    if mapped:
+        extra["multikueue_connections"] = {w: f"k8s_{w}" for w in manager.workers}
+    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+    for worker in manager.workers:
+        monkeypatch.setenv(f"AIRFLOW_CONN_K8S_{worker.upper()}", json.dumps({"conn_type": "kubernetes", "extra": {
+            "kube_config_path": str(manager.worker_kubeconfig(worker)), "namespace": NS}}))
+
+
+def _replica_lines(log: TaskLog) -> list[str]:
+    return [line for line in log.lines if line.startswith("[worker-")]
+
+
+@pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferred"])
+def test_the_replicas_lines_come_from_the_worker(manager: Any, monkeypatch: pytest.MonkeyPatch,
+                                                 deferrable: bool) -> None:
+    """Every line of the replica, once each, read on the worker Kueue chose, which the log names. One
+    replica: a TFJob succeeds with its worker 0, and MultiKueue then removes the worker's copy, killing
+    a replica still running (cleanPodPolicy cannot keep it: the whole job goes)."""
+    _connect(manager, monkeypatch, mapped=True)
+    log, ti = TaskLog(), TaskInstance(task_id=f"mk-{deferrable}")
+    params: dict[str, Any] = {"task_id": ti.task_id, "kueue_queue": "mk", "worker": 1, "env": {"LINES": "5"},
+                              "deferrable": deferrable}
+    op = operator(log, **params)
+    if deferrable:
+        trigger = rebuild_trigger(defer(op, ti))
+        log.attach(trigger)  # the triggerer's lines in the same task log
+        event = asyncio.run(first_event(trigger))
+        result = operator(log, **params).execute_complete(context_for(ti), event)
+    else:
+        result = op.execute(context_for(ti))
+    assert result["state"] == "succeeded"
+    told = [line for line in log.lines if line.startswith("[multikueue] ")]
+    assert told, log.lines
+    worker = next(w for w in manager.workers if f"runs on worker cluster {w!r}: following its replicas there "
+                  f"(connection 'k8s_{w}')" in told[0])
+    assert all(f"'{worker}'" in line for line in told)
+    lines = _replica_lines(log)
+    mine = [line.split("] ", 1)[1] for line in lines if line.startswith("[worker-0] ")]
+    assert mine == [f"line {i}" for i in range(5)] + ["done"], "\n".join(log.lines)  # 0 lost, 0 repeated
+
+
+def test_without_a_connection_for_the_worker_the_task_says_which_to_add(manager: Any,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    _connect(manager, monkeypatch, mapped=False)
+    log = TaskLog()
+    result = operator(log, task_id="mk-unmapped", kueue_queue="mk").execute(
+        context_for(TaskInstance(task_id="mk-unmapped")))
+    assert result["state"] == "succeeded"
+    told = [line for line in log.lines if line.startswith("[multikueue] ")]
+    assert len(told) == 1, told
+    assert "add an Airflow kubernetes connection for it and name it in the job connection's extra " \
+           "multikueue_connections" in told[0]
+    assert _replica_lines(log) == []
+    assert os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"]  # the manager's own connection was enough
+
+
+@pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferred"])
+def test_a_sweep_spreads_over_both_workers_and_each_task_reads_its_own(manager: Any, monkeypatch: pytest.MonkeyPatch,
+                                                                        deferrable: bool) -> None:
+    """Issue 37's sweep: four map indexes behind the MultiKueue queue, each worker with room for two (its
+    ClusterQueue's quota lowered to 2 cpus): Kueue spreads them two and two, every task's log names its
+    worker and holds every line of its replica once, and nothing is left on either worker."""
+    from kubernetes import client, config
+    from test_kueue import run_in_thread
+
+    _connect(manager, monkeypatch, mapped=True)
+    workers = {w: client.CustomObjectsApi(config.new_client_from_config(str(manager.worker_kubeconfig(w))))
+               for w in manager.workers}
+    two = {"spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+        {"name": "default-flavor", "resources": [{"name": "cpu", "nominalQuota": 2}]}]}]}}
+    before = {w: api.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", "mk")["spec"]
+              for w, api in workers.items()}
+    for api in workers.values():
+        api.patch_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", "mk", two)
+    try:
+        run_id = TaskInstance().run_id
+        trials = []
+        for index in range(4):
+            log, ti = TaskLog(), TaskInstance(task_id=f"sweep-{deferrable}", map_index=index, run_id=run_id)
+            params = {"task_id": ti.task_id, "kueue_queue": "mk", "deferrable": deferrable,
+                      "env": {"LINES": "20", "STEP": "0.1"}}
+            trials.append((log, ti, params))
+        if deferrable:
+            triggers = []
+            for log, ti, params in trials:
+                trigger = rebuild_trigger(defer(operator(log, **params), ti))
+                log.attach(trigger)
+                triggers.append(trigger)
+
+            async def follow_all() -> list[dict[str, Any]]:
+                return list(await asyncio.gather(*(first_event(t) for t in triggers)))
+
+            results = [operator(log, **params).execute_complete(context_for(ti), event)
+                       for (log, ti, params), event in zip(trials, asyncio.run(follow_all()), strict=True)]
+        else:
+            runs = [run_in_thread(operator(log, **params), ti) for log, ti, params in trials]
+            for thread, _ in runs:
+                thread.join(120)
+            results = [out.get("result") or out for _, out in runs]
+    finally:
+        for w, api in workers.items():
+            api.patch_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", "mk", {"spec": before[w]})
+    assert [r["state"] for r in results] == ["succeeded"] * 4, results
+    used = []
+    for log, *_ in trials:
+        told = [line for line in log.lines if line.startswith("[multikueue] ")]
+        used += [w for w in manager.workers if told and f"runs on worker cluster {w!r}" in told[0]]
+        mine = [line.split("] ", 1)[1] for line in _replica_lines(log) if line.startswith("[worker-0] ")]
+        assert mine == [f"line {i}" for i in range(20)] + ["done"], "\n".join(log.lines)
+    assert sorted(used) == sorted(list(manager.workers) * 2)
+    names = {r["name"] for r in results}
+    assert len(names) == 4
+
+    def left_on_workers() -> list[str]:
+        return [o["metadata"]["name"] for api in workers.values()
+                for plural, group, version in (("tfjobs", "kubeflow.org", "v1"), ("workloads", "kueue.x-k8s.io", "v1beta2"))
+                for o in api.list_namespaced_custom_object(group, version, NS, plural)["items"]
+                if o["metadata"]["name"] in names or o["metadata"]["name"].rsplit("-", 1)[0] in {f"tfjob-{n}" for n in names}]
+
+    wait_for(lambda: not left_on_workers(), 10, "no job or Workload of the sweep left on either worker")
+
+
+async def test_a_kill_while_deferred_removes_the_job_from_the_manager_and_the_worker(
+        manager: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trigger's kill deletes the manager's copy; MultiKueue removes the worker's job, its pods and
+    its Workload: nothing is left on either cluster within 10 s (the issue's bound)."""
+    from kubernetes import client, config
+    from watch_support import wait_until
+
+    from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
+    from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+
+    _connect(manager, monkeypatch, mapped=True)
+    log, ti = TaskLog(), TaskInstance(task_id="mk-killed")
+    op = operator(log, task_id=ti.task_id, kueue_queue="mk", env={"LINES": "100000", "STEP": "0.05"},
+                  deferrable=True)
+    kwargs = dict(defer(op, ti).trigger.serialize()[1])
+    trigger = KubeflowJobTrigger(**kwargs)
+    log.attach(trigger)
+    run = asyncio.ensure_future(trigger.run().__anext__())
+    await wait_until(lambda: any(line.startswith("[worker-0] line 3") for line in log.lines), timeout=60)
+    told = next(line for line in log.lines if line.startswith("[multikueue] "))
+    worker = next(w for w in manager.workers if f"worker cluster {w!r}" in told)
+    run.cancel()
+    await asyncio.gather(run, return_exceptions=True)
+    await trigger.on_kill()
+
+    name = kwargs["name"]
+    here, there = AsyncKubeflowJobHook(conn_id="kubernetes_default"), AsyncKubeflowJobHook(conn_id=f"k8s_{worker}")
+    apis = [client.CustomObjectsApi(config.new_client_from_config(str(path)))
+            for path in (manager.kubeconfig_path, manager.worker_kubeconfig(worker))]
+
+    def workloads_left() -> bool:
+        return any(w["metadata"]["name"].startswith(f"tfjob-{name}-")
+                   for api in apis for w in api.list_namespaced_custom_object(
+                       "kueue.x-k8s.io", "v1beta2", NS, "workloads")["items"])
+
+    async def nothing_left() -> bool:
+        for hook in (here, there):
+            if await hook.find_tfjob(name, NS) is not None or await hook.list_job_pods(name, NS):
+                return False
+        return not await asyncio.to_thread(workloads_left)
+
+    await wait_until(nothing_left, timeout=10)
+
+
+async def test_a_job_dispatched_again_is_followed_on_its_new_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its worker lost, the job is dispatched to the other one after the worker-lost timeout (1.5 s
+    here), and the follow moves there, saying so. Its replica asks for a GPU no worker has, so it never
+    runs: a manager's copy whose mirrored status counted running replicas would keep its quota and not
+    be dispatched again (Kueue v0.19.2's IsActive; docs/local-cluster.md)."""
+    from watch_support import wait_until
+
+    from airflow_tfjob.local import LocalCluster
+    from airflow_tfjob.local.kueue.options import queue_objects
+    from airflow_tfjob.local.multikueue import CHECK_NAME
+    from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+
+    queues = queue_objects(cluster_queue="mk", local_queue="mk", namespace=NS, quota={"cpu": 4, "nvidia.com/gpu": 2},
+                           admission_checks=[CHECK_NAME])
+    kueue = {"integrations": ["kubeflow.org/tfjob"], "objects": queues, "multikueue_worker_lost_timeout": 1.5}
+    with LocalCluster(multikueue_workers=2, kueue=kueue) as cluster:
+        _connect(cluster, monkeypatch, mapped=True)
+        log, ti = TaskLog(), TaskInstance(task_id="mk-moved")
+        op = operator(log, task_id=ti.task_id, kueue_queue="mk", deferrable=True,
+                      container_resources={"requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": "1"}})
+        trigger = KubeflowJobTrigger(**dict(defer(op, ti).trigger.serialize()[1]))
+        log.attach(trigger)
+        run = asyncio.ensure_future(trigger.run().__anext__())
+        try:
+            await wait_until(lambda: any(line.startswith("[multikueue] ") for line in log.lines), timeout=60)
+            first = next(w for w in cluster.workers if any(f"worker cluster {w!r}" in line for line in log.lines))
+            other = next(w for w in cluster.workers if w != first)
+            await asyncio.to_thread(cluster.lose_worker, first)
+            moved = (f"was dispatched again, from worker cluster {first!r} to {other!r}: following its replicas "
+                     f"there (connection 'k8s_{other}')")
+            await wait_until(lambda: any(moved in line for line in log.lines), timeout=30)
+        finally:
+            run.cancel()
+            await asyncio.gather(run, return_exceptions=True)
+            await trigger.on_kill()

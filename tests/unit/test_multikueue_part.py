@@ -1,0 +1,114 @@
+"""The MultiKueue follow part's decisions from plain values (integrations/kueue/multikueue.py): which
+worker to follow, through which connection, what the task log is told, and when nothing is done."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from airflow_tfjob.integrations.kueue.multikueue import WorkerPart, connection_map
+from airflow_tfjob.jobs.adapter import adapter_for
+from airflow_tfjob.jobs.kinds import TFJOB
+from airflow_tfjob.jobs.status import interpret
+
+
+class FakeHook:
+    """The manager's hook (its Workload and its connection's extra) or a worker's (its conn_id)."""
+
+    def __init__(self, conn_id: str | None = None, cluster: str = "", extra: Any = None) -> None:
+        self.conn_id = conn_id
+        self.cluster = cluster
+        self.extra = extra
+        self.workload_reads = 0
+
+    async def list_workloads(self, _namespace: str, _uid: str) -> list[dict[str, Any]]:
+        self.workload_reads += 1
+        status = {"clusterName": self.cluster} if self.cluster else {}
+        return [{"metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"}, "status": status}]
+
+    async def _get_field(self, name: str) -> Any:
+        return self.extra if name == "multikueue_connections" else None
+
+
+class FakeFollow:
+    def __init__(self, hook: FakeHook) -> None:
+        self.hook = hook
+        self.adapter = adapter_for(TFJOB)
+        self.namespace = "default"
+        self.ref = "TFJob default/j"
+        self.lines: list[str] = []
+        self.followed: list[str | None] = []
+
+    def sink(self, line: str) -> None:
+        self.lines.append(line)
+
+    def follow_on(self, hook: FakeHook) -> None:
+        self.followed.append(hook.conn_id)
+
+
+def _job(multikueue: bool = True) -> dict[str, Any]:
+    policy = {"managedBy": "kueue.x-k8s.io/multikueue"} if multikueue else {}
+    return {"kind": "TFJob", "metadata": {"name": "j", "uid": "u1", "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+            "spec": {"runPolicy": policy}}
+
+
+def _see(part: WorkerPart, job: dict[str, Any]) -> None:
+    assert asyncio.run(part.on_job(job, interpret(job))) is None  # it never ends a follow
+
+
+def test_a_job_multikueue_does_not_manage_costs_no_read() -> None:
+    """A Kueue job run where it is (Kueue alone): its Workload is QueuePart's to read, not this part's."""
+    hook = FakeHook(cluster="worker1", extra={"worker1": "w1"})
+    follow = FakeFollow(hook)
+    _see(WorkerPart.start(follow), _job(multikueue=False))  # type: ignore[arg-type]
+    assert (hook.workload_reads, follow.followed, follow.lines) == (0, [], [])
+
+
+def test_a_job_not_dispatched_yet_is_left_alone() -> None:
+    """A Workload naming no worker yet (MultiKueue not yet admitted anywhere): nothing is done."""
+    follow = FakeFollow(FakeHook(cluster="", extra={"worker1": "w1"}))
+    _see(WorkerPart.start(follow), _job())  # type: ignore[arg-type]
+    assert (follow.followed, follow.lines) == ([], [])
+
+
+def test_the_worker_is_followed_once_and_again_after_a_new_dispatch() -> None:
+    hook = FakeHook(cluster="", extra={"worker1": "w1", "worker2": "w2"})
+    follow = FakeFollow(hook)
+    part = WorkerPart.start(follow)  # type: ignore[arg-type]
+    _see(part, _job())  # not dispatched yet: no clusterName
+    hook.cluster = "worker1"
+    _see(part, _job())
+    _see(part, _job())  # the same worker: nothing new
+    hook.cluster = "worker2"
+    _see(part, _job())
+    assert follow.followed == ["w1", "w2"]
+    assert follow.lines == [
+        "[multikueue] TFJob default/j runs on worker cluster 'worker1': following its replicas there "
+        "(connection 'w1')",
+        "[multikueue] TFJob default/j was dispatched again, from worker cluster 'worker1' to 'worker2': "
+        "following its replicas there (connection 'w2')"]
+
+
+def test_a_worker_without_a_connection_is_named_once() -> None:
+    follow = FakeFollow(FakeHook(cluster="worker3", extra='{"worker1": "w1"}'))
+    part = WorkerPart.start(follow)  # type: ignore[arg-type]
+    _see(part, _job())
+    _see(part, _job())
+    assert follow.followed == []
+    assert len(follow.lines) == 1
+    assert "runs on worker cluster 'worker3'" in follow.lines[0]
+    assert 'multikueue_connections ({"worker3": "<connection id>"})' in follow.lines[0]
+
+
+def test_each_api_names_its_manager() -> None:
+    from airflow_tfjob.jobs.kinds import TRAINJOB
+
+    mk = "kueue.x-k8s.io/multikueue"
+    assert adapter_for(TRAINJOB).managed_by({"spec": {"managedBy": mk}}) == mk
+    assert adapter_for(TFJOB).managed_by({"spec": {"runPolicy": {"managedBy": mk}}}) == mk
+    assert adapter_for(TFJOB).managed_by({"spec": {}}) is None
+
+
+def test_the_extra_s_map() -> None:
+    assert connection_map('{"a": "x", "b": ""}') == {"a": "x"}
+    assert connection_map("not json") == connection_map(["a"]) == connection_map(None) == {}
