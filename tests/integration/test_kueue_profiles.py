@@ -134,3 +134,33 @@ def test_a_queued_trainjob_is_told_running_while_it_runs(profile: str, deferrabl
     told = log.lines.index(lines[running])
     last = log.lines.index(replica_prefix(TRAINJOB) + "done")
     assert told < last
+
+
+def test_the_hooks_read_workloads_at_the_version_the_cluster_serves(profile: str) -> None:
+    """The Workload version is discovered, v1beta2 preferred (the only one served on 0.20,
+    kueue#14558), and a version remembered from before an upgrade (v1beta1) is read where still served
+    (0.19, handed on in v1beta2's shape) or discovered again where it answers 404 (0.20); sync and async."""
+    from airflow_tfjob.hooks import kueue
+    from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook, KubeflowJobHook
+
+    hook = KubeflowJobHook(conn_id="kubernetes_default")
+    hook._workload_version = kueue.WorkloadVersion()  # this cluster's fact, not one an earlier module left
+    job = operator(TaskLog(), task_id="versioned", kueue_queue="none").build_manifest(
+        context_for(TaskInstance(task_id="versioned"))
+    )
+    uid = hook.create_job("TFJob", job, NS)["metadata"]["uid"]
+    try:
+        (found,) = wait_for(lambda: hook.list_workloads(NS, uid), 30, "the job's Workload")
+        assert (hook._workload_version.served, found["apiVersion"]) == ("v1beta2", "kueue.x-k8s.io/v1beta2")
+        ahook = AsyncKubeflowJobHook(conn_id="kubernetes_default")
+        ahook._workload_version = kueue.WorkloadVersion(served="v1beta1")  # remembered from an older Kueue
+        (afound,) = asyncio.run(ahook.list_workloads(NS, uid))
+        # 0.19 still serves v1beta1 (read there); 0.20 answers 404, and v1beta2 is discovered.
+        assert ahook._workload_version.served == ("v1beta2" if profile == NEW else "v1beta1")
+        assert afound["apiVersion"] == "kueue.x-k8s.io/v1beta2"
+        for read in (found, afound):
+            read["metadata"].pop("resourceVersion", None), read["metadata"].pop("managedFields", None)
+        assert (afound["spec"], afound["metadata"]) == (found["spec"], found["metadata"])
+        assert set(afound["status"]) == set(found["status"])
+    finally:
+        hook.delete_job("TFJob", job["metadata"]["name"], NS)
