@@ -54,3 +54,17 @@ def test_only_names_over_the_limit_are_told_and_the_release_decides_the_verdict(
     (unknown,) = rows("main", "ClusterTrainingRuntime")
     assert unknown.status == "warning" and "Trainer of an unknown release" in unknown.there
     assert "will be refused after upgrading to Trainer 2.4" in unknown.missing
+
+
+def test_the_providers_runtimes_fit_trainer_24s_name_limit() -> None:
+    """The TensorFlow runtimes `tfjob-runtimes install` writes pass the rule they are checked by."""
+    from importlib import resources
+
+    import yaml
+
+    from airflow_tfjob.jobs.trainjob import runtimes
+
+    (_since, limit) = needs.APIS[needs.TRAINER_API].replicated_job_name_limit or ((0, 0), 0)
+    files = [f for f in resources.files(runtimes).iterdir() if f.name.endswith(".yaml")]
+    names = [n for f in files for n in needs.replicated_job_names(yaml.safe_load(f.read_text()))]
+    assert len(files) == 3 and names and max(map(len, names)) <= limit == 20, names
