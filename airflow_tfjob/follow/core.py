@@ -458,6 +458,16 @@ def _merged_drops(*parts: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str
     return out
 
 
+def _refuse_unread(options: FollowOptions, parts: PartTypes) -> None:
+    """A part's option given to a follow without that part would do nothing, silently: refused."""
+    unread = options.unread(parts)
+    if unread:
+        raise ValueError(
+            f"no part of this follow declares the option(s) {', '.join(map(repr, unread))}: pass "
+            "parts=PARTS (airflow_tfjob.integrations.parts, every part) or the part that owns them"
+        )
+
+
 def follow_job(
     hook: AsyncKubeflowJobHook,
     name: str,
@@ -479,7 +489,9 @@ def follow_job(
 
     ``parts``: the parts the follow is made of (follow/parts.py), the provider's registry
     (``airflow_tfjob.integrations.parts.PARTS``) for the operator and the trigger; none by default: a
-    follow of the job's status, logs, events and diagnosis alone."""
+    follow of the job's status, logs, events and diagnosis alone. An option that none of them declares
+    is refused (ValueError), not ignored."""
+    _refuse_unread(options, parts)
     return _JobFollow(hook, name, namespace, options, sink, cursors, tap=tap, replay=replay, parts=parts).run()
 
 
@@ -504,6 +516,7 @@ async def drain_job(
     nothing left to read and no request is made: the caller reads the job once more anyway (to clean
     up and report), and refreshes the status from that read.
     """
+    _refuse_unread(options, parts)
     if earlier.logs_read:
         for part in parts:
             part.nothing_to_drain(earlier, options, sink)
