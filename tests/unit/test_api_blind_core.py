@@ -117,9 +117,12 @@ CORE = (
     "sensors/checks.py",
     "sensors/kubeflow.py",
     "triggers/__init__.py",
+    "triggers/asset_runs.py",
     "triggers/assets.py",
     "triggers/kubeflow.py",
+    "triggers/loader.py",
     "triggers/positions.py",
+    "triggers/runs.py",
     "hooks/supervisor.py",
     "triggers/tfjob.py",  # 0.1.0's names of the triggers
 )

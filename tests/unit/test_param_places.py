@@ -38,7 +38,8 @@ USERS: dict[str, dict[str, str]] = {
     "startup_timeout": {
         "follow/outcome.py": "its FollowOptions field (and the drain's None)",
         "follow/core.py": "holds the pods to it",
-        "triggers/kubeflow.py": "the deferral's clock, and the previous release's absolute form",
+        "triggers/kubeflow.py": "the previous release's absolute form of the deferral's clock",
+        "triggers/runs.py": "the deferral's clock, kept across a triggerer's restart",
         "operators/kubeflow.py": "the task's failure message",
         "operators/outcome.py": "the task's failure message",
     },
@@ -56,7 +57,7 @@ USERS: dict[str, dict[str, str]] = {
     "on_kill_action": {
         "operators/kubeflow.py": "the operator's kill",
         "follow/cleanup.py": "the kill itself",
-        "triggers/kubeflow.py": "the deferred task's kill (delete_on_kill)",
+        "triggers/runs.py": "the deferred task's kill (delete_on_kill)",
     },
 }
 EVERY_KIND = {"queue_timeout", "kueue_workload_window", "startup_timeout", "log_replicas", "on_kill_action"}
