@@ -104,6 +104,7 @@ CORE = (
     "operators/outcome.py",
     "operators/retry_policy.py",
     "operators/retry_fallback.py",
+    "operators/runs.py",
     "operators/submit.py",
     "operators/templating.py",
     "plugins/__init__.py",

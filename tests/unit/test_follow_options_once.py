@@ -14,6 +14,7 @@ import pytest
 from airflow_tfjob.follow.logs_parsing import LogSelection
 from airflow_tfjob.follow.outcome import FollowOptions
 from airflow_tfjob.operators import following
+from airflow_tfjob.operators.runs import TaskTry
 from airflow_tfjob.operators.tfjob import TFJobOperator
 from airflow_tfjob.triggers import runs
 from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
@@ -107,7 +108,7 @@ def test_the_drain_continues_with_the_options_the_trigger_sent(monkeypatch: Any)
     monkeypatch.setattr(op, "get_async_hook", lambda: None)
     outcome = FollowOutcome("succeeded")
     sent = FollowOptions.of(log_replicas="all", report_missing_metrics=False).to_dict()
-    op._drain("j", "ns", {"options": sent}, outcome)
+    TaskTry(op).drain("j", "ns", {"options": sent}, outcome)
     # An event of the previous release carries no options: the task builds its own.
-    op._drain("j", "ns", {}, outcome)
+    TaskTry(op).drain("j", "ns", {}, outcome)
     assert [options.selection.spec for options in drained] == ["all", "worker:1"]

@@ -40,7 +40,7 @@ USERS: dict[str, dict[str, str]] = {
         "follow/core.py": "holds the pods to it",
         "triggers/kubeflow.py": "the previous release's absolute form of the deferral's clock",
         "triggers/runs.py": "the deferral's clock, kept across a triggerer's restart",
-        "operators/kubeflow.py": "the task's failure message",
+        "operators/runs.py": "the task's failure message",
         "operators/outcome.py": "the task's failure message",
     },
     "log_replicas": {
@@ -55,7 +55,7 @@ USERS: dict[str, dict[str, str]] = {
         "jobs/trainjob/from_tfjob.py": "a TFJob run as a TrainJob cannot keep it",
     },
     "on_kill_action": {
-        "operators/kubeflow.py": "the operator's kill",
+        "operators/runs.py": "the operator's kill",
         "follow/cleanup.py": "the kill itself",
         "triggers/runs.py": "the deferred task's kill (delete_on_kill)",
     },
