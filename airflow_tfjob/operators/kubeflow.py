@@ -24,8 +24,8 @@ from airflow_tfjob.constants import KILL_GRACE_PERIOD
 from airflow_tfjob.hooks.connection import hook_kwargs, task_hook
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
 from airflow_tfjob.integrations import links
-from airflow_tfjob.operators import following, params, retry_fallback, submit
 from airflow_tfjob.operators import outcome as outcome_mod
+from airflow_tfjob.operators import params, retry_fallback, submit
 from airflow_tfjob.operators.building import ManifestBuilding
 from airflow_tfjob.operators.checks import (
     check_operator_parameters,
@@ -300,6 +300,9 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
     def follow_options(self) -> FollowOptions:
         """The task's follow options, built once from its checked parameters."""
         if self._options is None:
+            # A run module (it imports the follow core and the trigger): built when a try runs, not parsed.
+            from airflow_tfjob.operators import following
+
             options = following.options_for(self, self._checked_parameters(), started=self._started)
             plan = self._checkpoint_plan
             self._options = options.with_parts(**plan.follow_fields()) if plan is not None else options
