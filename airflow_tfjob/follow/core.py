@@ -31,7 +31,7 @@ from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
 from airflow_tfjob.follow.parts import FollowPart, FollowTap, PartTypes, reads_logs
 from airflow_tfjob.follow.replica_logs import JobLogFollower, ReplicaFollower
 from airflow_tfjob.hooks.common import job_pod_selector
-from airflow_tfjob.hooks.jobwatch import Encoded, decode
+from airflow_tfjob.hooks.jobwatch import Encoded, decode, shared_watch
 from airflow_tfjob.hooks.waits import wait_event
 from airflow_tfjob.hooks.watching import reflect
 from airflow_tfjob.jobs.adapter import adapter_for
@@ -321,8 +321,6 @@ class _JobFollow:
         return [], rv
 
     async def run(self) -> FollowOutcome:
-        from airflow_tfjob.hooks.jobwatch import shared_watch
-
         self._start_watches()
         try:
             async with shared_watch(self.hook, self.namespace, kind=self.kind).subscribe(self.name) as sub:

@@ -21,7 +21,10 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from airflow_tfjob.build.checker import JobValidationError, Problem
+from airflow_tfjob.build.checker import PRINTABLE_ENV_RE, JobValidationError, Problem
+from airflow_tfjob.build.naming import canonical_replica_type
+from airflow_tfjob.jobs.kinds import KINDS, kind_named
+from airflow_tfjob.jobs.status import job_kind
 
 if TYPE_CHECKING:
     from airflow.sdk import Asset
@@ -328,8 +331,6 @@ def queue_label(name: str, value: Any, given: Mapping[str, Any]) -> Any:
 
 def env_names(name: str, value: Any, given: Mapping[str, Any]) -> Any:
     """``secret_env`` (and its like): every variable name valid, each named without its value."""
-    from airflow_tfjob.build.checker import PRINTABLE_ENV_RE
-
     if not isinstance(value, Mapping):
         return value  # paramtypes names the type, never the value of a secret
     problems = [
@@ -440,7 +441,6 @@ def check_log_replicas_against_job(selection: Any, manifest: Mapping[str, Any]) 
     the whole run.
     """
     from airflow_tfjob.follow.logs_parsing import LogSelection
-    from airflow_tfjob.jobs.status import job_kind
 
     if not isinstance(selection, LogSelection):
         return
@@ -473,8 +473,6 @@ def check_log_replicas_against_job(selection: Any, manifest: Mapping[str, Any]) 
 
 def replica_counts(replicas: Any, shortcuts: Mapping[str, Any]) -> Any:
     """``replicas`` with the shortcut arguments (``worker=2``) added; a type given in both is refused."""
-    from airflow_tfjob.build.naming import canonical_replica_type
-
     if not shortcuts:
         return replicas
     if replicas is None:
@@ -517,8 +515,6 @@ def kind_name_of(kind: Any, default: str | None, owner: str) -> str:
     Missing, unknown, or another kind than a named class's (``PyTorchJobOperator(kind="TFJob")``):
     JobValidationError naming `kind` and the fix.
     """
-    from airflow_tfjob.jobs.kinds import KINDS, kind_named
-
     given = kind if kind is not None else default
     known = ", ".join(k.kind for k in KINDS)
     if not isinstance(given, str):

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from airflow_tfjob.operators import params
 from airflow_tfjob.operators.checks import as_asset
 
 if TYPE_CHECKING:
@@ -89,7 +90,6 @@ class LineageMixin:
         """The job as the task will submit it (before execute: no identity yet), for the claims;
         None when it cannot be built (execute reports why; lineage never fails the task)."""
         from airflow_tfjob.build import manifest as manifest_mod
-        from airflow_tfjob.operators import params
 
         base = getattr(self, "_job_value", None)
         try:
