@@ -117,6 +117,7 @@ CORE = (
     "sensors/__init__.py",
     "sensors/checks.py",
     "sensors/kubeflow.py",
+    "sensors/runs.py",
     "triggers/__init__.py",
     "triggers/asset_runs.py",
     "triggers/assets.py",
