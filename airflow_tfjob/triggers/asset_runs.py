@@ -28,18 +28,14 @@ from airflow_tfjob.jobs.kinds import kind_named
 
 class _Watcher(Protocol):
     """What the run reads of its trigger (declared in ``triggers.assets``, which imports this module at
-    its entry point only: this module does not import it back)."""
+    its entry point only: this module does not import it back); its connection fields are read by name
+    (``hooks.connection``)."""
 
     label_selector: str
     selector: LabelSelector
     namespace: str | None
     kind: str
     metrics: list[str]
-    kubernetes_conn_id: str
-    cluster_context: str | None
-    config_file: str | None
-    in_cluster: bool | None
-    api_retry_timeout: float | None
 
     @property
     def log(self) -> Any: ...

@@ -51,15 +51,11 @@ from airflow_tfjob.triggers.positions import (
 
 class _Trigger(Protocol):
     """What a run reads of its trigger (declared in ``triggers.kubeflow``, which imports this module
-    only at its entry points: this module does not import it back)."""
+    only at its entry points: this module does not import it back); its connection fields are read by
+    name (``hooks.connection``)."""
 
     name: str
     namespace: str
-    kubernetes_conn_id: str
-    cluster_context: str | None
-    config_file: str | None
-    in_cluster: bool | None
-    api_retry_timeout: float | None
 
     @property
     def log(self) -> Any: ...
