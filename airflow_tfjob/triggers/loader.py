@@ -85,3 +85,9 @@ async def load_run_modules() -> None:
     if not loading.done():
         await asyncio.wrap_future(loading)
     loading.result()
+
+
+def run_modules_loaded() -> bool:
+    """Whether :data:`RUN_MODULES` are imported (so an entry point may import its run module on the loop)."""
+    loading = _loading
+    return loading is not None and loading.done() and loading.exception() is None

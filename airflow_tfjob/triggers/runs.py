@@ -71,6 +71,7 @@ class _Follows(_Trigger, Protocol):
     kill_grace_period: int | None
     _job_at_start: bytes | None
     _job_read: bool
+    _fired: bool
 
     @property
     def deadline(self) -> float | None: ...
@@ -224,6 +225,7 @@ async def follow(trigger: _Follows) -> TriggerEvent:
 
     if made["event"] == "timeout":
         made["deleted"] = await _delete(trigger, hook, "its deadline passed")
+    trigger._fired = True
     return TriggerEvent(made)
 
 

@@ -74,3 +74,30 @@ def test_the_modules_load_without_a_full_garbage_collection_and_are_frozen_after
     done = subprocess.run([sys.executable, "-c", FULL_COLLECTIONS], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-3:] == ["0", "True", "True"], done.stdout[-500:]
+
+
+async def test_a_loaded_process_awaits_the_run_module_s_follow_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator's trigger fires one event; once the run modules are loaded its step is the run module's
+    coroutine itself, with no frame of the trigger's own held around it while the job runs (a triggerer
+    holds one run per waiting job)."""
+    from airflow.triggers.base import TriggerEvent
+
+    from airflow_tfjob.triggers import runs
+    from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+
+    await asyncio.wait_for(loader.load_run_modules(), 60)
+    fired = TriggerEvent({"event": "succeeded"})
+
+    async def follow(trigger: KubeflowJobTrigger) -> TriggerEvent:
+        return fired
+
+    monkeypatch.setattr(runs, "follow", follow)
+    stream = KubeflowJobTrigger(name="j", namespace="ns").run()
+    step = stream.__anext__()
+    assert getattr(step, "cr_code", None) is follow.__code__
+    assert await step is fired
+    with pytest.raises(StopAsyncIteration):
+        await stream.__anext__()
+    # Before the run modules are loaded, the first step waits for them, then follows.
+    monkeypatch.setattr(loader, "_loading", None)
+    assert [event async for event in KubeflowJobTrigger(name="j", namespace="ns").run()] == [fired]
