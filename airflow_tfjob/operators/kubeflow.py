@@ -300,8 +300,7 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
     def follow_options(self) -> FollowOptions:
         """The task's follow options, built once from its checked parameters."""
         if self._options is None:
-            # A run module (it imports the follow core and the trigger): built when a try runs, not parsed.
-            from airflow_tfjob.operators import following
+            from airflow_tfjob.operators import following  # the run module of the follow: not parsed
 
             options = following.options_for(self, self._checked_parameters(), started=self._started)
             plan = self._checkpoint_plan
