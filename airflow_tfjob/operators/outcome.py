@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from airflow_tfjob.build.limits import bounded, shown_json
+from airflow_tfjob.build.secrets import redact
 from airflow_tfjob.constants import ANNOTATION_RESULT_REPORTED
 from airflow_tfjob.follow import cleanup
 from airflow_tfjob.follow.failure import TrainingJobFailed, classify
@@ -201,9 +203,6 @@ def mark_reported(hook: KubeflowJobHook, job: Mapping[str, Any], log: Any) -> No
 
 def rendered_only(tfjob: dict[str, Any], log: Any) -> dict[str, Any]:
     """The result of ``render_only=True``: the manifest, secrets redacted, in the log and XCom."""
-    from airflow_tfjob.build.limits import bounded, shown_json
-    from airflow_tfjob.build.secrets import redact
-
     shown = redact(tfjob)
     log.info("render_only=True: %s not submitted. Manifest:\n%s", job_kind(tfjob).kind, shown_json(shown))
     return {"rendered_only": True, "manifest": bounded(shown)}

@@ -15,7 +15,7 @@ from typing import Any
 
 from airflow_tfjob.constants import MAX_CLI_SECONDS, NumberOption
 from airflow_tfjob.jobs.kinds import kind_named
-from airflow_tfjob.preflight.needs import Target
+from airflow_tfjob.preflight.needs import Target, target_of_task
 from airflow_tfjob.preflight.report import EXIT_UNREACHABLE, EXIT_USAGE, Report
 
 #: How long one question may be retried when the server does not answer (the hooks' retry policy).
@@ -202,8 +202,6 @@ def _is_connection_error(error: BaseException) -> bool:
 def _dag_targets(path: Path, hook: Any) -> list[Target]:
     """Every provider job a DAG file defines, as its operator will run it (an ``api="auto"`` TFJob is
     decided as the operator decides it, from the cluster's discovery)."""
-    from airflow_tfjob.preflight.needs import target_of_task
-
     if not path.is_file():
         raise Unreachable(f"no DAG file at {path}")
     from airflow_tfjob.version_compat import AIRFLOW_V_3_2_PLUS

@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from airflow_tfjob.constants import KUEUE_QUEUE_LABEL
 from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
 from airflow_tfjob.hooks.kueue import GROUP
 from airflow_tfjob.integrations.kueue.workload import (
@@ -405,8 +406,6 @@ class QueueTracker:
 
 
 def queue_label_key() -> str:
-    from airflow_tfjob.constants import KUEUE_QUEUE_LABEL
-
     return f"label {KUEUE_QUEUE_LABEL}"
 
 
