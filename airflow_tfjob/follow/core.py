@@ -418,6 +418,7 @@ class _JobFollow:
             assert self.pods_synced is not None  # made with the log follower
             await wait_event(self.pods_synced, 30)
             if outcome.event in ("succeeded", "failed"):
+                await self._catch_up_pods()
                 await self.logs.drain(
                     status.completion_time if status else None, grace=self.options.drain_grace, ended=True
                 )
@@ -454,6 +455,28 @@ class _JobFollow:
                 saved[part.section] = part.save()
         outcome.parts = saved
         return outcome
+
+    async def _catch_up_pods(self) -> None:
+        """The job ended before the pod watch showed all of its pods: one list of them now, so that each
+        replica is still read to its end. A replica that runs in a blink can do it: the first pod list
+        came back before its pod existed, and the job's end arrived before the watch's ADDED for the pod
+        (a loaded machine did; the replica's lines were never read). One request per ended job, and only
+        when fewer replicas are followed than the job has (or the adapter cannot tell how many)."""
+        assert self.logs is not None
+        job = self.job
+        expected = self.adapter.expected_pods(job) if job is not None else 0
+        if job is None or 0 < expected <= len(self.logs.replicas):
+            return
+        try:
+            pods, _ = await self.pods_hook.list_objects(
+                "pods", self.namespace, label_selector=job_pod_selector(self.name, kind=self.kind)
+            )
+        except Exception as error:  # the drain still reads the replicas the watch showed
+            log.debug("Could not list the pods of %s once more after its end: %s", self.ref, error)
+            return
+        for pod in pods:
+            if str((pod.get("metadata") or {}).get("uid") or "") not in self.pods:
+                self._on_pod("ADDED", pod)
 
     async def _diagnose(self, status: JobStatus | None) -> list[diagnostics.ReplicaDiagnosis]:
         rings = {name: f.ring for name, f in self.logs.replicas.items()} if self.logs is not None else {}

@@ -52,6 +52,8 @@ TOKEN_TTL = NumberOption("--token-ttl", minimum=0, above_minimum=True, maximum=M
                          example="900")
 PODS_READY_TIMEOUT = NumberOption("--kueue-pods-ready-timeout", minimum=0, above_minimum=True,
                                   maximum=MAX_CLI_SECONDS, unit="seconds", example="1800")
+MULTIKUEUE_WORKERS = NumberOption("--multikueue-workers", minimum=0, maximum=MAX_WORKERS, whole=True,
+                                  minimum_means="none", example="2")
 
 
 #: `--profile`'s choices for its help: "kueue 0.19|0.20; trainer 2.3|2.4; training-operator 1.9.4".
@@ -104,17 +106,6 @@ def _parse_apis(value: str) -> list[str]:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"--apis: {exc}") from None
     return apis
-
-
-def _parse_workers(value: str) -> int:
-    try:
-        count = int(value)
-    except ValueError:
-        count = -1
-    if not 0 <= count <= MAX_WORKERS:
-        raise argparse.ArgumentTypeError(f"--multikueue-workers: give a whole number from 0 to {MAX_WORKERS}, "
-                                         f"got {value!r}")
-    return count
 
 
 def _parse_profile(value: str) -> Profile:
@@ -196,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="Kueue's managedJobsNamespaceSelector as a label selector over namespaces, e.g. "
                             "'kubernetes.io/metadata.name notin (kube-system,kueue-system,team-b)' (default: "
                             "all but kube-system and kueue-system); implies --kueue")
-    serve.add_argument("--multikueue-workers", type=_parse_workers, default=0, metavar="N",
+    serve.add_argument("--multikueue-workers", type=MULTIKUEUE_WORKERS, default=0, metavar="N",
                        help="MultiKueue: host N worker clusters beside this one, which becomes Kueue's manager "
                             "(each worker its own API server on 127.0.0.1, kubeconfig, store and node; the "
                             "manager gets their kubeconfig Secrets, MultiKueueClusters, a MultiKueueConfig and "

@@ -176,6 +176,62 @@ async def test_late_replicas_after_suspension_are_picked_up(hook: AsyncKubeflowJ
         assert sink.of(w) in ([], ["worker here"])
 
 
+class PodWatchHeldUntilTheJobEnds:
+    """The hook, with the follow's pod watch showing nothing until the job has succeeded: what a slow
+    pod watch did once under load (a clean-clone run), to a replica that ran in a blink: the pod list
+    had come back empty, and the job's success came before the pod's ADDED. Every call is the hook's;
+    the pod watch's events come after the job's end, in their order."""
+
+    def __init__(self, hook: AsyncKubeflowJobHook, name: str) -> None:
+        self._hook = hook
+        self._name = name
+        self.pod_lists: list[int] = []  # the size of each pod list the follow made
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self._hook, attribute)
+
+    async def list_objects(self, kind: str, namespace: str | None, **selectors: Any) -> Any:
+        listed = await self._hook.list_objects(kind, namespace, **selectors)
+        if kind == "pods":
+            self.pod_lists.append(len(listed[0]))
+        return listed
+
+    def watch_job_pods(self, *args: Any, **kwargs: Any) -> Any:
+        return self._held(self._hook.watch_job_pods(*args, **kwargs))
+
+    async def _held(self, events: Any) -> Any:
+        async def ended() -> bool:
+            job = await self._hook.get_tfjob(self._name, NS)
+            return any(c.get("type") == "Succeeded" for c in (job.get("status") or {}).get("conditions") or ())
+
+        await wait_until(ended, 60, interval=0.05)
+        async for event in events:
+            yield event
+
+
+async def test_a_job_that_ends_before_the_pod_watch_shows_its_pod_still_has_its_lines_read(
+    hook: AsyncKubeflowJobHook,
+) -> None:
+    sink = ListSink()
+    body = job(unique("blink"), {"Worker": replica("print('blink line')")}, suspend=True)
+    name = body["metadata"]["name"]
+    await hook.create_tfjob(body, NS)
+    held = PodWatchHeldUntilTheJobEnds(hook, name)
+    task = asyncio.create_task(follow_job(held, name, NS, FollowOptions(log_replicas="all"), sink))
+    try:
+        # The follow's pod list came back while the job was suspended: no pod yet.
+        await wait_until(lambda: held.pod_lists, 30, interval=0.01)
+        assert held.pod_lists == [0]
+        await hook.patch_tfjob(name, NS, {"spec": {"runPolicy": {"suspend": False}}})
+        outcome = await asyncio.wait_for(task, 60)
+    finally:
+        task.cancel()
+        await hook.delete_tfjob(name, NS)
+    assert outcome.event == "succeeded", outcome.message
+    assert sink.of("worker-0") == ["blink line"], sink.text()
+    assert outcome.logs_read
+
+
 async def test_oom_like_kill_last_lines_and_events_survive_clean_pod_policy_all(hook: AsyncKubeflowJobHook) -> None:
     killer = """
         import os, signal, time
