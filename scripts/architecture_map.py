@@ -33,6 +33,8 @@ PAGE = ROOT / "docs" / "architecture.md"
 #: The page's width (the repository's line length), and the column where a map's descriptions start.
 WIDTH = 110
 COLUMN = 25
+#: A first sentence longer than this is cut to its head on a map (about three lines of it).
+LONG = 240
 #: A part: its opening marker's arguments, its text, its closing marker.
 PART = re.compile(r"(?P<open><!-- generated:(?P<spec>[^>]*?)-->\n)(?P<body>.*?)<!-- end generated -->", re.S)
 #: The end of a docstring's first sentence: a full stop before a space and a capital, a backquote or a
@@ -50,7 +52,32 @@ def first_sentence(docstring: str | None, where: str) -> str:
         raise MapError(f"{where} has no docstring: its first sentence is its line on the architecture page")
     paragraph = " ".join(docstring.strip().split("\n\n", 1)[0].split())
     end = SENTENCE_END.search(paragraph)
-    return paragraph[: end.end()] if end else paragraph
+    sentence = paragraph[: end.end()] if end else paragraph
+    # A paragraph that opens a list ends with a colon: on its own line it ends there.
+    return sentence[:-1] + "." if sentence.endswith(":") else sentence
+
+
+def _head(sentence: str) -> str:
+    """A long first sentence's head: up to its first colon or semicolon outside brackets and quotes (a
+    map line says what a module is; the details it lists are the module's to tell)."""
+    depth, tick = 0, False
+    for i, char in enumerate(sentence):
+        if char == "`":
+            tick = not tick
+        elif not tick and char in "([{":
+            depth += 1
+        elif not tick and char in ")]}":
+            depth -= 1
+        elif not tick and depth == 0 and char in ":;" and sentence[i + 1 : i + 2] == " " and i >= 20:
+            return sentence[:i] + "."
+    return sentence
+
+
+def map_line(docstring: str | None, where: str) -> str:
+    """What a map says of a module or package: its docstring's first sentence, or that sentence's head
+    when it runs past LONG characters."""
+    sentence = first_sentence(docstring, where)
+    return _head(sentence) if len(sentence) > LONG else sentence
 
 
 def _docstring(path: Path) -> str | None:
@@ -89,14 +116,14 @@ def module_map(root: Path, *, summarised: tuple[Path, ...] = ()) -> list[str]:
     lines: list[str] = []
 
     def package(path: Path, indent: int, label: str) -> None:
-        description = first_sentence(_docstring(path / "__init__.py"), f"{_rel(path)}/__init__.py")
+        description = map_line(_docstring(path / "__init__.py"), f"{_rel(path)}/__init__.py")
         if path in summarised:
             lines.extend(_line(indent, label, f"{description} Its own map is below."))
             return
         lines.extend(_line(indent, label, description))
         modules, packages = _entries(path)
         for module in modules:
-            lines.extend(_line(indent + 2, module.name, first_sentence(_docstring(module), _rel(module))))
+            lines.extend(_line(indent + 2, module.name, map_line(_docstring(module), _rel(module))))
         for sub in packages:
             package(sub, indent + 2, f"{sub.name}/")
 
@@ -166,16 +193,17 @@ def _documented(node: ast.AST, where: str) -> str | None:
     return first_sentence(docstring, where) if docstring else None
 
 
-def _class(node: ast.ClassDef, where: str, only: str | None = None) -> list[str]:
-    """A class: its header, its docstring's first sentence, its public fields and methods (``only``: that
-    one method alone)."""
+def _class(node: ast.ClassDef, where: str, only: tuple[str, ...] = ()) -> list[str]:
+    """A class: its header, its docstring's first sentence, its public fields and methods (``only``: those
+    methods alone, in the class's order)."""
     bases = ", ".join(ast.unparse(b) for b in (*node.bases, *node.keywords))
     lines = [f"class {node.name}({bases}):" if bases else f"class {node.name}:"]
     said = _documented(node, where)
     lines.extend(_comment(said, 4) if said else [])
-    members = [i for i in node.body if only is None or getattr(i, "name", None) == only]
-    if only is not None and not members:
-        raise MapError(f"{where} has no method {only} (named by a generated part of {PAGE.name})")
+    members = [i for i in node.body if not only or getattr(i, "name", None) in only]
+    missing = set(only) - {getattr(i, "name", None) for i in members}
+    if missing:
+        raise MapError(f"{where} has no method {sorted(missing)} (named by a generated part of {PAGE.name})")
     for item in members:
         if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and not item.target.id.startswith("_"):
             value = f" = {ast.unparse(item.value)}" if item.value is not None else ""
@@ -189,14 +217,13 @@ def _class(node: ast.ClassDef, where: str, only: str | None = None) -> list[str]
     return lines
 
 
-def _named(source: _Source, dotted: str) -> list[str]:
-    """What a part shows of one name: a class (``Class.method``: with that method alone), a function, or a
+def _named(source: _Source, name: str, only: tuple[str, ...] = ()) -> list[str]:
+    """What a part shows of one name: a class (``only``: with those methods alone), a function, or a
     constant."""
-    name, _, only = dotted.partition(".")
     where = f"{source.rel}:{name}"
     for node in source.tree.body:
         if isinstance(node, ast.ClassDef) and node.name == name:
-            return _class(node, where, only or None)
+            return _class(node, where, only)
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
             said = _documented(node, where)
             return [*_signature(node, 0, method=False), *(_comment(said, 4) if said else [])]
@@ -217,8 +244,13 @@ def api(spec: list[str]) -> list[str]:
             raise MapError(f"{item!r}: name a module under airflow_tfjob/ and its classes or functions")
         source = _Source(rel, ast.parse(path.read_text(), filename=str(path)))
         lines.append(f"# {rel}")
-        for name in names.split(","):
-            lines.extend(_named(source, name))
+        # Class.method names: the class once, with the methods named (in the order the names first come).
+        wanted: dict[str, list[str]] = {}
+        for dotted in names.split(","):
+            name, _, method = dotted.partition(".")
+            wanted.setdefault(name, []).extend([method] if method else [])
+        for name, methods in wanted.items():
+            lines.extend(_named(source, name, tuple(methods)))
     lines.append("```")
     return lines
 

@@ -90,6 +90,8 @@ def test_a_new_module_is_on_the_map_with_its_first_sentence(tmp_path: Path) -> N
         "  new.py                 What the new module holds, e.g. a table.",
         "  inner/                 An inner room (pure).",
     ]
+    (room / "long.py").write_text(f'"""A long one (see: a.go; b.go): {"many details, " * 20}end."""\n')
+    assert GEN.module_map(room)[1] == "  long.py                A long one (see: a.go; b.go)."
     (room / "bare.py").write_text("X = 1\n")
     with pytest.raises(GEN.MapError, match=r"bare\.py has no docstring"):
         GEN.module_map(room)
