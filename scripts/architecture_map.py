@@ -5,14 +5,19 @@ Each generated part sits between two marker comments in the page::
 
     <!-- generated: map airflow_tfjob -->             a tree: each package and module with the first
     ...                                               sentence of its docstring (a package's: its
-    <!-- end generated -->                            __init__, the room's contract)
+    <!-- end generated -->                            __init__, the room's contract), a long one cut
+                                                      to its head
 
     <!-- generated: api follow/parts.py:FollowPart,Follow follow/core.py:follow_job -->
-    ...                                               the named classes and functions of each module:
-    <!-- end generated -->                            signatures and their docstrings' first sentences
+    ...                                               the named classes (``Class.method``: with the
+    <!-- end generated -->                            methods named alone) and functions of each
+                                                      module: signatures and their docstrings' first
+                                                      sentences
 
-``python scripts/architecture_map.py`` rewrites every part from the code; ``--check`` only says which
-parts differ (tests/unit/test_architecture_doc.py runs the same comparison). The code is read with
+A module without a docstring stops the generator (its first sentence is its line on the map), as does
+a part naming what the code no longer has. ``python scripts/architecture_map.py`` (``make arch-map``)
+rewrites every part from the code; ``--check`` only says which parts differ
+(tests/unit/test_architecture_doc.py runs the same comparison). The code is read with
 ``ast``, never imported: the map costs no import of Airflow or the Kubernetes clients, and a module that
 does not import yet (a merge in progress) still has its line.
 """
