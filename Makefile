@@ -15,7 +15,7 @@ unexport PYTHONDONTWRITEBYTECODE
 # Extra arguments of `uv pip compile` for `make lock`, e.g. LOCK_ARGS=--upgrade to move every pin.
 LOCK_ARGS ?=
 
-.PHONY: install lock demo test test-compat lint docs browser services unit check e2e benchmarks clean
+.PHONY: install lock demo test test-compat lint docs arch-map browser services unit check e2e benchmarks clean
 
 $(STAMP): pyproject.toml requirements/lock.txt scripts/venv.sh
 	PYTHON=$(PYTHON) scripts/venv.sh install $(VENV)
@@ -45,6 +45,11 @@ lint: $(STAMP)
 # any warning fails, a broken link or anchor among them.
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --quiet
+
+# The generated parts of docs/architecture.md (its module maps, the signatures it shows), drawn again from
+# the code: all a new module needs (tests/unit/test_architecture_doc.py fails until it is run).
+arch-map: $(STAMP)
+	$(BIN)/python scripts/architecture_map.py
 
 browser:
 	scripts/browser.sh

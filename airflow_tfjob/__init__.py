@@ -1,4 +1,5 @@
-"""Apache Airflow provider for Kubeflow TFJobs (distributed TensorFlow training on Kubernetes).
+"""Apache Airflow provider for Kubeflow TFJobs (distributed TensorFlow training on Kubernetes): its
+provider info (:func:`get_provider_info`), and the resolver of release 0.1.0's module paths (``_moved``).
 
 This module must stay import-light: Airflow's providers manager imports it in every process.
 """

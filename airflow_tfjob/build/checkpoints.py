@@ -1,4 +1,5 @@
-"""Where a task's checkpoints live, and what every replica is told about them (pure).
+"""Where a task's checkpoints live (``checkpoint=``: a claim or an object-storage prefix, one directory
+per task instance), and what every replica is told about them (pure).
 
 ``checkpoint=`` names a store: a PersistentVolumeClaim (``pvc://<claim>/<path>``) or an object-storage
 URI prefix (``s3://bucket/prefix``, ``gs://...``, ``file:///shared/dir``; a dict ``{"uri": ...,

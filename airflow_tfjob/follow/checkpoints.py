@@ -1,4 +1,5 @@
-"""The checkpoints a job's training code reports in its log (pure).
+"""The checkpoints a job's training code reports in its log (``checkpoint saved: <path> epoch=<n>``),
+the newest kept; the checkpoint part (pure).
 
 The provider never reads the checkpoint store itself while a job runs (a PersistentVolumeClaim is out
 of the Airflow worker's reach), so the training code tells it, one line per checkpoint written, from

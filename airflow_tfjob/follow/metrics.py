@@ -1,4 +1,4 @@
-"""Training metrics from log lines in Katib's StdOut format (``name=value``).
+"""Training metrics from log lines in Katib's StdOut format (``name=value``); the metrics part.
 
 Same filter and rules as Katib's metrics collector (tfjob-behaviour.md §9), so a training script
 written for a Katib sweep reports the same numbers through Airflow:

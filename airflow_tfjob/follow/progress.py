@@ -1,4 +1,5 @@
-"""Live progress of a training job from the metrics it prints (pure: the clock is passed in).
+"""Live progress of a training job from the metrics it prints (pure: the clock is passed in); the
+progress and reported-progress parts.
 
 A training program that prints ``epoch=3 loss=...`` (Katib's StdOut format, as the examples do)
 against a declared total (``progress={"metric": "epoch", "total": 10}``, or the total read from a

@@ -1,4 +1,5 @@
-"""The I/O of following replica logs: one follower per replica, and the set of them for a job.
+"""The I/O of following replica logs: one follower per replica, and the set of them for a job (what
+to read next: next_read.py).
 
 Each replica's stream is read across reconnects (the watches' reconnect layer,
 ``hooks.watching.reconnect_forever``), container restarts and pod recreation; what it reads next is

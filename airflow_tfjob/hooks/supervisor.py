@@ -15,7 +15,7 @@ The connection is still read as the cncf.kubernetes hook reads it (``sync_to_asy
 connection and minute for all of a triggerer's jobs: ``hooks.aio.shared_hook``); on 3.0 and 3.1 that
 read is a send from a thread too (docs/support-matrix.md says so).
 
-Imported off the event loop (:data:`airflow_tfjob.triggers.kubeflow.RUN_MODULES`): the release's masker
+Imported off the event loop (:data:`airflow_tfjob.triggers.loader.RUN_MODULES`): the release's masker
 is found at import.
 """
 

@@ -14,6 +14,8 @@ where it runs a TFJob as a TrainJob, it names the TFJob's name limit (:meth:`Api
 hands the cluster the TrainJob (:meth:`ApiChoice.on_chosen_api`); no adapter knows of the bridge.
 """
 
+# names-job-apis: TFJob's own `api` parameter (run a TFJob on Trainer v2) names the two kinds
+# it chooses between and asks Trainer v2's discovery (tests/unit/test_api_blind_core.py).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping

@@ -1,4 +1,5 @@
-"""``checkpoint=``: the task's side of checkpoints that survive retries and preemption.
+"""``checkpoint=``: the task's side of checkpoints that survive retries and preemption (the resume
+point from the durable state or a listing; the newest recorded).
 
 Before the job is built, :func:`plan_for` fixes the task instance's checkpoint directory
 (:mod:`airflow_tfjob.build.checkpoints`) and the newest checkpoint to resume from: the one an earlier

@@ -21,6 +21,8 @@ PyTorchJob's...). :func:`parameter_set` gives one kind's view; the module's cons
 kinds, which leaves the refusal of a parameter its kind lacks to ``manifest.build_job``).
 """
 
+# names-job-apis: rows name the kinds that take them, and TFJobOperator's set is built here
+# (tests/unit/test_api_blind_core.py).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping

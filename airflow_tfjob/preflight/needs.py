@@ -6,6 +6,8 @@ The one module of the preflight that names an API: the checks look a kind's need
 row's ``api`` and never compare with an API's name.
 """
 
+# names-job-apis: the table of what each API needs (its install, runtimes, JobSet), looked up by a
+# kind row's `api`, names each API once (tests/unit/test_api_blind_core.py).
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -16,12 +16,16 @@ import gc
 import importlib
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 #: The modules imported off the loop: the triggers' run modules, which import at their top what a run
-#: needs (what they reached only inside a function was listed here before; nothing is now).
-RUN_MODULES: tuple[str, ...] = (
-    "airflow_tfjob.triggers.runs",
-    "airflow_tfjob.triggers.asset_runs",
+#: needs. Found by their name, ``runs`` or ``<what>_runs`` in this package (one directory listing, when
+#: the trigger's module is imported), so that a new trigger's run module is loaded here as soon as it
+#: exists, with no list to enter it in.
+RUN_MODULES: tuple[str, ...] = tuple(
+    f"{__package__}.{path.stem}"
+    for path in sorted(Path(__file__).parent.glob("*.py"))
+    if path.stem == "runs" or path.stem.endswith("_runs")
 )
 _loading: concurrent.futures.Future[None] | None = None
 _loading_lock = threading.Lock()

@@ -1,55 +1,66 @@
-"""docs/architecture.md is drawn from the code: every module it names exists, and both of its module maps
-(the provider's and the local cluster's) have every package and module of their tree."""
+"""docs/architecture.md is drawn from the code: its module maps and the signatures it shows are generated
+(scripts/architecture_map.py, `make arch-map`) and must equal what the code gives now, and every module it
+names elsewhere exists."""
 
 from __future__ import annotations
 
 import importlib.util
 import re
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "airflow_tfjob"
 DOC = (ROOT / "docs" / "architecture.md").read_text()
+FIX = "run `make arch-map` (python scripts/architecture_map.py) and commit docs/architecture.md"
 
 
-def _section(title: str) -> str:
-    start = DOC.index(f"\n## {title}")
-    end = DOC.find("\n## ", start + 1)
-    return DOC[start : end if end != -1 else len(DOC)]
+def _generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("architecture_map", ROOT / "scripts" / "architecture_map.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
 
 
-def _first_block(text: str) -> list[str]:
-    start = text.index("```\n") + 4
-    return text[start : text.index("```", start)].splitlines()
+GEN = _generator()
 
 
-def _map_paths(lines: list[str], root: Path, indent_unit: int = 2) -> set[Path]:
-    """The paths a tree listing names: a line starting with ``name/`` opens a package at its indentation,
-    ``a.py`` (or ``a.py, b.py``) names modules in the package above it; wrapped descriptions are skipped."""
-    stack: list[tuple[int, Path]] = [(-1, root)]
+def test_the_generated_parts_equal_what_the_code_gives() -> None:
+    assert GEN.stale_parts(DOC) == [], FIX
+
+
+def test_both_maps_and_every_marker_are_generated_parts() -> None:
+    specs = [" ".join(m["spec"].split()) for m in GEN.PART.finditer(DOC)]
+    assert {"map airflow_tfjob", "map airflow_tfjob/local"} <= set(specs)
+    # An opening marker without its end would be left alone by the generator: none may be.
+    assert DOC.count("<!-- generated:") == len(specs)
+
+
+def _named_paths(block: str, root: Path) -> set[Path]:
+    """The packages and modules a generated map names, by its indentation."""
+    stack: list[tuple[int, Path]] = []
     named: set[Path] = set()
-    for line in lines:
-        stripped = line.lstrip()
-        indent = len(line) - len(stripped)
-        listed = re.match(r"[\w.]+(?:\.py|/)(?:,\s*[\w.]+(?:\.py|/))*(?=\s|$)", stripped)
-        if listed is None:
+    for line in block.splitlines():
+        listed = re.match(r"( *)([\w./]+?(?:\.py|/))(?= )", line)
+        if listed is None or len(listed[1]) >= GEN.COLUMN:  # a description's wrapped line
             continue
-        names = [n.strip() for n in listed.group(0).split(",")]
+        indent, name = len(listed[1]), listed[2]
         while stack and stack[-1][0] >= indent:
             stack.pop()
-        parent = stack[-1][1]
-        for name in names:
-            path = parent / name.rstrip("/")
-            named.add(path)
-            if name.endswith("/"):
-                stack.append((indent, path))
+        path = stack[-1][1] / name.rstrip("/") if stack else root
+        named.add(path)
+        if name.endswith("/"):
+            stack.append((indent, path))
     return named
 
 
 def _tree(root: Path, skip: tuple[str, ...] = ()) -> set[Path]:
-    found: set[Path] = set()
+    found: set[Path] = {root}
     for path in root.rglob("*"):
         rel = path.relative_to(root)
         if "__pycache__" in rel.parts or (rel.parts and rel.parts[0] in skip):
@@ -61,18 +72,40 @@ def _tree(root: Path, skip: tuple[str, ...] = ()) -> set[Path]:
     return found
 
 
-PROVIDER_MAP = _map_paths(_first_block(_section("Module map"))[1:], PACKAGE)
-LOCAL_MAP = _map_paths(_first_block(_section("Local cluster (`airflow_tfjob/local/`)")), PACKAGE / "local")
-
-
-@pytest.mark.parametrize(("named", "tree"), [(PROVIDER_MAP, _tree(PACKAGE, skip=("local",)) | {PACKAGE / "local"}),
-                                             (LOCAL_MAP, _tree(PACKAGE / "local"))],
+@pytest.mark.parametrize(("root", "skip"), [(PACKAGE, ("local",)), (PACKAGE / "local", ())],
                          ids=["provider", "local"])  # fmt: skip
-def test_the_maps_name_exactly_what_exists(named: set[Path], tree: set[Path]) -> None:
-    missing = sorted(str(p.relative_to(ROOT)) for p in tree - named)
-    stale = sorted(str(p.relative_to(ROOT)) for p in named - tree if not p.name.endswith("__init__.py"))
-    assert not missing, f"on no map: {missing}"
-    assert not stale, f"on a map but not in the code: {stale}"
+def test_a_map_names_every_package_and_module(root: Path, skip: tuple[str, ...]) -> None:
+    block = "\n".join(GEN.module_map(root, summarised=(PACKAGE / "local",) if skip else ()))
+    assert _named_paths(block, root) == _tree(root, skip) | ({PACKAGE / "local"} if skip else set())
+
+
+def test_a_new_module_is_on_the_map_with_its_first_sentence(tmp_path: Path) -> None:
+    room = tmp_path / "room"
+    (room / "inner").mkdir(parents=True)
+    (room / "__init__.py").write_text('"""The room\'s contract. Said once."""\n')
+    (room / "inner" / "__init__.py").write_text('"""An inner room (pure). More."""\n')
+    (room / "new.py").write_text('"""What the new module holds, e.g. a table.\n\nWhy it is here."""\n')
+    assert GEN.module_map(room) == [
+        "room/                    The room's contract.",
+        "  new.py                 What the new module holds, e.g. a table.",
+        "  inner/                 An inner room (pure).",
+    ]
+    (room / "long.py").write_text(f'"""A long one (see: a.go; b.go): {"many details, " * 20}end."""\n')
+    assert GEN.module_map(room)[1] == "  long.py                A long one (see: a.go; b.go)."
+    (room / "bare.py").write_text("X = 1\n")
+    with pytest.raises(GEN.MapError, match=r"bare\.py has no docstring"):
+        GEN.module_map(room)
+
+
+def test_the_generated_signatures_follow_the_code(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("<!-- generated: api follow/tap.py:TapPart -->\nstale\n<!-- end generated -->\n")
+    assert GEN.stale_parts(page.read_text()) == ["api follow/tap.py:TapPart"]
+    drawn = GEN.regenerate(page.read_text())
+    assert "class TapPart(FollowPart):" in drawn and "stale" not in drawn
+    assert GEN.stale_parts(drawn) == []
+    with pytest.raises(GEN.MapError, match="no top-level Gone"):
+        GEN.render("api follow/tap.py:Gone")
 
 
 def _exists(path: str) -> bool:

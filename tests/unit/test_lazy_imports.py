@@ -8,16 +8,9 @@ import ast
 from pathlib import Path
 
 import airflow_tfjob
+from airflow_tfjob.triggers.loader import RUN_MODULES as RUN_MODULES_LOADED
 
 PACKAGE = Path(airflow_tfjob.__file__).parent
-#: The run modules: each entry point's body, imported at the entry (or, for the triggers, by the loader).
-RUN_MODULES = {
-    "airflow_tfjob.operators.runs",
-    "airflow_tfjob.operators.following",
-    "airflow_tfjob.sensors.runs",
-    "airflow_tfjob.triggers.runs",
-    "airflow_tfjob.triggers.asset_runs",
-}
 #: Imports inside functions elsewhere (the loader's and the entries' imports of run modules left out):
 #: lower it when one goes; a new one needs a reason the seam cannot give.
 MOST_OTHER_LAZY_IMPORTS = 85
@@ -47,6 +40,23 @@ def _modules() -> dict[str, Path]:
             continue
         found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return found
+
+
+def _is_run_module(dotted: str) -> bool:
+    name = dotted.rpartition(".")[2]
+    return name == "runs" or name.endswith("_runs")
+
+
+#: The run modules: each entry point's body, imported at the entry (or, for the triggers, by the loader),
+#: found by their name as the loader finds the triggers' (triggers/loader.py), and the operator's
+#: follow, a run module by what it holds (its entry points' shared body: inline, or drained after
+#: deferring).
+RUN_MODULES = {m for m in _modules() if _is_run_module(m)} | {"airflow_tfjob.operators.following"}
+
+
+def test_the_run_modules_are_found_and_the_loader_takes_the_triggers() -> None:
+    assert {"airflow_tfjob.operators.runs", "airflow_tfjob.sensors.runs", "airflow_tfjob.triggers.runs"} <= RUN_MODULES
+    assert set(RUN_MODULES_LOADED) == {m for m in RUN_MODULES if m.startswith("airflow_tfjob.triggers.")}
 
 
 def test_the_run_modules_import_at_their_top() -> None:
