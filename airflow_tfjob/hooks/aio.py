@@ -533,6 +533,10 @@ class AsyncKubeflowJobHook(AsyncKubernetesHook):
         """The LocalQueue's PendingWorkloadsSummary (positions); None when the visibility API gives none."""
         return await self._run(kueue.pending_workloads(await self._ns(namespace), local_queue))
 
+    async def multikueue_cluster(self, name: str) -> dict | None:
+        """MultiKueue's cluster object ``name`` (its ``Active`` condition); None when absent or refused."""
+        return await self._run(kueue.multikueue_cluster(name))
+
 
 #: How long a hook made for one trigger is handed to the later triggers of the same connection. A new
 #: one after that reads the connection again, so an edited connection reaches new triggers within it.

@@ -71,12 +71,15 @@ def final_status(
             f"{outcome.message} (the {kind} was deleted)",
             classify(outcome.event, outcome.failures, specs, outcome.message),
         )
+    from airflow_tfjob.integrations.kueue.multikueue import FAILURE_EVENTS as MULTIKUEUE_EVENTS
     from airflow_tfjob.integrations.kueue.tracker import FAILURE_EVENTS
 
-    if outcome.event in FAILURE_EVENTS:
-        # Kueue's verdicts (kueue/tracker.py): a job left queued or suspended would hold its place.
+    verdicts = {**FAILURE_EVENTS, **MULTIKUEUE_EVENTS}
+    if outcome.event in verdicts:
+        # Kueue's verdicts (kueue/tracker.py, kueue/multikueue.py): a job left queued or suspended would
+        # hold its place; one whose worker was lost would hold its quota on the manager.
         if job is not None:
-            delete(FAILURE_EVENTS[outcome.event])
+            delete(verdicts[outcome.event])
         raise TrainingJobFailed(
             f"{outcome.message} (the {kind} was deleted)", classify(outcome.event, message=outcome.message)
         )
