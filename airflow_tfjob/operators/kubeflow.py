@@ -136,6 +136,7 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
     secret_env: Any
     metrics: list[str]
     startup_timeout: float | None
+    multikueue_connections: dict[str, str] | None
     tensorboard: Any
     tensorboard_log_dir: str | None
     tensorboard_keep: bool
@@ -603,7 +604,11 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
     def _kill(
         self, hook: KubeflowJobHook, name: str, namespace: str, action: str, why: str = "the task was killed"
     ) -> bool:
-        """Every kill path of the task (a user's kill, a timeout, a failed trigger) stops the job alike."""
+        """Every kill path of the task (a user's kill, a timeout, a failed trigger) stops the job alike,
+        and checks that MultiKueue's copy on a worker goes with it."""
+        from airflow_tfjob.integrations.kueue.multikueue import WorkerCopyCheck
+
+        worker = WorkerCopyCheck(self.multikueue_connections, warn=self.log.warning, info=self.log.info)
         return cleanup.kill(
             hook,
             name,
@@ -613,4 +618,5 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
             grace_period_seconds=self.kill_grace_period,
             why=why,
             kind=self.job_kind,
+            elsewhere=worker,
         )

@@ -431,6 +431,13 @@ class KubeflowJobTrigger(_ClusterTrigger):
         self._fired = True
         yield TriggerEvent(payload)
 
+    def _warn(self, line: str) -> None:
+        """A warning into the trigger's log, in the run's context (as :meth:`_info`)."""
+        if self._log_context is None:
+            self.log.warning(line)
+        else:
+            self._log_context.run(self.log.warning, line)
+
     def _info(self, line: str) -> None:
         """The follow's lines into the trigger's log, in the run's context whatever task calls. The
         logger (Airflow's LoggingMixin makes one per trigger, about 0.7 KB) is made at the first line,
@@ -577,7 +584,9 @@ class KubeflowJobTrigger(_ClusterTrigger):
     async def _delete(self, hook: AsyncKubeflowJobHook, why: str) -> bool:
         """Delete the TFJob and its pods (:func:`cleanup.kill_async`); False if that could not be done."""
         from airflow_tfjob.follow.cleanup import kill_async
+        from airflow_tfjob.integrations.kueue.multikueue import WorkerCopyCheck
 
+        worker = WorkerCopyCheck(self.options.get("multikueue_connections"), warn=self._warn, info=self._info)
         try:
             gone = await kill_async(
                 hook,
@@ -589,6 +598,7 @@ class KubeflowJobTrigger(_ClusterTrigger):
                 why=why,
                 wait_timeout=DELETE_WAIT,
                 kind=self.kind,
+                elsewhere=worker,
             )
         except Exception:
             self.log.exception("Could not delete %s %s/%s", self.kind.kind, self.namespace, self.name)

@@ -205,6 +205,9 @@ async def test_a_kill_while_deferred_removes_the_job_from_the_manager_and_the_wo
         return not await asyncio.to_thread(workloads_left)
 
     await wait_until(nothing_left, timeout=10)
+    checked = (f"[multikueue] TFJob {NS}/{name} on worker cluster {worker!r} is gone too (checked through "
+               f"connection 'k8s_{worker}')")
+    assert checked in log.lines, log.lines  # the kill looked at the worker through its connection
 
 
 async def test_a_job_dispatched_again_is_followed_on_its_new_worker(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -261,6 +264,7 @@ def test_a_worker_lost_while_the_job_runs_fails_the_task_naming_the_loss(monkeyp
 
     monkeypatch.setattr(multikueue, "WORKER_LOST_WINDOW", 2.0)
     monkeypatch.setattr(multikueue, "WORKER_LOOK", 0.5)
+    monkeypatch.setattr(multikueue, "WORKER_COPY_WAIT", 1.0)
     queues = queue_objects(cluster_queue="mk", local_queue="mk", namespace=NS, quota={"cpu": 4},
                            admission_checks=[CHECK_NAME])
     with LocalCluster(multikueue_workers=2,
@@ -286,6 +290,9 @@ def test_a_worker_lost_while_the_job_runs_fails_the_task_naming_the_loss(monkeyp
             assert (error.cause.category, error.cause.reason) == (INFRASTRUCTURE, "WorkerLost")
             left = tfjobs.list_namespaced_custom_object("kubeflow.org", "v1", NS, "tfjobs")["items"]
             assert left == [], "the manager's copy is deleted"
+            unchecked = (f"on worker cluster {worker!r} could not be checked through connection 'k8s_{worker}' "
+                         "(the worker did not answer); MultiKueue removes it once it reaches the worker again")
+            assert any(unchecked in line for line in log.lines), log.lines
 
         log, ti = TaskLog(), TaskInstance(task_id="mk-lost-sync")
         op = operator(log, task_id=ti.task_id, kueue_queue="mk", **long)

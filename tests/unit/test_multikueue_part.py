@@ -202,3 +202,72 @@ def test_a_lost_worker_is_infrastructure_a_retry_may_fix() -> None:
     assert (cause.category, cause.reason, cause.summary) == (INFRASTRUCTURE, "WorkerLost",
                                                              "worker cluster worker1 lost (...)")
     assert cause.retry_after == RETRY_AFTER["NodeLost"]
+
+
+class KillHook:
+    """A manager's or a worker's hook for cleanup.kill: the manager's holds the job until deleted; the
+    worker's (made by the kill through its connection id) holds its copy as ``copies`` says."""
+
+    copies: dict[str, Any] = {}  # worker connection id -> its copy (None: gone), or an exception raised
+
+    def __init__(self, conn_id: str | None = None, api_retry_timeout: float | None = None) -> None:
+        self.conn_id = conn_id
+        self.deleted = False
+        self.extra = {"worker1": "extra_w1"}
+
+    def find_job(self, kind: Any, name: str, namespace: str) -> dict[str, Any] | None:
+        if self.conn_id != "manager":
+            copy = self.copies.get(str(self.conn_id))
+            if isinstance(copy, Exception):
+                raise copy
+            return copy
+        return None if self.deleted else _job()
+
+    def list_workloads(self, namespace: str, uid: str) -> list[dict[str, Any]]:
+        return [{"metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"}, "status": {"clusterName": "worker1"}}]
+
+    def _get_field(self, name: str) -> Any:
+        return self.extra if name == "multikueue_connections" else None
+
+    def delete_job(self, *args: Any, **kwargs: Any) -> None:
+        self.deleted = True
+
+    def list_job_pods(self, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        return []
+
+
+def _kill(monkeypatch: Any, copy: Any, given: dict[str, str] | None = None) -> tuple[list[str], list[str]]:
+    from airflow_tfjob.follow import cleanup
+    from airflow_tfjob.integrations.kueue import multikueue
+
+    monkeypatch.setattr(multikueue, "WORKER_COPY_WAIT", 0.3)
+    monkeypatch.setattr(KillHook, "copies", {"extra_w1": copy, "param_w1": copy})
+    warned: list[str] = []
+    told: list[str] = []
+    check = multikueue.WorkerCopyCheck(given, warn=warned.append, info=told.append)
+    gone = cleanup.kill(KillHook("manager"), "j", "default", on_kill_action="delete", log=told.append,
+                        kind=TFJOB, elsewhere=check, poll_interval=0.01)
+    assert gone  # the manager's copy: what the kill owns
+    return warned, told
+
+
+def test_a_kill_checks_the_worker_s_copy_is_gone(monkeypatch: Any) -> None:
+    warned, told = _kill(monkeypatch, None, given={"worker1": "param_w1"})
+    assert warned == []
+    assert told[-1] == ("[multikueue] TFJob default/j on worker cluster 'worker1' is gone too (checked through "
+                        "connection 'param_w1')")
+
+
+def test_a_worker_copy_left_is_warned_naming_it(monkeypatch: Any) -> None:
+    warned, _ = _kill(monkeypatch, {"metadata": {"name": "j"}})
+    assert warned == ["[multikueue] TFJob default/j on worker cluster 'worker1' still exists 0.3 s after the "
+                      "manager's copy was deleted; MultiKueue may not reach the worker: delete it there (kubectl "
+                      "--context <worker1> delete tfjobs -n default j)"]
+
+
+def test_a_worker_that_does_not_answer_is_warned_not_raised(monkeypatch: Any) -> None:
+    from airflow_tfjob.hooks.retry import ApiCallFailed
+
+    warned, _ = _kill(monkeypatch, ApiCallFailed("get TFJob", 3, 0.3, ConnectionRefusedError()))
+    assert len(warned) == 1
+    assert "could not be checked through connection 'extra_w1' (the worker did not answer)" in warned[0]

@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_tfjob.follow.cleanup import ElsewhereSteps, KillCall
 from airflow_tfjob.follow.outcome import FollowOutcome
 from airflow_tfjob.follow.parts import Follow, FollowPart
 from airflow_tfjob.integrations.kueue.workload import newest
+from airflow_tfjob.jobs.adapter import adapter_for
+from airflow_tfjob.jobs.kinds import JobKind
 from airflow_tfjob.jobs.status import JobStatus, epoch_seconds
 
 #: Kueue's MultiKueue controller, which the manager's copy of a dispatched job names as its manager.
@@ -48,6 +51,9 @@ WORKER_LOST_WINDOW = 1200.0
 #: Seconds between looks at the worker's MultiKueueCluster while it is reachable (a lost worker
 #: changes nothing on the manager, so the part's clock, not a job change, must bring the look).
 WORKER_LOOK = 30.0
+#: Seconds a kill waits for the worker's copy to go once the manager's is deleted (MultiKueue removes
+#: it within a second or two while it reaches the worker), each look retried for as long at most.
+WORKER_COPY_WAIT = 20.0
 
 
 def connection_map(value: Any) -> dict[str, str]:
@@ -176,3 +182,65 @@ async def worker_connection(follow: Follow, cluster: str) -> str | None:
     if cluster in given:
         return given[cluster]
     return connection_map(await follow.hook._get_field(CONNECTIONS_EXTRA)).get(cluster)
+
+
+class WorkerCopyCheck:
+    """A kill's look at the worker (cleanup.KillElsewhere): deleting the manager's copy of a MultiKueue
+    job has MultiKueue remove the worker's, which the task cannot see from the manager. Before the
+    deletion it reads where the job runs (the Workload goes with the job); after, it checks through
+    the worker's connection that the worker's copy is gone within ``WORKER_COPY_WAIT`` seconds, and
+    warns naming the object and what to do if not (or if it cannot look). Never fails the kill: the
+    manager's deletion is what the task owns."""
+
+    def __init__(self, given: Mapping[str, str] | None, warn: Callable[[str], None],
+                 info: Callable[[str], None]) -> None:
+        self.given = connection_map(given)
+        self.warn = warn
+        self.info = info
+        self.worker: tuple[str, str | None] | None = None  # (cluster, connection id) of the job's copy
+
+    def before(self, kind: JobKind, name: str, namespace: str) -> ElsewhereSteps:
+        job = yield KillCall("find_job", (kind, name, namespace), tolerant=True)
+        if not isinstance(job, Mapping) or adapter_for(kind).managed_by(job) != MULTIKUEUE:
+            return
+        uid = str((job.get("metadata") or {}).get("uid") or "")
+        workloads = yield KillCall("list_workloads", (namespace, uid), tolerant=True)
+        workload = newest(workloads) if isinstance(workloads, list) else None
+        cluster = str(((workload or {}).get("status") or {}).get("clusterName") or "")
+        if not cluster:
+            return  # not dispatched: no copy on any worker to look for
+        conn_id = self.given.get(cluster)
+        if conn_id is None:
+            extra = yield KillCall("_get_field", (CONNECTIONS_EXTRA,), tolerant=True)
+            conn_id = None if isinstance(extra, BaseException) else connection_map(extra).get(cluster)
+        self.worker = (cluster, conn_id)
+
+    def after(self, kind: JobKind, name: str, namespace: str) -> ElsewhereSteps:
+        if self.worker is None:
+            return
+        cluster, conn_id = self.worker
+        ref = f"{kind.kind} {namespace}/{name} on worker cluster {cluster!r}"
+        by_hand = f"delete it there (kubectl --context <{cluster}> delete {kind.plural} -n {namespace} {name})"
+        if conn_id is None:
+            self.warn(f"[multikueue] {ref} was not checked: no connection names that worker "
+                      f"({CONNECTIONS_EXTRA}); MultiKueue removes it while it reaches the worker, else {by_hand}")
+            return
+        deadline = time.monotonic() + WORKER_COPY_WAIT
+        while True:
+            left = deadline - time.monotonic()
+            found = yield KillCall("find_job", (kind, name, namespace), conn_id=conn_id,
+                                   retry_timeout=max(1.0, left), tolerant=True)
+            if found is None:
+                self.info(f"[multikueue] {ref} is gone too (checked through connection {conn_id!r})")
+                return
+            if isinstance(found, BaseException):
+                status = getattr(found, "status", None)
+                why = f"the worker answered {status}" if status else "the worker did not answer"
+                self.warn(f"[multikueue] {ref} could not be checked through connection {conn_id!r} ({why}); "
+                          f"MultiKueue removes it once it reaches the worker again, else {by_hand}")
+                return
+            if time.monotonic() >= deadline:
+                self.warn(f"[multikueue] {ref} still exists {WORKER_COPY_WAIT:g} s after the manager's copy was "
+                          f"deleted; MultiKueue may not reach the worker: {by_hand}")
+                return
+            yield 0.5
