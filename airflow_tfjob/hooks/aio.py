@@ -79,6 +79,11 @@ class AsyncKubeflowJobHook(AsyncKubernetesHook):
             return self.config_file
         return await super()._get_field(field_name)
 
+    async def connection_extra(self, name: str) -> Any:
+        """A field of the connection's extra (None when absent), read with Airflow's async connection
+        getter: what an integration keeps there (MultiKueue's worker map) without private access."""
+        return await self._get_field(name)
+
     def with_connection_read(self) -> AsyncKubeflowJobHook:
         """This hook with its connection's extras read now, in the calling thread: a task's own thread.
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator, BaseOperatorLink
@@ -402,12 +404,15 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
 
     def _preflight(self, hook: KubeflowJobHook, manifest: dict[str, Any]) -> None:
         """preflight=True: the job's parts asked of the cluster; a missing one fails the task, nothing created."""
+        from airflow_tfjob.integrations.kueue.multikueue import CONNECTIONS_EXTRA, connection_map
         from airflow_tfjob.preflight.checks import check
         from airflow_tfjob.preflight.needs import Target
 
-        target = Target.of_manifest(manifest, self.task_id)
+        # MultiKueue's workers, as the follow will reach them: the operator's map over the extra's.
+        workers = {**connection_map(hook.connection_extra(CONNECTIONS_EXTRA)), **connection_map(self.multikueue_connections)}
+        target = replace(Target.of_manifest(manifest, self.task_id), workers=tuple(workers.items()))
         meta = manifest["metadata"]
-        report = check(hook, meta["namespace"], [target])
+        report = check(hook, meta["namespace"], [target], partial(_worker_hook, hook))
         if not report.ok:
             raise AirflowException(
                 f"Preflight: the cluster lacks what {target.kind.kind} {meta['namespace']}/{meta['name']} "
@@ -620,3 +625,13 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
             kind=self.job_kind,
             elsewhere=worker,
         )
+
+
+#: Seconds a preflight question to a MultiKueue worker is retried in all: an unreachable worker is a
+#: row of the report (a warning), not a wait of the whole api_retry_timeout.
+WORKER_PREFLIGHT_TIMEOUT = 10.0
+
+
+def _worker_hook(hook: KubeflowJobHook, conn_id: str) -> KubeflowJobHook:
+    """A MultiKueue worker's hook for preflight: the job hook's class, on the worker's connection."""
+    return type(hook)(conn_id=conn_id, api_retry_timeout=WORKER_PREFLIGHT_TIMEOUT)

@@ -39,7 +39,7 @@ class FakeHook:
         self.cluster_reads += 1
         return self.clusters.get(name)
 
-    async def _get_field(self, name: str) -> Any:
+    async def connection_extra(self, name: str) -> Any:
         return self.extra if name == "multikueue_connections" else None
 
 
@@ -226,7 +226,7 @@ class KillHook:
     def list_workloads(self, namespace: str, uid: str) -> list[dict[str, Any]]:
         return [{"metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"}, "status": {"clusterName": "worker1"}}]
 
-    def _get_field(self, name: str) -> Any:
+    def connection_extra(self, name: str) -> Any:
         return self.extra if name == "multikueue_connections" else None
 
     def delete_job(self, *args: Any, **kwargs: Any) -> None:

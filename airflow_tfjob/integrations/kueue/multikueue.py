@@ -181,7 +181,7 @@ async def worker_connection(follow: Follow, cluster: str) -> str | None:
     given = connection_map(follow.options.read(WorkerOptions).multikueue_connections)
     if cluster in given:
         return given[cluster]
-    return connection_map(await follow.hook._get_field(CONNECTIONS_EXTRA)).get(cluster)
+    return connection_map(await follow.hook.connection_extra(CONNECTIONS_EXTRA)).get(cluster)
 
 
 class WorkerCopyCheck:
@@ -211,7 +211,7 @@ class WorkerCopyCheck:
             return  # not dispatched: no copy on any worker to look for
         conn_id = self.given.get(cluster)
         if conn_id is None:
-            extra = yield KillCall("_get_field", (CONNECTIONS_EXTRA,), tolerant=True)
+            extra = yield KillCall("connection_extra", (CONNECTIONS_EXTRA,), tolerant=True)
             conn_id = None if isinstance(extra, BaseException) else connection_map(extra).get(cluster)
         self.worker = (cluster, conn_id)
 
