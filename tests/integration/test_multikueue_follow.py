@@ -250,7 +250,7 @@ async def test_a_job_dispatched_again_is_followed_on_its_new_worker(monkeypatch:
 def test_a_worker_lost_while_the_job_runs_fails_the_task_naming_the_loss(monkeypatch: pytest.MonkeyPatch) -> None:
     """Kueue v0.19.2 does not dispatch again a job whose replicas were running: its worker lost, the
     manager's copy stays active for ever. Once the worker's MultiKueueCluster has been Active=False for
-    the part's window (2 s here, 20 min by default), the task fails naming the loss, as an
+    the part's window (1 s here, 20 min by default), the task fails naming the loss, as an
     infrastructure failure a retry may fix, and the manager's copy is deleted. Sync first (its job on
     one worker, that worker lost), then deferred (its job on the other, the only one left, lost too):
     one cluster for both."""
@@ -262,8 +262,8 @@ def test_a_worker_lost_while_the_job_runs_fails_the_task_naming_the_loss(monkeyp
     from airflow_tfjob.local.kueue.options import queue_objects
     from airflow_tfjob.local.multikueue import CHECK_NAME
 
-    monkeypatch.setattr(multikueue, "WORKER_LOST_WINDOW", 2.0)
-    monkeypatch.setattr(multikueue, "WORKER_LOOK", 0.5)
+    monkeypatch.setattr(multikueue, "WORKER_LOST_WINDOW", 1.0)
+    monkeypatch.setattr(multikueue, "WORKER_LOOK", 0.25)
     monkeypatch.setattr(multikueue, "WORKER_COPY_WAIT", 1.0)
     queues = queue_objects(cluster_queue="mk", local_queue="mk", namespace=NS, quota={"cpu": 4},
                            admission_checks=[CHECK_NAME])

@@ -3,17 +3,17 @@ whose ClusterQueue has a MultiKueue AdmissionCheck, ``tfjob-preflight`` (its mai
 tests/cli_support.py) and ``preflight=True`` give one row per worker cluster of the check's
 MultiKueueConfig: its connection mapped, the worker reachable through it, the kind served there, the
 verbs the follow reads the replicas with allowed; each missing part with its fix. One local manager with
-two workers for the module."""
+two workers for the module (test_multikueue_follow.py's fixture, its queue "mk")."""
 
 from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import test_multikueue_follow
 import yaml
 from cli_support import run_main
 from operator_support import TaskInstance, context_for
@@ -26,19 +26,9 @@ from airflow_tfjob.preflight.cli import main
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 
 NS = "default"
-
-
-@pytest.fixture(scope="module")
-def manager() -> Iterator[Any]:
-    from airflow_tfjob.local import LocalCluster
-    from airflow_tfjob.local.kueue.options import queue_objects
-    from airflow_tfjob.local.multikueue import CHECK_NAME
-
-    queues = queue_objects(cluster_queue="mk", local_queue="mk", namespace=NS, quota={"cpu": 4},
-                           admission_checks=[CHECK_NAME])
-    with LocalCluster(multikueue_workers=2,
-                      kueue={"integrations": ["kubeflow.org/tfjob"], "objects": queues}) as cluster:
-        yield cluster
+#: test_multikueue_follow's module fixture (a manager and two workers, the queue "mk"), one for this module.
+manager = test_multikueue_follow.manager
+_connect = test_multikueue_follow._connect
 
 
 def _conn(kubeconfig: Path | str) -> str:
@@ -95,11 +85,10 @@ def test_preflight_true_checks_the_workers_through_the_task_s_map(manager: Any,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The connection's extra maps worker1, the operator's parameter worker2: both rows ok in the task
     log, before the job is submitted (and runs)."""
+    _connect(manager, monkeypatch, mapped=True)
     extra = {"kube_config_path": str(manager.kubeconfig_path), "namespace": NS,
              "multikueue_connections": {"worker1": "k8s_worker1"}}
     monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps({"conn_type": "kubernetes", "extra": extra}))
-    for worker in manager.workers:
-        monkeypatch.setenv(f"AIRFLOW_CONN_K8S_{worker.upper()}", _conn(manager.worker_kubeconfig(worker)))
     log = TaskLog()
     op = operator(log, task_id="mk-preflight", kueue_queue="mk", preflight=True,
                   multikueue_connections={"worker2": "k8s_worker2"})

@@ -28,7 +28,7 @@ class FakeHook:
         self.extra = extra
         self.workload_reads = 0
         self.cluster_reads = 0
-        self.clusters: dict[str, dict[str, Any]] = {}  # MultiKueueCluster objects, by name
+        self.clusters: dict[str, dict[str, Any] | None] = {}  # MultiKueueCluster objects (else Active)
 
     async def list_workloads(self, _namespace: str, _uid: str) -> list[dict[str, Any]]:
         self.workload_reads += 1
@@ -37,7 +37,7 @@ class FakeHook:
 
     async def multikueue_cluster(self, name: str) -> dict[str, Any] | None:
         self.cluster_reads += 1
-        return self.clusters.get(name)
+        return self.clusters.get(name, {"status": {"conditions": [{"type": "Active", "status": "True"}]}})
 
     async def connection_extra(self, name: str) -> Any:
         return self.extra if name == "multikueue_connections" else None
@@ -271,3 +271,15 @@ def test_a_worker_that_does_not_answer_is_warned_not_raised(monkeypatch: Any) ->
     warned, _ = _kill(monkeypatch, ApiCallFailed("get TFJob", 3, 0.3, ConnectionRefusedError()))
     assert len(warned) == 1
     assert "could not be checked through connection 'extra_w1' (the worker did not answer)" in warned[0]
+
+
+def test_a_worker_s_cluster_object_that_cannot_be_read_is_said_once() -> None:
+    """Without it a lost worker goes unnoticed: the task log says so, and what to grant."""
+    hook = FakeHook(cluster="worker1", extra={"worker1": "w1"})
+    hook.clusters["worker1"] = None
+    follow = FakeFollow(hook)
+    part = WorkerPart.start(follow)  # type: ignore[arg-type]
+    _see(part, _job())
+    _see(part, _job())
+    unread = [line for line in follow.lines if "cannot read MultiKueueCluster worker1" in line]
+    assert len(unread) == 1 and "multikueueclusters.kueue.x-k8s.io (cluster-scoped: a ClusterRole" in unread[0]

@@ -80,7 +80,7 @@ class WorkerPart(FollowPart):
     """Follows a MultiKueue job's replicas on the worker cluster that runs them, and ends the follow when
     that worker stays lost (see ``WORKER_LOST_WINDOW``)."""
 
-    __slots__ = ("cluster", "follow", "lost", "told", "where")
+    __slots__ = ("cluster", "follow", "lost", "told", "unread", "where")
     options_type = WorkerOptions
 
     def __init__(self, follow: Follow) -> None:
@@ -90,6 +90,7 @@ class WorkerPart(FollowPart):
         # The worker's loss as last read: (since, in epoch seconds; the condition's reason and message).
         self.lost: tuple[float, str, str] | None = None
         self.told: set[str] = set()  # workers whose missing connection the task log named
+        self.unread: set[str] = set()  # workers whose MultiKueueCluster could not be read (said once)
 
     @classmethod
     def start(cls, follow: Follow) -> WorkerPart:
@@ -138,6 +139,12 @@ class WorkerPart(FollowPart):
             self.lost = None
             return None
         mkc = await self.follow.hook.multikueue_cluster(self.where)
+        if mkc is None and self.where not in self.unread:
+            self.unread.add(self.where)
+            self.follow.sink(
+                f"[multikueue] cannot read MultiKueueCluster {self.where} (absent, or refused to the connection's "
+                "user): a loss of that worker would not end the follow; grant get on "
+                "multikueueclusters.kueue.x-k8s.io (cluster-scoped: a ClusterRole and its binding)")
         active = next((c for c in ((mkc or {}).get("status") or {}).get("conditions") or ()
                        if isinstance(c, Mapping) and c.get("type") == "Active"), None)
         if active is None or active.get("status") != "False":
