@@ -15,9 +15,16 @@ A job dispatched again to another worker (its first worker lost) is followed the
 so. Without a connection for the worker, the task says once which connection to add and follows the
 status alone, as before.
 
+A worker lost while the job's replicas run there is not left to hang the task: Kueue (v0.19) does not
+dispatch such a job again, and the manager's copy keeps its last mirrored status, so the part watches
+the worker's MultiKueueCluster and ends the follow once it has been ``Active=False`` for
+``WORKER_LOST_WINDOW`` (the ``worker_lost`` event: the operator deletes the manager's copy, the failure
+is infrastructure's, ``WorkerLost``). A kill, timeout or failure cleanup then checks through the
+worker's connection that the worker's copy went too (:class:`WorkerCopyCheck`).
+
 Costs a follow nothing but a look at the job's manager (its adapter's ``managed_by``) per change unless
-MultiKueue manages the job; such a job has its Workload read on each change (a job changes a few times
-in its life), which says where it runs now.
+MultiKueue manages the job; such a job has its Workload and its worker's MultiKueueCluster read on each
+change and every ``WORKER_LOOK`` seconds (a lost worker changes nothing on the manager).
 """
 
 from __future__ import annotations
