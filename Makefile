@@ -59,11 +59,14 @@ services:
 # "The test loop's time"). TEST_WORKERS=0 runs serially.
 TEST_WORKERS ?= 4
 
-# Modules marked `alone` run after the parallel suite, by themselves, one test at a time (their markers
-# say why). Each stage runs through scripts/test_times.py (its JUnit XML and wall time in build/test-times),
-# which prints every stage's wall time and the 15 slowest tests at the end, when a stage fails too; a
-# failing stage stops the run, and make test exits with its status. The site `make docs` built in this
-# run is the one tests/docs reads (TFJOB_DOCS_SITE; a build older than MAKE_STARTED is not this run's).
+# Modules marked `alone` run after the parallel suite, one test at a time, with no other test beside them
+# but the compatibility lane's, which run meanwhile at the lowest CPU priority (nice 19): the kernel gives
+# the alone stage's processes a core as soon as they want one, so the lane only takes what they leave
+# idle (their markers say why they need the machine). Each stage runs through scripts/test_times.py (its
+# JUnit XML and wall time in build/test-times), which prints every stage's wall time and the 15 slowest
+# tests at the end, when a stage fails too; a failing main stage stops the run, and make test exits with
+# the first failing stage's status. The site `make docs` built in this run is the one tests/docs reads
+# (TFJOB_DOCS_SITE; a build older than MAKE_STARTED is not this run's).
 TIMES := build/test-times
 MAKE_STARTED := $(shell date +%s)
 STAGE = PATH="$(CURDIR)/$(BIN):$$PATH" TFJOB_DOCS_SITE="$(CURDIR)/build/site" TFJOB_DOCS_SINCE=$(MAKE_STARTED) \
@@ -71,18 +74,21 @@ STAGE = PATH="$(CURDIR)/$(BIN):$$PATH" TFJOB_DOCS_SITE="$(CURDIR)/build/site" TF
 test: lint docs browser services
 	@rm -rf $(TIMES); status=0; \
 	$(STAGE) main -- $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not alone" && \
-	$(STAGE) alone -- $(BIN)/pytest -q -p no:cacheprovider -m alone && \
 	$(COMPAT) --build-only && \
 	( pids=(); for release in $(COMPAT_RELEASES); do \
-		COMPAT_WORKERS=$(COMPAT_WORKERS) $(STAGE) compat-$$release -- $(COMPAT) --no-build $$release & pids+=($$!); \
-	done; failed=0; for pid in "$${pids[@]}"; do wait $$pid || failed=$$?; done; exit $$failed ) || status=$$?; \
+		COMPAT_WORKERS=$(COMPAT_WORKERS) $(STAGE) compat-$$release -- nice -n 19 $(COMPAT) --no-build $$release & \
+		pids+=($$!); \
+	done; \
+	$(STAGE) alone -- $(BIN)/pytest -q -p no:cacheprovider -m alone; failed=$$?; \
+	for pid in "$${pids[@]}"; do wait $$pid; code=$$?; [ $$failed -ne 0 ] || failed=$$code; done; \
+	exit $$failed ) || status=$$?; \
 	$(BIN)/python scripts/test_times.py report $(TIMES) || echo "make test: no summary of the test times" >&2; \
 	[ $$status -eq 0 ] || echo "make test: FAILED: a test stage exited with status $$status (see above)" >&2; \
 	exit $$status
 
 # The compatibility lane (scripts/compat.sh): the provider's wheel under each supported Airflow release's
 # constraints (requirements/compat/), and there the tests whose outcome depends on the release. make test
-# runs it after the main stages, one stage per release, the releases side by side, each in one pytest
+# runs it after the main stage, beside the alone stage, one stage per release, side by side, each in one pytest
 # process (COMPAT_WORKERS=0: an xdist worker would import and collect everything a second time): a
 # release's tests wait on clusters, triggerers and `airflow dags test` about a third of their time, so one
 # after the other the releases left a core idle (each stage's output is its release's log, so nothing

@@ -71,6 +71,11 @@ MANAGED_BY_VALUES = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueu
 #: forced deletion, which removes the pod objects before the kubelet has stopped their processes.
 KILL_GRACE_PERIOD = 1
 
+# Extra time given to Airflow's own trigger timeout beyond the job deadline: the trigger enforces the
+# deadline itself (and deletes the job); Airflow's timeout is the backstop for a stuck trigger. Here so
+# that TFJobOperator's module re-exports it without loading what a deferral needs.
+TRIGGER_TIMEOUT_MARGIN = 120.0
+
 
 class NumberOption:
     """The argparse ``type=`` of every numeric command-line option: a finite number within

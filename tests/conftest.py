@@ -61,8 +61,37 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "tooling: checks the repository's tools; `make test` runs it, the compat lane not")
 
 
+#: Markers of the modules that take longest (whole DAG runs, deployments, real training), then of those
+#: that start a cluster: such modules are collected first.
+HEAVY_MARKERS = ("e2e", "dags", "tensorflow", "pytorch", "xgboost")
+CLUSTER_MARKERS = ("cluster",)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     root = Path(str(config.rootpath))
     for item in items:
         if str(Path(str(item.path)).relative_to(root)) in TOOLING_MODULES:
             item.add_marker(pytest.mark.tooling)
+    items[:] = longest_modules_first(items)
+
+
+def longest_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The items with the modules that run whole DAGs, deployments or training first, then those with a
+    cluster, then the rest, each module's items together and in their order. pytest-xdist's loadfile
+    hands whole modules to its workers in collection order, and the directories' alphabetical order put
+    some of the longest modules (tests/training, the real triggerers) near the end, where one of them
+    could keep a worker busy after the others ran out of work; long ones first leave the short unit
+    modules to fill the end."""
+    rank: dict[Path, int] = {}
+    first: dict[Path, int] = {}
+    for index, item in enumerate(items):
+        module = Path(str(item.path))
+        names = {mark.name for mark in item.iter_markers()}
+        item_rank = 0 if names & set(HEAVY_MARKERS) else 1 if names & set(CLUSTER_MARKERS) else 2
+        rank[module] = min(rank.get(module, item_rank), item_rank)
+        first.setdefault(module, index)
+    order = {id(item): index for index, item in enumerate(items)}
+    return sorted(
+        items,
+        key=lambda item: (rank[Path(str(item.path))], first[Path(str(item.path))], order[id(item)]),
+    )

@@ -18,6 +18,7 @@ provider: it does not read Secrets, and the manifest holds only their names.
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -263,8 +264,6 @@ def _shown(value: Any, text: Callable[[str], str], path: set[int]) -> Any:
 def _shown_object(value: Any, text: Callable[[str], str], path: set[int]) -> Any:
     """An object inside a rendered field as Airflow would serialize it, masked; the object itself
     when what Airflow would show of it holds no secret."""
-    import inspect
-
     try:
         if type(value).__module__.startswith(("kubernetes.", "kubernetes_asyncio.")) and callable(
             inspect.getattr_static(value, "to_dict", None)

@@ -37,8 +37,9 @@ from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 
 from airflow_tfjob.build.submission import intended_cleanup
 from airflow_tfjob.constants import ANNOTATION_KEEP_FAILED_UNTIL, KILL_GRACE_PERIOD, LABEL_KEEPS_FAILED
+from airflow_tfjob.jobs.adapter import adapter_for
 from airflow_tfjob.jobs.kinds import JobKind
-from airflow_tfjob.jobs.status import epoch_seconds
+from airflow_tfjob.jobs.status import epoch_seconds, job_kind
 
 if TYPE_CHECKING:
     from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
@@ -244,8 +245,6 @@ def keep_failed(
 ) -> None:
     """keep_failed_for on a failed job (see the module's docstring): its active pods deleted now, the
     job and its finished pods deleted by Kubernetes ``seconds`` after its completion time."""
-    from airflow_tfjob.jobs.adapter import adapter_for
-
     meta = job["metadata"]
     name, namespace = str(meta["name"]), str(meta.get("namespace") or "default")
     adapter = adapter_for(kind)
@@ -288,8 +287,6 @@ def finish(
     """
     if on_finish_action not in ON_FINISH_ACTIONS:
         raise ValueError(f"on_finish_action must be one of {ON_FINISH_ACTIONS}, not {on_finish_action!r}")
-    from airflow_tfjob.jobs.status import job_kind
-
     metadata = tfjob.get("metadata") or {}
     name, namespace = str(metadata["name"]), str(metadata.get("namespace") or "default")
     kind = job_kind(tfjob)

@@ -31,7 +31,7 @@ from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
 from airflow_tfjob.follow.parts import FollowPart, FollowTap, PartTypes, reads_logs
 from airflow_tfjob.follow.replica_logs import JobLogFollower, ReplicaFollower
 from airflow_tfjob.hooks.common import job_pod_selector
-from airflow_tfjob.hooks.jobwatch import Encoded, decode
+from airflow_tfjob.hooks.jobwatch import Encoded, decode, shared_watch
 from airflow_tfjob.hooks.waits import wait_event
 from airflow_tfjob.hooks.watching import reflect
 from airflow_tfjob.jobs.adapter import adapter_for
@@ -340,8 +340,6 @@ class _JobFollow:
         return [], rv
 
     async def run(self) -> FollowOutcome:
-        from airflow_tfjob.hooks.jobwatch import shared_watch
-
         self._start_watches()
         try:
             async with shared_watch(self.hook, self.namespace, kind=self.kind).subscribe(self.name) as sub:
@@ -477,6 +475,16 @@ def _merged_drops(*parts: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str
     return out
 
 
+def _refuse_unread(options: FollowOptions, parts: PartTypes) -> None:
+    """A part's option given to a follow without that part would do nothing, silently: refused."""
+    unread = options.unread(parts)
+    if unread:
+        raise ValueError(
+            f"no part of this follow declares the option(s) {', '.join(map(repr, unread))}: pass "
+            "parts=PARTS (airflow_tfjob.integrations.parts, every part) or the part that owns them"
+        )
+
+
 def follow_job(
     hook: AsyncKubeflowJobHook,
     name: str,
@@ -498,7 +506,9 @@ def follow_job(
 
     ``parts``: the parts the follow is made of (follow/parts.py), the provider's registry
     (``airflow_tfjob.integrations.parts.PARTS``) for the operator and the trigger; none by default: a
-    follow of the job's status, logs, events and diagnosis alone."""
+    follow of the job's status, logs, events and diagnosis alone. An option that none of them declares
+    is refused (ValueError), not ignored."""
+    _refuse_unread(options, parts)
     return _JobFollow(hook, name, namespace, options, sink, cursors, tap=tap, replay=replay, parts=parts).run()
 
 
@@ -523,6 +533,7 @@ async def drain_job(
     nothing left to read and no request is made: the caller reads the job once more anyway (to clean
     up and report), and refreshes the status from that read.
     """
+    _refuse_unread(options, parts)
     if earlier.logs_read:
         for part in parts:
             part.nothing_to_drain(earlier, options, sink)

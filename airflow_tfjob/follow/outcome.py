@@ -7,7 +7,7 @@ loading the follow core.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -26,6 +26,12 @@ class _Options(Protocol):
     """A part's options: a dataclass whose fields have defaults (follow/parts.py)."""
 
     __dataclass_fields__: ClassVar[dict[str, Any]]
+
+
+class _Part(Protocol):
+    """What the options ask of a part (follow/parts.py's FollowPart): which options it declares."""
+
+    options_type: ClassVar[type[Any] | None]
 
 
 T = TypeVar("T", bound=_Options)
@@ -62,6 +68,10 @@ class FollowOptions:
     # The parts' options by name (and possibly the core's too, which are ignored here): the trigger's
     # kwargs are held as they came, not copied, since a triggerer holds one follow per waiting job.
     parts: Mapping[str, Any] = field(default_factory=dict)
+    # Read back from the wire (from_dict: a trigger's kwargs, its event), whose keys another provider
+    # version may have written: those are carried unread. Options a caller builds are its own, so a
+    # key that no part of the follow declares is a mistake the core refuses (FollowOptions.unread).
+    from_wire: bool = field(default=False, repr=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.log_replicas, str):
@@ -72,13 +82,23 @@ class FollowOptions:
     @classmethod
     def of(cls, **values: Any) -> FollowOptions:
         """Options from flat names: the core's fields, every other name a part's option."""
-        return cls.from_dict(values)
+        return cls(**{k: v for k, v in values.items() if k in _CORE_FIELDS}, parts=values)
 
     def read(self, kind: type[T]) -> T:
         """A part's options (``kind``, its dataclass): the values given under its fields' names, the
         others its defaults."""
         names = kind.__dataclass_fields__
         return kind(**{k: v for k, v in self.parts.items() if k in names})
+
+    def unread(self, parts: Iterable[type[_Part]]) -> list[str]:
+        """The options given that neither the core nor any of ``parts`` declares (none from the wire)."""
+        if self.from_wire:
+            return []
+        known = set(_CORE_FIELDS)
+        for part in parts:
+            if part.options_type is not None:
+                known.update(part.options_type.__dataclass_fields__)
+        return sorted(k for k in self.parts if k not in known)
 
     def with_parts(self, **values: Any) -> FollowOptions:
         """These options with some of the parts' options set (``values``: flat names)."""
@@ -119,10 +139,10 @@ class FollowOptions:
         part reads (another provider version's) is carried along unread."""
         data = data if data is not None else {}
         core = _CORE_FIELDS
-        return cls(**{k: v for k, v in data.items() if k in core}, parts=data)
+        return cls(**{k: v for k, v in data.items() if k in core}, parts=data, from_wire=True)
 
 
-_CORE_FIELDS = frozenset(f for f in FollowOptions.__dataclass_fields__ if f != "parts")
+_CORE_FIELDS = frozenset(f for f in FollowOptions.__dataclass_fields__ if f not in ("parts", "from_wire"))
 
 
 @dataclass

@@ -65,7 +65,7 @@ class AsyncKubeflowJobHook(AsyncKubernetesHook):
     ) -> None:
         super().__init__(*args, **kwargs)
         self.retry_policy = RetryPolicy.from_timeout(api_retry_timeout)
-        self._workload_version = kueue.WorkloadVersion()
+        self._workload_version = kueue.workload_version(kueue.connection_of(self))
         self.pool_maxsize = pool_maxsize
         self.request_timeout = request_timeout
         self.connect_timeout = connect_timeout

@@ -27,6 +27,7 @@ import asyncio
 import http.client
 import logging
 import random
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -126,8 +127,6 @@ def _never_sent(exc: BaseException) -> bool:
 
 
 def _certificate_error(exc: BaseException) -> bool:
-    import ssl
-
     import aiohttp
     import urllib3.exceptions
 

@@ -33,7 +33,7 @@ class KubeflowJobHook(KubernetesHook):
     def __init__(self, *args: Any, api_retry_timeout: float | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.retry_policy = RetryPolicy.from_timeout(api_retry_timeout)
-        self._workload_version = kueue.WorkloadVersion()
+        self._workload_version = kueue.workload_version(kueue.connection_of(self))
 
     def _ns(self, namespace: str | None) -> str:
         return namespace or self.get_namespace() or self.DEFAULT_NAMESPACE

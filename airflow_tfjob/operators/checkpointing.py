@@ -102,7 +102,7 @@ def newest_listed(
     """The entry of ``directory`` whose name carries the highest epoch (or step) number, through
     Airflow's ObjectStoragePath (the store's connection); None when there is none or it cannot be read
     (a warning then says what the try does instead: ``otherwise``)."""
-    from airflow.sdk import ObjectStoragePath
+    from airflow.sdk import ObjectStoragePath  # fsspec's weight, for a task whose store is listed only
 
     try:
         path = ObjectStoragePath(directory, conn_id=store.conn_id)

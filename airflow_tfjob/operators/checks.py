@@ -21,9 +21,14 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from airflow_tfjob.build.checker import JobValidationError, Problem
+from airflow_tfjob.build.checker import PRINTABLE_ENV_RE, JobValidationError, Problem
+from airflow_tfjob.build.naming import canonical_replica_type
+from airflow_tfjob.jobs.kinds import KINDS, kind_named
+from airflow_tfjob.jobs.status import job_kind
 
 if TYPE_CHECKING:
+    from airflow.sdk import Asset
+
     from airflow_tfjob.integrations.tensorboard import TensorBoardSpec
 
 # Katib's metric name syntax (metrics.METRIC_RE's name group): a name outside it is never matched.
@@ -237,9 +242,6 @@ def progress_shape(name: str, value: Any, given: Mapping[str, Any]) -> Any:
 
 
 def lineage(name: str, value: Any, given: Mapping[str, Any]) -> Any:
-    # Imported here: the sensor reads this module and has no lineage parameters.
-    from airflow_tfjob.operators.lineage import lineage_problems
-
     problems = lineage_problems(name, value)
     if problems:
         raise JobValidationError(problems)
@@ -253,6 +255,57 @@ def checkpoint_store(name: str, value: Any, given: Mapping[str, Any]) -> Any:
     if is_template(value) or (isinstance(value, Mapping) and any(is_template(v) for v in value.values())):
         return value
     return parse_store(value, name)
+
+
+_LINEAGE_FIX = "use an airflow.sdk.Asset or a URI such as 's3://models/digits' or '/mnt/models/digits'"
+
+
+def lineage_problems(name: str, value: Any) -> list[Problem]:
+    """The problems of one lineage parameter (``model_asset``: one asset; the others: a list of them)."""
+    # Airflow's SDK, imported by the check alone: a DAG file's parse has it loaded already.
+    from airflow.sdk import Asset
+
+    def bad(item: Any) -> str | None:
+        """Why ``item`` is no asset (Airflow's own refusal names no parameter), or None."""
+        if isinstance(item, Asset):
+            return None
+        if not isinstance(item, str) or not item.strip():
+            return "is not an asset"
+        if is_template(item):
+            return None  # checked once rendered
+        if any(c.isspace() for c in item):
+            return "contains whitespace, which no asset URI has"
+        scheme, _, rest = item.partition("://")
+        if "://" in item and (not scheme or not rest.strip("/")):
+            return "names no location after its scheme"
+        try:
+            as_asset(item)
+        except (ValueError, TypeError) as error:
+            return f"is refused by Airflow: {error}"
+        return None
+
+    if value is None:
+        return []
+    if name == "model_asset":
+        why = bad(value)
+        return [Problem(name, f"{value!r:.200} {why}", _LINEAGE_FIX)] if why else []
+    if is_template(value):
+        return []
+    if not isinstance(value, (list, tuple)):
+        return [Problem(name, f"{value!r:.200} is not a list", f"use a list of them: {_LINEAGE_FIX}")]
+    return [
+        Problem(name, f"item {i} ({item!r:.200}) {why}", _LINEAGE_FIX)
+        for i, item in enumerate(value)
+        if (why := bad(item))
+    ]
+
+
+def as_asset(value: Asset | str) -> Asset:
+    """``value`` as an Asset (a URI names its own asset)."""
+    from airflow.sdk import Asset  # as in lineage_problems
+
+    return value if isinstance(value, Asset) else Asset(uri=value, name=value)
+
 
 
 # Kueue's webhook takes a LocalQueue name only as a DNS-1123 label (kueue.x-k8s.io/queue-name).
@@ -304,8 +357,6 @@ def queue_label(name: str, value: Any, given: Mapping[str, Any]) -> Any:
 
 def env_names(name: str, value: Any, given: Mapping[str, Any]) -> Any:
     """``secret_env`` (and its like): every variable name valid, each named without its value."""
-    from airflow_tfjob.build.checker import PRINTABLE_ENV_RE
-
     if not isinstance(value, Mapping):
         return value  # paramtypes names the type, never the value of a secret
     problems = [
@@ -386,20 +437,16 @@ def tensorboard(name: str, value: Any, given: Mapping[str, Any]) -> Any:
 
 
 def check_operator_parameters(
-    params: Mapping[str, Any], rules: Mapping[str, Rule] | None = None, kind: str = "TFJob"
+    params: Mapping[str, Any], rules: Mapping[str, Rule], kind: str = "TFJob"
 ) -> dict[str, Any]:
     """Raise JobValidationError listing every problem among the operator's own parameters; return
     them as the code using them takes them.
 
     ``params`` holds the operator's attributes by parameter name; absent keys are not checked.
     ``rules``: each parameter's rule, in the order problems are listed (an operator's table's
-    ``rules``); by default every row's of operators/params.py. ``kind``: the job's, which the message
-    names.
+    ``rules``, or every row's: ``operators.trainjob_params.every_rule()``; the tables name this
+    module's rules, so this module names no table). ``kind``: the job's, which the message names.
     """
-    if rules is None:
-        from airflow_tfjob.operators.params import every_rule  # the rows name this module's rules
-
-        rules = every_rule()
     problems: list[Problem] = []
     checked: dict[str, Any] = {}
     for name, rule in rules.items():
@@ -420,7 +467,6 @@ def check_log_replicas_against_job(selection: Any, manifest: Mapping[str, Any]) 
     the whole run.
     """
     from airflow_tfjob.follow.logs_parsing import LogSelection
-    from airflow_tfjob.jobs.status import job_kind
 
     if not isinstance(selection, LogSelection):
         return
@@ -453,8 +499,6 @@ def check_log_replicas_against_job(selection: Any, manifest: Mapping[str, Any]) 
 
 def replica_counts(replicas: Any, shortcuts: Mapping[str, Any]) -> Any:
     """``replicas`` with the shortcut arguments (``worker=2``) added; a type given in both is refused."""
-    from airflow_tfjob.build.naming import canonical_replica_type
-
     if not shortcuts:
         return replicas
     if replicas is None:
@@ -497,8 +541,6 @@ def kind_name_of(kind: Any, default: str | None, owner: str) -> str:
     Missing, unknown, or another kind than a named class's (``PyTorchJobOperator(kind="TFJob")``):
     JobValidationError naming `kind` and the fix.
     """
-    from airflow_tfjob.jobs.kinds import KINDS, kind_named
-
     given = kind if kind is not None else default
     known = ", ".join(k.kind for k in KINDS)
     if not isinstance(given, str):

@@ -3,7 +3,8 @@
 Both modes run the same async core (:func:`airflow_tfjob.follow.core.follow_job`): the worker runs it in
 its own event loop; a deferred task gives it to :class:`~airflow_tfjob.triggers.kubeflow.KubeflowJobTrigger`,
 and on resumption :func:`drain` continues from the trigger's cursors so that the result is the
-synchronous one. Cheap to import: the async core is imported when a job is followed.
+synchronous one. A run module (operators/runs.py's, and the operator's follow_options at its entry):
+what a DAG file's parse imports does not import it.
 """
 
 from __future__ import annotations
@@ -14,14 +15,17 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
-    from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
-    from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+from airflow_tfjob.constants import TRIGGER_TIMEOUT_MARGIN
+from airflow_tfjob.follow.core import drain_job, follow_job
+from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
+from airflow_tfjob.integrations import parts as registry
+from airflow_tfjob.operators import params
+from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
 
-# Extra time given to Airflow's own trigger timeout beyond the job deadline: the trigger enforces the
-# deadline itself (and deletes the job); Airflow's timeout is the backstop for a stuck trigger.
-TRIGGER_TIMEOUT_MARGIN = 120.0
+if TYPE_CHECKING:
+    from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
+
+__all__ = ["TRIGGER_TIMEOUT_MARGIN", "drain", "follow", "options_for", "trigger_for"]
 
 
 def options_for(operator: Any, checked: Mapping[str, Any], *, started: float | None) -> FollowOptions:
@@ -30,9 +34,6 @@ def options_for(operator: Any, checked: Mapping[str, Any], *, started: float | N
     them (the rows of its parameter table say which, under which field), with the kind of the job,
     the return marker, and the deadline of ``execution_timeout`` from ``started`` (None: none).
     """
-    from airflow_tfjob.follow.outcome import FollowOptions
-    from airflow_tfjob.operators import params
-
     timeout = operator.execution_timeout
     return FollowOptions.of(
         **params.follow_options(operator.parameter_table, checked, operator),
@@ -51,11 +52,8 @@ def follow(
     cursors: dict[str, Any] | None = None,
 ) -> FollowOutcome:
     """Follow the job to its end on the worker (logs, metrics, status)."""
-    from airflow_tfjob.follow.core import follow_job
-    from airflow_tfjob.integrations.parts import PARTS  # the registry, read when the job is followed
-
     async def run() -> FollowOutcome:
-        return await follow_job(hook, name, namespace, options, log, cursors, parts=PARTS)
+        return await follow_job(hook, name, namespace, options, log, cursors, parts=registry.PARTS)  # the registry as it is now
 
     return asyncio.run(run())
 
@@ -75,11 +73,8 @@ def drain(
     terminal status, before the replica counts settled). The outcome stands even if the last lines
     cannot be read.
     """
-    from airflow_tfjob.follow.core import drain_job
-    from airflow_tfjob.integrations.parts import PARTS
-
     async def run() -> FollowOutcome:
-        return await drain_job(hook, name, namespace, options.for_drain(), log.info, outcome, parts=PARTS)
+        return await drain_job(hook, name, namespace, options.for_drain(), log.info, outcome, parts=registry.PARTS)
 
     try:
         return asyncio.run(run())
@@ -98,8 +93,6 @@ def trigger_for(
     kill_grace_period: int | None,
 ) -> tuple[KubeflowJobTrigger, timedelta | None]:
     """The trigger that follows the job in the triggerer, and Airflow's timeout for it."""
-    from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
-
     now = time.time()
     timeout = None
     if options.deadline is not None:

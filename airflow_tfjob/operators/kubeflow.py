@@ -5,31 +5,27 @@ The task reads like the user's story: build the manifest -> validate it -> find 
 or create it -> follow it (inline, or deferred to the triggerer) -> drain its logs -> clean up ->
 return the result.
 
-Importing this module must stay cheap (DAG files are parsed all the time): the Kubernetes clients,
-the cncf.kubernetes hooks, the trigger and the async follow core are imported inside the methods
-that use them.
+This module declares (DAG files are parsed all the time, so importing it must stay cheap): the story
+itself, each entry point's body (``execute``, ``execute_complete``, ``resume_execution``'s ``__fail__``,
+``on_kill``), is :class:`airflow_tfjob.operators.runs.TaskTry`, imported at the entry with what a run
+needs (the Kubernetes clients, the trigger, the async follow core).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from datetime import timedelta
-from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator, BaseOperatorLink
 
-from airflow_tfjob.build.secrets import unquoted_in_errors
+from airflow_tfjob.build.secrets import mask_values, unquoted_in_errors
 from airflow_tfjob.constants import KILL_GRACE_PERIOD
-from airflow_tfjob.follow import cleanup
-from airflow_tfjob.hooks.connection import connection_of, hook_kwargs, task_hook
+from airflow_tfjob.hooks.connection import hook_kwargs, task_hook
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
 from airflow_tfjob.integrations import links
-from airflow_tfjob.jobs.status import as_ended, summarise
-from airflow_tfjob.operators import checkpointing, following, params, retry_fallback, submit
 from airflow_tfjob.operators import outcome as outcome_mod
+from airflow_tfjob.operators import params, retry_fallback, submit
 from airflow_tfjob.operators.building import ManifestBuilding
 from airflow_tfjob.operators.checks import (
     check_operator_parameters,
@@ -39,7 +35,7 @@ from airflow_tfjob.operators.checks import (
 )
 from airflow_tfjob.operators.lineage import LineageMixin
 from airflow_tfjob.operators.templating import TemplateFileRendering
-from airflow_tfjob.version_compat import AirflowException, conf, warn_missing
+from airflow_tfjob.version_compat import conf
 
 if TYPE_CHECKING:
     from airflow.sdk import Asset, Context
@@ -299,53 +295,15 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
 
     @retry_fallback.fail_fast
     def execute(self, context: Context) -> Any:
-        self._unhide_rendered_secrets()
-        warn_missing(self.log, "retry_policy", "task_state_store", "trigger_on_kill")
-        self._started = time.time()
-        self._checked = self._options = None  # from the values as rendered for this run
-        self._mask_secrets()
-        # Everything is checked before the first API call: a bad value creates nothing.
-        with unquoted_in_errors(self.secret_env):
-            self._checked_parameters()
-            self.plan_checkpoints(context)  # before the follow options and the job, which carry it
-            built = None
-            if self.asks_cluster():
-                # The job as its parameters describe it, checked before the cluster is asked which API
-                # runs it: invalid input costs no request and fails the same with or without a cluster.
-                built = self.build_manifest(context)
-                self._options = None  # of the kind the API chosen runs
-            self.choose_api(self.get_hook)
-            options = self.follow_options()  # of the kind the API chosen runs
-            manifest = (
-                built if built is not None and not self.api_changed_kind() else self.build_manifest(context)
-            )
-        if self.render_only:
-            return outcome_mod.rendered_only(manifest, self.log)
-        hook = self.get_hook()
-        if self.preflight:
-            self._preflight(hook, manifest)
-        job = self._submit(hook, manifest, context)
-        name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
-        self._job_ref = (name, namespace)
-        checkpointing.announce(self._checkpoint_plan, job, context, self.log)
-        # Links before anything waits, so they work while the job runs and the task is deferred.
-        links.push_links(
-            self.job_kind,
-            job,
-            self.kubernetes_conn_id,
-            context["ti"].xcom_push,
-            self.log,
-            tensorboard=self._tensorboard_spec() is not None,
-        )
-        self._start_tensorboard(hook, job, context)
-        if self.deferrable:
-            self._defer(name, namespace, options)
-        outcome = self._follow(name, namespace, options)
-        return self._complete(context, hook, name, namespace, outcome)
+        from airflow_tfjob.operators.runs import TaskTry  # the run module: what a try does, not parsed
+
+        return TaskTry(self).execute(context)
 
     def follow_options(self) -> FollowOptions:
         """The task's follow options, built once from its checked parameters."""
         if self._options is None:
+            from airflow_tfjob.operators import following  # the run module of the follow: not parsed
+
             options = following.options_for(self, self._checked_parameters(), started=self._started)
             plan = self._checkpoint_plan
             self._options = options.with_parts(**plan.follow_fields()) if plan is not None else options
@@ -370,8 +328,6 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
 
     def _mask_secrets(self) -> None:
         """Register the secret_env values with Airflow's masker: a replica printing one shows ***."""
-        from airflow_tfjob.build.secrets import mask_values
-
         if isinstance(self.secret_env, Mapping):
             mask_values(self.secret_env.values())
 
@@ -384,42 +340,6 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
         """The task instance's job: an earlier try's job to reattach to or report, or a new one."""
         return submit.find_or_create(hook, job, context, log=self.log, on_submit=self._following)
 
-    def _submit(self, hook: KubeflowJobHook, manifest: dict[str, Any], context: Context) -> dict[str, Any]:
-        """find_or_create, with a refusal for what the cluster lacks (a webhook's 403, a kind's 404, a
-        denied verb) told as the missing part and its fix rather than as the client's exception."""
-        from airflow_tfjob.preflight.failures import explain
-        from airflow_tfjob.preflight.needs import Target
-
-        try:
-            return self.find_or_create(hook, manifest, context)
-        except Exception as error:
-            target = Target.of_manifest(manifest, self.task_id)
-            meta = manifest["metadata"]
-            doing = f"submitting {target.kind.kind} {meta['namespace']}/{meta['name']}"
-            failure = submit.refusal(error, explain(error, hook, meta["namespace"], target, doing), doing)
-            if failure is None:
-                raise
-        # Raised outside the handler: the task log shows the explanation, not the client's traceback.
-        raise failure
-
-    def _preflight(self, hook: KubeflowJobHook, manifest: dict[str, Any]) -> None:
-        """preflight=True: the job's parts asked of the cluster; a missing one fails the task, nothing created."""
-        from airflow_tfjob.integrations.kueue.multikueue import CONNECTIONS_EXTRA, connection_map
-        from airflow_tfjob.preflight.checks import check
-        from airflow_tfjob.preflight.needs import Target
-
-        # MultiKueue's workers, as the follow will reach them: the operator's map over the extra's.
-        workers = {**connection_map(hook.connection_extra(CONNECTIONS_EXTRA)), **connection_map(self.multikueue_connections)}
-        target = replace(Target.of_manifest(manifest, self.task_id), workers=tuple(workers.items()))
-        meta = manifest["metadata"]
-        report = check(hook, meta["namespace"], [target], partial(_worker_hook, hook))
-        if not report.ok:
-            raise AirflowException(
-                f"Preflight: the cluster lacks what {target.kind.kind} {meta['namespace']}/{meta['name']} "
-                f"needs ({report.summary()}); nothing was submitted.\n{report.table()}"
-            )
-        self.log.info("Preflight: %s\n%s", report.summary(), report.table())
-
     def _following(self, name: str, namespace: str) -> None:
         self._job_ref = (name, namespace)
 
@@ -428,163 +348,25 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
     def _tensorboard_spec(self) -> TensorBoardSpec | None:
         return tensorboard_spec(self.tensorboard, self.tensorboard_log_dir, self.tensorboard_keep)
 
-    def _start_tensorboard(self, hook: KubeflowJobHook, job: Mapping[str, Any], context: Context) -> None:
-        from airflow_tfjob.integrations.tensorboard import XCOM_KEY, start_for_job
-
-        def push(url: str) -> None:
-            context["ti"].xcom_push(key=XCOM_KEY, value=url)
-
-        start_for_job(hook, self._tensorboard_spec(), job, push, self.log)
-
-    def _stop_tensorboard(
-        self, hook: KubeflowJobHook, name: str, namespace: str, *, force: bool = False
-    ) -> None:
-        from airflow_tfjob.integrations.tensorboard import stop_for_job
-
-        if stop_for_job(hook, self._tensorboard_spec(), name, namespace, self.log, force=force):
-            self._tensorboard_removed = True  # links.TensorBoardLink: no link to a deleted board
-
-    # ------------------------------------------------------------------ following
-
-    def _follow(self, name: str, namespace: str, options: FollowOptions) -> FollowOutcome:
-        return following.follow(self.get_async_hook(), name, namespace, options, self.log.info)
-
-    def _defer(self, name: str, namespace: str, options: FollowOptions) -> None:
-        trigger, timeout = following.trigger_for(
-            name,
-            namespace,
-            options,
-            connection_of(self),
-            delete_on_kill=self.on_kill_action == "delete",
-            kill_grace_period=self.kill_grace_period,
-        )
-        self.log.info(
-            "Deferring while %s %s/%s runs (logs continue in the triggerer)",
-            self.job_kind.kind,
-            namespace,
-            name,
-        )
-        self.defer(trigger=trigger, method_name="execute_complete", timeout=timeout)
+    # ------------------------------------------------------------------ resumed
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         """Resume after the trigger's one event: drain what is left of the logs, clean up, report."""
-        self._unhide_rendered_secrets()
-        from airflow_tfjob.follow.outcome import FollowOutcome
+        from airflow_tfjob.operators.runs import TaskTry  # the run module: what a try does, not parsed
 
-        name, namespace = event["name"], event["namespace"]
-        self._job_ref = (name, namespace)
-        outcome = FollowOutcome.from_dict(event)
-        hook = self.get_hook()
-        self.resume_api((event.get("options") or {}).get("kind"), lambda: hook)
-        if outcome.event in ("succeeded", "failed"):
-            outcome = self._drain(name, namespace, event, outcome)
-        if outcome.event == "timeout" and not event.get("deleted"):
-            self._kill(hook, name, namespace, "delete", "its deadline passed")
-        return self._complete(context, hook, name, namespace, outcome)
-
-    def _drain(
-        self, name: str, namespace: str, event: Mapping[str, Any], outcome: FollowOutcome
-    ) -> FollowOutcome:
-        from airflow_tfjob.follow.outcome import FollowOptions
-
-        # The options the trigger followed with (the task's, built in execute); an event of the
-        # previous release carries none, and the task builds them again.
-        sent = event.get("options")
-        options = FollowOptions.from_dict(sent) if sent is not None else self.follow_options()
-        return following.drain(self.get_async_hook(), name, namespace, options, self.log, outcome)
+        return TaskTry(self).execute_complete(context, event)
 
     @retry_fallback.fail_fast
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
         # "__fail__": the trigger crashed or Airflow's trigger timeout fired; the job would run on with
         # nobody watching it (apache/airflow#67227, #62398), so delete it before the task fails.
         if next_method == "__fail__":
-            self._delete_after_trigger_failure(context, next_kwargs or {})
+            from airflow_tfjob.operators.runs import TaskTry  # the run module: what a try does, not parsed
+
+            TaskTry(self).after_trigger_failure(context, next_kwargs or {})
         return super().resume_execution(next_method, next_kwargs, context)
 
-    def _delete_after_trigger_failure(self, context: Context, next_kwargs: Mapping[str, Any]) -> None:
-        hook = self.get_hook()
-        self.choose_api(lambda: hook)
-        ref = self._job_ref or submit.running_job_of_this_try(
-            hook, context, self.namespace or self._default_namespace(), self.job_kind
-        )
-        if ref is None:
-            self.log.warning(
-                "Trigger failed (%s); no %s of this try found to delete",
-                next_kwargs.get("error"),
-                self.job_kind.kind,
-            )
-            return
-        self.log.error(
-            "Trigger failed (%s): deleting %s %s/%s",
-            next_kwargs.get("error"),
-            self.job_kind.kind,
-            ref[1],
-            ref[0],
-        )
-        self._kill(hook, ref[0], ref[1], "delete", "its trigger failed")
-        self._stop_tensorboard(hook, ref[0], ref[1], force=True)
-
     # ------------------------------------------------------------------ outcome
-
-    def _complete(
-        self, context: Context, hook: KubeflowJobHook, name: str, namespace: str, outcome: FollowOutcome
-    ) -> Any:
-        """Clean up after the final state (logs drained) and report it: the result, or the failure."""
-        # The newest checkpoint first, whatever the outcome: a failed or preempted try's is the next one's start.
-        plan = self._checkpoint_plan or self.plan_checkpoints(context, look=False)
-        checkpointing.record(plan, outcome.part("checkpoint"), context, self.log)
-        try:
-            return self._report(context, hook, name, namespace, outcome)
-        finally:
-            # Whatever the outcome: a board nobody asked to keep never outlives its task.
-            self._stop_tensorboard(hook, name, namespace)
-
-    def _report(
-        self, context: Context, hook: KubeflowJobHook, name: str, namespace: str, outcome: FollowOutcome
-    ) -> Any:
-        self._outcome = outcome  # for the OpenLineage facets
-        for line in outcome.diagnostics:
-            self.log.error("%s", line)
-        if outcome.dropped:
-            # Each drop was announced in the task log where it happened; the counts, for whoever reads
-            # the task's XCom (by replica: {"worker-3": {"budget": n, "rate": m}}, "*": the total cap).
-            context["ti"].xcom_push(key="log_lines_dropped", value=outcome.dropped)
-        job = hook.find_job(self.job_kind, name, namespace)
-        # The status as the job ended (its replica counts settle after the terminal condition).
-        outcome.status = as_ended(outcome.status, job)
-        status = outcome_mod.final_status(
-            outcome,
-            job,
-            name,
-            namespace,
-            startup_timeout=self.startup_timeout,
-            delete=lambda why: self._kill(hook, name, namespace, "delete", why),
-            kind=self.job_kind.kind,
-        )
-        assert job is not None  # final_status raised otherwise
-        self._job = job
-
-        def push(key: str, value: Any) -> None:
-            context["ti"].xcom_push(key=key, value=value)
-
-        reported = outcome.part("reported")
-        if reported:
-            # The last progress the job's status reported (a TrainJob's trainer_status), whatever the
-            # outcome: beside the result's log-parsed progress, and there for a failed try too.
-            push(reported["key"], reported["value"])
-        self._cost = outcome_mod.report_cost(job, outcome.part("queue"), now=time.time(), log=self.log, push=push)
-        outcome_mod.settle(
-            hook, job, status, outcome.part("metrics", {}), self.on_finish_action, log=self.log, push=push,
-            failures=outcome.failures,
-            keep_failed_for=self._checked_parameters()["keep_failed_for"], now=time.time(),
-        )  # fmt: skip
-        self.log.info("%s %s/%s succeeded: %s", self.job_kind.kind, namespace, name, summarise(status))
-        self._publish_model(context, job, outcome.part("metrics", {}))
-        # Computed before the job is marked reported: a result that cannot be produced (a missing
-        # return value) leaves the job reportable by a retry instead of training again.
-        result = self.result_from_outcome(outcome, context)
-        outcome_mod.mark_reported(hook, job, self.log)
-        return result
 
     def result_from_outcome(self, outcome: FollowOutcome, context: Context) -> Any:
         """The task's return value (XCom) for a succeeded job; subclasses may return something else.
@@ -601,37 +383,6 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
     def on_kill(self) -> None:
         if self._job_ref is None:
             return
-        name, namespace = self._job_ref
-        hook = self.get_hook()
-        if self._kill(hook, name, namespace, self.on_kill_action):
-            self._stop_tensorboard(hook, name, namespace, force=True)
+        from airflow_tfjob.operators.runs import TaskTry  # the run module: what a try does, not parsed
 
-    def _kill(
-        self, hook: KubeflowJobHook, name: str, namespace: str, action: str, why: str = "the task was killed"
-    ) -> bool:
-        """Every kill path of the task (a user's kill, a timeout, a failed trigger) stops the job alike,
-        and checks that MultiKueue's copy on a worker goes with it."""
-        from airflow_tfjob.integrations.kueue.multikueue import WorkerCopyCheck
-
-        worker = WorkerCopyCheck(self.multikueue_connections, warn=self.log.warning, info=self.log.info)
-        return cleanup.kill(
-            hook,
-            name,
-            namespace,
-            on_kill_action=action,
-            log=self.log.info,
-            grace_period_seconds=self.kill_grace_period,
-            why=why,
-            kind=self.job_kind,
-            elsewhere=worker,
-        )
-
-
-#: Seconds a preflight question to a MultiKueue worker is retried in all: an unreachable worker is a
-#: row of the report (a warning), not a wait of the whole api_retry_timeout.
-WORKER_PREFLIGHT_TIMEOUT = 10.0
-
-
-def _worker_hook(hook: KubeflowJobHook, conn_id: str) -> KubeflowJobHook:
-    """A MultiKueue worker's hook for preflight: the job hook's class, on the worker's connection."""
-    return type(hook)(conn_id=conn_id, api_retry_timeout=WORKER_PREFLIGHT_TIMEOUT)
+        TaskTry(self).on_kill()

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_tfjob.build.checker import Problem
+from airflow_tfjob.operators import params
+from airflow_tfjob.operators.checks import as_asset
 
 if TYPE_CHECKING:
     from airflow.sdk import Asset, Context
@@ -23,56 +24,6 @@ if TYPE_CHECKING:
     from airflow_tfjob.jobs.kinds import JobKind
 
 LINEAGE_PARAMETERS = ("model_asset", "lineage_inputs", "lineage_outputs")
-_FIX = "use an airflow.sdk.Asset or a URI such as 's3://models/digits' or '/mnt/models/digits'"
-
-
-def lineage_problems(name: str, value: Any) -> list[Problem]:
-    """The problems of one lineage parameter (``model_asset``: one asset; the others: a list of them)."""
-    from airflow.sdk import Asset
-
-    from airflow_tfjob.operators.checks import is_template
-
-    def bad(item: Any) -> str | None:
-        """Why ``item`` is no asset (Airflow's own refusal names no parameter), or None."""
-        if isinstance(item, Asset):
-            return None
-        if not isinstance(item, str) or not item.strip():
-            return "is not an asset"
-        if is_template(item):
-            return None  # checked once rendered
-        if any(c.isspace() for c in item):
-            return "contains whitespace, which no asset URI has"
-        scheme, _, rest = item.partition("://")
-        if "://" in item and (not scheme or not rest.strip("/")):
-            return "names no location after its scheme"
-        try:
-            as_asset(item)
-        except (ValueError, TypeError) as error:
-            return f"is refused by Airflow: {error}"
-        return None
-
-    if value is None:
-        return []
-    if name == "model_asset":
-        why = bad(value)
-        return [Problem(name, f"{value!r:.200} {why}", _FIX)] if why else []
-    if is_template(value):
-        return []
-    if not isinstance(value, (list, tuple)):
-        return [Problem(name, f"{value!r:.200} is not a list", f"use a list of them: {_FIX}")]
-    return [
-        Problem(name, f"item {i} ({item!r:.200}) {why}", _FIX)
-        for i, item in enumerate(value)
-        if (why := bad(item))
-    ]
-
-
-def as_asset(value: Asset | str) -> Asset:
-    from airflow.sdk import Asset
-
-    return value if isinstance(value, Asset) else Asset(uri=value, name=value)
-
-
 def _uri(item: Asset | str) -> str:
     return item if isinstance(item, str) else item.uri
 
@@ -139,7 +90,6 @@ class LineageMixin:
         """The job as the task will submit it (before execute: no identity yet), for the claims;
         None when it cannot be built (execute reports why; lineage never fails the task)."""
         from airflow_tfjob.build import manifest as manifest_mod
-        from airflow_tfjob.operators import params
 
         base = getattr(self, "_job_value", None)
         try:

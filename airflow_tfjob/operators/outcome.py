@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from airflow_tfjob.build.limits import bounded, shown_json
+from airflow_tfjob.build.secrets import redact
 from airflow_tfjob.constants import ANNOTATION_RESULT_REPORTED
 from airflow_tfjob.follow import cleanup
 from airflow_tfjob.follow.failure import TrainingJobFailed, classify
@@ -71,15 +73,13 @@ def final_status(
             f"{outcome.message} (the {kind} was deleted)",
             classify(outcome.event, outcome.failures, specs, outcome.message),
         )
-    from airflow_tfjob.integrations.kueue.multikueue import FAILURE_EVENTS as MULTIKUEUE_EVENTS
     from airflow_tfjob.integrations.kueue.tracker import FAILURE_EVENTS
 
-    verdicts = {**FAILURE_EVENTS, **MULTIKUEUE_EVENTS}
-    if outcome.event in verdicts:
+    if outcome.event in FAILURE_EVENTS:
         # Kueue's verdicts (kueue/tracker.py, kueue/multikueue.py): a job left queued or suspended would
         # hold its place; one whose worker was lost would hold its quota on the manager.
         if job is not None:
-            delete(verdicts[outcome.event])
+            delete(FAILURE_EVENTS[outcome.event])
         raise TrainingJobFailed(
             f"{outcome.message} (the {kind} was deleted)", classify(outcome.event, message=outcome.message)
         )
@@ -204,9 +204,6 @@ def mark_reported(hook: KubeflowJobHook, job: Mapping[str, Any], log: Any) -> No
 
 def rendered_only(tfjob: dict[str, Any], log: Any) -> dict[str, Any]:
     """The result of ``render_only=True``: the manifest, secrets redacted, in the log and XCom."""
-    from airflow_tfjob.build.limits import bounded, shown_json
-    from airflow_tfjob.build.secrets import redact
-
     shown = redact(tfjob)
     log.info("render_only=True: %s not submitted. Manifest:\n%s", job_kind(tfjob).kind, shown_json(shown))
     return {"rendered_only": True, "manifest": bounded(shown)}

@@ -364,13 +364,6 @@ PARAMETERS: tuple[Param, ...] = (
 )
 
 
-def every_rule() -> dict[str, Rule]:
-    """Every checked parameter's rule, by name, in the order of the signature (check_operator_parameters)."""
-    from airflow_tfjob.operators.trainjob_params import TRAINJOB_ROWS
-
-    return {row.name: row.check for row in (*PARAMETERS, *TRAINJOB_ROWS) if row.check is not None}
-
-
 @dataclass(frozen=True)
 class ParameterSet:
     """One kind's parameters (or every row's) and what derives from them, in signature order."""

@@ -35,6 +35,9 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from airflow_tfjob.build.checker import JobValidationError, parse_quantity
+from airflow_tfjob.hooks.retry import ApiCallFailed
+from airflow_tfjob.jobs.adapter import adapter_of
 from airflow_tfjob.version_compat import AIRFLOW_V_3_3_PLUS
 
 if AIRFLOW_V_3_3_PLUS:
@@ -72,9 +75,6 @@ _KEPT_DECISIONS = 20
 
 def cause_of(exception: BaseException) -> FailureCause | None:
     """The provider's diagnosis of ``exception``, or None if it is not the provider's to diagnose."""
-    from airflow_tfjob.build.checker import JobValidationError
-    from airflow_tfjob.hooks.retry import ApiCallFailed
-
     seen: set[int] = set()
     error: BaseException | None = exception
     while error is not None and id(error) not in seen:
@@ -90,8 +90,6 @@ def cause_of(exception: BaseException) -> FailureCause | None:
 
 
 def _quantity(value: Any, field: str) -> Decimal:
-    from airflow_tfjob.build.checker import parse_quantity
-
     parsed = parse_quantity(value)
     if parsed is None or parsed <= 0:
         raise ValueError(
@@ -336,8 +334,6 @@ def apply_to_manifest(manifest: dict[str, Any], context: Any, log: Any) -> dict[
     state = _state(store)
     if not state:
         return manifest
-    from airflow_tfjob.jobs.adapter import adapter_of
-
     adapter = adapter_of(manifest)
     for rtype, limit in sorted((state.get("memory") or {}).items()):
         if adapter.set_memory_limit(manifest, rtype, limit):

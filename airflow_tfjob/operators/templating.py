@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_tfjob.build import templates
 from airflow_tfjob.build.checker import JobValidationError
+from airflow_tfjob.build.secrets import hidden
 from airflow_tfjob.operators.checks import is_template
 
 if TYPE_CHECKING:
@@ -59,8 +60,6 @@ class TemplateFileRendering(_Base):
         the values as rendered are kept aside until ``_unhide_rendered_secrets`` (the start of
         ``execute`` and ``execute_complete``), which the job needs.
         """
-        from airflow_tfjob.build.secrets import hidden
-
         secrets = self._secret_strings()
         for name in template_fields:
             value = getattr(self, name, None)

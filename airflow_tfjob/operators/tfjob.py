@@ -11,10 +11,9 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow_tfjob.constants import KILL_GRACE_PERIOD
+from airflow_tfjob.constants import KILL_GRACE_PERIOD, TRIGGER_TIMEOUT_MARGIN
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
 from airflow_tfjob.operators import params
-from airflow_tfjob.operators.following import TRIGGER_TIMEOUT_MARGIN
 from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
 from airflow_tfjob.operators.outcome import RESULT_KEYS
 from airflow_tfjob.operators.submit import STATE_KEY

@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from airflow_tfjob.build.checker import JobValidationError
-from airflow_tfjob.operators.checks import is_template, log_selection
+from airflow_tfjob.operators.checks import Rule, is_template, log_selection
 from airflow_tfjob.operators.params import PARAMETERS, Param, ParameterSet
 
 _SHARED = {p.name: p for p in PARAMETERS}
@@ -86,3 +86,10 @@ def trainjob_arguments(operator: Any) -> dict[str, Any]:
         for name in TRAINJOB_PARAMETERS.manifest_params
         if getattr(operator, name, None) is not None
     }
+
+
+def every_rule() -> dict[str, Rule]:
+    """Every checked parameter's rule (the kubeflow.org/v1 kinds' rows and TrainJob's own), by name, in
+    the order of the signatures (check_operator_parameters). Here, above both tables, so that the
+    generic table does not import TrainJob's, which imports it."""
+    return {row.name: row.check for row in (*PARAMETERS, *TRAINJOB_ROWS) if row.check is not None}

@@ -204,11 +204,7 @@ def _kinds(cluster: Cluster, targets: tuple[Target, ...]) -> Iterator[Finding]:
 
 def _installed_version(cluster: Cluster, api: needs.Api) -> str:
     """The installed release where its install records one (Trainer's ConfigMap), readable or not."""
-    if api.version_config is None:
-        return ""
-    namespace, name, key = api.version_config
-    config, _ = _refused(cluster.find_object, "v1", "configmaps", name, namespace)
-    version = ((config or {}).get("data") or {}).get(key)
+    version = _recorded_release(cluster, api)
     return f"; release {version}" if version else ""
 
 
@@ -245,6 +241,47 @@ def _runtimes(cluster: Cluster, namespace: str, targets: tuple[Target, ...]) -> 
             labels = (runtime.get("metadata") or {}).get("labels") or {}
             framework = labels.get("trainer.kubeflow.org/framework")
             yield Finding(part, "installed" + (f" (framework {framework})" if framework else ""))
+            yield from _replicated_job_names(cluster, api, runtime, part, target)
+
+
+def _replicated_job_names(
+    cluster: Cluster, api: needs.Api, runtime: dict, part: str, target: Target
+) -> Iterator[Finding]:
+    """A runtime's ReplicatedJob names against the limit its API's later releases enforce: MISSING on a
+    release that refuses them, a warning before it (the upgrade will), nothing when all fit."""
+    if api.replicated_job_name_limit is None:
+        return
+    since, limit = api.replicated_job_name_limit
+    names = needs.replicated_job_names(runtime)
+    long = [n for n in names if len(n) > limit]
+    if not long:
+        return
+    recorded = _recorded_release(cluster, api)
+    release = needs.release_of(recorded)
+    shown = ", ".join(f"{n} ({len(n)})" for n in long)
+    later = f"{since[0]}.{since[1]}"
+    row = f"{part}: ReplicatedJob names"
+    fix = needs.replicated_job_name_fix(long, limit, target.runtime or "", target.runtime_kind)
+    of = recorded if release is not None else "of an unknown release" + (f" ({recorded})" if recorded else "")
+    there = f"{shown} over {limit} characters; {api.releases} {of}"
+    if release is not None and release >= since:
+        missing = (f"{api.releases} {later}+ refuses ReplicatedJob names over {limit} characters "
+                   f"({needs.REPLICATED_JOB_NAME_SOURCE})")
+        yield Finding(row, there, missing, fix)
+    else:
+        missing = (f"will be refused after upgrading to {api.releases} {later} "
+                   f"({needs.REPLICATED_JOB_NAME_SOURCE})")
+        yield Finding(row, there, missing, fix + f", before upgrading to {later}", blocking=False)
+
+
+def _recorded_release(cluster: Cluster, api: needs.Api) -> str | None:
+    """The release the API's install records (None: it records none, or reading it was refused)."""
+    if api.version_config is None:
+        return None
+    namespace, name, key = api.version_config
+    config, _ = _refused(cluster.find_object, "v1", "configmaps", name, namespace)
+    version = ((config or {}).get("data") or {}).get(key)
+    return str(version) if version else None
 
 
 def _kueue(cluster: Cluster, targets: tuple[Target, ...]) -> Iterator[Finding]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from airflow_tfjob.constants import MAX_CLI_SECONDS, NumberOption
 from airflow_tfjob.jobs.kinds import kind_named
-from airflow_tfjob.preflight.needs import Target
+from airflow_tfjob.preflight.needs import Target, target_of_task
 from airflow_tfjob.preflight.report import EXIT_UNREACHABLE, EXIT_USAGE, Report
 
 #: How long one question may be retried when the server does not answer (the hooks' retry policy).
@@ -149,11 +149,10 @@ def _with_workers(target: Target, workers: dict[str, str]) -> Target:
     return replace(target, workers=tuple({**workers, **dict(target.workers)}.items()))
 
 
-def _connect(timeout: float) -> Callable[[str], Any]:
-    """A MultiKueue worker's cluster from its Airflow connection id, asked with the command's timeout."""
-    from airflow_tfjob.hooks.sync import KubeflowJobHook
-
-    return lambda conn_id: KubeflowJobHook(conn_id=conn_id, api_retry_timeout=timeout)
+def _connect(hook: Any, timeout: float) -> Callable[[str], Any]:
+    """A MultiKueue worker's cluster from its Airflow connection id: a hook of the command's hook's class
+    on that connection, asked with the command's timeout."""
+    return lambda conn_id: type(hook)(conn_id=conn_id, api_retry_timeout=timeout)
 
 
 def _hook(args: argparse.Namespace) -> Any:
@@ -197,7 +196,7 @@ def _check(hook: Any, namespace: str, targets: list[Target], timeout: float) -> 
     from airflow_tfjob.preflight.checks import check
 
     try:
-        return check(hook, namespace, targets, _connect(timeout))
+        return check(hook, namespace, targets, _connect(hook, timeout))
     except Exception as error:
         status = api_status(error)
         if status is None and not _is_connection_error(error):
@@ -235,8 +234,6 @@ def _is_connection_error(error: BaseException) -> bool:
 def _dag_targets(path: Path, hook: Any) -> list[Target]:
     """Every provider job a DAG file defines, as its operator will run it (an ``api="auto"`` TFJob is
     decided as the operator decides it, from the cluster's discovery)."""
-    from airflow_tfjob.preflight.needs import target_of_task
-
     if not path.is_file():
         raise Unreachable(f"no DAG file at {path}")
     from airflow_tfjob.version_compat import AIRFLOW_V_3_2_PLUS

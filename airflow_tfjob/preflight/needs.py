@@ -62,6 +62,14 @@ class Api:
     companions: tuple[tuple[str, str, str, str], ...] = ()
     #: Where its install records the release: (namespace, ConfigMap, key).
     version_config: tuple[str, str, str] | None = None
+    #: A limit on its runtimes' ReplicatedJob names: (the first release enforcing it, the most characters).
+    replicated_job_name_limit: tuple[tuple[int, int], int] | None = None
+    #: How its releases are named in a verdict ("Trainer 2.4"); its name where empty.
+    release_name: str = ""
+
+    @property
+    def releases(self) -> str:
+        return self.release_name or self.name
 
 
 TRAINER_INSTALL = 'kubectl apply --server-side -k "https://github.com/kubeflow/trainer.git/manifests/overlays/manager?ref=v2.3.0"'
@@ -87,12 +95,35 @@ APIS: dict[str, Api] = {
             ),
         ),
         version_config=TRAINER_VERSION_CONFIG,
+        replicated_job_name_limit=((2, 4), 20),
+        release_name="Trainer",
     ),
 }
 #: Trainer v2's API (its release is what a Kueue's TrainJob integration depends on).
 TRAINER_API = "trainer.kubeflow.org"
 #: The plural of the namespaced runtime kind.
 RUNTIME_PLURALS = {"ClusterTrainingRuntime": "clustertrainingruntimes", "TrainingRuntime": "trainingruntimes"}
+
+
+#: Where the ReplicatedJob name limit comes from. Trainer v2.4.0 refuses a runtime with a ReplicatedJob
+#: name over 20 characters (kubeflow/trainer#4394, as issue 38 reads v2.4.0's release notes); not
+#: confirmed in the stored sources: the stored kubeflow/trainer ends (2026-08-21) before v2.4.0.
+REPLICATED_JOB_NAME_SOURCE = "kubeflow/trainer#4394"
+
+
+def replicated_job_names(runtime: Mapping[str, Any]) -> list[str]:
+    """The ReplicatedJob names of a (Cluster)TrainingRuntime (spec.template.spec.replicatedJobs)."""
+    template = ((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}
+    return [str(r.get("name")) for r in template.get("replicatedJobs") or () if isinstance(r, Mapping)]
+
+
+def replicated_job_name_fix(names: list[str], limit: int, runtime: str, runtime_kind: str) -> str:
+    """How to make a runtime's ReplicatedJob names fit the limit."""
+    plural = RUNTIME_PLURALS.get(runtime_kind, runtime_kind)
+    return (
+        f"rename {', '.join(names)} to at most {limit} characters in {runtime_kind} {runtime} "
+        f"(kubectl edit {plural} {runtime}), and in any TrainJob patch (spec.runtimePatches) that names it"
+    )
 
 
 def api_of(kind: JobKind) -> Api:

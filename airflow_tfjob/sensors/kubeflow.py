@@ -6,23 +6,21 @@ exist yet until its own timeout. In deferrable mode the wait runs in the trigger
 :class:`airflow_tfjob.triggers.kubeflow.KubeflowJobConditionTrigger`, which subscribes to the shared
 per-namespace watch (no polling).
 
-Kept import-light like the operator: the Kubernetes clients and hooks are imported where used.
+This module declares (a DAG file's parse imports it); what the sensor does when it runs is
+:mod:`airflow_tfjob.sensors.runs`, imported at each entry point.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseSensorOperator
 
-from airflow_tfjob.hooks.connection import connection_of, task_hook
+from airflow_tfjob.hooks.connection import task_hook
 from airflow_tfjob.jobs.kinds import JobKind, kind_named
-from airflow_tfjob.jobs.status import JobState, condition_reached, failure_message, interpret, summarise
 from airflow_tfjob.operators.checks import kind_name_of
-from airflow_tfjob.triggers.kubeflow import KubeflowJobConditionTrigger
-from airflow_tfjob.version_compat import AirflowException, AirflowFailException, conf
+from airflow_tfjob.version_compat import conf
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -100,69 +98,20 @@ class KubeflowJobSensor(BaseSensorOperator):
     def get_hook(self) -> KubeflowJobHook:
         return task_hook(self)
 
-    def _namespace(self, hook: KubeflowJobHook) -> str:
-        namespace = self.namespace or hook.get_namespace() or "default"
-        if not self.namespace:
-            from airflow_tfjob.sensors.checks import check_sensor_parameters
-
-            check_sensor_parameters(
-                {"namespace": namespace}, kind=self.kind
-            )  # the connection's, checked like ours
-        return namespace
-
     def poke(self, context: Context) -> bool:
-        self._check_target()
-        hook = self.get_hook()
-        namespace = self._namespace(hook)
-        job = hook.find_job(self.job_kind, self.name, namespace)
-        if job is None:
-            self.log.info("%s %s/%s does not exist yet", self.kind, namespace, self.name)
-            return False
-        status = interpret(job)
-        if status.state is JobState.FAILED:
-            raise AirflowFailException(failure_message(self.name, namespace, status, self.kind))
-        from airflow_tfjob.integrations.kueue.note import queue_note
+        from airflow_tfjob.sensors import runs  # the run module: what a run does, not parsed
 
-        note = queue_note(hook, job)  # a job with a Kueue queue: queued, admitted, preempted...
-        self.log.info(
-            "%s %s/%s: %s%s", self.kind, namespace, self.name, summarise(status), f"; {note}" if note else ""
-        )
-        return condition_reached(status, self.target_condition)
+        return runs.poke(self, context)
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
             return super().execute(context)
-        # One look first: a job already there needs no trip through the triggerer.
-        if self.poke(context):
-            return None
-        hook = self.get_hook()
-        namespace = self._namespace(hook)
-        self.log.info(
-            "Waiting in the triggerer for %s %s/%s to reach %s",
-            self.kind,
-            namespace,
-            self.name,
-            self.target_condition,
-        )
-        self.defer(
-            trigger=KubeflowJobConditionTrigger(
-                name=self.name,
-                namespace=namespace,
-                target_condition=self.target_condition,
-                **connection_of(self),
-                kind=self.kind,
-            ),
-            method_name="execute_complete",
-            timeout=timedelta(seconds=self.timeout),
-        )
+        from airflow_tfjob.sensors import runs  # the run module: what a run does, not parsed
+
+        runs.defer(self, context)
+        return None
 
     def execute_complete(self, context: Context, event: Mapping[str, Any]) -> None:
-        # Raised exceptions go through BaseSensorOperator.resume_execution, which applies soft_fail.
-        if event["event"] == "reached":
-            self.log.info("%s %s/%s: %s", self.kind, event["namespace"], event["name"], event["message"])
-            return
-        if event["event"] == "failed":
-            raise AirflowFailException(event["message"])
-        raise AirflowException(
-            f"Could not watch {self.kind} {event['namespace']}/{event['name']}: {event['message']}"
-        )
+        from airflow_tfjob.sensors import runs  # the run module: what a run does, not parsed
+
+        runs.complete(self, event)

@@ -41,28 +41,14 @@ triggerer saw it is not: nothing is left to see). A failed job emits nothing.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-from airflow_tfjob.hooks.connection import connection_of, hook_kwargs
+from airflow_tfjob.hooks.connection import connection_of
 from airflow_tfjob.jobs.kinds import kind_named
-
-if TYPE_CHECKING:
-    from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
-
-
-def _load_runtime(kind: str) -> None:
-    """What run() needs, imported in a worker thread so that no import runs on the event loop: the hook,
-    the stream, and the job APIs' adapters (the registry imports an adapter module on first use)."""
-    import airflow_tfjob.hooks.aio
-    import airflow_tfjob.integrations.assets  # noqa: F401
-    from airflow_tfjob.jobs.adapter import adapter_for, pod_replica
-
-    adapter_for(kind_named(kind))
-    pod_replica({})  # loads every API's adapter, which telling a pod's replica asks
+from airflow_tfjob.triggers.loader import load_run_modules
 
 
 class KubeflowJobSucceededTrigger(BaseEventTrigger):
@@ -93,6 +79,8 @@ class KubeflowJobSucceededTrigger(BaseEventTrigger):
         api_retry_timeout: float | None = None,
     ) -> None:
         super().__init__()
+        # What checks the arguments, imported by the constructor alone: a DAG file that declares no asset
+        # watcher does not load them.
         from airflow_tfjob.follow.metrics import MetricsCollector
         from airflow_tfjob.integrations.assets import LabelSelector
 
@@ -133,49 +121,9 @@ class KubeflowJobSucceededTrigger(BaseEventTrigger):
             },
         )
 
-    def _hook(self) -> AsyncKubeflowJobHook:
-        from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
-
-        return AsyncKubeflowJobHook(**hook_kwargs(self))
-
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        await asyncio.to_thread(_load_runtime, self.kind)
-        from airflow_tfjob.integrations.assets import (
-            emitted,
-            event_payload,
-            mark,
-            subscribe,
-            succeeded,
-            watcher_id,
-        )
+        await load_run_modules()
+        from airflow_tfjob.triggers import asset_runs  # the run module, loaded off the loop by the await
 
-        kind = kind_named(self.kind)
-        hook = self._hook()
-        namespace = self.namespace or await hook.get_namespace_async()
-        watch_id = watcher_id(self.serialize()[1])
-        done: set[str] = set()  # this run's events, should a mark be refused
-        self.log.info(
-            "Watching %ss in %s labelled %s: an asset event for each that succeeds (mark %s)",
-            kind.kind, namespace, self.label_selector, watch_id,
-        )  # fmt: skip
-        async with subscribe(hook, namespace, kind) as sub:
-            while True:
-                job = await sub.next()
-                meta = job.get("metadata") or {}
-                uid = str(meta.get("uid") or "")
-                if (
-                    uid in done
-                    or not self.selector.matches(meta.get("labels"))
-                    or emitted(job, watch_id)
-                    or not succeeded(kind, job)
-                ):
-                    continue
-                payload = await event_payload(hook, kind, job, self.metrics)
-                done.add(uid)
-                self.log.info(
-                    "%s %s/%s succeeded: asset event with metrics %s%s",
-                    kind.kind, namespace, meta.get("name"), payload["metrics"],
-                    f" ({payload['metrics_note']})" if payload["metrics_note"] else "",
-                )  # fmt: skip
-                yield TriggerEvent(payload)
-                await mark(hook, kind, job, watch_id)
+        async for event in asset_runs.watch(self):
+            yield event

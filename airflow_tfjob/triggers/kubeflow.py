@@ -31,7 +31,7 @@ that resumes from a saved position reads the master replica's lines since the de
 metrics, progress, checkpoints and returned value (the stopped trigger's were lost with it), without
 showing them. Either way it writes one marker line first (starting with :data:`airflow_tfjob.triggers.positions.TAKE_OVER`) that says which. It knows it is
 a take-over because the first run of a deferral stamps the TFJob with ``deferred_at`` (annotation
-:data:`ANNOTATION_TRIGGER_STARTED`). The start-up timeout counts from ``deferred_at``, so it does
+:data:`airflow_tfjob.triggers.runs.ANNOTATION_TRIGGER_STARTED`). The start-up timeout counts from ``deferred_at``, so it does
 not start over with each restart either; a job that had already started before the restart is not
 held to it again.
 
@@ -58,155 +58,31 @@ Kill and timeout semantics (Airflow 3.3.2):
   ``deadline`` passes the trigger deletes the job itself, then yields ``timeout``. The operator should
   defer with a timeout somewhat beyond the deadline, so that Airflow's own timeout only catches a stuck
   trigger (and handle ``__fail__`` by deleting the job).
+
+This module declares (the triggerer imports it on its event loop); what the triggers do when they run is
+:mod:`airflow_tfjob.triggers.runs`, imported at each entry point once
+:func:`airflow_tfjob.triggers.loader.load_run_modules` has loaded it off the loop.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import contextlib
 import contextvars
-import gc
-import importlib
-import threading
-import time
-import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_tfjob.constants import KILL_GRACE_PERIOD
-from airflow_tfjob.hooks.connection import connection_of, hook_kwargs
+from airflow_tfjob.hooks.connection import connection_of
+from airflow_tfjob.triggers.loader import load_run_modules, run_modules_loaded
 
 if TYPE_CHECKING:
-    from airflow_tfjob.follow.outcome import FollowOptions
-    from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
     from airflow_tfjob.jobs.kinds import JobKind
     from airflow_tfjob.jobs.status import JobStatus
-    from airflow_tfjob.triggers.positions import LineHook, PositionBook, SavedPosition
-
-#: The TFJob annotation holding the ``deferred_at`` of the deferral whose trigger has started.
-ANNOTATION_TRIGGER_STARTED = "tfjob.airflow.apache.org/trigger-started"
-
-#: How long the trigger waits past ``deadline`` for follow_job to report the timeout itself (with its
-#: cursors and diagnostics) before it cancels it.
-DEADLINE_GRACE = 15.0
-#: How long a stopping trigger waits for its position to be saved (a triggerer's shutdown is not held).
-STOP_SAVE_TIMEOUT = 5.0
-#: How long the start of a run waits for the shared watch's first LIST before it reads the job by a GET.
-JOB_READ_TIMEOUT = 60.0
-#: How long deletion (timeout, kill) waits for the TFJob to disappear; on_kill is bounded by
-#: ``[triggerer] on_kill_timeout`` (30 s by default).
-DELETE_WAIT = 20.0
-#: Kills in progress: a task must be referenced until it is done, or the loop may collect it half-way.
-_KILLS: set[asyncio.Task[bool]] = set()
-
-#: What a trigger's run needs beyond this module. The triggerer imports a trigger's class and runs the
-#: trigger on its event loop, so this module stays light and these (kubernetes_asyncio, aiohttp, the cncf
-#: hook: seconds of imports, more on a loaded machine) are imported once per process on a thread of
-#: their own, which every trigger awaits before it touches them (:func:`load_run_modules`).
-RUN_MODULES: tuple[str, ...] = (
-    "urllib3.exceptions",
-    # The release's flags, and the supervisor's channel (the masker, a task's state).
-    "airflow_tfjob.version_compat",
-    "airflow_tfjob.hooks.supervisor",
-    "airflow_tfjob.jobs.kinds",
-    "airflow_tfjob.jobs.adapter",
-    "airflow_tfjob.jobs.status",
-    "airflow_tfjob.follow.outcome",
-    "airflow_tfjob.follow.cleanup",
-    "airflow_tfjob.triggers.positions",
-    "airflow_tfjob.hooks.aio",
-    "airflow_tfjob.hooks.jobwatch",
-    "airflow_tfjob.follow.core",
-    "airflow_tfjob.follow.diagnosis",
-    "airflow_tfjob.build.secrets",
-    "airflow_tfjob.build.checker",
-    # Every job API's adapter (jobs.adapter.ADAPTER_MODULES, which an import would load on the loop).
-    "airflow_tfjob.jobs.v1",
-    "airflow_tfjob.jobs.trainjob.adapter",
-    "airflow_tfjob.integrations.kueue.note",
-    "airflow_tfjob.integrations.kueue.tracker",
-    "airflow_tfjob.integrations.parts",
-)
-_loading: concurrent.futures.Future[None] | None = None
-_loading_lock = threading.Lock()
-
-
-def _import_run_modules(done: concurrent.futures.Future[None]) -> None:
-    # The imports allocate a few hundred thousand objects (kubernetes' models), which sets off the
-    # cyclic garbage collector's full collections: each walks every object of the process (150 ms
-    # and more in a triggerer, measured) holding the GIL, so the event loop's thread waits through
-    # it. No collection runs during the imports; then what exists is frozen (gc.freeze, as Airflow's
-    # executors do before they fork), so later full collections walk only the objects made since:
-    # the triggerer's loop never pays for the modules it has loaded.
-    try:
-        with _collector_paused():
-            for module in RUN_MODULES:
-                importlib.import_module(module)
-            gc.freeze()
-    except BaseException as error:  # told to every waiting trigger; the next one tries again
-        global _loading
-        with _loading_lock:
-            _loading = None
-        done.set_exception(error)
-    else:
-        done.set_result(None)
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """No cyclic garbage collection inside (on again before any waiting trigger is told)."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
-
-
-async def load_run_modules() -> None:
-    """Import :data:`RUN_MODULES` off the event loop, once per process; every trigger awaits the same
-    import (a module being imported on another thread must not be imported on the loop meanwhile: the
-    loop would wait on its import lock)."""
-    global _loading
-    with _loading_lock:
-        loading = _loading
-        if loading is None:
-            loading = _loading = concurrent.futures.Future()
-            # Running from the start, so that it cannot be cancelled: a trigger cancelled while it waits
-            # (a user's mark, a triggerer's shutdown) cancels its own wait, and asyncio.wrap_future would
-            # pass that on to this shared future, failing every other trigger of the process with it.
-            loading.set_running_or_notify_cancel()
-            threading.Thread(
-                target=_import_run_modules, args=(loading,), name="tfjob-trigger-imports", daemon=True
-            ).start()
-    if not loading.done():
-        await asyncio.wrap_future(loading)
-    loading.result()
-
-
-#: Triggers of one event loop in their start at once (reading the job, stamping it, reading a saved log
-#: position). A sweep defers thousands together; each start holds requests, retry state and a decoded
-#: job while it waits for the API, and the allocator keeps what the peak of all of them took: at 1,000
-#: triggers started at once that was most of what waiting cost.
-STARTS_AT_ONCE = 32
-_STARTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
-
-
-def start_turn() -> asyncio.Semaphore:
-    """The running loop's turnstile for trigger starts (:data:`STARTS_AT_ONCE`)."""
-    loop = asyncio.get_running_loop()
-    turns = _STARTS.get(loop)
-    if turns is None:
-        turns = _STARTS[loop] = asyncio.Semaphore(STARTS_AT_ONCE)
-    return turns
 
 
 class _ClusterTrigger(BaseTrigger):
-    """What both triggers share: the connection fields (serialized as given) and the async hook."""
+    """What both triggers share: the connection fields (serialized as given)."""
 
     def __init__(
         self,
@@ -226,14 +102,6 @@ class _ClusterTrigger(BaseTrigger):
     def _connection(self) -> dict[str, Any]:
         return connection_of(self)
 
-    def _hook(self) -> AsyncKubeflowJobHook:
-        # One hook for the triggers of one connection (the loop's, renewed each minute): a triggerer
-        # waiting on thousands of jobs neither holds nor loads a connection per job.
-        from airflow_tfjob.hooks.aio import shared_hook
-
-        return shared_hook(**hook_kwargs(self))
-
-
 def read_options(
     options: dict[str, Any] | None, deadline: float | None = None, startup_deadline: float | None = None
 ) -> dict[str, Any]:
@@ -248,6 +116,8 @@ def read_options(
     if deadline is None and startup_deadline is None:
         # The current form, kept as given: a triggerer holds one per waiting job, so no copy of it.
         return options if options is not None else {}
+    # The options' defaults, for a trigger of the previous release only (its one reading); imported on
+    # the loop then, as the constructor runs there, a cost that kind of trigger alone pays.
     from airflow_tfjob.follow.outcome import FollowOptions
 
     read = dict(options or {})
@@ -309,6 +179,7 @@ class KubeflowJobTrigger(_ClusterTrigger):
     def kind(self) -> JobKind:
         """The job's kind, from the options (a trigger serialized before kinds existed: TFJob); read in
         run() and after, when :func:`load_run_modules` has imported the kinds."""
+        # Already loaded by then (the loader's), so no import runs on the loop.
         from airflow_tfjob.jobs.kinds import kind_named
 
         return kind_named(str(self.options.get("kind") or "TFJob"))
@@ -328,108 +199,12 @@ class KubeflowJobTrigger(_ClusterTrigger):
             },
         )
 
-    def _payload(self, event: str, message: str, **extra: Any) -> dict[str, Any]:
-        payload: dict[str, Any] = {
-            "event": event,
-            "name": self.name,
-            "namespace": self.namespace,
-            "status": None,
-            "message": message,
-            "diagnostics": [],
-            "cursors": self.cursors,
-            "deleted": False,
-            "options": self.options,
-        }
-        payload.update(extra)
-        return payload
-
-    async def run(self) -> AsyncIterator[TriggerEvent]:
+    def run(self) -> AsyncIterator[TriggerEvent]:
         # Airflow's triggerer routes a log call by the context of the task that makes it (see
         # hooks/waits.py): this run's context, kept so that the follow's lines reach this trigger's log
         # whichever task writes them (the namespace's position book flushes pending lines on its saves).
         self._log_context = contextvars.copy_context()
-        await load_run_modules()
-        from airflow_tfjob.follow.core import FollowTap, follow_job, reads_logs
-        from airflow_tfjob.follow.outcome import FollowOptions
-        from airflow_tfjob.integrations.parts import PARTS
-        from airflow_tfjob.triggers.positions import entry_key, remote_task_logs, take_over
-
-        hook = self._hook()
-        ref = f"{self.kind.kind} {self.namespace}/{self.name}"
-        # from_dict ignores unknown keys: a trigger serialized by another provider version still runs.
-        options = FollowOptions.from_dict(self.options)
-        entry = entry_key(self.kind.plural, self.name)
-        cursors, window, known, replay = self.cursors, None, False, None
-        async with start_turn():
-            await self._mask_secrets(hook)
-            restarted = await self._is_restart(hook)
-            book = await self._book(hook) if reads_logs(options, PARTS) else None
-            if restarted:
-                saved = await self._saved_position(book, entry)
-                known = saved is not None
-                deferred_at = None if self.deferred_at is None else float(self.deferred_at)
-                plan = take_over(saved, remote_task_logs(), self.cursors, self.kind.kind, deferred_at)
-                cursors, window = plan.cursors, plan.window
-                if cursors != self.cursors:
-                    # Resumed after what the stopped triggerer showed: its trackers' state went with
-                    # it, so the master's lines since the deferral are read again for them.
-                    replay = self.cursors
-                self.log.info("%s", plan.marker)
-            self._resume_startup_clock(options, restarted)
-            self._job_at_start = None  # read what it had to say: the watch holds the job from here on
-
-        # A tap only where something reads the follow's lines or positions (a take-over's window, the
-        # position book of a follow that reads logs): not for every job that waits in silence.
-        tap: FollowTap | None = None
-        if window is not None or book is not None:
-            on_line: LineHook | None = window.on_line if window is not None else None
-            if book is not None:  # its first shown line saves the position early (triggers/positions.py)
-                on_line = book.on_first_line(entry, on_line)
-            tapped = tap = FollowTap(on_line=on_line)
-            if window is not None:
-                window.sink = lambda line: (tapped.sink or self._info)(line)
-            if book is not None:
-                book.track(entry, self.deferred_at, lambda: tapped.positions())
-        ended = False
-        # The follow runs in this run's own task (no second task per waiting job), under a timeout at
-        # the deadline plus a grace in which follow_job reports the timeout itself; a cancellation of
-        # the run (the triggerer's) reaches it directly and it cleans up as it unwinds.
-        wait_for = None if self.deadline is None else self.deadline + DEADLINE_GRACE - time.time()
-        limit = asyncio.timeout(None if wait_for is None else max(wait_for, 0))
-        try:
-            try:
-                async with limit:
-                    outcome = await follow_job(
-                        hook, self.name, self.namespace, options, self._info, cursors, tap=tap, replay=replay,
-                        parts=PARTS,
-                    )
-            except Exception as exc:
-                if limit.expired():
-                    payload = self._payload("timeout", f"{ref} did not finish before its deadline.")
-                else:
-                    # Reported, not raised: a crashed trigger would resume the task with a bare
-                    # "__fail__" and no message; the operator decides what to do with the job.
-                    self.log.exception("Following %s failed", ref)
-                    payload = self._payload("error", f"Following {ref} failed: {exc!r}")
-            else:
-                payload = {**self._payload(outcome.event, outcome.message), **outcome.to_dict()}
-            ended = True
-        finally:
-            if book is not None:
-                if ended:
-                    book.ended(entry, known)
-                else:
-                    # Stopped (triggerer shutdown, trigger moved, user action): save where this
-                    # follow stopped writing, for whichever triggerer runs the trigger next.
-                    await self._save_stopped(book, entry)
-        if window is not None:
-            window.sink = self.log.info
-            window.finish()
-
-        if payload["event"] == "timeout":
-            payload["deleted"] = await self._delete(hook, "its deadline passed")
-        self._fired = True
-        yield TriggerEvent(payload)
+        return _OneEvent(self)
 
     def _warn(self, line: str) -> None:
         """A warning into the trigger's log, in the run's context (as :meth:`_info`)."""
@@ -447,168 +222,6 @@ class KubeflowJobTrigger(_ClusterTrigger):
         else:
             self._log_context.run(self.log.info, line)
 
-    async def _book(self, hook: AsyncKubeflowJobHook) -> PositionBook | None:
-        from airflow_tfjob.triggers.positions import book_for
-
-        try:
-            return await book_for(hook, self.namespace)
-        except Exception as error:  # no cluster key (bad connection): the follow reports it
-            self.log.debug("no log position book: %s", error)
-            return None
-
-    async def _saved_position(self, book: PositionBook | None, entry: str) -> SavedPosition | None:
-        """This deferral's saved position (an entry of an earlier deferral of the job is not), or None."""
-        if book is None:
-            return None
-        try:
-            saved = await book.read(entry)
-        except Exception as error:
-            self.log.warning("Could not read the saved log position of %s %s/%s: %s",
-                             self.kind.kind, self.namespace, self.name, error)  # fmt: skip
-            return None
-        if saved is None or self.deferred_at is None or saved.deferred_at != float(self.deferred_at):
-            return None
-        return saved
-
-    async def _save_stopped(self, book: PositionBook, entry: str) -> None:
-        try:
-            await asyncio.wait_for(book.stopped(entry), STOP_SAVE_TIMEOUT)
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            self.log.debug("log position of %s not saved on stop: %s", entry, error)
-
-    async def _mask_secrets(self, hook: AsyncKubeflowJobHook) -> None:
-        """The job's secret_env values masked in the trigger's log (a replica may print them)."""
-        from airflow_tfjob.build.secrets import MIN_MASKED_LENGTH, secret_values
-        from airflow_tfjob.hooks import supervisor
-
-        try:
-            # The trigger's kwargs are stored in the metadata database, so they never carry the values:
-            # the job object in the cluster does.
-            for value in secret_values(await self._read_job(hook) or {}):
-                if len(value) >= MIN_MASKED_LENGTH:
-                    await supervisor.mask(value)
-        except Exception as error:  # the follow reports real API trouble
-            self.log.warning(
-                "Could not read %s %s/%s to mask its secrets: %s",
-                self.kind.kind,
-                self.namespace,
-                self.name,
-                error,
-            )
-
-    async def _read_job(self, hook: AsyncKubeflowJobHook) -> dict[str, Any] | None:
-        """The job at the run's start, read once: from the shared watch of its namespace and kind,
-        which the follow uses next (one LIST for every trigger there, no request per job); by a GET
-        only if that watch has not listed within :data:`JOB_READ_TIMEOUT`."""
-        from airflow_tfjob.hooks.jobwatch import decode, encode, shared_watch
-
-        if not self._job_read:
-            try:
-                raw = await shared_watch(hook, self.namespace, kind=self.kind).current_encoded(
-                    self.name, timeout=JOB_READ_TIMEOUT
-                )
-            except TimeoutError:
-                found = await hook.find_job(self.kind, self.name, self.namespace)
-                raw = None if found is None else encode(found)
-            self._job_at_start, self._job_read = raw, True
-        return decode(self._job_at_start)
-
-    async def _is_restart(self, hook: AsyncKubeflowJobHook) -> bool:
-        """Whether a trigger of this same deferral already ran (then the triggerer restarted).
-
-        The first run stamps the job; a failure to read or stamp it (RBAC without patch, API
-        trouble) counts as a first run: the follow itself reports real API problems.
-        """
-        if self.deferred_at is None:
-            return False
-        stamp = repr(float(self.deferred_at))
-        try:
-            job = await self._read_job(hook)
-            if job is None:
-                return False
-            annotations = (job.get("metadata") or {}).get("annotations") or {}
-            if annotations.get(ANNOTATION_TRIGGER_STARTED) == stamp:
-                return True
-            del job, annotations  # a decoded copy, not held while the stamp waits for its turn
-            await hook.patch_job(
-                self.kind,
-                self.name,
-                self.namespace,
-                {"metadata": {"annotations": {ANNOTATION_TRIGGER_STARTED: stamp}}},
-            )
-        except Exception as error:
-            self.log.warning(
-                "Could not record the trigger's start on %s %s/%s: %s",
-                self.kind.kind,
-                self.namespace,
-                self.name,
-                error,
-            )
-        return False
-
-    def _resume_startup_clock(self, options: FollowOptions, restarted: bool) -> None:
-        """Make the start-up timeout count from the deferral, not from this (re)start of the trigger."""
-        if options.startup_timeout is None:
-            return
-        if restarted and self._had_started():
-            options.startup_timeout = None  # held to it once already; pods restarting now are not a start-up
-            return
-        if restarted and self._was_suspended():
-            # A queued (e.g. Kueue) job's start-up window opens when it is admitted, and the follow core
-            # restarts it while the job is suspended: the deferral's clock says nothing about it, so
-            # keep the whole window rather than fail the moment the job is admitted.
-            options.startup_from = None
-            return
-        if options.startup_from is None:
-            options.startup_from = self.deferred_at
-
-    def _was_suspended(self) -> bool:
-        """The job has been suspended at some point (a Suspended condition, True or False, stays)."""
-        conditions = (self._start_view().get("status") or {}).get("conditions") or []
-        return any(c.get("type") == "Suspended" for c in conditions)
-
-    def _had_started(self) -> bool:
-        """The job reached its running phase at some point (its API's adapter reads the history)."""
-        from airflow_tfjob.jobs.adapter import adapter_for
-
-        return adapter_for(self.kind).ever_started(self._start_view())
-
-    def _start_view(self) -> dict[str, Any]:
-        """The job as the run's start read it (a decoded copy; empty if it did not exist)."""
-        from airflow_tfjob.hooks.jobwatch import decode
-
-        return decode(self._job_at_start) or {}
-
-    async def _delete(self, hook: AsyncKubeflowJobHook, why: str) -> bool:
-        """Delete the TFJob and its pods (:func:`cleanup.kill_async`); False if that could not be done."""
-        from airflow_tfjob.follow.cleanup import kill_async
-        from airflow_tfjob.integrations.kueue.multikueue import WorkerCopyCheck
-
-        worker = WorkerCopyCheck(self.options.get("multikueue_connections"), warn=self._warn, info=self._info)
-        try:
-            gone = await kill_async(
-                hook,
-                self.name,
-                self.namespace,
-                on_kill_action="delete",
-                log=self._info,
-                grace_period_seconds=self.kill_grace_period,
-                why=why,
-                wait_timeout=DELETE_WAIT,
-                kind=self.kind,
-                elsewhere=worker,
-            )
-        except Exception:
-            self.log.exception("Could not delete %s %s/%s", self.kind.kind, self.namespace, self.name)
-            return False
-        if not gone:
-            self.log.warning(
-                "%s %s/%s: deletion requested, not finished yet", self.kind.kind, self.namespace, self.name
-            )
-        return True
-
     async def on_kill(self) -> None:
         """A user killed the deferred task: delete the TFJob unless told to keep it.
 
@@ -617,26 +230,9 @@ class KubeflowJobTrigger(_ClusterTrigger):
         reach, so they finish anyway.
         """
         await load_run_modules()
-        if not self.delete_on_kill:
-            self.log.info(
-                "Task killed; keeping %s %s/%s (delete_on_kill=False)",
-                self.kind.kind,
-                self.namespace,
-                self.name,
-            )
-            return
-        from airflow_tfjob.triggers.positions import entry_key
+        from airflow_tfjob.triggers import runs  # the run module: loaded by the await above, off the loop
 
-        hook = self._hook()
-        book = await self._book(hook)
-        if book is not None:
-            book.ended(entry_key(self.kind.plural, self.name), known=True)
-        task = asyncio.get_running_loop().create_task(
-            self._delete(hook, "the task was killed"), name=f"tfjob-kill-{self.name}"
-        )
-        _KILLS.add(task)
-        task.add_done_callback(_KILLS.discard)
-        await asyncio.shield(task)
+        await runs.on_kill(self)
 
     async def cleanup(self) -> None:
         """From Airflow 3.3, nothing: this runs on triggerer restarts too, and the job must survive
@@ -651,28 +247,46 @@ class KubeflowJobTrigger(_ClusterTrigger):
         if self._fired or not self.delete_on_kill:
             return
         await load_run_modules()  # the version flags among them: no import on the loop
-        from airflow_tfjob.version_compat import AIRFLOW_V_3_3_PLUS, AIRFLOW_VERSION
+        from airflow_tfjob.triggers import runs  # the run module: loaded by the await above, off the loop
 
-        if AIRFLOW_V_3_3_PLUS:
-            return
-        state = await self._task_state()
-        if state is None or state == "deferred":
-            return
-        self._info(f"The task is {state}: it was killed while deferred (Airflow {AIRFLOW_VERSION}: no on_kill)")
-        await self.on_kill()
+        await runs.cleanup(self)
 
-    async def _task_state(self) -> str | None:
-        """The state of this trigger's task instance as the API server has it (None: unknown)."""
-        ti = getattr(self, "task_instance", None)
-        if ti is None:
-            return None
-        from airflow_tfjob.hooks import supervisor
 
-        try:
-            return await supervisor.task_state(ti)
-        except Exception:
-            self.log.warning("Could not read the state of %s: keeping %s", ti.task_id, self.name, exc_info=True)
-            return None
+class _OneEvent:
+    """KubeflowJobTrigger's run, as the triggerer iterates it: one event, the run module's ``follow``
+    (``triggers/runs.py``), awaited by the triggerer's own task. An async generator here would keep a
+    frame of its own around that await for as long as the job runs: about 0.2 KB per waiting job
+    (bench_triggers' breakdown)."""
+
+    __slots__ = ("_trigger",)
+
+    def __init__(self, trigger: KubeflowJobTrigger) -> None:
+        self._trigger: KubeflowJobTrigger | None = trigger
+
+    def __aiter__(self) -> _OneEvent:
+        return self
+
+    def __anext__(self) -> Awaitable[TriggerEvent]:
+        trigger, self._trigger = self._trigger, None
+        if trigger is None:
+            return _no_more()
+        if run_modules_loaded():
+            from airflow_tfjob.triggers import runs  # the run module, loaded already: no import on the loop
+
+            return runs.follow(trigger)
+        return _follow_once_loaded(trigger)
+
+
+async def _follow_once_loaded(trigger: KubeflowJobTrigger) -> TriggerEvent:
+    """The first runs of a process wait for the run modules, loaded off the loop."""
+    await load_run_modules()
+    from airflow_tfjob.triggers import runs  # the run module, loaded by the await above
+
+    return await runs.follow(trigger)
+
+
+async def _no_more() -> TriggerEvent:
+    raise StopAsyncIteration
 
 
 class KubeflowJobConditionTrigger(_ClusterTrigger):
@@ -704,6 +318,7 @@ class KubeflowJobConditionTrigger(_ClusterTrigger):
         self.kind = kind
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
+        # The kind table, light: serialize runs where the trigger is made (a worker), not on the loop.
         from airflow_tfjob.jobs.kinds import kind_named
 
         return (
@@ -729,39 +344,13 @@ class KubeflowJobConditionTrigger(_ClusterTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        told = None
         try:
             await load_run_modules()
-            from airflow_tfjob.hooks.jobwatch import shared_watch
-            from airflow_tfjob.integrations.kueue.note import aqueue_note
-            from airflow_tfjob.jobs.kinds import kind_named
-            from airflow_tfjob.jobs.status import (
-                JobState,
-                condition_reached,
-                failure_message,
-                interpret,
-                summarise,
-            )
-
-            hook = self._hook()
-            kind = kind_named(self.kind)
-            watch = shared_watch(hook, self.namespace, kind=kind)
-            async with watch.subscribe(self.name) as sub:
-                async for obj in sub:
-                    if obj is None:
-                        continue  # not created yet (or deleted and maybe re-created): keep waiting
-                    status = interpret(obj)
-                    note = await aqueue_note(hook, obj)  # a job with a Kueue queue: where it stands
-                    if note is not None and note != told:
-                        told = note
-                        self.log.info("%s %s/%s: %s", kind.kind, self.namespace, self.name, note)
-                    if status.state is JobState.FAILED:
-                        yield self._event(
-                            "failed", failure_message(self.name, self.namespace, status, kind.kind), status
-                        )
-                        return
-                    if condition_reached(status, self.target_condition):
-                        yield self._event("reached", summarise(status), status)
-                        return
         except Exception as error:  # reported to the task, which fails with the message
             yield self._event("error", f"{type(error).__name__}: {error}")
+            return
+        from airflow_tfjob.triggers import runs  # the run module: loaded by the await above, off the loop
+
+        event = await runs.reach(self)
+        if event is not None:
+            yield event

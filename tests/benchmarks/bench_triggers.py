@@ -180,7 +180,7 @@ async def wait_jobs(
     from airflow_tfjob.hooks import jobwatch as watch
     from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
     from airflow_tfjob.jobs import status  # noqa: F401  (the poller's: imported before, as the trigger's)
-    from airflow_tfjob.triggers.kubeflow import load_run_modules
+    from airflow_tfjob.triggers.loader import load_run_modules
 
     hook = AsyncKubeflowJobHook(conn_id="kubernetes_default")
     await hook.list_tfjobs(jobs[0][0])  # client built and connected: idle means ready, not cold

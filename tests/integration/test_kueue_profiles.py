@@ -1,7 +1,8 @@
 """The provider behind each Kueue profile of the local cluster (issue 38, item 2): the early verdicts read
 Kueue 0.20's granular QuotaReserved reasons as they read 0.19's ``Inadmissible``/``Pending`` words (a queue
 that can never admit fails at once, naming Kueue's reason and the fix; a job waiting for quota is told
-queued), and a TrainJob behind Kueue 0.20 is told running while it runs, sync and deferred.
+queued), a TrainJob behind Kueue 0.20 is told running while it runs, sync and deferred, and the hooks read
+Workloads at the version each profile serves. test_kueue.py's cheapest cases run again on 0.20 (below).
 
 One cluster per profile (``kueue=0.19``, the default, and ``kueue=0.20``), with the queues and helpers of
 test_kueue.py: ``one`` (1 cpu), ``two`` (2 cpu), ``none`` (no quota)."""
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import test_kueue
 from operator_support import TaskInstance, context_for, defer, fire, first_event, rebuild_trigger, wait_for
 from test_deferred_parity import TaskLog
 from test_kueue import (
@@ -134,3 +136,72 @@ def test_a_queued_trainjob_is_told_running_while_it_runs(profile: str, deferrabl
     told = log.lines.index(lines[running])
     last = log.lines.index(replica_prefix(TRAINJOB) + "done")
     assert told < last
+
+
+def test_the_hooks_read_workloads_at_the_version_the_cluster_serves(profile: str) -> None:
+    """The Workload version is discovered, v1beta2 preferred (the only one served on 0.20,
+    kueue#14558), and a version remembered from before an upgrade (v1beta1) is read where still served
+    (0.19, handed on in v1beta2's shape) or discovered again where it answers 404 (0.20); sync and async."""
+    from airflow_tfjob.hooks import kueue
+    from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook, KubeflowJobHook
+
+    hook = KubeflowJobHook(conn_id="kubernetes_default")
+    hook._workload_version = kueue.WorkloadVersion()  # this cluster's fact, not one an earlier module left
+    job = operator(TaskLog(), task_id="versioned", kueue_queue="none").build_manifest(
+        context_for(TaskInstance(task_id="versioned"))
+    )
+    uid = hook.create_job("TFJob", job, NS)["metadata"]["uid"]
+    try:
+        (found,) = wait_for(lambda: hook.list_workloads(NS, uid), 30, "the job's Workload")
+        assert (hook._workload_version.served, found["apiVersion"]) == ("v1beta2", "kueue.x-k8s.io/v1beta2")
+        ahook = AsyncKubeflowJobHook(conn_id="kubernetes_default")
+        ahook._workload_version = kueue.WorkloadVersion(served="v1beta1")  # remembered from an older Kueue
+        (afound,) = asyncio.run(ahook.list_workloads(NS, uid))
+        # 0.19 still serves v1beta1 (read there); 0.20 answers 404, and v1beta2 is discovered.
+        assert ahook._workload_version.served == ("v1beta2" if profile == NEW else "v1beta1")
+        assert afound["apiVersion"] == "kueue.x-k8s.io/v1beta2"
+        for read in (found, afound):
+            read["metadata"].pop("resourceVersion", None), read["metadata"].pop("managedFields", None)
+        assert (afound["spec"], afound["metadata"]) == (found["spec"], found["metadata"])
+        assert set(afound["status"]) == set(found["status"])
+    finally:
+        hook.delete_job("TFJob", job["metadata"]["name"], NS)
+
+
+# -- test_kueue.py's cases on Kueue 0.20 --------------------------------------------------------------
+# The cheap ones (about 6 s together): their 0.19 runs are test_kueue.py's own, on its cluster. Each
+# runs the same body against the 0.20 cluster above (Workloads and positions at v1beta2 only, 0.20's
+# reasons), and fails as the original does when its behaviour breaks.
+
+
+@pytest.fixture
+def conn(profile_cluster: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """``kubernetes_default`` pointed at the profile's cluster (what test_kueue.py's ``conn`` gives)."""
+    use_cluster(profile_cluster, monkeypatch)
+    return "kubernetes_default"
+
+
+on_0_20 = pytest.mark.parametrize("profile_cluster", [NEW], indirect=True)
+
+
+@on_0_20
+def test_on_0_20_the_hooks_kueue_calls_sync_and_async_alike(conn: str, local_cluster: Any) -> None:
+    test_kueue.test_the_hooks_kueue_calls_sync_and_async_alike(conn, local_cluster)
+
+
+@on_0_20
+def test_on_0_20_the_sensor_and_its_trigger_say_where_a_queued_job_stands(conn: str) -> None:
+    test_kueue.test_the_sensor_and_its_trigger_say_where_a_queued_job_stands(conn)
+
+
+@on_0_20
+@pytest.mark.parametrize("api", [test_kueue.TFJOB, test_kueue.TF_ON_TRAINJOB])
+def test_on_0_20_on_preemption_fail_fails_the_task_with_kueues_message(conn: str, api: str) -> None:
+    test_kueue.test_on_preemption_fail_fails_the_task_with_kueues_message_and_deletes_the_job(conn, api)
+
+
+@on_0_20
+def test_on_0_20_a_tfjob_queued_behind_another_is_told_queued_admitted_running(conn: str) -> None:
+    test_kueue.test_a_job_queued_behind_another_is_told_queued_admitted_running_and_its_startup_clock_waits(
+        conn, test_kueue.TFJOB
+    )

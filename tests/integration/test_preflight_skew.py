@@ -109,6 +109,46 @@ def test_a_v1_kind_behind_kueue_names_why_its_integration_is_off(cluster: LocalC
     assert PART not in done.stdout  # no TrainJob: the pair is not asked about
 
 
+LONG = "node-with-a-long-name"  # 21 characters: one over Trainer 2.4's limit (kubeflow/trainer#4394)
+
+
+def long_named_runtime(cluster: LocalCluster, name: str) -> None:
+    """A copy of torch-distributed whose node ReplicatedJob is named LONG (a runtime written under 2.3)."""
+    api = config.new_client_from_config(str(cluster.kubeconfig_path))
+    try:
+        objects = client.CustomObjectsApi(api)
+        args = ("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes")
+        runtime = objects.get_cluster_custom_object(*args, "torch-distributed")
+        for rjob in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+            rjob["name"] = LONG if rjob["name"] == "node" else rjob["name"]
+        runtime["metadata"] = {"name": name, "labels": runtime["metadata"].get("labels") or {}}
+        objects.create_cluster_custom_object(*args, runtime)
+    finally:
+        api.close()
+
+
+def test_a_runtimes_replicated_job_name_over_20_characters_is_named_with_its_fix(cluster: LocalCluster) -> None:
+    """Refused by Trainer 2.4 (MISSING, exit 1); on 2.3 a warning that the upgrade will refuse it (exit 0).
+    The runtime the profiles install passes on both: its names fit."""
+    record_trainer(cluster, cluster.runtime.profile.trainer.tag.removeprefix("v"))
+    runtime = f"long-{cluster.runtime.profile.trainer.version.replace('.', '-')}"
+    long_named_runtime(cluster, runtime)
+    done = run_main(main, ["--kubeconfig", str(cluster.kubeconfig_path), "--kind", "TrainJob", "--runtime", runtime])
+    (line,) = [x for x in done.stdout.splitlines() if "ReplicatedJob names" in x]
+    assert line.startswith(f"ClusterTrainingRuntime {runtime}: ReplicatedJob names"), line
+    assert f"{LONG} (21) over 20 characters" in line and "kubeflow/trainer#4394" in line
+    assert f"rename {LONG} to at most 20 characters in ClusterTrainingRuntime {runtime}" in line
+    if cluster.runtime.profile.trainer.version == "2.4":
+        assert (done.returncode, line.split()[4]) == (1, "MISSING"), done.stdout
+        assert "Trainer 2.4+ refuses ReplicatedJob names over 20 characters" in line
+    else:
+        assert (done.returncode, line.split()[4]) == (0, "warning"), done.stdout
+        assert "will be refused after upgrading to Trainer 2.4" in line
+    fits = run_main(main, ["--kubeconfig", str(cluster.kubeconfig_path), "--kind", "TrainJob",
+                           "--runtime", "torch-distributed"])
+    assert "ReplicatedJob names" not in fits.stdout and fits.returncode == 0, fits.stdout
+
+
 def test_release_and_line_reading() -> None:
     assert release_of("2.3.0") == (2, 3) and release_of("v2.10.1") == (2, 10)
     assert release_of("main") is None and release_of(None) is None and release_of("2") is None

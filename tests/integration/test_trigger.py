@@ -597,7 +597,7 @@ async def test_queued_job_gets_its_whole_startup_window_after_a_restart(
     """A job queued (suspended, e.g. by Kueue) past its deferral's start-up deadline, with a triggerer
     restart while it waits, must get the whole startup_timeout once admitted, not fail on admission."""
     from airflow_tfjob.hooks.tfjob import KubeflowJobHook
-    from airflow_tfjob.triggers.kubeflow import ANNOTATION_TRIGGER_STARTED
+    from airflow_tfjob.triggers.runs import ANNOTATION_TRIGGER_STARTED
 
     (tmp_path / "release").write_text("go")  # the replica finishes as soon as it runs
     kwargs = _deferred_kwargs(tmp_path, suspend=True, startup_timeout=60)

@@ -312,12 +312,12 @@ async def test_triggers_deferred_together_take_turns_to_start(
 ) -> None:
     """Issue 23: a sweep's triggers start at most STARTS_AT_ONCE at a time per loop (each start holds a
     decoded job and a request while it waits), and every one of them still follows its job."""
-    from airflow_tfjob.triggers import kubeflow
+    from airflow_tfjob.triggers import kubeflow, runs
 
-    monkeypatch.setattr(kubeflow, "STARTS_AT_ONCE", 3)
-    monkeypatch.setattr(kubeflow, "_STARTS", kubeflow.weakref.WeakKeyDictionary())
+    monkeypatch.setattr(runs, "STARTS_AT_ONCE", 3)
+    monkeypatch.setattr(runs, "_STARTS", runs.weakref.WeakKeyDictionary())
     starting, most = 0, 0
-    is_restart = kubeflow.KubeflowJobTrigger._is_restart
+    is_restart = runs.is_restart
 
     async def counted(self: Any, hook: Any) -> bool:  # observes the start's stamp, which it runs as is
         nonlocal starting, most
@@ -328,7 +328,7 @@ async def test_triggers_deferred_together_take_turns_to_start(
         finally:
             starting -= 1
 
-    monkeypatch.setattr(kubeflow.KubeflowJobTrigger, "_is_restart", counted)
+    monkeypatch.setattr(runs, "is_restart", counted)
     ns = await api.namespace(unique("turns"))
     names = [unique(f"t{i}") for i in range(12)]
     for name in names:

@@ -105,6 +105,7 @@ CORE = (
     "operators/outcome.py",
     "operators/retry_policy.py",
     "operators/retry_fallback.py",
+    "operators/runs.py",
     "operators/submit.py",
     "operators/templating.py",
     "plugins/__init__.py",
@@ -117,10 +118,14 @@ CORE = (
     "sensors/__init__.py",
     "sensors/checks.py",
     "sensors/kubeflow.py",
+    "sensors/runs.py",
     "triggers/__init__.py",
+    "triggers/asset_runs.py",
     "triggers/assets.py",
     "triggers/kubeflow.py",
+    "triggers/loader.py",
     "triggers/positions.py",
+    "triggers/runs.py",
     "hooks/supervisor.py",
     "triggers/tfjob.py",  # 0.1.0's names of the triggers
 )

@@ -234,27 +234,82 @@ def workload(name: str, uid: str) -> dict:
     return {"metadata": {"name": name, "ownerReferences": [{"uid": uid}]}}
 
 
-def test_workloads_fall_back_to_v1beta1_and_keep_the_version_that_answered() -> None:
+def group(*versions: str) -> dict:
+    """The discovery document of kueue.x-k8s.io serving ``versions``."""
+    return {"kind": "APIGroup", "versions": [{"version": v} for v in versions]}
+
+
+WORKLOADS = "/apis/kueue.x-k8s.io/{}/namespaces/ns/workloads"
+
+
+def test_the_workload_version_is_discovered_v1beta2_preferred_and_kept() -> None:
     version = kueue.WorkloadVersion()
     answer = {"items": [workload("mine", "u1"), workload("other", "u2"), "junk"]}
-    steps, found = drive(kueue.list_workloads("ns", "u1", version), Status(404), answer)
-    assert [s.path for s in steps if isinstance(s, Request)] == [
-        "/apis/kueue.x-k8s.io/v1beta2/namespaces/ns/workloads",
-        "/apis/kueue.x-k8s.io/v1beta1/namespaces/ns/workloads",
-    ]
-    assert dict(steps[0].query) == {"labelSelector": "kueue.x-k8s.io/job-uid=u1"}  # type: ignore[union-attr]
+    steps, found = drive(kueue.list_workloads("ns", "u1", version), group("v1beta2", "v1beta1"), answer)
+    assert [s.path for s in steps if isinstance(s, Request)] == ["/apis/kueue.x-k8s.io", WORKLOADS.format("v1beta2")]
+    assert dict(steps[1].query) == {"labelSelector": "kueue.x-k8s.io/job-uid=u1"}  # type: ignore[union-attr]
     assert [w["metadata"]["name"] for w in found] == ["mine"]  # the label is a hint, the owner decides
-    assert version.served == "v1beta1"
+    assert version.served == "v1beta2"
     steps, _ = drive(kueue.list_workloads("ns", "u1", version), {"items": []})
-    assert "/v1beta1/" in only(steps).path  # asked alone from then on
+    assert only(steps).path == WORKLOADS.format("v1beta2")  # asked alone from then on
 
 
-def test_no_workload_api_is_none_and_a_refusal_is_an_error() -> None:
-    assert (
-        drive(kueue.list_workloads("ns", "u", kueue.WorkloadVersion()), Status(404), Status(404))[1] is None
-    )
+def test_a_v1beta1_only_cluster_is_read_at_v1beta1_and_handed_on_in_v1beta2s_shape() -> None:
+    version = kueue.WorkloadVersion()
+    old = {
+        **workload("mine", "u1"),
+        "spec": {"queueName": "q", "priorityClassName": "high",
+                 "priorityClassSource": "kueue.x-k8s.io/workloadpriorityclass"},
+        "status": {"accumulatedPastExexcutionTimeSeconds": 7, "admission": {"clusterQueue": "cq"}},
+    }
+    listed = {"apiVersion": "kueue.x-k8s.io/v1beta1", "items": [old]}
+    steps, found = drive(kueue.list_workloads("ns", "u1", version), group("v1beta1"), listed)
+    assert steps[1].path == WORKLOADS.format("v1beta1")  # type: ignore[union-attr]
+    (mine,) = found
+    assert mine["apiVersion"] == "kueue.x-k8s.io/v1beta2"
+    assert mine["spec"] == {
+        "queueName": "q",
+        "priorityClassRef": {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "high"},
+    }
+    assert mine["status"] == {"accumulatedPastExecutionTimeSeconds": 7, "admission": {"clusterQueue": "cq"}}
+    pod = kueue.as_v1beta2({"apiVersion": "kueue.x-k8s.io/v1beta1", "spec": {
+        "priorityClassName": "p", "priorityClassSource": "scheduling.k8s.io/priorityclass"}})
+    assert pod["spec"]["priorityClassRef"] == {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": "p"}
+    new = {"apiVersion": "kueue.x-k8s.io/v1beta2", "spec": {"priorityClassRef": {"name": "x"}}}
+    assert kueue.as_v1beta2(new) is new
+
+
+def test_a_known_version_that_answers_404_is_discovered_again_once() -> None:
+    version = kueue.WorkloadVersion(served="v1beta1")  # Kueue upgraded to 0.20 since
+    steps, found = drive(kueue.list_workloads("ns", "u1", version), Status(404), group("v1beta2"), {"items": []})
+    assert [s.path for s in steps if isinstance(s, Request)] == [
+        WORKLOADS.format("v1beta1"), "/apis/kueue.x-k8s.io", WORKLOADS.format("v1beta2")]
+    assert (found, version.served) == ([], "v1beta2")
+    version = kueue.WorkloadVersion(served="v1beta2")  # Kueue removed since
+    steps, found = drive(kueue.list_workloads("ns", "u1", version), Status(404), Status(404))
+    assert (len(steps), found, version.served) == (2, None, None)
+
+
+def test_no_workload_api_is_none_asked_again_next_time_and_a_refusal_is_an_error() -> None:
+    version = kueue.WorkloadVersion()
+    assert drive(kueue.list_workloads("ns", "u", version), Status(404))[1] is None
+    assert version.served is None  # Kueue may be installed later: discovered again
+    assert drive(kueue.list_workloads("ns", "u", version), group())[1] is None  # the group, no version known
     with pytest.raises(Status):
-        drive(kueue.list_workloads("ns", "u", kueue.WorkloadVersion()), Status(403))
+        drive(kueue.list_workloads("ns", "u", kueue.WorkloadVersion()), group("v1beta2"), Status(403))
+
+
+def test_the_version_is_shared_by_the_hooks_of_one_connection() -> None:
+    class Hook:
+        def __init__(self, conn_id: str, config_dict: dict | None = None) -> None:
+            self.conn_id, self.config_file, self.cluster_context, self.in_cluster = conn_id, "/k", None, None
+            self.config_dict = config_dict
+
+    key = kueue.connection_of(Hook("shared-by-test"))
+    assert kueue.workload_version(key) is kueue.workload_version(kueue.connection_of(Hook("shared-by-test")))
+    assert kueue.workload_version(key) is not kueue.workload_version(kueue.connection_of(Hook("other-by-test")))
+    inline = kueue.connection_of(Hook("shared-by-test", {"clusters": []}))
+    assert inline is None and kueue.workload_version(inline) is not kueue.workload_version(inline)
 
 
 def test_positions_404_asks_the_next_version_403_gives_none_at_once() -> None:
@@ -318,20 +373,22 @@ def async_hook(answers: list[Outcome]) -> tuple[Any, Transport]:
     return hook, transport
 
 
-def test_both_executors_run_a_description_alike() -> None:
+def test_both_executors_run_a_description_alike(monkeypatch: pytest.MonkeyPatch) -> None:
     """The same answers through either hook: the same requests, the same result (a 404 read as None,
-    the Workload version remembered by the hook)."""
-    sync, sent = sync_hook([Status(404), {"items": [workload("w", "u")]}, {"items": []}])
+    the Workload version discovered once for the connection, which both hooks share)."""
+    monkeypatch.setattr(kueue, "_BY_CONNECTION", {})
+    sync, sent = sync_hook([group("v1beta2"), {"items": [workload("w", "u")]}, {"items": []}])
     first = sync.list_workloads("ns", "u")
-    assert first == [workload("w", "u")] and sync.list_workloads("ns", "u") == []
+    assert first == [{"apiVersion": "kueue.x-k8s.io/v1beta2", **workload("w", "u")}]
+    assert sync.list_workloads("ns", "u") == []
 
-    ahook, asent = async_hook([Status(404), {"items": [workload("w", "u")]}, {"items": []}])
+    ahook, asent = async_hook([{"items": [workload("w", "u")]}, {"items": []}])
 
     async def twice() -> list[Any]:
         return [await ahook.list_workloads("ns", "u"), await ahook.list_workloads("ns", "u")]
 
     assert asyncio.run(twice()) == [first, []]
-    assert asent.sent == sent.sent and len(sent.sent) == 3
+    assert asent.sent == sent.sent[1:] and len(sent.sent) == 3  # no second discovery
 
 
 async def test_the_async_executor_raises_what_the_description_does_not_expect() -> None:

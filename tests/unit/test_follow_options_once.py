@@ -14,7 +14,9 @@ import pytest
 from airflow_tfjob.follow.logs_parsing import LogSelection
 from airflow_tfjob.follow.outcome import FollowOptions
 from airflow_tfjob.operators import following
+from airflow_tfjob.operators.runs import TaskTry
 from airflow_tfjob.operators.tfjob import TFJobOperator
+from airflow_tfjob.triggers import runs
 from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
 
 RECORDED = Path(__file__).parents[1] / "integration" / "recorded" / "triggers_0.1.0_015e832.json"
@@ -72,7 +74,7 @@ def test_the_task_builds_its_options_once_and_the_trigger_carries_them_whole(mon
     assert sent["deadline"] == 4_600.0 and sent["startup_timeout"] == 90 and sent["startup_from"] is None
     assert sent["log_replicas"] == "worker:1" and sent["report_missing_metrics"] is False
     # The drain continues with the trigger's options (in its event), holding the ended job to no clock.
-    drained = FollowOptions.from_dict(trigger._payload("succeeded", "")["options"]).for_drain()
+    drained = FollowOptions.from_dict(runs.payload(trigger, "succeeded", "")["options"]).for_drain()
     assert (drained.deadline, drained.startup_timeout) == (None, None)
     assert drained.selection == options.selection and drained.parts["queue_timeout"] == 30
 
@@ -106,7 +108,7 @@ def test_the_drain_continues_with_the_options_the_trigger_sent(monkeypatch: Any)
     monkeypatch.setattr(op, "get_async_hook", lambda: None)
     outcome = FollowOutcome("succeeded")
     sent = FollowOptions.of(log_replicas="all", report_missing_metrics=False).to_dict()
-    op._drain("j", "ns", {"options": sent}, outcome)
+    TaskTry(op).drain("j", "ns", {"options": sent}, outcome)
     # An event of the previous release carries no options: the task builds its own.
-    op._drain("j", "ns", {}, outcome)
+    TaskTry(op).drain("j", "ns", {}, outcome)
     assert [options.selection.spec for options in drained] == ["all", "worker:1"]

@@ -166,7 +166,7 @@ def test_release_0_1_0_names_are_the_same_objects() -> None:
 
 #: What importing the operator's trigger class may load of the provider. The triggerer imports a
 #: trigger's class on its event loop (``TriggerRunner.create_triggers``); everything its run needs is
-#: imported on a thread of its own (``triggers.kubeflow.RUN_MODULES``), so the class's module keeps to
+#: imported on a thread of its own (``triggers.loader.RUN_MODULES``), so the class's module keeps to
 #: what the constructor and ``serialize`` need.
 TRIGGER_CLASS_IMPORTS = {
     "airflow_tfjob",
@@ -176,6 +176,7 @@ TRIGGER_CLASS_IMPORTS = {
     "airflow_tfjob.hooks.connection",
     "airflow_tfjob.triggers",
     "airflow_tfjob.triggers.kubeflow",
+    "airflow_tfjob.triggers.loader",
 }
 
 
@@ -194,10 +195,16 @@ def test_the_triggerer_imports_the_trigger_class_without_the_follow() -> None:
     assert "airflow_tfjob.triggers.kubeflow" in loaded
 
 
-def test_every_run_module_of_the_trigger_exists() -> None:
-    from airflow_tfjob.jobs.adapter import ADAPTER_MODULES
-    from airflow_tfjob.triggers.kubeflow import RUN_MODULES
-
-    for module in RUN_MODULES:
-        importlib.import_module(module)
-    assert set(ADAPTER_MODULES.values()) <= set(RUN_MODULES), "an adapter would be imported on the loop"
+def test_the_loader_imports_every_run_module_and_every_adapter() -> None:
+    """What the triggers' runs import by name (each API's adapter, through the registry) is loaded off the
+    loop with the run modules."""
+    probe = (
+        "import asyncio, sys\n"
+        "from airflow_tfjob.triggers.loader import RUN_MODULES, load_run_modules\n"
+        "asyncio.run(load_run_modules())\n"
+        "from airflow_tfjob.jobs.adapter import ADAPTER_MODULES\n"
+        "print('missing:', *(m for m in (*RUN_MODULES, *ADAPTER_MODULES.values()) if m not in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    said = next(line for line in done.stdout.splitlines() if line.startswith("missing:"))
+    assert said.split() == ["missing:"], said

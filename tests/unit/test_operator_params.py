@@ -181,11 +181,12 @@ def test_all_parameter_problems_are_reported_at_once(tmp_path: Path) -> None:
 def test_templated_log_replicas_is_checked_once_rendered(tmp_path: Path) -> None:
     from airflow_tfjob.build.validation import JobValidationError
     from airflow_tfjob.operators.checks import check_operator_parameters
+    from airflow_tfjob.operators.trainjob_params import every_rule
 
     op = _operator_in_dag(tmp_path, image="x", log_replicas="{{ params.which }}")
     op.render_template_fields({"params": {"which": "everyone"}})
     with pytest.raises(JobValidationError, match="log_replicas"):
-        check_operator_parameters(op._own_parameters())
+        check_operator_parameters(op._own_parameters(), every_rule())
 
 
 def test_tensorboard_parameters_build_one_spec(tmp_path: Path) -> None:

@@ -38,8 +38,9 @@ USERS: dict[str, dict[str, str]] = {
     "startup_timeout": {
         "follow/outcome.py": "its FollowOptions field (and the drain's None)",
         "follow/core.py": "holds the pods to it",
-        "triggers/kubeflow.py": "the deferral's clock, and the previous release's absolute form",
-        "operators/kubeflow.py": "the task's failure message",
+        "triggers/kubeflow.py": "the previous release's absolute form of the deferral's clock",
+        "triggers/runs.py": "the deferral's clock, kept across a triggerer's restart",
+        "operators/runs.py": "the task's failure message",
         "operators/outcome.py": "the task's failure message",
     },
     "log_replicas": {
@@ -54,9 +55,9 @@ USERS: dict[str, dict[str, str]] = {
         "jobs/trainjob/from_tfjob.py": "a TFJob run as a TrainJob cannot keep it",
     },
     "on_kill_action": {
-        "operators/kubeflow.py": "the operator's kill",
+        "operators/runs.py": "the operator's kill",
         "follow/cleanup.py": "the kill itself",
-        "triggers/kubeflow.py": "the deferred task's kill (delete_on_kill)",
+        "triggers/runs.py": "the deferred task's kill (delete_on_kill)",
     },
 }
 EVERY_KIND = {"queue_timeout", "kueue_workload_window", "startup_timeout", "log_replicas", "on_kill_action"}

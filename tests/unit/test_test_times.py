@@ -3,7 +3,8 @@
 The Makefile's own `test` recipe runs here against a stand-in for pytest that writes a JUnit XML of
 known test times and exits as told (lint, docs, browser and services taken as done, `make -o`): a run
 whose stages pass prints each stage and the slowest tests and exits 0; a run whose `alone` stage fails
-prints the summary all the same, skips the compatibility lane and exits with the failing stage's status.
+(the compatibility lane runs beside it) or whose main stage fails (nothing runs after it) prints the
+summary all the same and exits with the failing stage's status.
 """
 
 from __future__ import annotations
@@ -99,10 +100,11 @@ def _summary(out: str) -> list[str]:
 def test_a_passing_run_ends_with_each_stage_and_the_15_slowest_tests(tmp_path: Path) -> None:
     done, ran = _make_test(tmp_path, fail=None)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert ran == ["main", "alone", "compat-3.0.6"]
+    # The alone stage and the compatibility lane run side by side, after the main stage.
+    assert ran[0] == "main" and sorted(ran[1:]) == ["alone", "compat-3.0.6"], ran
     lines = _summary(done.stdout)
     stages = [line.split()[0] for line in lines if line.startswith("  ") and " tests " in line]
-    assert stages == ["main", "alone", "compat-3.0.6"]
+    assert stages[0] == "main" and sorted(stages[1:]) == ["alone", "compat-3.0.6"], stages
     assert all("passed" in line for line in lines if line.split()[:1] and line.split()[0] in stages)
     slowest = [line.split()[-1] for line in lines if line.startswith("  ") and " s  " in line]
     # main_12 (1,200 s) down to main_1 (100 s), then alone's 12, 11 and 10 s tests.
@@ -116,14 +118,22 @@ def test_a_passing_run_ends_with_each_stage_and_the_15_slowest_tests(tmp_path: P
 def test_a_failing_stage_still_prints_the_summary_and_fails_the_run(tmp_path: Path) -> None:
     done, ran = _make_test(tmp_path, fail="alone")
     assert done.returncode != 0
-    # The compatibility lane does not run after a failure; the summary comes all the same.
-    assert ran == ["main", "alone"]
+    # The lane ran beside the failing stage; the summary comes all the same.
+    assert ran[0] == "main" and sorted(ran[1:]) == ["alone", "compat-3.0.6"], ran
     lines = _summary(done.stdout)
     by_stage = {line.split()[0]: line for line in lines if line.startswith("  ") and " tests " in line}
-    assert list(by_stage) == ["main", "alone"]
+    assert sorted(by_stage) == ["alone", "compat-3.0.6", "main"]
     assert "passed" in by_stage["main"] and "FAILED (exit 3)" in by_stage["alone"]
+    assert "passed" in by_stage["compat-3.0.6"]
     assert "13 tests" in by_stage["alone"]
     assert "failed stage(s): alone" in done.stdout
+    assert "make test: FAILED: a test stage exited with status 3" in done.stderr
+
+
+def test_a_failing_main_stage_runs_nothing_after_it(tmp_path: Path) -> None:
+    done, ran = _make_test(tmp_path, fail="main")
+    assert done.returncode != 0 and ran == ["main"], ran
+    assert "failed stage(s): main" in done.stdout
     assert "make test: FAILED: a test stage exited with status 3" in done.stderr
 
 

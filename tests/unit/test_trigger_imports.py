@@ -1,5 +1,5 @@
 """The trigger's modules load once per process, off the loop, whoever waits for them and whatever happens
-to the waiters (airflow_tfjob.triggers.kubeflow.load_run_modules)."""
+to the waiters (airflow_tfjob.triggers.loader.load_run_modules)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from airflow_tfjob.triggers import kubeflow
+from airflow_tfjob.triggers import loader
 
 
 async def test_a_trigger_cancelled_while_the_modules_load_fails_no_other(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -21,10 +21,10 @@ async def test_a_trigger_cancelled_while_the_modules_load_fails_no_other(monkeyp
         gate.wait(30)
         done.set_result(None)
 
-    monkeypatch.setattr(kubeflow, "_loading", None)
-    monkeypatch.setattr(kubeflow, "_import_run_modules", slow_import)
-    first = asyncio.create_task(kubeflow.load_run_modules())
-    second = asyncio.create_task(kubeflow.load_run_modules())
+    monkeypatch.setattr(loader, "_loading", None)
+    monkeypatch.setattr(loader, "_import_run_modules", slow_import)
+    first = asyncio.create_task(loader.load_run_modules())
+    second = asyncio.create_task(loader.load_run_modules())
     await asyncio.sleep(0)
     assert not first.done() and not second.done()
     first.cancel()
@@ -32,16 +32,16 @@ async def test_a_trigger_cancelled_while_the_modules_load_fails_no_other(monkeyp
         await first
     gate.set()
     await asyncio.wait_for(second, 30)
-    await asyncio.wait_for(kubeflow.load_run_modules(), 30)  # and a trigger that comes later
+    await asyncio.wait_for(loader.load_run_modules(), 30)  # and a trigger that comes later
 
 
 async def test_an_import_that_failed_is_tried_again_by_the_next_trigger(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kubeflow, "_loading", None)
-    monkeypatch.setattr(kubeflow, "RUN_MODULES", ("airflow_tfjob.no_such_module",))
+    monkeypatch.setattr(loader, "_loading", None)
+    monkeypatch.setattr(loader, "RUN_MODULES", ("airflow_tfjob.no_such_module",))
     with pytest.raises(ModuleNotFoundError):
-        await asyncio.wait_for(kubeflow.load_run_modules(), 30)
-    monkeypatch.setattr(kubeflow, "RUN_MODULES", ("airflow_tfjob.constants",))
-    await asyncio.wait_for(kubeflow.load_run_modules(), 30)
+        await asyncio.wait_for(loader.load_run_modules(), 30)
+    monkeypatch.setattr(loader, "RUN_MODULES", ("airflow_tfjob.constants",))
+    await asyncio.wait_for(loader.load_run_modules(), 30)
 
 
 # Full collections counted in the thread that imports (a collection runs in the thread whose allocation
@@ -56,7 +56,7 @@ gc.callbacks.append(
     lambda phase, info: phase == "start" and info["generation"] == 2
     and threading.current_thread() is not threading.main_thread() and full.append(1)
 )
-from airflow_tfjob.triggers.kubeflow import load_run_modules
+from airflow_tfjob.triggers.loader import load_run_modules
 
 asyncio.run(load_run_modules())
 print(len(full), gc.isenabled(), gc.get_freeze_count() > 0)
@@ -74,3 +74,30 @@ def test_the_modules_load_without_a_full_garbage_collection_and_are_frozen_after
     done = subprocess.run([sys.executable, "-c", FULL_COLLECTIONS], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-3:] == ["0", "True", "True"], done.stdout[-500:]
+
+
+async def test_a_loaded_process_awaits_the_run_module_s_follow_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator's trigger fires one event; once the run modules are loaded its step is the run module's
+    coroutine itself, with no frame of the trigger's own held around it while the job runs (a triggerer
+    holds one run per waiting job)."""
+    from airflow.triggers.base import TriggerEvent
+
+    from airflow_tfjob.triggers import runs
+    from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+
+    await asyncio.wait_for(loader.load_run_modules(), 60)
+    fired = TriggerEvent({"event": "succeeded"})
+
+    async def follow(trigger: KubeflowJobTrigger) -> TriggerEvent:
+        return fired
+
+    monkeypatch.setattr(runs, "follow", follow)
+    stream = KubeflowJobTrigger(name="j", namespace="ns").run()
+    step = stream.__anext__()
+    assert getattr(step, "cr_code", None) is follow.__code__
+    assert await step is fired
+    with pytest.raises(StopAsyncIteration):
+        await stream.__anext__()
+    # Before the run modules are loaded, the first step waits for them, then follows.
+    monkeypatch.setattr(loader, "_loading", None)
+    assert [event async for event in KubeflowJobTrigger(name="j", namespace="ns").run()] == [fired]

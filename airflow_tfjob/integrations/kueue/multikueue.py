@@ -38,6 +38,7 @@ from typing import Any
 from airflow_tfjob.follow.cleanup import ElsewhereSteps, KillCall
 from airflow_tfjob.follow.outcome import FollowOutcome
 from airflow_tfjob.follow.parts import Follow, FollowPart
+from airflow_tfjob.integrations.kueue.tracker import WORKER_LOST
 from airflow_tfjob.integrations.kueue.workload import newest
 from airflow_tfjob.jobs.adapter import adapter_for
 from airflow_tfjob.jobs.kinds import JobKind
@@ -47,10 +48,6 @@ from airflow_tfjob.jobs.status import JobStatus, epoch_seconds
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 #: The key of the manager connection's extra that maps a worker cluster's name to its connection id.
 CONNECTIONS_EXTRA = "multikueue_connections"
-#: The follow event of a job whose worker stayed lost (operators/outcome.py deletes the manager's copy).
-WORKER_LOST = "worker_lost"
-#: The follow events this part ends a follow with, and why the operator deletes the job for each.
-FAILURE_EVENTS: dict[str, str] = {WORKER_LOST: "its worker cluster was lost while it ran"}
 #: Seconds the job's worker may stay lost (its MultiKueueCluster Active=False) before the follow ends:
 #: Kueue's default workerLostTimeout (15 min), after which Kueue dispatches again a job it can move,
 #: plus 5 min for that dispatch to show; a job still on the lost worker then will not move.

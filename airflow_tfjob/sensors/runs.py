@@ -1,0 +1,88 @@
+"""What a job sensor's task does when it runs: the bodies of ``poke``, ``execute`` and ``execute_complete``.
+
+Contract: the run module of ``sensors.kubeflow.KubeflowJobSensor``, whose module declares (its signature,
+the parse-time check of its parameters); each entry point imports this module and hands it the sensor.
+It imports what a run needs at its top (Kueue's view of a job's queue, the condition trigger).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow_tfjob.hooks.connection import connection_of
+from airflow_tfjob.integrations.kueue.note import queue_note
+from airflow_tfjob.jobs.status import JobState, condition_reached, failure_message, interpret, summarise
+from airflow_tfjob.sensors.checks import check_sensor_parameters
+from airflow_tfjob.triggers.kubeflow import KubeflowJobConditionTrigger
+from airflow_tfjob.version_compat import AirflowException, AirflowFailException
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_tfjob.hooks.sync import KubeflowJobHook
+    from airflow_tfjob.sensors.kubeflow import KubeflowJobSensor
+
+
+def namespace_of(sensor: KubeflowJobSensor, hook: KubeflowJobHook) -> str:
+    """The sensor's namespace, or its connection's (checked like the sensor's own), or ``default``."""
+    namespace = sensor.namespace or hook.get_namespace() or "default"
+    if not sensor.namespace:
+        check_sensor_parameters({"namespace": namespace}, kind=sensor.kind)
+    return namespace
+
+
+def poke(sensor: KubeflowJobSensor, context: Context) -> bool:
+    sensor._check_target()
+    hook = sensor.get_hook()
+    namespace = namespace_of(sensor, hook)
+    job = hook.find_job(sensor.job_kind, sensor.name, namespace)
+    if job is None:
+        sensor.log.info("%s %s/%s does not exist yet", sensor.kind, namespace, sensor.name)
+        return False
+    status = interpret(job)
+    if status.state is JobState.FAILED:
+        raise AirflowFailException(failure_message(sensor.name, namespace, status, sensor.kind))
+    note = queue_note(hook, job)  # a job with a Kueue queue: queued, admitted, preempted...
+    sensor.log.info(
+        "%s %s/%s: %s%s", sensor.kind, namespace, sensor.name, summarise(status), f"; {note}" if note else ""
+    )
+    return condition_reached(status, sensor.target_condition)
+
+
+def defer(sensor: KubeflowJobSensor, context: Context) -> None:
+    """Deferrable mode: one look first (a job already there needs no trip through the triggerer), then
+    the wait in the triggerer."""
+    if sensor.poke(context):
+        return
+    hook = sensor.get_hook()
+    namespace = namespace_of(sensor, hook)
+    sensor.log.info(
+        "Waiting in the triggerer for %s %s/%s to reach %s",
+        sensor.kind,
+        namespace,
+        sensor.name,
+        sensor.target_condition,
+    )
+    sensor.defer(
+        trigger=KubeflowJobConditionTrigger(
+            name=sensor.name,
+            namespace=namespace,
+            target_condition=sensor.target_condition,
+            **connection_of(sensor),
+            kind=sensor.kind,
+        ),
+        method_name="execute_complete",
+        timeout=timedelta(seconds=sensor.timeout),
+    )
+
+
+def complete(sensor: KubeflowJobSensor, event: Mapping[str, Any]) -> None:
+    # Raised exceptions go through BaseSensorOperator.resume_execution, which applies soft_fail.
+    if event["event"] == "reached":
+        sensor.log.info("%s %s/%s: %s", sensor.kind, event["namespace"], event["name"], event["message"])
+        return
+    if event["event"] == "failed":
+        raise AirflowFailException(event["message"])
+    raise AirflowException(f"Could not watch {sensor.kind} {event['namespace']}/{event['name']}: {event['message']}")
