@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_cli import airflow_db, dags_test, migrated_airflow_env, xcom_value
+from airflow_cli import dag_test_run, dags_test, migrated_airflow_env
 from test_kueue_example import QUICK_TRAINING as INSTANT_TRAINING
 
 pytestmark = [pytest.mark.dags, pytest.mark.cluster, pytest.mark.timeout(600)]
@@ -59,14 +59,9 @@ def test_every_trial_runs_on_a_worker_and_its_replicas_lines_reach_its_task_log(
 
     conf = {"learning_rates": [0.1, 0.3], "batch_sizes": [16], "epochs": 1}  # two trials: each a run of its own
     output = dags_test(env, DAG_ID, "-c", json.dumps(conf), "-f", str(EXAMPLES / f"{DAG_ID}.py"), timeout=540)
-    with airflow_db(env) as db:
-        states = db.execute("select task_id, map_index, state from task_instance where dag_id = ?", (DAG_ID,))
-        by_task = {(task, index): state for task, index, state in states.fetchall()}
-        (raw,) = db.execute(
-            "select value from xcom where dag_id = ? and task_id = 'report' and key = 'return_value'", (DAG_ID,)
-        ).fetchone()
+    by_task, rows = dag_test_run(env, DAG_ID, "report")
     assert by_task == {("grid", -1): "success", **{("train", i): "success" for i in range(2)}, ("report", -1): "success"}
-    assert [row["test_accuracy"] for row in xcom_value(raw)] == [0.6, 0.8]
+    assert [row["test_accuracy"] for row in rows] == [0.6, 0.8]
     told = re.findall(r"\[multikueue\] TFJob default/(\S+) runs on worker cluster '(worker\d)': following its "
                       r"replicas there \(connection 'k8s_(worker\d)'\)", output)
     assert len({job for job, _, _ in told}) == 2 and all(w == c for _, w, c in told), output[-6000:]
