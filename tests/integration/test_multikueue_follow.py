@@ -270,7 +270,7 @@ def test_a_worker_lost_while_the_job_runs_fails_the_task_naming_the_loss(monkeyp
     with LocalCluster(multikueue_workers=2,
                       kueue={"integrations": ["kubeflow.org/tfjob"], "objects": queues}) as cluster:
         _connect(cluster, monkeypatch, mapped=True)
-        long = {"env": {"LINES": "100000", "STEP": "0.05"}, "api_retry_timeout": 5}
+        long = {"env": {"LINES": "100000", "STEP": "0.05"}}
 
         def running_on(log: TaskLog) -> str:
             wait_for(lambda: any(line.startswith("[worker-0] line 3") for line in log.lines), 60,
