@@ -326,12 +326,36 @@ def leftover_description(
 
 
 @dataclass(frozen=True)
-class _Call:
-    """One API call a kill makes: a method of the hook (or pod/service deletion), its arguments."""
+class KillCall:
+    """One API call a kill makes: a method of the hook (or pod/service deletion), its arguments.
+
+    ``conn_id``: made through a hook of that connection instead (another cluster's: the driver makes
+    it, of the kill hook's class, retrying for ``retry_timeout`` seconds in all); ``tolerant``: a
+    failure is sent back as the call's result instead of ending the kill (a look that must not stop
+    the deletion).
+    """
 
     method: str
     args: tuple[Any, ...]
     kwargs: dict[str, Any] = field(default_factory=dict)
+    conn_id: str | None = None
+    retry_timeout: float | None = None
+    tolerant: bool = False
+
+
+#: A kill's steps that run elsewhere (made by :class:`KillElsewhere`): KillCall steps and pauses; what each
+#: call returned is sent back.
+ElsewhereSteps = Generator["KillCall | float", Any, None]
+
+
+class KillElsewhere(Protocol):
+    """What a kill also does beyond the job's own cluster, around its deletion (a caller's, from an
+    integration: the core names none). ``before`` runs before the job is deleted (what the job and
+    its objects say is read then: they go with it), ``after`` once the deletion's wait is over."""
+
+    def before(self, kind: JobKind, name: str, namespace: str) -> ElsewhereSteps: ...
+
+    def after(self, kind: JobKind, name: str, namespace: str) -> ElsewhereSteps: ...
 
 
 @dataclass(frozen=True)
@@ -339,12 +363,12 @@ class _Batch:
     """Independent calls of a kill, made side by side (at most DELETES_AT_ONCE in flight); every call
     is made and the first failure raised once all have ended, as in :func:`delete_pods`."""
 
-    calls: tuple[_Call, ...]
+    calls: tuple[KillCall, ...]
 
 
-# A kill as a sequence of steps, the same for the synchronous and the asynchronous hook: each _Call or
+# A kill as a sequence of steps, the same for the synchronous and the asynchronous hook: each KillCall or
 # _Batch is made by the driver (kill, kill_async) and its result sent back; a float is a pause in seconds.
-_KillSteps = Generator["_Call | _Batch | float", Any, bool]
+_KillSteps = Generator["KillCall | _Batch | float", Any, bool]
 
 
 class KillOptions(TypedDict, total=False):
@@ -355,6 +379,7 @@ class KillOptions(TypedDict, total=False):
     kind: JobKind  # the job's kind (required: the caller knows what it killed)
     wait_timeout: float  # how long to wait until nothing of the job is left
     poll_interval: float
+    elsewhere: KillElsewhere | None  # what the kill also checks elsewhere (MultiKueue's worker copy)
 
 
 def _kill_steps(name: str, namespace: str, log: Log, options: KillOptions) -> _KillSteps:
@@ -370,24 +395,37 @@ def _kill_steps(name: str, namespace: str, log: Log, options: KillOptions) -> _K
     why = options.get("why", "the task was killed")
     kind = options["kind"]
     log(f"Deleting {kind.kind} {namespace}/{name} because {why}, and its pods (grace period {shown})")
-    yield _Call(
+    elsewhere = options.get("elsewhere")
+    if elsewhere is not None:
+        yield from elsewhere.before(kind, name, namespace)
+    gone = yield from _delete_steps(kind, name, namespace, log, grace, wait_timeout, options)
+    if elsewhere is not None:
+        yield from elsewhere.after(kind, name, namespace)
+    return gone
+
+
+def _delete_steps(
+    kind: JobKind, name: str, namespace: str, log: Log, grace: int | None, wait_timeout: float,
+    options: KillOptions,
+) -> _KillSteps:  # fmt: skip
+    yield KillCall(
         "delete_job", (kind, name, namespace), {"propagation": "Foreground", "grace_period_seconds": grace}
     )
-    pods = yield _Call("list_job_pods", (name, namespace), {"kind": kind})
+    pods = yield KillCall("list_job_pods", (name, namespace), {"kind": kind})
     yield _Batch(
         tuple(
             call
             for pod in pods
             for call in (
-                _Call("delete_pod", (_pod_name(pod), namespace), {"grace_period_seconds": grace}),
-                _Call("delete_service", (_pod_name(pod), namespace)),
+                KillCall("delete_pod", (_pod_name(pod), namespace), {"grace_period_seconds": grace}),
+                KillCall("delete_service", (_pod_name(pod), namespace)),
             )
         )
     )
     deadline = time.monotonic() + wait_timeout
     while time.monotonic() < deadline:
-        if (yield _Call("find_job", (kind, name, namespace))) is None and not (
-            yield _Call("list_job_pods", (name, namespace), {"kind": kind})
+        if (yield KillCall("find_job", (kind, name, namespace))) is None and not (
+            yield KillCall("list_job_pods", (name, namespace), {"kind": kind})
         ):
             return True
         yield float(options.get("poll_interval", 0.5))
@@ -438,14 +476,28 @@ def kill(
     return bool(step)
 
 
-def _call(hook: Any, step: _Call | _Batch | float) -> Any:
+def _call(hook: Any, step: KillCall | _Batch | float) -> Any:
     if isinstance(step, float):
         time.sleep(step)
         return None
     if isinstance(step, _Batch):
         _side_by_side([partial(_call, hook, call) for call in step.calls])
         return None
-    return getattr(hook, step.method)(*step.args, **step.kwargs)
+    target = _other_hook(hook, step)
+    try:
+        return getattr(target, step.method)(*step.args, **step.kwargs)
+    except Exception as error:
+        if step.tolerant:
+            return error
+        raise
+
+
+def _other_hook(hook: Any, step: KillCall) -> Any:
+    """The hook a call is made through: the kill's, or one of the same class on the step's connection
+    (made without I/O: a hook reads its connection at its first call, the async one off the loop)."""
+    if step.conn_id is None:
+        return hook
+    return type(hook)(conn_id=step.conn_id, api_retry_timeout=step.retry_timeout)
 
 
 async def kill_async(
@@ -465,14 +517,14 @@ async def kill_async(
     return bool(step)
 
 
-async def _call_async(hook: AsyncKubeflowJobHook, step: _Call | _Batch | float) -> Any:
+async def _call_async(hook: AsyncKubeflowJobHook, step: KillCall | _Batch | float) -> Any:
     if isinstance(step, float):
         await asyncio.sleep(step)
         return None
     if isinstance(step, _Batch):
         in_flight = asyncio.Semaphore(DELETES_AT_ONCE)
 
-        async def one(call: _Call) -> Any:
+        async def one(call: KillCall) -> Any:
             async with in_flight:
                 return await _call_async(hook, call)
 
@@ -481,4 +533,9 @@ async def _call_async(hook: AsyncKubeflowJobHook, step: _Call | _Batch | float) 
             if isinstance(result, BaseException):
                 raise result
         return None
-    return await getattr(hook, step.method)(*step.args, **step.kwargs)
+    try:
+        return await getattr(_other_hook(hook, step), step.method)(*step.args, **step.kwargs)
+    except Exception as error:
+        if step.tolerant:
+            return error
+        raise

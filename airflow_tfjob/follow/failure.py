@@ -5,7 +5,8 @@ The follow core gathers the evidence (each failing replica's last pod state, exi
 lines and events: ``diagnostics.ReplicaDiagnosis``); :func:`classify` reads it as the person on call
 would, and puts the failure in one of four categories:
 
-- ``infrastructure``: the cluster took the job away (preempted or evicted by Kueue, a node lost, pods
+- ``infrastructure``: the cluster took the job away (preempted or evicted by Kueue, a node or a
+  MultiKueue worker cluster lost, pods
   deleted by someone else, the API unreachable after the hooks' retries, an exit code the replica's
   restart policy calls retryable). Trying again is the fix; ``retry_after`` says how soon.
 - ``user``: the job itself is wrong (a Python traceback in a replica, a non-retryable exit code, a spec
@@ -39,6 +40,7 @@ RETRY_AFTER: dict[str, float] = {
     "Preempted": 60.0,
     "Evicted": 60.0,
     "NodeLost": 30.0,
+    "WorkerLost": 30.0,
     "PodDeleted": 10.0,
     "ApiUnavailable": 120.0,
     "RetryableExitCode": 10.0,
@@ -72,7 +74,7 @@ class FailureCause:
     """One failure's cause; JSON-serialisable through to_dict (it travels in XCom and trigger events)."""
 
     category: str  # one of CATEGORIES
-    reason: str  # Preempted, NodeLost, PodDeleted, Evicted, ApiUnavailable, RetryableExitCode, ExitCode,
+    reason: str  # Preempted, NodeLost, WorkerLost, PodDeleted, Evicted, ApiUnavailable, RetryableExitCode, ExitCode,
     # Traceback, InvalidSpec, ImagePull, OOMKilled, KueueIgnored, KueueInadmissible, Unknown
     summary: str  # one line naming what happened, to whom
     replica: str | None = None  # "worker-1"
@@ -244,6 +246,9 @@ def classify(
     specs = replica_specs or {}
     if event == "preempted":
         return infrastructure("Preempted", message or "Kueue preempted the job")
+    if event == "worker_lost":
+        # MultiKueue's worker cluster went while the job ran there: a lost node, a whole cluster of them.
+        return infrastructure("WorkerLost", message or "the job's MultiKueue worker cluster was lost")
     if event == "kueue_ignored":
         return user("KueueIgnored", message or "Kueue did not take the job in")
     if event == "kueue_inadmissible":

@@ -79,6 +79,11 @@ class AsyncKubeflowJobHook(AsyncKubernetesHook):
             return self.config_file
         return await super()._get_field(field_name)
 
+    async def connection_extra(self, name: str) -> Any:
+        """A field of the connection's extra (None when absent), read with Airflow's async connection
+        getter: what an integration keeps there (MultiKueue's worker map) without private access."""
+        return await self._get_field(name)
+
     def with_connection_read(self) -> AsyncKubeflowJobHook:
         """This hook with its connection's extras read now, in the calling thread: a task's own thread.
 
@@ -532,6 +537,10 @@ class AsyncKubeflowJobHook(AsyncKubernetesHook):
     async def pending_workloads(self, namespace: str | None, local_queue: str) -> dict | None:
         """The LocalQueue's PendingWorkloadsSummary (positions); None when the visibility API gives none."""
         return await self._run(kueue.pending_workloads(await self._ns(namespace), local_queue))
+
+    async def multikueue_cluster(self, name: str) -> dict | None:
+        """MultiKueue's cluster object ``name`` (its ``Active`` condition); None when absent or refused."""
+        return await self._run(kueue.multikueue_cluster(name))
 
 
 #: How long a hook made for one trigger is handed to the later triggers of the same connection. A new

@@ -175,3 +175,24 @@ def pending_workloads(namespace: str, local_queue: str) -> Call[dict | None]:
         if data is not None:
             return dict(data)
     return None
+
+
+def multikueue_cluster(name: str) -> Call[dict | None]:
+    """MultiKueue's cluster object ``name`` on the manager (cluster-scoped; its ``Active`` condition says
+    whether the manager reaches that worker); None when absent, not served, or refused (403): whoever
+    reads it (the follow's lost-worker clock, preflight) then judges nothing by it."""
+    for served in VERSIONS:
+        try:
+            data = yield Request(
+                "GET",
+                f"/apis/{GROUP}/{served}/multikueueclusters/{name}",
+                f"read MultiKueueCluster {name} ({served})",
+                absent=frozenset({404}),
+            )
+        except Exception as exc:
+            if api_status_code(exc) == 403:
+                return None
+            raise
+        if data is not None:
+            return dict(data)
+    return None

@@ -235,3 +235,12 @@ class KubeflowJobHook(KubernetesHook):
     def pending_workloads(self, namespace: str | None, local_queue: str) -> dict | None:
         """The LocalQueue's PendingWorkloadsSummary (positions); None when the visibility API gives none."""
         return self._run(kueue.pending_workloads(self._ns(namespace), local_queue))
+
+    def connection_extra(self, name: str) -> Any:
+        """A field of the connection's extra (None when absent): what an integration keeps there
+        (MultiKueue's worker map)."""
+        return self._get_field(name)
+
+    def multikueue_cluster(self, name: str) -> dict | None:
+        """MultiKueue's cluster object ``name`` (its ``Active`` condition); None when absent or refused."""
+        return self._run(kueue.multikueue_cluster(name))

@@ -346,11 +346,14 @@ class ClusterRuntime:
 
     async def lose_worker(self, name: str) -> None:
         """MultiKueue's worker `name` is lost: the whole cluster stops (its pods killed, its API server
-        gone), as a worker cluster that goes away; the manager notices through its connection."""
+        gone), as a worker cluster that goes away; the manager notices through its connection. Its API
+        server goes first, as when the network to it goes: what the worker does after (its replicas
+        killed, its job failed by them) never reaches the manager, whose copy keeps the last status."""
         if name not in self.workers:
             raise ValueError(f"no MultiKueue worker {name!r}; the workers are {', '.join(self.workers) or 'none'}")
         if name not in self.lost_workers:
             self.lost_workers.add(name)
+            await self.workers[name].apiserver.stop()
             await self.workers[name].stop()
 
 

@@ -152,6 +152,32 @@ def connection_id(name: str, value: Any, given: Mapping[str, Any]) -> Any:
     return value
 
 
+def worker_connections(name: str, value: Any, given: Mapping[str, Any]) -> Any:
+    """``multikueue_connections``: a map from MultiKueue worker cluster name to Airflow connection id.
+
+    Refused here, before any request, rather than when the job lands on a worker minutes later: a
+    wrong map would otherwise surface as a follow without replica lines, far from its cause.
+    """
+    if value is None:
+        return value
+    example = "use e.g. {'worker1': 'k8s_worker1'}: each MultiKueueCluster's name to a kubernetes connection id"
+    if not isinstance(value, Mapping):
+        _refuse(name, f"is a {type(value).__name__}, not a map of worker cluster to connection id", example)
+    problems = [
+        Problem(f"{name}[{key!r}]", "is not a worker cluster name (a non-empty string)", example)
+        for key in value
+        if not isinstance(key, str) or not key.strip()
+    ]
+    problems += [
+        Problem(f"{name}[{key!r}]", f"{conn!r} is not a connection id (a non-empty string)", example)
+        for key, conn in value.items()
+        if isinstance(key, str) and key.strip() and (not isinstance(conn, str) or not conn.strip())
+    ]
+    if problems:
+        raise JobValidationError(problems)
+    return dict(value)
+
+
 def grace_period(name: str, value: Any, given: Mapping[str, Any]) -> Any:
     if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
         return value

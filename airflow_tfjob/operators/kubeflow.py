@@ -134,6 +134,7 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
     secret_env: Any
     metrics: list[str]
     startup_timeout: float | None
+    multikueue_connections: dict[str, str] | None
     tensorboard: Any
     tensorboard_log_dir: str | None
     tensorboard_keep: bool
@@ -219,6 +220,7 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
         on_preemption: str = "wait",
         kueue_require_admission: bool = False,
         kueue_workload_window: float = 30.0,
+        multikueue_connections: dict[str, str] | None = None,
         log_rate_per_replica: int = 1000,
         log_total_cap: int = 1_000_000,
         tensorboard: bool | str | dict[str, Any] | TensorBoardSpec | None = None,

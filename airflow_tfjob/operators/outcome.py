@@ -76,7 +76,8 @@ def final_status(
     from airflow_tfjob.integrations.kueue.tracker import FAILURE_EVENTS
 
     if outcome.event in FAILURE_EVENTS:
-        # Kueue's verdicts (kueue/tracker.py): a job left queued or suspended would hold its place.
+        # Kueue's verdicts (kueue/tracker.py, kueue/multikueue.py): a job left queued or suspended would
+        # hold its place; one whose worker was lost would hold its quota on the manager.
         if job is not None:
             delete(FAILURE_EVENTS[outcome.event])
         raise TrainingJobFailed(

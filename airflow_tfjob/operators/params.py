@@ -275,6 +275,13 @@ PARAMETERS: tuple[Param, ...] = (
         "seconds Kueue's Workload may take to appear",
     ),
     _follow(
+        "multikueue_connections",
+        checks.worker_connections,
+        None,
+        "MultiKueue worker cluster name to the Airflow kubernetes connection its replicas are read "
+        "through; beside the connection's extra of that name, this map wins per worker",
+    ),
+    _follow(
         "log_rate_per_replica",
         checks.count("lines per second"),
         1000,

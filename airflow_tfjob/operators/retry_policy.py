@@ -6,7 +6,7 @@ themselves, in part (:mod:`airflow_tfjob.operators.retry_fallback`): a failure i
 fails without a retry; the rest is left to ``retries``. This one reads the provider's own diagnosis of a
 failed training job (:class:`~airflow_tfjob.follow.failure.TrainingJobFailed` and its cause) and decides:
 
-- the cluster's doing (preempted or evicted, a node lost, pods deleted by someone else, the API
+- the cluster's doing (preempted or evicted, a node or a MultiKueue worker cluster lost, pods deleted by someone else, the API
   unreachable after the hooks' retries, an exit code the restart policy calls retryable): **retry**,
   after the delay the cause suggests (``delays`` overrides it per reason);
 - the user's (a Python traceback, a non-retryable exit code, a spec the cluster refused, an image that
@@ -115,7 +115,8 @@ class TrainingRetryPolicy(RetryPolicy):
     :param memory_factor: how much each such retry multiplies the limit by (more than 1).
     :param memory_ceiling: the largest limit it raises to; a replica already there fails.
     :param delays: seconds to wait before retrying, by cause reason (``Preempted``, ``Evicted``,
-        ``NodeLost``, ``PodDeleted``, ``ApiUnavailable``, ``RetryableExitCode``), over the defaults.
+        ``NodeLost``, ``WorkerLost``, ``PodDeleted``, ``ApiUnavailable``, ``RetryableExitCode``), over the
+        defaults.
     """
 
     def __init__(

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from airflow_tfjob.build.secrets import unquoted_in_errors
@@ -20,6 +22,7 @@ from airflow_tfjob.follow import cleanup
 from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
 from airflow_tfjob.hooks.connection import connection_of
 from airflow_tfjob.integrations import links
+from airflow_tfjob.integrations.kueue.multikueue import CONNECTIONS_EXTRA, WorkerCopyCheck, connection_map
 from airflow_tfjob.integrations.tensorboard import XCOM_KEY, start_for_job, stop_for_job
 from airflow_tfjob.jobs.status import as_ended, summarise
 from airflow_tfjob.operators import checkpointing, following, submit
@@ -106,9 +109,12 @@ class TaskTry:
 
     def preflight(self, hook: KubeflowJobHook, manifest: dict[str, Any]) -> None:
         """preflight=True: the job's parts asked of the cluster; a missing one fails the task, nothing created."""
-        target = Target.of_manifest(manifest, self.op.task_id)
+        # MultiKueue's workers, as the follow will reach them: the operator's map over the extra's.
+        given = connection_map(self.op.multikueue_connections)
+        workers = {**connection_map(hook.connection_extra(CONNECTIONS_EXTRA)), **given}
+        target = replace(Target.of_manifest(manifest, self.op.task_id), workers=tuple(workers.items()))
         meta = manifest["metadata"]
-        report = check(hook, meta["namespace"], [target])
+        report = check(hook, meta["namespace"], [target], partial(_worker_hook, hook))
         if not report.ok:
             raise AirflowException(
                 f"Preflight: the cluster lacks what {target.kind.kind} {meta['namespace']}/{meta['name']} "
@@ -265,14 +271,28 @@ class TaskTry:
     def kill(
         self, hook: KubeflowJobHook, name: str, namespace: str, action: str, why: str = "the task was killed"
     ) -> bool:
-        """Every kill path of the task (a user's kill, a timeout, a failed trigger) stops the job alike."""
+        """Every kill path of the task (a user's kill, a timeout, a failed trigger) stops the job alike,
+        and checks that MultiKueue's copy on a worker goes with it."""
+        op = self.op
+        worker = WorkerCopyCheck(op.multikueue_connections, warn=op.log.warning, info=op.log.info)
         return cleanup.kill(
             hook,
             name,
             namespace,
             on_kill_action=action,
-            log=self.op.log.info,
-            grace_period_seconds=self.op.kill_grace_period,
+            log=op.log.info,
+            grace_period_seconds=op.kill_grace_period,
             why=why,
-            kind=self.op.job_kind,
+            kind=op.job_kind,
+            elsewhere=worker,
         )
+
+
+#: Seconds a preflight question to a MultiKueue worker is retried in all: an unreachable worker is a
+#: row of the report (a warning), not a wait of the whole api_retry_timeout.
+WORKER_PREFLIGHT_TIMEOUT = 10.0
+
+
+def _worker_hook(hook: KubeflowJobHook, conn_id: str) -> KubeflowJobHook:
+    """A MultiKueue worker's hook for preflight: the job hook's class, on the worker's connection."""
+    return type(hook)(conn_id=conn_id, api_retry_timeout=WORKER_PREFLIGHT_TIMEOUT)

@@ -113,6 +113,7 @@ class TFJobOperator(KubeflowJobOperator):
         on_preemption: str = "wait",
         kueue_require_admission: bool = False,
         kueue_workload_window: float = 30.0,
+        multikueue_connections: dict[str, str] | None = None,
         log_rate_per_replica: int = 1000,
         log_total_cap: int = 1_000_000,
         tensorboard: bool | str | dict[str, Any] | TensorBoardSpec | None = None,

@@ -57,9 +57,15 @@ def _versions(group_doc: dict | None) -> str:
     return f"{group_doc.get('name', '?')} serves {shown}" + (f" (preferred {preferred})" if preferred else "")
 
 
-def check(cluster: Cluster, namespace: str, targets: Sequence[Target]) -> Report:
+def check(
+    cluster: Cluster,
+    namespace: str,
+    targets: Sequence[Target],
+    connect: Callable[[str], Cluster] | None = None,
+) -> Report:
     """Every part the targets need, once each, in the order: APIs and kinds, companions, runtimes,
-    Kueue, the Role's verbs."""
+    Kueue, the Role's verbs, then MultiKueue's worker clusters (``connect``: a worker's cluster from its
+    Airflow connection id; None: the workers are listed, not asked)."""
     wanted = tuple(targets)
     return Report.of(
         [
@@ -68,8 +74,103 @@ def check(cluster: Cluster, namespace: str, targets: Sequence[Target]) -> Report
             *_kueue(cluster, wanted),
             *_skew(cluster, wanted),
             *_verbs(cluster, namespace, wanted),
+            *_workers(cluster, namespace, wanted, connect),
         ]
     )
+
+
+def _kueue_object(cluster: Cluster, plural: str, name: str, namespace: str | None = None) -> dict | None:
+    """A Kueue object in the first version the cluster serves it in (None: absent, or refused)."""
+    for version in needs.KUEUE_VERSIONS:
+        found, refused = _refused(cluster.find_object, f"{needs.KUEUE_GROUP}/{version}", plural, name, namespace)
+        if found is not None or refused is not None:
+            return found
+    return None
+
+
+def multikueue_workers(cluster: Cluster, namespace: str, queue: str) -> list[str] | None:
+    """The worker clusters a LocalQueue's jobs may run on: those of the MultiKueueConfig that a
+    MultiKueue AdmissionCheck of its ClusterQueue names (None: the queue dispatches to no worker)."""
+    local = _kueue_object(cluster, "localqueues", queue, namespace)
+    cq_name = ((local or {}).get("spec") or {}).get("clusterQueue")
+    cq = _kueue_object(cluster, "clusterqueues", str(cq_name)) if cq_name else None
+    spec = (cq or {}).get("spec") or {}
+    names = [str(n) for n in spec.get("admissionChecks") or ()]
+    names += [str(c.get("name")) for c in (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or ()
+              if isinstance(c, dict) and c.get("name")]
+    workers: list[str] | None = None
+    for name in dict.fromkeys(names):
+        ac = _kueue_object(cluster, "admissionchecks", name)
+        ac_spec = (ac or {}).get("spec") or {}
+        if ac_spec.get("controllerName") != needs.MULTIKUEUE_CONTROLLER:
+            continue
+        config_name = (ac_spec.get("parameters") or {}).get("name")
+        config = _kueue_object(cluster, "multikueueconfigs", str(config_name)) if config_name else None
+        workers = [*(workers or []), *(str(c) for c in ((config or {}).get("spec") or {}).get("clusters") or ())]
+    return list(dict.fromkeys(workers)) if workers is not None else None
+
+
+def _workers(
+    cluster: Cluster, namespace: str, targets: tuple[Target, ...], connect: Callable[[str], Cluster] | None
+) -> Iterator[Finding]:
+    """One row per worker cluster of each MultiKueue queue the jobs ask for: its connection mapped,
+    reachable, the job's kind served there, the verbs the follow reads the replicas with allowed."""
+    for target in targets:
+        if not target.queue:
+            continue
+        workers = multikueue_workers(cluster, namespace, target.queue)
+        for worker in workers or ():
+            yield _worker(worker, namespace, target, connect)
+
+
+def _worker(worker: str, namespace: str, target: Target, connect: Callable[[str], Cluster] | None) -> Finding:
+    kind = target.kind
+    part = f"MultiKueue worker {worker} ({kind.kind})"
+    conn_id = dict(target.workers).get(worker)
+    if conn_id is None:
+        return Finding(
+            part, "no connection mapped",
+            f"a connection to read the replicas' lines and events on {worker} (the task follows the status only)",
+            f"add an Airflow kubernetes connection for {worker} and map it: multikueue_connections="
+            f"{{{worker!r}: '<conn id>'}} (the operator's, or the job connection's extra)",
+            blocking=False,
+        )  # fmt: skip
+    if connect is None:
+        return Finding(part, f"connection {conn_id} (not asked)")
+    try:
+        there = connect(conn_id)
+        served = there.served_resources(kind.api_version)
+    except Exception as error:
+        status = api_status(error)
+        said = f"answered {status}" if status else "did not answer"
+        return Finding(
+            part, f"connection {conn_id}: the worker {said}", "the worker cluster, unreachable: cannot tell",
+            f"check connection {conn_id} (its kubeconfig, server and credentials) and the cluster",
+            blocking=False,
+        )  # fmt: skip
+    if kind.plural not in (served or set()):
+        api = needs.api_of(kind)
+        return Finding(
+            part, f"connection {conn_id}: {kind.api_version} does not serve {kind.plural}",
+            f"{kind.kind} on the worker: MultiKueue cannot run the job's copy there",
+            f"install {api.name} on {worker}: {api.install}",
+        )  # fmt: skip
+    grants = (*needs.WORKER_GRANTS, ("get", kind.group, kind.plural))
+    denied = []
+    for verb, group, resource in grants:
+        allowed, refused = _refused(there.access_review, verb, group, resource, namespace)
+        if refused is not None or not allowed:
+            denied.append(f"{verb} {resource}" + (f".{group}" if group else ""))
+    reach = f"connection {conn_id}: reachable, {kind.plural} served"
+    if denied:
+        return Finding(
+            part, f"{reach}, {len(grants) - len(denied)} of {len(grants)} verbs allowed",
+            f"{', '.join(denied)} in {namespace} there (the follow reads the replicas with them)",
+            f"on {worker}: kubectl apply -n {namespace} -f {needs.ROLE_FILE} and bind the Role to "
+            f"connection {conn_id}'s user",
+            blocking=False,
+        )  # fmt: skip
+    return Finding(part, f"{reach}, the {len(grants)} verbs the follow uses allowed")
 
 
 def _kinds(cluster: Cluster, targets: tuple[Target, ...]) -> Iterator[Finding]:

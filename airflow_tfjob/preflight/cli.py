@@ -9,7 +9,8 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--runtime", help="the runtime a TrainJob runs on (with --kind TrainJob)")
     p.add_argument("--queue", help="the Kueue LocalQueue the --kind jobs are submitted to")
     p.add_argument(
+        "--worker-connection",
+        action="append",
+        default=[],
+        metavar="WORKER=CONN_ID",
+        help="the Airflow kubernetes connection of a MultiKueue worker cluster (as the operators' "
+        "multikueue_connections): each worker of a MultiKueue queue is checked through it; repeatable",
+    )
+    p.add_argument(
         "--dag",
         action="append",
         default=[],
@@ -77,8 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error("name the jobs to check: --kind KIND (repeatable) or --dag FILE")
     if args.runtime and not args.kind:
         p.error("--runtime goes with --kind TrainJob")
+    workers = _worker_connections(p, args.worker_connection)
     try:
-        targets = [_target(name, args.runtime, args.queue) for name in args.kind]
+        targets = [_target(name, args.runtime, args.queue, workers) for name in args.kind]
     except ValueError as error:
         p.error(str(error))
     try:
@@ -93,9 +103,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 hook._log = logging.getLogger("airflow_tfjob.preflight")
             namespace = args.namespace or _context_namespace(args) or "default"
             for dag_file in args.dag:
-                targets += _dag_targets(Path(dag_file), hook)
+                targets += [_with_workers(t, workers) for t in _dag_targets(Path(dag_file), hook)]
             if targets:
-                report = _check(hook, namespace, targets)
+                report = _check(hook, namespace, targets, args.timeout)
         if not targets:
             print(f"tfjob-preflight: {', '.join(args.dag)} defines no job of this provider", file=sys.stderr)
             return EXIT_USAGE
@@ -118,9 +128,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     return report.exit_status
 
 
-def _target(name: str, runtime: str | None, queue: str | None) -> Target:
+def _target(name: str, runtime: str | None, queue: str | None, workers: dict[str, str]) -> Target:
     kind = kind_named(name)
-    return Target(kind, runtime, queue=queue, source=kind.kind)
+    return Target(kind, runtime, queue=queue, source=kind.kind, workers=tuple(workers.items()))
+
+
+def _worker_connections(p: argparse.ArgumentParser, given: Sequence[str]) -> dict[str, str]:
+    """``--worker-connection WORKER=CONN_ID`` flags as a map (a malformed one is a usage error)."""
+    found = {}
+    for flag in given:
+        worker, sep, conn_id = flag.partition("=")
+        if not sep or not worker.strip() or not conn_id.strip():
+            p.error(f"--worker-connection {flag!r}: give WORKER=CONN_ID, e.g. worker1=k8s_worker1")
+        found[worker.strip()] = conn_id.strip()
+    return found
+
+
+def _with_workers(target: Target, workers: dict[str, str]) -> Target:
+    """A DAG task's target with the command line's worker connections under its own (the task's win)."""
+    return replace(target, workers=tuple({**workers, **dict(target.workers)}.items()))
+
+
+def _connect(hook: Any, timeout: float) -> Callable[[str], Any]:
+    """A MultiKueue worker's cluster from its Airflow connection id: a hook of the command's hook's class
+    on that connection, asked with the command's timeout."""
+    return lambda conn_id: type(hook)(conn_id=conn_id, api_retry_timeout=timeout)
 
 
 def _hook(args: argparse.Namespace) -> Any:
@@ -159,12 +191,12 @@ def _context_namespace(args: argparse.Namespace) -> str | None:
     return ((chosen or {}).get("context") or {}).get("namespace")
 
 
-def _check(hook: Any, namespace: str, targets: list[Target]) -> Report:
+def _check(hook: Any, namespace: str, targets: list[Target], timeout: float) -> Report:
     from airflow_tfjob.hooks.common import api_status, status_of
     from airflow_tfjob.preflight.checks import check
 
     try:
-        return check(hook, namespace, targets)
+        return check(hook, namespace, targets, _connect(hook, timeout))
     except Exception as error:
         status = api_status(error)
         if status is None and not _is_connection_error(error):

@@ -33,6 +33,9 @@ class Target:
     runtime_kind: str = "ClusterTrainingRuntime"
     queue: str | None = None
     source: str = ""
+    #: MultiKueue's worker cluster name -> the Airflow connection its replicas are read through (the
+    #: operator's multikueue_connections over its connection's extra; the CLI's --worker-connection).
+    workers: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def of_manifest(cls, manifest: Mapping[str, Any], source: str = "") -> Target:
@@ -148,6 +151,19 @@ KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_INSTALL = "kubectl apply --server-side -f https://github.com/kubernetes-sigs/kueue/releases/download/v0.19.2/manifests.yaml"
 #: The manager's configuration (docs/reference/kueue-behaviour.md §9.2): namespace, ConfigMap, key.
 KUEUE_CONFIG = ("kueue-system", "kueue-manager-config", "controller_manager_config.yaml")
+#: The AdmissionCheck controller of MultiKueue: a ClusterQueue with such a check runs its jobs on workers.
+MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
+#: Kueue's versions of the queue objects, preferred first.
+KUEUE_VERSIONS = ("v1beta2", "v1beta1")
+#: What the follow reads on a worker cluster (the replicas' pods, their logs, the job's events) and
+#: what a kill's check of the worker's copy reads (the job): (verb, group, resource).
+WORKER_GRANTS = (
+    ("list", "", "pods"),
+    ("watch", "", "pods"),
+    ("get", "", "pods/log"),
+    ("list", "", "events"),
+    ("watch", "", "events"),
+)
 
 
 def frameworks_of(config_map: Mapping[str, Any]) -> list[str] | None:
@@ -291,12 +307,15 @@ def target_of_task(task: Any) -> Target | None:
     runtime_kind = getattr(task, "runtime_kind", None) or "ClusterTrainingRuntime"
     if runtime is None and kind.api in APIS and APIS[kind.api].runtimes and task.kind != kind.kind:
         runtime = _tensorflow_runtime(task)
+    given = getattr(task, "multikueue_connections", None)
+    workers = tuple((str(w), str(c)) for w, c in given.items()) if isinstance(given, Mapping) else ()
     return Target(
         kind,
         runtime if isinstance(runtime, str) else None,
         runtime_kind,
         queue if isinstance(queue, str) else None,
         task.task_id,
+        workers,
     )
 
 

@@ -206,6 +206,13 @@ class KubeflowJobTrigger(_ClusterTrigger):
         self._log_context = contextvars.copy_context()
         return _OneEvent(self)
 
+    def _warn(self, line: str) -> None:
+        """A warning into the trigger's log, in the run's context (as :meth:`_info`)."""
+        if self._log_context is None:
+            self.log.warning(line)
+        else:
+            self._log_context.run(self.log.warning, line)
+
     def _info(self, line: str) -> None:
         """The follow's lines into the trigger's log, in the run's context whatever task calls. The
         logger (Airflow's LoggingMixin makes one per trigger, about 0.7 KB) is made at the first line,

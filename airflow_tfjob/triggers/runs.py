@@ -27,6 +27,7 @@ from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook, shared_hook
 from airflow_tfjob.hooks.connection import hook_kwargs
 from airflow_tfjob.hooks.jobwatch import decode, encode, shared_watch
 from airflow_tfjob.integrations import parts as registry
+from airflow_tfjob.integrations.kueue.multikueue import CONNECTIONS_EXTRA, WorkerCopyCheck
 from airflow_tfjob.integrations.kueue.note import aqueue_note
 from airflow_tfjob.jobs.adapter import adapter_for
 from airflow_tfjob.jobs.kinds import JobKind, kind_named
@@ -80,6 +81,8 @@ class _Follows(_Trigger, Protocol):
     def kind(self) -> JobKind: ...
 
     def _info(self, line: str) -> None: ...
+
+    def _warn(self, line: str) -> None: ...
 
 
 class _Reaches(_Trigger, Protocol):
@@ -363,6 +366,7 @@ def _start_view(trigger: _Follows) -> dict[str, Any]:
 async def _delete(trigger: _Follows, hook: AsyncKubeflowJobHook, why: str) -> bool:
     """Delete the TFJob and its pods (:func:`cleanup.kill_async`); False if that could not be done."""
     kind = trigger.kind
+    worker = WorkerCopyCheck(trigger.options.get(CONNECTIONS_EXTRA), warn=trigger._warn, info=trigger._info)
     try:
         gone = await kill_async(
             hook,
@@ -374,6 +378,7 @@ async def _delete(trigger: _Follows, hook: AsyncKubeflowJobHook, why: str) -> bo
             why=why,
             wait_timeout=DELETE_WAIT,
             kind=kind,
+            elsewhere=worker,
         )
     except Exception:
         trigger.log.exception("Could not delete %s %s/%s", kind.kind, trigger.namespace, trigger.name)

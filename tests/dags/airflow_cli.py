@@ -172,6 +172,18 @@ def xcom_of(env: dict[str, str], dag_id: str, run_id: str, task_id: str, key: st
     return xcom_value(raw)
 
 
+def dag_test_run(env: dict[str, str], dag_id: str, task_id: str) -> tuple[dict[tuple[str, int], str], Any]:
+    """After `airflow dags test` of ``dag_id`` (its one run): every task instance's state by (task id,
+    map index), and what ``task_id`` returned."""
+    with airflow_db(env) as db:
+        states = db.execute("select task_id, map_index, state from task_instance where dag_id = ?", (dag_id,))
+        by_task = {(task, index): state for task, index, state in states.fetchall()}
+        (raw,) = db.execute(
+            "select value from xcom where dag_id = ? and task_id = ? and key = 'return_value'", (dag_id, task_id)
+        ).fetchone()
+    return by_task, xcom_value(raw)
+
+
 def last_asset_event(env: dict[str, str]) -> tuple[int, dict[str, Any], str]:
     """(id, extra, source_run_id) of the newest asset event."""
     with airflow_db(env) as db:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from airflow_cli import airflow_db, dags_test, migrated_airflow_env, xcom_value
+from airflow_cli import dag_test_run, dags_test, migrated_airflow_env
 
 pytestmark = [pytest.mark.dags, pytest.mark.cluster, pytest.mark.timeout(600)]
 
@@ -47,14 +47,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
 def test_the_kueue_sweep_runs_every_trial_through_the_queue(env: dict[str, str]) -> None:
     conf = {"learning_rates": [0.1, 0.3], "batch_sizes": [16, 64], "epochs": 1}
     output = dags_test(env, DAG_ID, "-c", json.dumps(conf), "-f", str(EXAMPLES / f"{DAG_ID}.py"), timeout=540)
-    with airflow_db(env) as db:
-        states = db.execute("select task_id, map_index, state from task_instance where dag_id = ?", (DAG_ID,))
-        by_task = {(task, index): state for task, index, state in states.fetchall()}
-        (raw,) = db.execute(
-            "select value from xcom where dag_id = ? and task_id = 'report' and key = 'return_value'", (DAG_ID,)
-        ).fetchone()
+    by_task, rows = dag_test_run(env, DAG_ID, "report")
     assert by_task == {("grid", -1): "success", **{("train", i): "success" for i in range(4)}, ("report", -1): "success"}
-    rows = xcom_value(raw)
     assert [row["test_accuracy"] for row in rows] == [0.6, 0.6, 0.8, 0.8]
     assert all(row["preemptions"] == 0 and row["queue_wait_seconds"] >= 0 for row in rows)
     # Every trial went through Kueue's queue: its Workload admitted by the example's ClusterQueue.

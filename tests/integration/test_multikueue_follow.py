@@ -205,6 +205,9 @@ async def test_a_kill_while_deferred_removes_the_job_from_the_manager_and_the_wo
         return not await asyncio.to_thread(workloads_left)
 
     await wait_until(nothing_left, timeout=10)
+    checked = (f"[multikueue] TFJob {NS}/{name} on worker cluster {worker!r} is gone too (checked through "
+               f"connection 'k8s_{worker}')")
+    assert checked in log.lines, log.lines  # the kill looked at the worker through its connection
 
 
 async def test_a_job_dispatched_again_is_followed_on_its_new_worker(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -242,3 +245,77 @@ async def test_a_job_dispatched_again_is_followed_on_its_new_worker(monkeypatch:
             run.cancel()
             await asyncio.gather(run, return_exceptions=True)
             await trigger.on_kill()
+
+
+def test_a_worker_lost_while_the_job_runs_fails_the_task_naming_the_loss(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kueue v0.19.2 does not dispatch again a job whose replicas were running: its worker lost, the
+    manager's copy stays active for ever. Once the worker's MultiKueueCluster has been Active=False for
+    the part's window (1 s here, 20 min by default), the task fails naming the loss, as an
+    infrastructure failure a retry may fix, and the manager's copy is deleted. Sync first (its job on
+    one worker, that worker lost), then deferred (its job on the other, the only one left, lost too):
+    one cluster for both."""
+    from test_kueue import run_in_thread
+
+    from airflow_tfjob.follow.failure import INFRASTRUCTURE, TrainingJobFailed
+    from airflow_tfjob.integrations.kueue import multikueue
+    from airflow_tfjob.local import LocalCluster
+    from airflow_tfjob.local.kueue.options import queue_objects
+    from airflow_tfjob.local.multikueue import CHECK_NAME
+
+    monkeypatch.setattr(multikueue, "WORKER_LOST_WINDOW", 1.0)
+    monkeypatch.setattr(multikueue, "WORKER_LOOK", 0.25)
+    monkeypatch.setattr(multikueue, "WORKER_COPY_WAIT", 1.0)
+    queues = queue_objects(cluster_queue="mk", local_queue="mk", namespace=NS, quota={"cpu": 4},
+                           admission_checks=[CHECK_NAME])
+    with LocalCluster(multikueue_workers=2,
+                      kueue={"integrations": ["kubeflow.org/tfjob"], "objects": queues}) as cluster:
+        _connect(cluster, monkeypatch, mapped=True)
+        long = {"env": {"LINES": "100000", "STEP": "0.05"}}
+
+        def running_on(log: TaskLog) -> str:
+            wait_for(lambda: any(line.startswith("[worker-0] line 3") for line in log.lines), 60,
+                     "the replica's lines read on its worker")
+            told = next(line for line in log.lines if line.startswith("[multikueue] "))
+            return next(w for w in cluster.workers if f"worker cluster {w!r}" in told)
+
+        from kubernetes import client, config
+
+        tfjobs = client.CustomObjectsApi(config.new_client_from_config(str(cluster.kubeconfig_path)))
+
+        def failed_for_the_loss(error: BaseException, worker: str) -> None:
+            assert isinstance(error, TrainingJobFailed), repr(error)
+            assert str(error).startswith(f"worker cluster {worker} lost (MultiKueueCluster {worker} Active=False: "
+                                         "ClientConnectionFailed"), str(error)
+            assert "run the task again once the worker is reachable" in str(error)
+            assert (error.cause.category, error.cause.reason) == (INFRASTRUCTURE, "WorkerLost")
+            left = tfjobs.list_namespaced_custom_object("kubeflow.org", "v1", NS, "tfjobs")["items"]
+            assert left == [], "the manager's copy is deleted"
+            unchecked = (f"on worker cluster {worker!r} could not be checked through connection 'k8s_{worker}' "
+                         "(the worker did not answer); MultiKueue removes it once it reaches the worker again")
+            assert any(unchecked in line for line in log.lines), log.lines
+
+        log, ti = TaskLog(), TaskInstance(task_id="mk-lost-sync")
+        op = operator(log, task_id=ti.task_id, kueue_queue="mk", **long)
+        thread, out = run_in_thread(op, ti)
+        worker = running_on(log)
+        cluster.lose_worker(worker)
+        thread.join(60)
+        assert not thread.is_alive(), "the task hangs on a lost worker"
+        failed_for_the_loss(out.get("error") or AssertionError(out), worker)
+
+        log, ti = TaskLog(), TaskInstance(task_id="mk-lost-deferred")
+        params = {"task_id": ti.task_id, "kueue_queue": "mk", "deferrable": True, **long}
+        trigger = rebuild_trigger(defer(operator(log, **params), ti))
+        log.attach(trigger)
+
+        async def follow() -> dict[str, Any]:
+            run = asyncio.ensure_future(first_event(trigger))
+            other = await asyncio.to_thread(running_on, log)
+            assert other != worker
+            await asyncio.to_thread(cluster.lose_worker, other)
+            return await asyncio.wait_for(run, 60)
+
+        event = asyncio.run(follow())
+        with pytest.raises(TrainingJobFailed) as failed:
+            operator(log, **params).execute_complete(context_for(ti), event)
+        failed_for_the_loss(failed.value, next(w for w in cluster.workers if w != worker))

@@ -156,6 +156,34 @@ for name, make in (("tf", tfjob), ("tj", trainjob)):
             "finite",
             SECRET,
         )
+    case(
+        f"{name}-multikueue-connections-list",
+        make(**S, multikueue_connections=["k8s_worker1"]),
+        "multikueue_connections",
+        "{'worker1': 'k8s_worker1'}",
+        SECRET,
+    )
+    case(
+        f"{name}-multikueue-connections-empty-worker",
+        make(**S, multikueue_connections={"": "k8s_worker1"}),
+        "multikueue_connections['']",
+        "MultiKueueCluster's name",
+        SECRET,
+    )
+    case(
+        f"{name}-multikueue-connections-empty-conn",
+        make(**S, multikueue_connections={"worker1": " "}),
+        "multikueue_connections['worker1']",
+        "connection id",
+        SECRET,
+    )
+    case(
+        f"{name}-multikueue-connections-none-conn",
+        make(**S, multikueue_connections={"worker1": None, "worker2": "k8s"}),
+        "multikueue_connections['worker1']",
+        "connection id",
+        SECRET,
+    )
     case(f"{name}-queue-timeout-text", make(**S, queue_timeout="10m"), "queue_timeout", "seconds", SECRET)
     case(f"{name}-queue-timeout-bool", make(**S, queue_timeout=True), "queue_timeout", "seconds", SECRET)
     case(

@@ -327,6 +327,17 @@ def test_infrastructure_is_retried_after_the_cause_s_delay() -> None:
     )
 
 
+def test_a_lost_multikueue_worker_is_retried_as_a_lost_node_is() -> None:
+    """A job whose MultiKueue worker cluster was lost while it ran (integrations/kueue/multikueue.py):
+    infrastructure, retried after NodeLost's delay, or the one ``delays`` gives it."""
+    cause = classify("worker_lost", message="worker cluster worker1 lost (MultiKueueCluster worker1 Active=False)")
+    decision, _, _ = decide(TrainingRetryPolicy(), failed(cause))
+    assert decision.action is RetryAction.RETRY and decision.retry_delay == timedelta(seconds=30)
+    assert decision.reason.startswith("TrainingRetryPolicy: infrastructure (WorkerLost): worker cluster worker1 lost")
+    decision, _, _ = decide(TrainingRetryPolicy(delays={"WorkerLost": 300}), failed(cause))
+    assert decision.retry_delay == timedelta(seconds=300)
+
+
 def test_delays_override_the_cause_s_delay() -> None:
     decision, _, _ = decide(TrainingRetryPolicy(delays={"Preempted": 0}), failed(classify("preempted")))
     assert decision.action is RetryAction.RETRY and decision.retry_delay == timedelta(0)

@@ -63,9 +63,13 @@ _REFUSED = "its Workload cannot be read ({status}: refused to the connection's a
 # Kueue's preemption message: "Preempted to accommodate a workload (UID: <wl>, JobUID: <job>) due to ..."
 _PREEMPTOR = re.compile(r"JobUID: ([^)\s,]+)\)")
 
-#: The follow events the tracker ends a follow with, and why the operator deletes the job for each
-#: (operators/outcome.py): a job left queued or suspended would hold its place.
+#: The follow event of a MultiKueue job whose worker stayed lost (multikueue.py's WorkerPart ends it).
+WORKER_LOST = "worker_lost"
+#: The follow events the Kueue integration ends a follow with (the tracker's, and the MultiKueue part's
+#: ``worker_lost``), and why the operator deletes the job for each (operators/outcome.py): a job left
+#: queued or suspended would hold its place; one whose worker was lost, its quota on the manager.
 FAILURE_EVENTS: dict[str, str] = {
+    WORKER_LOST: "its worker cluster was lost while it ran",
     "queue_timeout": "it was not admitted by Kueue within queue_timeout",
     "preempted": "Kueue preempted it and on_preemption is 'fail'",
     "kueue_ignored": "Kueue did not take it in and kueue_require_admission is set",
