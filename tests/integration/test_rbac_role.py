@@ -367,7 +367,9 @@ def tensorboard(env: Env) -> None:
     result = env.operator(tensorboard=True, tensorboard_log_dir=str(env.tmp / "tb")).execute(context_for(ti))
     assert result["state"] == "succeeded"
     assert ti.xcoms[XCOM_KEY].startswith("http://")  # the LoadBalancer Service's address
-    assert board_objects(env.admin, result["name"]) == [], "removed when the task ended"
+    # Deleted when the task ended; the pod goes once its TensorBoard process has exited (a graceful
+    # deletion, as Kubernetes gives it), which the task does not wait for.
+    wait_for(lambda: board_objects(env.admin, result["name"]) == [], 60, "the board removed after the task")
 
 
 FEATURES: dict[str, Callable[[Env], None]] = {
