@@ -48,6 +48,7 @@ TOOLING_MODULES = frozenset(
         "tests/unit/test_param_places.py",
         "tests/unit/test_architecture_doc.py",
         "tests/unit/test_import_contracts.py",
+        "tests/unit/test_import_circles.py",
         "tests/unit/test_declared_imports.py",
         "tests/unit/test_lock.py",
         "tests/unit/test_venv_script.py",

@@ -5,8 +5,6 @@ JobParameters, jobs.adapter's JobStatus)."""
 
 from __future__ import annotations
 
-import grimp
-
 
 def _circles(edges: dict[str, set[str]]) -> list[list[str]]:
     """The groups of modules that import one another, directly or not (Tarjan's components of two or more)."""
@@ -46,6 +44,8 @@ def test_the_search_finds_a_circle() -> None:
 
 
 def test_the_provider_has_no_import_circle() -> None:
+    import grimp  # import-linter's graph: a development tool, which the compatibility lane's venvs lack
+
     graph = grimp.build_graph("airflow_tfjob", exclude_type_checking_imports=True, cache_dir=None)
     ours = {m for m in graph.modules if not m.startswith("airflow_tfjob.local")}
     edges = {m: graph.find_modules_directly_imported_by(m) & ours for m in ours}
