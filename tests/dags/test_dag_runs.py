@@ -73,8 +73,11 @@ def group_lines(output: str, group: str) -> str:
     `dags test` runs one task at a time and logs "[DAG TEST] starting task_id=..." as each begins (its
     "end task" line only on some paths of some releases), so a task ran from its marker's time to the
     next task's. From Airflow 3.1 the markers go to stderr and a task's own lines to stdout, so a task's
-    lines are those stamped within its window, not those printed after its marker. (A line without a
-    stamp, a bare print, is in no group; tests look for those in the whole output.)
+    lines are those stamped within its window, not those printed after its marker. A line without a stamp
+    continues the stamped line before it: the follow logs the replica lines that arrived together as one
+    record, stamped once (the more of them, the busier the machine: a loaded run once had a group's
+    replica lines all in continuations, and the group "lost" them). Tests still look for a bare print in
+    the whole output, where a task's stdout may put it.
     """
     starts: list[tuple[datetime, str]] = []
     for line in output.splitlines():
@@ -90,11 +93,43 @@ def group_lines(output: str, group: str) -> str:
     ]
     assert windows, f"no task of group {group} ran:\n{output[-8000:]}"
     kept = []
+    inside = False
     for line in output.splitlines():
         stamp = _stamp(line)
-        if stamp is not None and any(began <= stamp < ended for began, ended in windows):
+        if stamp is not None:
+            inside = any(began <= stamp < ended for began, ended in windows)
+        if inside:
             kept.append(line)
     return "\n".join(kept)
+
+
+def records(text: str) -> list[str]:
+    """The log records in ``text``: each stamped line with the unstamped lines that continue it (a
+    record's logger and source file are on its first line or its last, by the release's format)."""
+    found: list[str] = []
+    for line in text.splitlines():
+        if _stamp(line) is not None or not found:
+            found.append(line)
+        else:
+            found[-1] += "\n" + line
+    return found
+
+
+def test_a_groups_lines_include_the_continuations_of_its_records() -> None:
+    """The follow logs replica lines that arrive together as one record, stamped on its first line: the
+    group's lines and records keep them (under load most of a task's replica lines were continuations)."""
+    output = "\n".join([
+        "2026-12-06T14:21:07.100000Z [info     ] [DAG TEST] starting task_id=sync.train map_index=-1",
+        "2026-12-06T14:21:08.000000Z [info     ] [worker-0] first",
+        "[worker-1] args=['--config=conf.yaml'] [airflow.task.operators] loc=logs_parsing.py:429",
+        "2026-12-06T14:21:09.000000Z [info     ] [DAG TEST] starting task_id=retry.train map_index=-1",
+        "2026-12-06T14:21:10.000000Z [info     ] [worker-0] other group",
+        "[worker-1] not sync's",
+    ])  # fmt: skip
+    sync = group_lines(output, "sync")
+    assert "[worker-1] args=['--config=conf.yaml']" in sync and "not sync's" not in sync
+    (record,) = [r for r in records(sync) if "args=" in r]
+    assert record.startswith("2026-12-06T14:21:08") and record.endswith("loc=logs_parsing.py:429")
 
 
 def test_sync_operator_dag(airflow_env: dict[str, str], output: str) -> None:
@@ -166,9 +201,9 @@ def test_secrets_printed_by_replicas_are_masked_in_the_task_log(
     # Each replica printed its secret; the task log shows the line, masked: once from the sync task's
     # follow and once from the trigger's (Airflow before 3.1 echoes a task's lines in two formats, so
     # the lines are told apart by where they were logged, not counted).
-    shown = [line for line in output.splitlines() if "replica token=***" in line]
-    assert any("logs_parsing.py" in line for line in shown), output[-8000:]  # the sync task's follow
-    assert any("logs_parsing.py" not in line for line in shown), output[-8000:]  # the trigger's
+    shown = [record for record in records(output) if "replica token=***" in record]
+    assert any("logs_parsing.py" in record for record in shown), output[-8000:]  # the sync task's follow
+    assert any("logs_parsing.py" not in record for record in shown), output[-8000:]  # the trigger's
     assert "function token=***" in output, output[-8000:]
     # Nowhere in the run's output, not only in this group's lines.
     if not AIRFLOW_V_3_1_PLUS:
