@@ -294,17 +294,19 @@ class _JobFollow:
 
     # -- main -----------------------------------------------------------------------------------
 
+    async def _list_pods(self) -> tuple[list[dict], str]:
+        """The job's pods where its replicas run (the pod watch's list, and the list after the job's end)."""
+        return await self.pods_hook.list_objects(
+            "pods", self.namespace, label_selector=job_pod_selector(self.name, kind=self.kind)
+        )
+
     def _start_watches(self) -> None:
         loop = asyncio.get_running_loop()
         if self.logs is not None:
             self.tasks.append(
                 loop.create_task(
                     reflect(
-                        lambda: self.pods_hook.list_objects(
-                            "pods",
-                            self.namespace,
-                            label_selector=job_pod_selector(self.name, kind=self.kind),
-                        ),
+                        self._list_pods,
                         lambda rv: self.pods_hook.watch_job_pods(self.name, self.namespace, rv, kind=self.kind),
                         self._on_pod,
                         synced=self.pods_synced,
@@ -468,9 +470,7 @@ class _JobFollow:
         if job is None or 0 < expected <= len(self.logs.replicas):
             return
         try:
-            pods, _ = await self.pods_hook.list_objects(
-                "pods", self.namespace, label_selector=job_pod_selector(self.name, kind=self.kind)
-            )
+            pods, _ = await self._list_pods()
         except Exception as error:  # the drain still reads the replicas the watch showed
             log.debug("Could not list the pods of %s once more after its end: %s", self.ref, error)
             return
