@@ -168,7 +168,8 @@ def leave_together(role: Role) -> None:
     chief, else worker-0). A worker still running after the leader exited logs "Failed to send RPC
     to coordination service" on its next heartbeat, in a run that succeeded. So all wait at a barrier,
     then the others leave first (at once: no heartbeat in between) and the leader last, once each
-    has said it is leaving.
+    has said it is leaving. Every worker ends with ``os._exit(0)``: only a run in a cluster gets here,
+    and nothing is left to do but the interpreter's teardown.
     """
     if not role.cluster:
         return
@@ -187,6 +188,13 @@ def leave_together(role: Role) -> None:
             if other.is_master:
                 continue
             ctx.get_config_key_value(f"digits-left/{other}", BARRIER_TIMEOUT_MS)
+    # The leader hosts the coordination service, which keeps checking the others' heartbeats until the
+    # interpreter's teardown stops it: on a busy core that teardown outlasted the heartbeat timeout and
+    # the service logged the workers that had just left as unhealthy. Everything is written (the model,
+    # the result, the summary writer closed), so the leader leaves as the others did.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def save(model: Any, model_dir: str, role: Role, result: dict[str, Any]) -> None:
