@@ -6,19 +6,22 @@ one; a matching pair passes."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from cli_support import run_main
 from kubernetes import client, config
 
 from airflow_tfjob.local import LocalCluster
 from airflow_tfjob.local.kueue import queue_objects
 from airflow_tfjob.preflight.cli import main
-from airflow_tfjob.preflight.needs import kueue_line, release_of
+from airflow_tfjob.preflight.needs import KUEUE_CONFIG, kueue_line, release_of
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
@@ -154,3 +157,87 @@ def test_release_and_line_reading() -> None:
     assert release_of("main") is None and release_of(None) is None and release_of("2") is None
     assert kueue_line(["v1beta2", "v1beta1"]).startswith("Kueue before 0.20")
     assert kueue_line(["v1beta2"]).startswith("Kueue 0.20 or later")
+
+
+# -- Kueue's configuration, as the preflight reads it ------------------------------------------------
+
+
+@contextlib.contextmanager
+def kueue_config(cluster: LocalCluster, change: Callable[[dict[str, Any]], None]) -> Iterator[None]:
+    """Kueue's configuration (kueue-system/kueue-manager-config) changed as an admin edits it, put back
+    after. The local Kueue keeps running with its own options (a real one reads the file at its restart):
+    what is asked here is the preflight's reading of the file."""
+    namespace, name, key = KUEUE_CONFIG
+    api = config.new_client_from_config(str(cluster.kubeconfig_path))
+    core = client.CoreV1Api(api)
+    try:
+        before = core.read_namespaced_config_map(name, namespace).data[key]
+        changed = yaml.safe_load(before)
+        change(changed)
+        core.patch_namespaced_config_map(name, namespace, {"data": {key: yaml.safe_dump(changed)}})
+        try:
+            yield
+        finally:
+            core.patch_namespaced_config_map(name, namespace, {"data": {key: before}})
+    finally:
+        api.close()
+
+
+def run(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_main(main, ["--kubeconfig", str(cluster.kubeconfig_path), *args])
+
+
+def row(done: subprocess.CompletedProcess[str], part: str) -> str:
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith(part)]
+    return line
+
+
+def test_a_v1_kind_whose_integration_is_on_passes(cluster: LocalCluster) -> None:
+    """The matching pair of the row above: with kubeflow.org/tfjob in integrations.frameworks, a TFJob
+    with a queue passes on either Kueue."""
+    def enable(changed: dict[str, Any]) -> None:
+        changed["integrations"]["frameworks"].append("kubeflow.org/tfjob")
+
+    with kueue_config(cluster, enable):
+        done = run(cluster, "--kind", "TFJob", "--queue", "lq")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert row(done, "Kueue integration kubeflow.org/tfjob").split()[3:5] == ["ok", "on"]
+
+
+def test_a_job_without_a_queue_where_kueue_manages_every_job_needs_the_default_local_queue(
+    cluster: LocalCluster,
+) -> None:
+    """manageJobsWithoutQueueName: Kueue suspends a TrainJob without a queue and queues it in LocalQueue
+    `default`: none there is MISSING with the fix (exit 1); with one, or in a namespace the selector leaves
+    out, it passes; with the option off (the default) there is no row."""
+    part = "Kueue for TrainJob without a queue"
+    plain = run(cluster, "--kind", "TrainJob", "--runtime", "torch-distributed")
+    assert part not in plain.stdout and plain.returncode == 0, plain.stdout
+
+    def manage(changed: dict[str, Any]) -> None:
+        changed["manageJobsWithoutQueueName"] = True
+
+    with kueue_config(cluster, manage):
+        done = run(cluster, "--kind", "TrainJob", "--runtime", "torch-distributed")
+        line = row(done, part)
+        assert done.returncode == 1 and "MISSING" in line, done.stdout
+        assert "never admits it" in line and "create LocalQueue 'default' in default" in line
+        api = config.new_client_from_config(str(cluster.kubeconfig_path))
+        objects = client.CustomObjectsApi(api)
+        lq = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "default"},
+              "spec": {"clusterQueue": "cq"}}
+        objects.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", "default", "localqueues", lq)
+        try:
+            queued = run(cluster, "--kind", "TrainJob", "--runtime", "torch-distributed")
+        finally:
+            objects.delete_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", "default", "localqueues", "default")
+            api.close()
+        assert queued.returncode == 0 and "queued in LocalQueue 'default' of default" in row(queued, part)
+
+    def leave_out(changed: dict[str, Any]) -> None:
+        manage(changed)
+        changed["managedJobsNamespaceSelector"] = {"matchLabels": {"team": "ml"}}
+
+    with kueue_config(cluster, leave_out):
+        outside = run(cluster, "--kind", "TrainJob", "--runtime", "torch-distributed")
+    assert outside.returncode == 0 and "default is not a managed namespace" in row(outside, part), outside.stdout
