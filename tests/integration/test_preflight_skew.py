@@ -7,6 +7,7 @@ one; a matching pair passes."""
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -17,11 +18,14 @@ import pytest
 import yaml
 from cli_support import run_main
 from kubernetes import client, config
+from operator_support import TaskInstance, context_for
 
 from airflow_tfjob.local import LocalCluster
 from airflow_tfjob.local.kueue import queue_objects
+from airflow_tfjob.operators.trainjob import TrainJobOperator
 from airflow_tfjob.preflight.cli import main
 from airflow_tfjob.preflight.needs import KUEUE_CONFIG, kueue_line, release_of
+from airflow_tfjob.version_compat import AirflowException
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
@@ -73,7 +77,28 @@ def test_the_profiles_own_pair_fits(cluster: LocalCluster) -> None:
     assert ("Kueue 0.20 or later (serves v1beta2, not v1beta1)" if later else "Kueue before 0.20") in line
 
 
-def test_a_trainer_too_old_for_the_kueue_is_missing_with_its_fix(cluster: LocalCluster) -> None:
+def preflight_task_failure(cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A TrainJobOperator with a queue and preflight=True run against the cluster: its failure's message;
+    no TrainJob was created."""
+    extra = {"kube_config_path": str(cluster.kubeconfig_path), "namespace": "default"}
+    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+    op = TrainJobOperator(task_id="skewed", runtime="torch-distributed", image="python:3.12", command=["true"],
+                          namespace="default", kueue_queue="lq", preflight=True)
+    with pytest.raises(AirflowException) as raised:
+        op.execute(context_for(TaskInstance(task_id="skewed")))
+    api = config.new_client_from_config(str(cluster.kubeconfig_path))
+    try:
+        jobs = client.CustomObjectsApi(api).list_namespaced_custom_object(
+            "trainer.kubeflow.org", "v1alpha1", "default", "trainjobs")["items"]
+    finally:
+        api.close()
+    assert jobs == [], [j["metadata"]["name"] for j in jobs]
+    return str(raised.value)
+
+
+def test_a_trainer_too_old_for_the_kueue_is_missing_with_its_fix(
+    cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     later = cluster.runtime.profile.kueue.version == "0.20"
     # Kueue 0.20 wants Trainer 2.3; every Kueue line needs 2.2 (runtimePatches).
     old, needed = ("2.2.0", "2.3") if later else ("2.1.0", "2.2")
@@ -91,6 +116,10 @@ def test_a_trainer_too_old_for_the_kueue_is_missing_with_its_fix(cluster: LocalC
         unqueued = preflight(cluster)
         assert unqueued.returncode == 0, unqueued.stdout
         assert "warning" in verdict(unqueued)
+        # preflight=True: the task fails before creating anything, with the same verdict and fix.
+        message = preflight_task_failure(cluster, monkeypatch)
+        assert f"Trainer {needed}+ for this Kueue, found {old[:3]}" in message
+        assert f"upgrade Trainer to {needed} or later" in message
     finally:
         record_trainer(cluster, cluster.runtime.profile.trainer.tag.removeprefix("v"))
 
