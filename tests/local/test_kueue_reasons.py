@@ -3,7 +3,8 @@ the official client (local/kueue/reasons.py): Kueue 0.19's default gates write t
 (``Inadmissible`` for a missing or stopped queue, ``Pending`` for the scheduler's verdicts), Kueue 0.20
 (UnadmittedWorkloadsObservability on by default, kubernetes-sigs/kueue#13063) the granular reason of each
 case; the messages are the same on both (read at kueue main ff69552e79: workload_controller.go
-getQueueBlocker, scheduler.go nominate/schedule/requeueAndUpdate, flavorassigner.go fitsResourceQuota)."""
+getQueueBlocker, scheduler.go nominate/schedule/requeueAndUpdate, flavorassigner.go fitsResourceQuota).
+Below them, the upstream cases kubernetes-sigs/kueue#13063 changed, ported on both profiles."""
 
 from __future__ import annotations
 
