@@ -71,7 +71,7 @@ def check(
         [
             *_kinds(cluster, wanted),
             *_runtimes(cluster, namespace, wanted),
-            *_kueue(cluster, wanted),
+            *_kueue(cluster, namespace, wanted),
             *_skew(cluster, wanted),
             *_verbs(cluster, namespace, wanted),
             *_workers(cluster, namespace, wanted, connect),
@@ -284,7 +284,7 @@ def _recorded_release(cluster: Cluster, api: needs.Api) -> str | None:
     return str(version) if version else None
 
 
-def _kueue(cluster: Cluster, targets: tuple[Target, ...]) -> Iterator[Finding]:
+def _kueue(cluster: Cluster, namespace: str, targets: tuple[Target, ...]) -> Iterator[Finding]:
     queued = {t.kind for t in targets if t.queue}
     doc = cluster.api_group(needs.KUEUE_GROUP)
     if doc is None:
@@ -297,11 +297,47 @@ def _kueue(cluster: Cluster, targets: tuple[Target, ...]) -> Iterator[Finding]:
             )
         return
     yield Finding("Kueue", _versions(doc))
-    namespace, name, _ = needs.KUEUE_CONFIG
-    config, refused = _refused(cluster.find_object, "v1", "configmaps", name, namespace)
+    config_namespace, name, _ = needs.KUEUE_CONFIG
+    config, refused = _refused(cluster.find_object, "v1", "configmaps", name, config_namespace)
     frameworks = needs.frameworks_of(config) if config is not None else None
     for kind in dict.fromkeys(t.kind for t in targets):
         yield _integration(kind, kind in queued, frameworks, config is not None, refused)
+    unqueued = {t.kind for t in targets if not t.queue and t.kind.kueue_framework in (frameworks or [])}
+    if config is not None and unqueued:
+        yield from _without_queue(cluster, namespace, unqueued, needs.unqueued_of(config))
+
+
+def _without_queue(
+    cluster: Cluster, namespace: str, kinds: set[JobKind], config: needs.Unqueued
+) -> Iterator[Finding]:
+    """A job without a queue whose kind Kueue integrates: with manageJobsWithoutQueueName on in a namespace
+    its selector matches, Kueue suspends the job and queues it in LocalQueue ``default``; without that
+    LocalQueue it is never admitted (QuotaReserved=False, "LocalQueue  doesn't exist")."""
+    if not config.manages:
+        return
+    ns_doc, refused = _refused(cluster.find_object, "v1", "namespaces", namespace)
+    for kind in sorted(kinds, key=lambda k: k.kind):
+        part = f"Kueue for {kind.kind} without a queue"
+        if refused is not None:
+            yield Finding(part, f"manageJobsWithoutQueueName on; reading namespace {namespace} was refused "
+                          f"({refused})", "unknown", needs.unqueued_fix(namespace), blocking=False)
+            continue
+        labels = ((ns_doc or {}).get("metadata") or {}).get("labels")
+        if not config.selects(namespace, labels):
+            yield Finding(part, f"manageJobsWithoutQueueName on; {namespace} is not a managed namespace")
+            continue
+        default = _kueue_object(cluster, "localqueues", needs.DEFAULT_LOCAL_QUEUE, namespace)
+        if default is not None:
+            yield Finding(part, f"manageJobsWithoutQueueName on: queued in LocalQueue "
+                          f"{needs.DEFAULT_LOCAL_QUEUE!r} of {namespace}")
+            continue
+        yield Finding(
+            part,
+            f"manageJobsWithoutQueueName on for {namespace}; no LocalQueue {needs.DEFAULT_LOCAL_QUEUE!r} there",
+            f"Kueue suspends a {kind.kind} without kueue_queue and never admits it "
+            f"(\"LocalQueue  doesn't exist\")",
+            needs.unqueued_fix(namespace),
+        )
 
 
 def _skew(cluster: Cluster, targets: tuple[Target, ...]) -> Iterator[Finding]:

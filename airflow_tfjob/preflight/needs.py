@@ -180,6 +180,62 @@ def frameworks_of(config_map: Mapping[str, Any]) -> list[str] | None:
     return [str(f) for f in frameworks] if isinstance(frameworks, list) else None
 
 
+#: What Kueue manages without a queue name, by default (apis/config/v1beta2/defaults.go at v0.19.2): every
+#: namespace but kube-system and the manager's own.
+NAME_LABEL = "kubernetes.io/metadata.name"
+#: The LocalQueue Kueue puts a managed job without a queue name in (pkg/controller/constants: "default").
+DEFAULT_LOCAL_QUEUE = "default"
+
+
+@dataclass(frozen=True)
+class Unqueued:
+    """Kueue's configuration for jobs that name no queue: whether it manages them
+    (``manageJobsWithoutQueueName``) and in which namespaces (``managedJobsNamespaceSelector``)."""
+
+    manages: bool
+    selector: Mapping[str, Any]
+
+    def selects(self, namespace: str, labels: Mapping[str, Any] | None) -> bool:
+        """Whether the selector matches the namespace (its labels, and the name label every namespace has)."""
+        have = {**(labels or {}), NAME_LABEL: namespace}
+        for key, value in (self.selector.get("matchLabels") or {}).items():
+            if have.get(key) != value:
+                return False
+        for expr in self.selector.get("matchExpressions") or ():
+            if not isinstance(expr, Mapping):
+                continue
+            key, op, values = str(expr.get("key")), expr.get("operator"), set(expr.get("values") or ())
+            ok = {"In": have.get(key) in values, "NotIn": key not in have or have[key] not in values,
+                  "Exists": key in have, "DoesNotExist": key not in have}.get(str(op), False)
+            if not ok:
+                return False
+        return True
+
+
+def unqueued_of(config_map: Mapping[str, Any]) -> Unqueued:
+    """What the manager's ConfigMap says of jobs without a queue name (Kueue's defaults where it is silent)."""
+    text = (config_map.get("data") or {}).get(KUEUE_CONFIG[2])
+    try:
+        config = yaml.safe_load(text) if isinstance(text, str) else None
+    except yaml.YAMLError:
+        config = None
+    config = config if isinstance(config, dict) else {}
+    own = str(config.get("namespace") or KUEUE_CONFIG[0])
+    selector = config.get("managedJobsNamespaceSelector")
+    if not isinstance(selector, dict):
+        selector = {"matchExpressions": [{"key": NAME_LABEL, "operator": "NotIn", "values": ["kube-system", own]}]}
+    return Unqueued(config.get("manageJobsWithoutQueueName") is True, selector)
+
+
+def unqueued_fix(namespace: str) -> str:
+    ns, name, _ = KUEUE_CONFIG
+    return (
+        f"set kueue_queue to a LocalQueue of {namespace}; or create LocalQueue {DEFAULT_LOCAL_QUEUE!r} in "
+        f"{namespace} (Kueue puts jobs without a queue name there); or leave {namespace} out of "
+        f"managedJobsNamespaceSelector in {ns}/{name}"
+    )
+
+
 #: Why a kind's integration is off on a release install, by API: Kueue 0.19 ships the five kubeflow.org/v1
 #: kinds' integrations commented out (kubernetes-sigs/kueue#12606).
 OFF_BY_DEFAULT = {"kubeflow.org/v1": "off by default from Kueue 0.19 (kubernetes-sigs/kueue#12606)"}

@@ -6,19 +6,26 @@ one; a matching pair passes."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from cli_support import run_main
 from kubernetes import client, config
+from operator_support import TaskInstance, context_for
 
 from airflow_tfjob.local import LocalCluster
 from airflow_tfjob.local.kueue import queue_objects
+from airflow_tfjob.operators.trainjob import TrainJobOperator
 from airflow_tfjob.preflight.cli import main
-from airflow_tfjob.preflight.needs import kueue_line, release_of
+from airflow_tfjob.preflight.needs import KUEUE_CONFIG, kueue_line, release_of
+from airflow_tfjob.version_compat import AirflowException
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
@@ -70,13 +77,36 @@ def test_the_profiles_own_pair_fits(cluster: LocalCluster) -> None:
     assert ("Kueue 0.20 or later (serves v1beta2, not v1beta1)" if later else "Kueue before 0.20") in line
 
 
-def test_a_trainer_too_old_for_the_kueue_is_missing_with_its_fix(cluster: LocalCluster) -> None:
+def preflight_task_failure(cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A TrainJobOperator with a queue and preflight=True run against the cluster: its failure's message;
+    no TrainJob was created."""
+    extra = {"kube_config_path": str(cluster.kubeconfig_path), "namespace": "default"}
+    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+    op = TrainJobOperator(task_id="skewed", runtime="torch-distributed", image="python:3.12", command=["true"],
+                          namespace="default", kueue_queue="lq", preflight=True)
+    with pytest.raises(AirflowException) as raised:
+        op.execute(context_for(TaskInstance(task_id="skewed")))
+    api = config.new_client_from_config(str(cluster.kubeconfig_path))
+    try:
+        jobs = client.CustomObjectsApi(api).list_namespaced_custom_object(
+            "trainer.kubeflow.org", "v1alpha1", "default", "trainjobs")["items"]
+    finally:
+        api.close()
+    assert jobs == [], [j["metadata"]["name"] for j in jobs]
+    return str(raised.value)
+
+
+def test_a_trainer_too_old_for_the_kueue_is_missing_with_its_fix(
+    cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     later = cluster.runtime.profile.kueue.version == "0.20"
     # Kueue 0.20 wants Trainer 2.3; every Kueue line needs 2.2 (runtimePatches).
     old, needed = ("2.2.0", "2.3") if later else ("2.1.0", "2.2")
     record_trainer(cluster, old)
     try:
-        queued = preflight(cluster, "--queue", "lq", process=True)  # the status a shell sees
+        # The status a shell sees, from the installed command, once (a process importing Airflow costs
+        # seconds); the other profile's pair in this process.
+        queued = preflight(cluster, "--queue", "lq", process=later)
         line = verdict(queued)
         assert queued.returncode == 1, queued.stdout
         assert "MISSING" in line and f"Trainer {needed}+ for this Kueue, found {old[:3]}" in line
@@ -86,6 +116,10 @@ def test_a_trainer_too_old_for_the_kueue_is_missing_with_its_fix(cluster: LocalC
         unqueued = preflight(cluster)
         assert unqueued.returncode == 0, unqueued.stdout
         assert "warning" in verdict(unqueued)
+        # preflight=True: the task fails before creating anything, with the same verdict and fix.
+        message = preflight_task_failure(cluster, monkeypatch)
+        assert f"Trainer {needed}+ for this Kueue, found {old[:3]}" in message
+        assert f"upgrade Trainer to {needed} or later" in message
     finally:
         record_trainer(cluster, cluster.runtime.profile.trainer.tag.removeprefix("v"))
 
@@ -147,6 +181,7 @@ def test_a_runtimes_replicated_job_name_over_20_characters_is_named_with_its_fix
     fits = run_main(main, ["--kubeconfig", str(cluster.kubeconfig_path), "--kind", "TrainJob",
                            "--runtime", "torch-distributed"])
     assert "ReplicatedJob names" not in fits.stdout and fits.returncode == 0, fits.stdout
+    assert "without a queue" not in fits.stdout  # Kueue does not manage jobs without a queue name by default
 
 
 def test_release_and_line_reading() -> None:
@@ -154,3 +189,85 @@ def test_release_and_line_reading() -> None:
     assert release_of("main") is None and release_of(None) is None and release_of("2") is None
     assert kueue_line(["v1beta2", "v1beta1"]).startswith("Kueue before 0.20")
     assert kueue_line(["v1beta2"]).startswith("Kueue 0.20 or later")
+
+
+# -- Kueue's configuration, as the preflight reads it ------------------------------------------------
+
+
+@contextlib.contextmanager
+def kueue_config(cluster: LocalCluster, change: Callable[[dict[str, Any]], None]) -> Iterator[None]:
+    """Kueue's configuration (kueue-system/kueue-manager-config) changed as an admin edits it, put back
+    after. The local Kueue keeps running with its own options (a real one reads the file at its restart):
+    what is asked here is the preflight's reading of the file."""
+    namespace, name, key = KUEUE_CONFIG
+    api = config.new_client_from_config(str(cluster.kubeconfig_path))
+    core = client.CoreV1Api(api)
+    try:
+        before = core.read_namespaced_config_map(name, namespace).data[key]
+        changed = yaml.safe_load(before)
+        change(changed)
+        core.patch_namespaced_config_map(name, namespace, {"data": {key: yaml.safe_dump(changed)}})
+        try:
+            yield
+        finally:
+            core.patch_namespaced_config_map(name, namespace, {"data": {key: before}})
+    finally:
+        api.close()
+
+
+def run(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_main(main, ["--kubeconfig", str(cluster.kubeconfig_path), *args])
+
+
+def row(done: subprocess.CompletedProcess[str], part: str) -> str:
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith(part)]
+    return line
+
+
+def test_a_v1_kind_whose_integration_is_on_passes(cluster: LocalCluster) -> None:
+    """The matching pair of the row above: with kubeflow.org/tfjob in integrations.frameworks, a TFJob
+    with a queue passes on either Kueue."""
+    def enable(changed: dict[str, Any]) -> None:
+        changed["integrations"]["frameworks"].append("kubeflow.org/tfjob")
+
+    with kueue_config(cluster, enable):
+        done = run(cluster, "--kind", "TFJob", "--queue", "lq")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert row(done, "Kueue integration kubeflow.org/tfjob").split()[3:5] == ["ok", "on"]
+
+
+def test_a_job_without_a_queue_where_kueue_manages_every_job_needs_the_default_local_queue(
+    cluster: LocalCluster,
+) -> None:
+    """manageJobsWithoutQueueName: Kueue suspends a TrainJob without a queue and queues it in LocalQueue
+    `default`: none there is MISSING with the fix (exit 1); with one, or in a namespace the selector leaves
+    out, it passes; with the option off (the default) there is no row."""
+    part = "Kueue for TrainJob without a queue"  # no row with the option off: the long-name test's `fits`
+
+    def manage(changed: dict[str, Any]) -> None:
+        changed["manageJobsWithoutQueueName"] = True
+
+    with kueue_config(cluster, manage):
+        done = run(cluster, "--kind", "TrainJob", "--runtime", "torch-distributed")
+        line = row(done, part)
+        assert done.returncode == 1 and "MISSING" in line, done.stdout
+        assert "never admits it" in line and "create LocalQueue 'default' in default" in line
+        api = config.new_client_from_config(str(cluster.kubeconfig_path))
+        objects = client.CustomObjectsApi(api)
+        lq = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "default"},
+              "spec": {"clusterQueue": "cq"}}
+        objects.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", "default", "localqueues", lq)
+        try:
+            queued = run(cluster, "--kind", "TrainJob", "--runtime", "torch-distributed")
+        finally:
+            objects.delete_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", "default", "localqueues", "default")
+            api.close()
+        assert queued.returncode == 0 and "queued in LocalQueue 'default' of default" in row(queued, part)
+
+    def leave_out(changed: dict[str, Any]) -> None:
+        manage(changed)
+        changed["managedJobsNamespaceSelector"] = {"matchLabels": {"team": "ml"}}
+
+    with kueue_config(cluster, leave_out):
+        outside = run(cluster, "--kind", "TrainJob", "--runtime", "torch-distributed")
+    assert outside.returncode == 0 and "default is not a managed namespace" in row(outside, part), outside.stdout

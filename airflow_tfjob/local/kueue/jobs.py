@@ -19,7 +19,7 @@ from airflow_tfjob.local.kueue.celrules import cel_errors
 from airflow_tfjob.local.kueue.checks import cq_checks
 from airflow_tfjob.local.kueue.defaults import apply_kueue_defaults
 from airflow_tfjob.local.kueue.options import MANAGER_NAMESPACE, MULTIKUEUE_CONTROLLER, KueueOptions
-from airflow_tfjob.local.kueue.reasons import PENDING, PENDING_EVALUATION, Reasons
+from airflow_tfjob.local.kueue.reasons import NO_RESERVATION, PENDING, PENDING_EVALUATION, Reasons
 from airflow_tfjob.local.kueue.schema import CHECKED_KINDS, kueue_schema
 from airflow_tfjob.local.kueue.workloads import (
     FINALIZER,
@@ -459,7 +459,7 @@ class JobReconciler:
         set_condition(status, "QuotaReserved", "False", self.reasons.pick(PENDING_EVALUATION, PENDING), message,
                       generation)
         status.pop("admission", None)
-        set_condition(status, "Admitted", "False", "NoReservation", "The workload has no reservation", generation)
+        set_condition(status, "Admitted", "False", *NO_RESERVATION, generation)
         if self.wait_for_pods_ready:
             set_condition(status, "PodsReady", "False", "WaitForStart", "Not all pods are ready or succeeded",
                           generation)

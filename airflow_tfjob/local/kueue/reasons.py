@@ -28,6 +28,10 @@ MISCONFIGURED = "Misconfigured"
 SUSPENDED = "Suspended"
 PENDING_EVALUATION = "PendingEvaluation"
 
+#: The Admitted=False condition of a Workload without a reservation (pkg/workload/admissionchecks.go
+#: SyncAdmittedCondition): written for every pending Workload when the gate is on, on a change only when off.
+NO_RESERVATION = ("NoReservation", "The workload has no reservation")
+
 #: flavorassigner.go reasonSeverity: of two reasons for not fitting, the more severe is told.
 _SEVERITY = {WAITING_FOR_QUOTA: 1, EXCEEDS_MAX_QUOTA: 2, NO_MATCHING_FLAVOR: 3}
 

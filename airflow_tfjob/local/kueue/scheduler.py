@@ -25,6 +25,7 @@ from airflow_tfjob.local.kueue.queues import (
 from airflow_tfjob.local.kueue.reasons import (
     INADMISSIBLE,
     MISCONFIGURED,
+    NO_RESERVATION,
     PENDING,
     WAITING_FOR_PREEMPTED,
     WAITING_FOR_QUOTA,
@@ -180,11 +181,19 @@ class Scheduler:
         Warning event, whose reason is the condition's (``Pending``, or the granular one on 0.20); the
         workload controller's queue blockers write no event."""
         current = condition(wl, "QuotaReserved")
-        if current and (current.get("status"), current.get("reason"), current.get("message")) == (
-                "False", reason, message):
+        written = condition(wl, "Admitted") or {}
+        # SyncAdmittedCondition with UnadmittedWorkloadsObservability on (0.20): a Workload without a
+        # reservation also carries Admitted=False NoReservation; with it off (0.19) Admitted is written
+        # only when it changes, so a Workload never admitted has none.
+        no_reservation = self.reasons.granular and written.get("reason") != NO_RESERVATION[0]
+        if not no_reservation and current and (
+                current.get("status"), current.get("reason"), current.get("message")) == ("False", reason, message):
             return
         status = clone(wl.get("status") or {})
-        set_condition(status, "QuotaReserved", "False", reason, message, wl["metadata"].get("generation"))
+        generation = wl["metadata"].get("generation")
+        set_condition(status, "QuotaReserved", "False", reason, message, generation)
+        if no_reservation:
+            set_condition(status, "Admitted", "False", *NO_RESERVATION, generation)
         if self._write(wl, status) and event:
             self._event(wl, reason, message, "Warning")
 

@@ -114,24 +114,31 @@ KUEUE_0_20 = Release(
         Row("served API versions",
             "kueue.x-k8s.io/v1beta1 is no longer served (its CRD versions set served: false), nor the "
             "visibility API's v1beta1 APIService: discovery lists v1beta2 only and a v1beta1 request is 404",
-            "kubernetes-sigs/kueue#14558 (merged; review thread: the v1beta1 visibility APIService removed "
-            "too)",
-            "confirmed from the pull request's thread; the merged tree was not read (the stored snapshot of "
-            "kueue ends before it)",
+            "kubernetes-sigs/kueue#14558, read at its head 19754299e4: served: false on v1beta1 in every CRD "
+            "of config/components/crd/bases (and the chart's), pkg/visibility/server.go no longer installs "
+            "visibility v1beta1; its v1beta1 tests removed (e2e_v1beta1_test.go, "
+            "conversion/conversions_v1beta1_test.go, webhook/core/workload_test.go's \"Workload v1beta1 CEL "
+            "validation\" entries, visibility_test.go's v1beta1 case)",
+            "confirmed in the change itself; the pull request was still open in the stored snapshot (main at "
+            "ff69552e79, 2026-08-22): that v0.20.0 ships it is issue 38's reading of the release notes",
             emulated=True),
         Row("default feature gates",
             "UnadmittedWorkloadsObservability on by default: QuotaReserved=False carries the granular "
-            "reasons " + ", ".join(_KUEUE_REASONS) + " instead of Pending/Inadmissible. Emulated: "
+            "reasons " + ", ".join(_KUEUE_REASONS) + " instead of Pending/Inadmissible, and a Workload "
+            "without a reservation also carries Admitted=False NoReservation (SyncAdmittedCondition; with the "
+            "gate off, a Workload never admitted has no Admitted condition). Emulated: "
             "Misconfigured (LocalQueue or ClusterQueue missing; namespace not selected), Suspended (queue "
             "stopped or inactive), ExceedsMaxQuota (request above the ClusterQueue's quota), NoMatchingFlavor "
             "(taint, node labels, resource not covered), WaitingForQuota, WaitingForPreemptedWorkloads, and "
             "PendingEvaluation on the Workload requeued after an eviction; not emulated: WaitingForPodsReady "
             "(the local Kueue does not block admission on PodsReady), TopologyPlacementFailed (no TAS), "
-            "PendingEvaluation on creation (UnadmittedWorkloadsExplicitStatus, off)",
+            "PendingEvaluation on creation (UnadmittedWorkloadsExplicitStatus, off), Deactivated for a "
+            "Workload with spec.active false and AdmissionGated (the local Kueue models neither)",
             "kubernetes-sigs/kueue#13063 (24698d2c36, pkg/features/kube_features.go); read at main ff69552e79 "
             "(v0.20.0-devel-377): apis/kueue/v1beta2/workload_types.go, pkg/workload/workload.go "
-            "(UnadmittedWorkloadReasonWithFallback), pkg/controller/core/workload_controller.go "
-            "(getQueueBlocker), pkg/scheduler/scheduler.go (nominate, schedule, requeueAndUpdate), "
+            "(UnadmittedWorkloadReasonWithFallback), pkg/workload/admissionchecks.go (SyncAdmittedCondition), "
+            "pkg/controller/core/workload_controller.go (getQueueBlocker, "
+            "resolveGranularUnadmittedQuotaReservedCondition), pkg/scheduler/scheduler.go (nominate, schedule, requeueAndUpdate), "
             "pkg/scheduler/flavorassigner/flavorassigner.go (fitsResourceQuota, resolveNoFitReason), "
             "pkg/controller/jobframework/reconciler.go",
             "confirmed in source at main after #13063 (no v0.20.0 tag in the stored snapshot); issue 38 names "
@@ -140,13 +147,21 @@ KUEUE_0_20 = Release(
         _V1_OFF,
         Row("integrations",
             "the TrainJob integration is built and tested against Trainer v2.3.0, whose runtimePatches merge "
-            "as a strategic merge patch; run it with Trainer 2.3 or later",
-            "kubernetes-sigs/kueue#14504 (go.mod: trainer v2.2.1 -> v2.3.0)",
-            "partly: #14504 bumps the dependency and its tests; a stated minimum is only proposed "
+            "as a strategic merge patch (a patch naming a ReplicatedJob the runtime lacks now adds one); run "
+            "it with Trainer 2.3 or later",
+            "kubernetes-sigs/kueue#14504 (22553e5417, in main before v0.20.0): go.mod trainer v2.2.1 -> v2.3.0; "
+            "pkg/controller/jobs/trainjob/trainjob_controller_test.go TestRunWithPodsetsInfo rewritten for "
+            "v2.3.0's merge",
+            "partly: #14504 is confirmed in main (the dependency and its unit test); a stated minimum is only "
+            "proposed "
             "(kubernetes-sigs/kueue#14886 says v2.3.0, #14943 says v2.2.0, both open when read); the hard "
             "floor in code is runtimePatches, i.e. Trainer v2.2"),
     ),
 )
+
+#: Why no Trainer 2.4 row can be checked in source here.
+_TRAINER_SNAPSHOT = ("the stored kubeflow/trainer ends at master 8c0f5059b (2026-08-21, #3959; no pull request "
+                     "after #3964, no v2.4 tag), before the change")
 
 TRAINER_2_3 = Release(
     TRAINER, "2.3", "v2.3.0",
@@ -172,23 +187,24 @@ TRAINER_2_4 = Release(
     rows=(
         Row("served API versions", "trainer.kubeflow.org/v1alpha1, as in 2.3",
             "issue 38 names no API version change",
-            "not confirmed: the stored snapshot of kubeflow/trainer ends before v2.4.0", emulated=True),
+            "not confirmed: " + _TRAINER_SNAPSHOT, emulated=True),
         Row("default feature gates",
-            "TrainJobStatus still off; its move to on by default is proposed", "kubeflow/trainer#3861",
-            "not confirmed: #3861 was not found in the stored issues or source"),
+            "TrainJobStatus still off; its move to on by default (GA) is proposed", "kubeflow/trainer#3861",
+            "partly: read at #3861's head 7461d27d1 (pkg/features/features.go: TrainJobStatus Default true, "
+            "GA); open in the stored snapshot, whose master (8c0f5059b) still has it off, alpha; which "
+            "release takes it is not known"),
         Row("webhook", "a runtime's ReplicatedJob names are at most 20 characters; longer ones are refused",
-            "kubeflow/trainer#4394",
-            "not confirmed: #4394 was not found in the stored issues or source"),
+            "kubeflow/trainer#4394", "not confirmed: " + _TRAINER_SNAPSHOT),
         Row("controller", "the TrainJob's spec.trainer.image is set on the MPI launcher and on the nodes",
-            "kubeflow/trainer#4301",
-            "not confirmed: #4301 was not found; the bug it answers is kubeflow/trainer#4030, and "
-            "kubeflow/trainer#4050 (open when read) proposes the same"),
+            "kubeflow/trainer#4301 (the bug: kubeflow/trainer#4030)", "not confirmed: " + _TRAINER_SNAPSHOT),
         Row("controller",
             "OpenMPI runtimes get the PRTE_MCA_* variables (Open MPI 5) beside the ORTE ones: "
             "PRTE_MCA_prte_default_hostfile, PRTE_MCA_prte_keep_fqdn_hostnames=false, "
             "PRTE_MCA_prte_set_default_slots, PRTE_MCA_plm_ssh_args",
             "kubeflow/trainer#4029 (for kubeflow/trainer#4028)",
-            "partly: #4029 was open when read; that it shipped in v2.4.0 is issue 38's word"),
+            "partly: read in #4029's thread (open on 2026-09-04: the four PRTE names beside the ORTE ones, "
+            "prte_keep_fqdn_hostnames false, the names added to MPIReservedEnvNames, so a TrainJob may not set "
+            "them); not in source: " + _TRAINER_SNAPSHOT + "; that v2.4.0 ships it is issue 38's word"),
         Row("controller",
             "suspended MPI TrainJobs (DeepSpeed, MLX) created before the upgrade cannot resume after it",
             "issue 38 (v2.4.0's release notes)", "not confirmed: the release notes were not in the stored sources"),
