@@ -39,7 +39,7 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {
                 "integration-name": "Kubeflow TFJob",
-                "python-modules": ["airflow_tfjob.triggers.kubeflow", "airflow_tfjob.triggers.assets"],
+                "python-modules": ["airflow_tfjob.triggers.deferral", "airflow_tfjob.triggers.assets"],
             }
         ],
         "extra-links": [
@@ -54,7 +54,7 @@ def get_provider_info() -> dict[str, Any]:
 
 
 # One module per kind (and the generic one), for operators and sensors alike.
-_KIND_MODULES = ("kubeflow", "tfjob", "pytorchjob", "xgboostjob", "jaxjob", "paddlejob", "trainjob")
+_KIND_MODULES = ("generic", "tfjob", "pytorchjob", "xgboostjob", "jaxjob", "paddlejob", "trainjob")
 
 
 def _modules(package: str) -> list[str]:

@@ -60,7 +60,7 @@ MOVED: dict[str, str] = {
     "tensorboard": "integrations.tensorboard",
     "links": "integrations.links",
     "sweeps": "integrations.sweeps",
-    "plugin": "plugins.kubeflow",
+    "plugin": "plugins.kill_listener",
     "identity": "operators.identity",
 }
 

@@ -162,7 +162,7 @@ async def _quiet(port: int, quiet: float = 2.0, limit: float = 900) -> None:
 
 def _trigger(kind: str, name: str, namespace: str) -> Any:
     """A trigger as the operator defers it (log following off: what waiting costs, not reading)."""
-    from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+    from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 
     return KubeflowJobTrigger(
         name=name,

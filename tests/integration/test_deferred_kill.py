@@ -24,7 +24,7 @@ from watch_support import wait_until
 from airflow_tfjob.constants import KILL_GRACE_PERIOD
 from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook, KubeflowJobHook
 from airflow_tfjob.operators.tfjob import TFJobOperator
-from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 

@@ -23,7 +23,7 @@ from airflow_tfjob.build.validation import JobValidationError
 from airflow_tfjob.constants import LABEL_HANDLED
 from airflow_tfjob.operators import submit
 from airflow_tfjob.operators.tfjob import TFJobOperator
-from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 from airflow_tfjob.version_compat import AirflowException, AirflowTaskTimeout
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]

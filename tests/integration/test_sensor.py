@@ -18,7 +18,7 @@ from airflow_compat import (
 from operator_support import TaskInstance, context_for, replica_command, wait_for
 
 from airflow_tfjob.sensors.tfjob import TFJobSensor
-from airflow_tfjob.triggers.kubeflow import KubeflowJobConditionTrigger
+from airflow_tfjob.triggers.deferral import KubeflowJobConditionTrigger
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 

@@ -23,7 +23,7 @@ from watch_support import (
 )
 
 from airflow_tfjob.hooks import jobwatch as watch
-from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 
@@ -55,7 +55,7 @@ def test_serialize_round_trip() -> None:
         delete_on_kill=False,
     )
     classpath, kwargs = trigger.serialize()
-    assert classpath == "airflow_tfjob.triggers.kubeflow.KubeflowJobTrigger"
+    assert classpath == "airflow_tfjob.triggers.deferral.KubeflowJobTrigger"
     module, _, cls_name = classpath.rpartition(".")
     rebuilt = getattr(importlib.import_module(module), cls_name)(**json.loads(json.dumps(kwargs)))
     assert rebuilt.serialize() == (classpath, kwargs)
@@ -407,7 +407,7 @@ import asyncio, json, logging, sys
 from airflow_tfjob.triggers import positions
 positions.SAVE_INTERVAL = 3600.0
 positions.SETTLE = float(sys.argv[3])
-from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 
 logger = logging.getLogger("first-triggerer")
 logger.addHandler(logging.FileHandler(sys.argv[2]))

@@ -75,7 +75,7 @@ from airflow.models.trigger import Trigger
 from airflow.utils.session import create_session
 from airflow.utils.state import DagRunState, TaskInstanceState
 from airflow.utils.types import DagRunType, DagRunTriggeredByType
-from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 
 action, dag_id = sys.argv[1], sys.argv[2]
 with create_session() as session:

@@ -18,8 +18,8 @@ PUBLIC_METHODS = {
 CONSTRUCTORS = (
     "airflow_tfjob.operators.tfjob.TFJobOperator",
     "airflow_tfjob.sensors.tfjob.TFJobSensor",
-    "airflow_tfjob.operators.kubeflow.KubeflowJobOperator",
-    "airflow_tfjob.sensors.kubeflow.KubeflowJobSensor",
+    "airflow_tfjob.operators.generic.KubeflowJobOperator",
+    "airflow_tfjob.sensors.generic.KubeflowJobSensor",
     "airflow_tfjob.operators.pytorchjob.PyTorchJobOperator",
     "airflow_tfjob.operators.xgboostjob.XGBoostJobOperator",
     "airflow_tfjob.operators.jaxjob.JAXJobOperator",
@@ -35,8 +35,8 @@ CONSTRUCTORS = (
     "airflow_tfjob.hooks.tfjob.TFJobHook",
     "airflow_tfjob.hooks.tfjob.AsyncTFJobHook",
     # The kind-neutral names of 0.2 (the TFJob ones above are the same classes).
-    "airflow_tfjob.triggers.kubeflow.KubeflowJobTrigger",
-    "airflow_tfjob.triggers.kubeflow.KubeflowJobConditionTrigger",
+    "airflow_tfjob.triggers.deferral.KubeflowJobTrigger",
+    "airflow_tfjob.triggers.deferral.KubeflowJobConditionTrigger",
     "airflow_tfjob.triggers.assets.KubeflowJobSucceededTrigger",
     "airflow_tfjob.hooks.tfjob.KubeflowJobHook",
     "airflow_tfjob.hooks.tfjob.AsyncKubeflowJobHook",

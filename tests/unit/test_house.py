@@ -151,7 +151,7 @@ def test_release_0_1_0_names_are_the_same_objects() -> None:
     from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
     from airflow_tfjob.hooks.sync import KubeflowJobHook
     from airflow_tfjob.hooks.tfjob import AsyncTFJobHook, TFJobHook
-    from airflow_tfjob.triggers.kubeflow import KubeflowJobConditionTrigger, KubeflowJobTrigger
+    from airflow_tfjob.triggers.deferral import KubeflowJobConditionTrigger, KubeflowJobTrigger
     from airflow_tfjob.triggers.tfjob import TFJobConditionTrigger, TFJobTrigger
 
     with warnings.catch_warnings():
@@ -175,7 +175,7 @@ TRIGGER_CLASS_IMPORTS = {
     "airflow_tfjob.hooks",
     "airflow_tfjob.hooks.connection",
     "airflow_tfjob.triggers",
-    "airflow_tfjob.triggers.kubeflow",
+    "airflow_tfjob.triggers.deferral",
     "airflow_tfjob.triggers.loader",
 }
 
@@ -185,14 +185,14 @@ def test_the_triggerer_imports_the_trigger_class_without_the_follow() -> None:
         "import sys, airflow.jobs.triggerer_job_runner\n"
         "try:\n    from airflow._shared.module_loading import import_string\n"
         "except ImportError:  # before 3.2\n    from airflow.utils.module_loading import import_string\n"
-        "import_string('airflow_tfjob.triggers.kubeflow.KubeflowJobTrigger')\n"
-        "import_string('airflow_tfjob.triggers.kubeflow.KubeflowJobConditionTrigger')\n"
+        "import_string('airflow_tfjob.triggers.deferral.KubeflowJobTrigger')\n"
+        "import_string('airflow_tfjob.triggers.deferral.KubeflowJobConditionTrigger')\n"
         "print('loaded:', *(m for m in sys.modules if m.startswith('airflow_tfjob')))\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     loaded = set(next(x for x in done.stdout.splitlines() if x.startswith("loaded:")).split()[1:])
     assert loaded - TRIGGER_CLASS_IMPORTS == set(), "imported on the triggerer's loop; import them in run()"
-    assert "airflow_tfjob.triggers.kubeflow" in loaded
+    assert "airflow_tfjob.triggers.deferral" in loaded
 
 
 def test_the_loader_imports_every_run_module_and_every_adapter() -> None:
