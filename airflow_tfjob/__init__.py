@@ -1,5 +1,5 @@
 """Apache Airflow provider for Kubeflow TFJobs (distributed TensorFlow training on Kubernetes): its
-provider info (:func:`get_provider_info`), and the resolver of release 0.1.0's module paths (``_moved``).
+provider info (:func:`get_provider_info`).
 
 This module must stay import-light: Airflow's providers manager imports it in every process.
 """
@@ -8,12 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_tfjob import _moved
-
 __version__ = "0.1.0"
-
-# Release 0.1.0's flat module paths keep importing (see _moved.py).
-_moved.install()
 
 
 def get_provider_info() -> dict[str, Any]:

@@ -97,8 +97,8 @@ Paddle's `PADDLE_*` variables) is listed in
 ## One task per kind
 
 ```python
-from airflow_tfjob.operators.jaxjob import JAXJobOperator
 from airflow_tfjob.operators.generic import KubeflowJobOperator
+from airflow_tfjob.operators.jaxjob import JAXJobOperator
 from airflow_tfjob.operators.paddlejob import PaddleJobOperator
 from airflow_tfjob.operators.xgboostjob import XGBoostJobOperator
 

@@ -92,7 +92,3 @@ class _Listener:
 class KubeflowJobPlugin(AirflowPlugin):
     name = "airflow_tfjob"
     listeners = [_Listener()]
-
-
-#: Release 0.1.0's name of the plugin class (its entry point's target then).
-TFJobPlugin = KubeflowJobPlugin

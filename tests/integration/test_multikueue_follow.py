@@ -200,7 +200,7 @@ async def test_a_kill_while_deferred_removes_the_job_from_the_manager_and_the_wo
 
     async def nothing_left() -> bool:
         for hook in (here, there):
-            if await hook.find_tfjob(name, NS) is not None or await hook.list_job_pods(name, NS):
+            if await hook.find_job("TFJob", name, NS) is not None or await hook.list_job_pods(name, NS):
                 return False
         return not await asyncio.to_thread(workloads_left)
 

@@ -10,8 +10,6 @@ import json
 from typing import Any
 
 PUBLIC_METHODS = {
-    "airflow_tfjob.hooks.tfjob.TFJobHook": None,
-    "airflow_tfjob.hooks.tfjob.AsyncTFJobHook": None,
     "airflow_tfjob.hooks.tfjob.KubeflowJobHook": None,
     "airflow_tfjob.hooks.tfjob.AsyncKubeflowJobHook": None,
 }
@@ -32,9 +30,7 @@ CONSTRUCTORS = (
     "airflow_tfjob.sensors.trainjob.TrainJobSensor",
     "airflow_tfjob.triggers.tfjob.TFJobTrigger",
     "airflow_tfjob.triggers.tfjob.TFJobConditionTrigger",
-    "airflow_tfjob.hooks.tfjob.TFJobHook",
-    "airflow_tfjob.hooks.tfjob.AsyncTFJobHook",
-    # The kind-neutral names of 0.2 (the TFJob ones above are the same classes).
+    # The triggers under their own classpaths (the TFJob ones above are what the 0.1.0 builds stored).
     "airflow_tfjob.triggers.deferral.KubeflowJobTrigger",
     "airflow_tfjob.triggers.deferral.KubeflowJobConditionTrigger",
     "airflow_tfjob.triggers.assets.KubeflowJobSucceededTrigger",
@@ -46,7 +42,6 @@ CONSTRUCTORS = (
 FUNCTIONS = (
     "airflow_tfjob.decorators.tfjob.tfjob_task",
     "airflow_tfjob.decorators.pytorchjob.pytorchjob_task",
-    "airflow_tfjob.follow.follow_job",
     "airflow_tfjob.follow.core.follow_job",
 )
 

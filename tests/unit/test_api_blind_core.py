@@ -65,8 +65,8 @@ API_PACKAGES = tuple(f"airflow_tfjob.{path.removesuffix('/').removesuffix('.py')
 
 
 def _named_for_tfjob(function: str) -> bool:
-    """The TFJob-named aliases the provider had before other kinds (``create_tfjob``, ``build_tfjob``...;
-    the recorded public API): each is the generic call with TFJob's row, which is what they are for."""
+    """A TFJob-named function (``build_tfjob``, ``validate_tfjob``): the generic call with TFJob's row,
+    which is what it is for, so naming the row there is no knowledge of an API."""
     return "tfjob" in function.lower()
 
 
