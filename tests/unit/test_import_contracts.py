@@ -71,6 +71,30 @@ def test_the_provider_importing_the_local_cluster_breaks_its_contract(scratch: P
     assert "airflow_tfjob.follow.summary -> airflow_tfjob.local.cluster" in result.stdout
 
 
+def test_a_new_room_importing_the_local_cluster_breaks_its_contract(scratch: Path) -> None:
+    """The contract names the provider by a wildcard: a room added later is inside the wall at once."""
+    room = scratch / "airflow_tfjob" / "newroom"
+    room.mkdir()
+    (room / "__init__.py").write_text('"""A room the contracts do not name."""\nimport airflow_tfjob.local.tls  # noqa\n')
+    try:
+        result = lint(scratch)
+    finally:
+        shutil.rmtree(room)
+    assert result.returncode != 0
+    assert "airflow_tfjob.newroom -> airflow_tfjob.local.tls" in result.stdout
+
+
+def test_the_local_cluster_importing_a_provider_room_breaks_its_contract(scratch: Path) -> None:
+    module = scratch / "airflow_tfjob" / "local" / "yamlfile.py"
+    original = with_line(module, "import airflow_tfjob.version_compat  # noqa")
+    try:
+        result = lint(scratch)
+    finally:
+        module.write_text(original)
+    assert result.returncode != 0
+    assert "airflow_tfjob.local.yamlfile -> airflow_tfjob.version_compat" in result.stdout
+
+
 def test_a_kubernetes_import_at_load_breaks_the_light_dag_parse(scratch: Path) -> None:
     module = scratch / "airflow_tfjob" / "operators" / "tfjob.py"
     original = with_line(module, "import kubernetes  # noqa")
