@@ -36,11 +36,18 @@ def lint(root: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def with_line(path: Path, line: str, after: str = "from __future__ import annotations\n") -> str:
+def lint_with_line(root: Path, module: str, line: str) -> subprocess.CompletedProcess[str]:
+    """lint-imports on ``root`` with ``line`` added to ``module`` (a path under airflow_tfjob/) after its
+    ``from __future__`` import, the module put back as it was afterwards."""
+    path = root / "airflow_tfjob" / module
     original = path.read_text()
+    after = "from __future__ import annotations\n"
     assert after in original
     path.write_text(original.replace(after, after + line + "\n", 1))
-    return original
+    try:
+        return lint(root)
+    finally:
+        path.write_text(original)
 
 
 def test_the_tree_keeps_every_contract() -> None:
@@ -50,23 +57,13 @@ def test_the_tree_keeps_every_contract() -> None:
 
 
 def test_building_that_imports_following_breaks_the_layers(scratch: Path) -> None:
-    module = scratch / "airflow_tfjob" / "build" / "naming.py"
-    original = with_line(module, "from airflow_tfjob.follow import progress  # noqa")
-    try:
-        result = lint(scratch)
-    finally:
-        module.write_text(original)
+    result = lint_with_line(scratch, "build/naming.py", "from airflow_tfjob.follow import progress  # noqa")
     assert result.returncode != 0
     assert "airflow_tfjob.build.naming -> airflow_tfjob.follow.progress" in result.stdout
 
 
 def test_the_provider_importing_the_local_cluster_breaks_its_contract(scratch: Path) -> None:
-    module = scratch / "airflow_tfjob" / "follow" / "summary.py"
-    original = with_line(module, "import airflow_tfjob.local.cluster  # noqa")
-    try:
-        result = lint(scratch)
-    finally:
-        module.write_text(original)
+    result = lint_with_line(scratch, "follow/summary.py", "import airflow_tfjob.local.cluster  # noqa")
     assert result.returncode != 0
     assert "airflow_tfjob.follow.summary -> airflow_tfjob.local.cluster" in result.stdout
 
@@ -85,23 +82,13 @@ def test_a_new_room_importing_the_local_cluster_breaks_its_contract(scratch: Pat
 
 
 def test_the_local_cluster_importing_a_provider_room_breaks_its_contract(scratch: Path) -> None:
-    module = scratch / "airflow_tfjob" / "local" / "yamlfile.py"
-    original = with_line(module, "import airflow_tfjob.version_compat  # noqa")
-    try:
-        result = lint(scratch)
-    finally:
-        module.write_text(original)
+    result = lint_with_line(scratch, "local/yamlfile.py", "import airflow_tfjob.version_compat  # noqa")
     assert result.returncode != 0
     assert "airflow_tfjob.local.yamlfile -> airflow_tfjob.version_compat" in result.stdout
 
 
 def test_a_kubernetes_import_at_load_breaks_the_light_dag_parse(scratch: Path) -> None:
-    module = scratch / "airflow_tfjob" / "operators" / "tfjob.py"
-    original = with_line(module, "import kubernetes  # noqa")
-    try:
-        result = lint(scratch)
-    finally:
-        module.write_text(original)
+    result = lint_with_line(scratch, "operators/tfjob.py", "import kubernetes  # noqa")
     assert result.returncode != 0
     assert "airflow_tfjob.operators.tfjob imports kubernetes at module load" in result.stdout.replace(
         "\n", " "
@@ -109,12 +96,7 @@ def test_a_kubernetes_import_at_load_breaks_the_light_dag_parse(scratch: Path) -
 
 
 def test_the_same_import_inside_a_function_keeps_the_light_dag_parse(scratch: Path) -> None:
-    module = scratch / "airflow_tfjob" / "operators" / "tfjob.py"
-    original = with_line(module, "\n\ndef _later() -> None:\n    import kubernetes  # noqa\n")
-    try:
-        result = lint(scratch)
-    finally:
-        module.write_text(original)
+    result = lint_with_line(scratch, "operators/tfjob.py", "\n\ndef _later() -> None:\n    import kubernetes  # noqa\n")
     assert (
         "What a DAG file's parse imports loads neither the Kubernetes clients nor aiohttp KEPT"
         in " ".join(result.stdout.split())
