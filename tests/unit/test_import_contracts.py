@@ -56,35 +56,36 @@ def test_the_tree_keeps_every_contract() -> None:
     assert "BROKEN" not in result.stdout
 
 
-def test_building_that_imports_following_breaks_the_layers(scratch: Path) -> None:
-    result = lint_with_line(scratch, "build/naming.py", "from airflow_tfjob.follow import progress  # noqa")
-    assert result.returncode != 0
-    assert "airflow_tfjob.build.naming -> airflow_tfjob.follow.progress" in result.stdout
+#: A wrong import and the module it goes into, by the contract it breaks: building importing following
+#: (the rooms' layers), the provider importing the local cluster, the local cluster importing a provider room.
+WRONG_IMPORTS = {
+    "rooms": ("build/naming.py", "follow.progress"),
+    "no-local": ("follow/summary.py", "local.cluster"),
+    "local-alone": ("local/yamlfile.py", "version_compat"),
+}
 
 
-def test_the_provider_importing_the_local_cluster_breaks_its_contract(scratch: Path) -> None:
-    result = lint_with_line(scratch, "follow/summary.py", "import airflow_tfjob.local.cluster  # noqa")
+@pytest.mark.parametrize("contract", sorted(WRONG_IMPORTS))
+def test_a_wrong_import_breaks_its_contract(scratch: Path, contract: str) -> None:
+    module, imported = WRONG_IMPORTS[contract]
+    result = lint_with_line(scratch, module, f"import airflow_tfjob.{imported}  # noqa")
     assert result.returncode != 0
-    assert "airflow_tfjob.follow.summary -> airflow_tfjob.local.cluster" in result.stdout
+    importer = module.removesuffix(".py").replace("/", ".")
+    assert f"airflow_tfjob.{importer} -> airflow_tfjob.{imported}" in result.stdout
 
 
 def test_a_new_room_importing_the_local_cluster_breaks_its_contract(scratch: Path) -> None:
     """The contract names the provider by a wildcard: a room added later is inside the wall at once."""
     room = scratch / "airflow_tfjob" / "newroom"
     room.mkdir()
-    (room / "__init__.py").write_text('"""A room the contracts do not name."""\nimport airflow_tfjob.local.tls  # noqa\n')
+    init = '"""A room the contracts do not name."""\nimport airflow_tfjob.local.tls  # noqa\n'
+    (room / "__init__.py").write_text(init)
     try:
         result = lint(scratch)
     finally:
         shutil.rmtree(room)
     assert result.returncode != 0
     assert "airflow_tfjob.newroom -> airflow_tfjob.local.tls" in result.stdout
-
-
-def test_the_local_cluster_importing_a_provider_room_breaks_its_contract(scratch: Path) -> None:
-    result = lint_with_line(scratch, "local/yamlfile.py", "import airflow_tfjob.version_compat  # noqa")
-    assert result.returncode != 0
-    assert "airflow_tfjob.local.yamlfile -> airflow_tfjob.version_compat" in result.stdout
 
 
 def test_a_kubernetes_import_at_load_breaks_the_light_dag_parse(scratch: Path) -> None:
@@ -96,7 +97,8 @@ def test_a_kubernetes_import_at_load_breaks_the_light_dag_parse(scratch: Path) -
 
 
 def test_the_same_import_inside_a_function_keeps_the_light_dag_parse(scratch: Path) -> None:
-    result = lint_with_line(scratch, "operators/tfjob.py", "\n\ndef _later() -> None:\n    import kubernetes  # noqa\n")
+    later = "\n\ndef _later() -> None:\n    import kubernetes  # noqa\n"
+    result = lint_with_line(scratch, "operators/tfjob.py", later)
     assert (
         "What a DAG file's parse imports loads neither the Kubernetes clients nor aiohttp KEPT"
         in " ".join(result.stdout.split())
