@@ -65,7 +65,7 @@ API_PACKAGES = tuple(f"airflow_tfjob.{path.removesuffix('/').removesuffix('.py')
 
 
 def _named_for_tfjob(function: str) -> bool:
-    """A TFJob-named function (``build_tfjob``, ``validate_tfjob``): the generic call with TFJob's row,
+    """A TFJob-named function (``build_tfjob``): the generic call with TFJob's row,
     which is what it is for, so naming the row there is no knowledge of an API."""
     return "tfjob" in function.lower()
 
