@@ -16,8 +16,8 @@ import airflow_tfjob
 
 PACKAGE = Path(airflow_tfjob.__file__).parent
 
-# The modules whose purpose is to give public names one documented path (DAGs import them); the
-# provider's own code never imports through them.
+# The modules whose purpose is to give public names one path (DAGs import the hooks', Airflow's stored
+# rows name the 0.1.0 builds' triggers); the provider's own code never imports through them.
 PUBLIC_FACADES = {"airflow_tfjob.hooks.tfjob", "airflow_tfjob.triggers.tfjob"}
 
 
