@@ -1,5 +1,5 @@
 """Apache Airflow provider for Kubeflow TFJobs (distributed TensorFlow training on Kubernetes): its
-provider info (:func:`get_provider_info`), and the resolver of release 0.1.0's module paths (``_moved``).
+provider info (:func:`get_provider_info`).
 
 This module must stay import-light: Airflow's providers manager imports it in every process.
 """
@@ -8,12 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_tfjob import _moved
-
 __version__ = "0.1.0"
-
-# Release 0.1.0's flat module paths keep importing (see _moved.py).
-_moved.install()
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -39,7 +34,7 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {
                 "integration-name": "Kubeflow TFJob",
-                "python-modules": ["airflow_tfjob.triggers.kubeflow", "airflow_tfjob.triggers.assets"],
+                "python-modules": ["airflow_tfjob.triggers.deferral", "airflow_tfjob.triggers.assets"],
             }
         ],
         "extra-links": [
@@ -54,7 +49,7 @@ def get_provider_info() -> dict[str, Any]:
 
 
 # One module per kind (and the generic one), for operators and sensors alike.
-_KIND_MODULES = ("kubeflow", "tfjob", "pytorchjob", "xgboostjob", "jaxjob", "paddlejob", "trainjob")
+_KIND_MODULES = ("generic", "tfjob", "pytorchjob", "xgboostjob", "jaxjob", "paddlejob", "trainjob")
 
 
 def _modules(package: str) -> list[str]:

@@ -103,7 +103,7 @@ def _relative(link: str, page_dir: str) -> str:
 
 def sensor_table(docs_dir: Path, page_dir: str = "api") -> str:
     """KubeflowJobSensor's own parameters; templated ones from its ``template_fields``."""
-    cls = _class("airflow_tfjob.sensors.kubeflow.KubeflowJobSensor")
+    cls = _class("airflow_tfjob.sensors.generic.KubeflowJobSensor")
     templated = ast.literal_eval(str(cls.members["template_fields"].value))
     guide = (docs_dir / SENSOR_GUIDE).read_text()
     lines = ["| Parameter | Type | Default | Templated |", "|---|---|---|---|"]
@@ -140,7 +140,7 @@ def parameters_table(
     (the page's folder in docs/). ``signature``: the written-out parameters by name (annotation and
     default as the source spells them); KubeflowJobOperator.__init__'s by default."""
     if signature is None:
-        signature = _signature(_class("airflow_tfjob.operators.kubeflow.KubeflowJobOperator"))
+        signature = _signature(_class("airflow_tfjob.operators.generic.KubeflowJobOperator"))
     links = described_in(docs_dir)
     header = [
         "Parameter",

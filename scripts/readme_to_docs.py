@@ -97,8 +97,8 @@ Paddle's `PADDLE_*` variables) is listed in
 ## One task per kind
 
 ```python
+from airflow_tfjob.operators.generic import KubeflowJobOperator
 from airflow_tfjob.operators.jaxjob import JAXJobOperator
-from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
 from airflow_tfjob.operators.paddlejob import PaddleJobOperator
 from airflow_tfjob.operators.xgboostjob import XGBoostJobOperator
 
@@ -125,7 +125,7 @@ types are Worker. Fix: ...`, and an `XGBoostJobOperator` without a Master is ref
 ## Waiting for a job of another kind
 
 ```python
-from airflow_tfjob.sensors.kubeflow import KubeflowJobSensor
+from airflow_tfjob.sensors.generic import KubeflowJobSensor
 from airflow_tfjob.sensors.pytorchjob import PyTorchJobSensor
 
 PyTorchJobSensor(task_id="wait_torch", name="nightly-{{ ds_nodash }}", namespace="ml",

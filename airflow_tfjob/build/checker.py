@@ -36,7 +36,7 @@ class JobValidationError(ValueError):
 
     ``JobValidationError(field, problem, fix)`` for one, ``JobValidationError([Problem, ...])``
     for several. ``field``/``problem``/``fix`` are those of the first problem. ``kind`` only names
-    the job kind in the message; :data:`TFJobValidationError` is release 0.1.0's name of the class.
+    the job kind in the message.
     """
 
     def __init__(
@@ -71,10 +71,6 @@ class JobValidationError(ValueError):
     def __reduce__(self) -> tuple[Any, ...]:
         # Exceptions are pickled by their args; ours are problems, not the message.
         return (type(self), (list(self.problems), "", "", self.kind))
-
-
-#: Release 0.1.0's name of the same class (DAGs catch it by this name).
-TFJobValidationError = JobValidationError
 
 
 # --------------------------------------------------------------------------- syntax helpers

@@ -119,5 +119,3 @@ class JobParameters:
 
 
 PARAMETER_NAMES: tuple[str, ...] = tuple(f.name for f in fields(JobParameters))
-#: Release 0.1.0's name of the same class (documented; DAGs may build it directly).
-TFJobParameters = JobParameters

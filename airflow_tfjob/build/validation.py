@@ -32,7 +32,6 @@ from airflow_tfjob.build.checker import (
     Checker,
     JobValidationError,
     Problem,
-    TFJobValidationError,
     choice_fix,
     is_int,
     parse_quantity,
@@ -82,10 +81,6 @@ def validate_job(manifest: Any, *, require_name: bool = True) -> list[str]:
     if check.problems:
         raise JobValidationError(check.problems, kind=kind.kind if kind else "job")
     return check.warnings
-
-
-#: The name the provider had when it ran TFJobs only; the same function.
-validate_tfjob = validate_job
 
 
 def _kind(check: Checker, manifest: Mapping[str, Any]) -> JobKind | None:
@@ -346,9 +341,7 @@ __all__ = [
     "PULL_POLICIES",
     "JobValidationError",
     "Problem",
-    "TFJobValidationError",
     "parse_quantity",
     "suggest_replica_type",
     "validate_job",
-    "validate_tfjob",
 ]

@@ -27,7 +27,7 @@ from airflow.sdk.bases.decorator import DecoratedOperator
 from airflow_tfjob.build.checker import JobValidationError, Problem
 from airflow_tfjob.build.paramtypes import json_value
 from airflow_tfjob.build.secrets import mask_values
-from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
+from airflow_tfjob.operators.generic import KubeflowJobOperator
 from airflow_tfjob.version_compat import AirflowException
 
 if TYPE_CHECKING:

@@ -10,18 +10,3 @@ What a follow reads besides the job (metrics, progress, checkpoints, a returned 
 is a part (``parts``: the contract), given to the core by its caller from the registry
 ``airflow_tfjob.integrations.parts``: the core imports no part and no integration.
 """
-
-from __future__ import annotations
-
-from typing import Any
-
-
-def __getattr__(name: str) -> Any:
-    # Release 0.1.0 had `airflow_tfjob.follow.follow_job`, the one public function of the old flat module
-    # (tests/unit/public_api.py records it); resolved on use so that importing any follow module does not
-    # load the whole core.
-    if name in ("follow_job", "drain_job"):
-        from airflow_tfjob.follow import core
-
-        return getattr(core, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -27,7 +27,7 @@ from airflow_tfjob.hooks.clients import request_slot, retire_client, shared_clie
 from airflow_tfjob.hooks.common import events_field_selector, filter_events, job_pod_selector
 from airflow_tfjob.hooks.exec_auth import ExecTokenRefresher, load_exec_config
 from airflow_tfjob.hooks.retry import RetryPolicy
-from airflow_tfjob.jobs.kinds import TFJOB, JobKind, as_kind
+from airflow_tfjob.jobs.kinds import JobKind, as_kind
 
 T = TypeVar("T")
 
@@ -280,37 +280,6 @@ class AsyncKubeflowJobHook(AsyncKubernetesHook):
     ) -> bool:
         return await self._run(calls.wait_for_job_deletion(kind, await self._ns(namespace), name, timeout))
 
-    # -- TFJobs: the names the provider had before other kinds (the generic calls with TFJOB) --------
-
-    async def create_tfjob(self, body: dict, namespace: str | None = None) -> dict:
-        return await self.create_job(TFJOB, body, namespace)
-
-    async def get_tfjob(self, name: str, namespace: str | None = None) -> dict:
-        return await self.get_job(TFJOB, name, namespace)
-
-    async def find_tfjob(self, name: str, namespace: str | None = None) -> dict | None:
-        return await self.find_job(TFJOB, name, namespace)
-
-    async def patch_tfjob(self, name: str, namespace: str | None, patch: dict) -> dict:
-        return await self.patch_job(TFJOB, name, namespace, patch)
-
-    async def delete_tfjob(
-        self,
-        name: str,
-        namespace: str | None = None,
-        propagation: str = "Foreground",
-        grace_period_seconds: int | None = None,
-    ) -> None:
-        await self.delete_job(TFJOB, name, namespace, propagation, grace_period_seconds)
-
-    async def list_tfjobs(
-        self, namespace: str | None = None, label_selector: str | None = None
-    ) -> list[dict]:
-        return await self.list_jobs(TFJOB, namespace, label_selector)
-
-    async def wait_for_tfjob_deletion(self, name: str, namespace: str | None, timeout: float) -> bool:
-        return await self.wait_for_job_deletion(TFJOB, name, namespace, timeout)
-
     # -- what the cluster serves and allows (the preflight's questions) ----------------------------
 
     async def served_resources(self, group_version: str) -> set[str] | None:
@@ -482,24 +451,6 @@ class AsyncKubeflowJobHook(AsyncKubernetesHook):
         return self.watch_objects(
             as_kind(kind).plural, namespace, resource_version, label_selector, None, timeout_seconds
         )
-
-    def watch_tfjob(
-        self,
-        name: str,
-        namespace: str | None = None,
-        resource_version: str | None = None,
-        timeout_seconds: int = 300,
-    ) -> AsyncIterator[tuple[str, dict]]:
-        return self.watch_job(TFJOB, name, namespace, resource_version, timeout_seconds)
-
-    def watch_tfjobs(
-        self,
-        namespace: str | None = None,
-        resource_version: str | None = None,
-        label_selector: str | None = None,
-        timeout_seconds: int = 300,
-    ) -> AsyncIterator[tuple[str, dict]]:
-        return self.watch_jobs(TFJOB, namespace, resource_version, label_selector, timeout_seconds)
 
     def watch_job_pods(
         self,

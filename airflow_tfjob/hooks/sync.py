@@ -13,7 +13,7 @@ from airflow_tfjob.constants import CONTAINER_NAME
 from airflow_tfjob.hooks import calls, kueue
 from airflow_tfjob.hooks.calls import Call, Done, Request, Step, advance
 from airflow_tfjob.hooks.retry import RetryPolicy
-from airflow_tfjob.jobs.kinds import TFJOB, JobKind
+from airflow_tfjob.jobs.kinds import JobKind
 
 T = TypeVar("T")
 
@@ -123,35 +123,6 @@ class KubeflowJobHook(KubernetesHook):
     ) -> bool:
         """Poll until the job is gone (foreground deletion waits for its pods); False on timeout."""
         return self._run(calls.wait_for_job_deletion(kind, self._ns(namespace), name, timeout))
-
-    # -- TFJobs: the names the provider had before other kinds (the generic calls with TFJOB) --------
-
-    def create_tfjob(self, body: dict, namespace: str | None = None) -> dict:
-        return self.create_job(TFJOB, body, namespace)
-
-    def get_tfjob(self, name: str, namespace: str | None = None) -> dict:
-        return self.get_job(TFJOB, name, namespace)
-
-    def find_tfjob(self, name: str, namespace: str | None = None) -> dict | None:
-        return self.find_job(TFJOB, name, namespace)
-
-    def patch_tfjob(self, name: str, namespace: str | None, patch: dict) -> dict:
-        return self.patch_job(TFJOB, name, namespace, patch)
-
-    def delete_tfjob(
-        self,
-        name: str,
-        namespace: str | None = None,
-        propagation: str = "Foreground",
-        grace_period_seconds: int | None = None,
-    ) -> None:
-        self.delete_job(TFJOB, name, namespace, propagation, grace_period_seconds)
-
-    def list_tfjobs(self, namespace: str | None = None, label_selector: str | None = None) -> list[dict]:
-        return self.list_jobs(TFJOB, namespace, label_selector)
-
-    def wait_for_tfjob_deletion(self, name: str, namespace: str | None, timeout: float) -> bool:
-        return self.wait_for_job_deletion(TFJOB, name, namespace, timeout)
 
     def served_resources(self, group_version: str) -> set[str] | None:
         """The resources (plurals) an API group version serves; None where the server does not serve it.

@@ -2,8 +2,8 @@
 
 ``KubeflowJobHook`` (hooks/sync.py) is synchronous: the operator's submit and the sensor's pokes.
 ``AsyncKubeflowJobHook`` (hooks/aio.py) is what the follow core uses in both modes. Both serve every job
-kind; ``TFJobHook`` and ``AsyncTFJobHook`` are release 0.1.0's names of the same classes. The provider's
-own modules import the defining modules, not this one.
+kind. The provider's own modules import the defining modules, not this one, so that a DAG's import path
+stays one module however the hooks' code is laid out.
 """
 
 from __future__ import annotations
@@ -11,7 +11,4 @@ from __future__ import annotations
 from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
 from airflow_tfjob.hooks.sync import KubeflowJobHook
 
-TFJobHook = KubeflowJobHook
-AsyncTFJobHook = AsyncKubeflowJobHook
-
-__all__ = ["AsyncKubeflowJobHook", "AsyncTFJobHook", "KubeflowJobHook", "TFJobHook"]
+__all__ = ["AsyncKubeflowJobHook", "KubeflowJobHook"]

@@ -1,7 +1,7 @@
 """Following the task's job: inline on the worker, or handed to the triggerer and drained after.
 
 Both modes run the same async core (:func:`airflow_tfjob.follow.core.follow_job`): the worker runs it in
-its own event loop; a deferred task gives it to :class:`~airflow_tfjob.triggers.kubeflow.KubeflowJobTrigger`,
+its own event loop; a deferred task gives it to :class:`~airflow_tfjob.triggers.deferral.KubeflowJobTrigger`,
 and on resumption :func:`drain` continues from the trigger's cursors so that the result is the
 synchronous one. A run module (operators/runs.py's, and the operator's follow_options at its entry):
 what a DAG file's parse imports does not import it.
@@ -20,7 +20,7 @@ from airflow_tfjob.follow.core import drain_job, follow_job
 from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
 from airflow_tfjob.integrations import parts as registry
 from airflow_tfjob.operators import params
-from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 
 if TYPE_CHECKING:
     from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook

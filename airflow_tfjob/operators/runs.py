@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_tfjob.hooks.sync import KubeflowJobHook
-    from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
+    from airflow_tfjob.operators.generic import KubeflowJobOperator
 
 
 class TaskTry:

@@ -1,8 +1,8 @@
 """TFJobOperator: run one Kubeflow TFJob (distributed TensorFlow training) as an Airflow task.
 
-The story lives in :class:`~airflow_tfjob.operators.kubeflow.KubeflowJobOperator`; this class fixes
+The story lives in :class:`~airflow_tfjob.operators.generic.KubeflowJobOperator`; this class fixes
 the kind and keeps the parameters TFJob DAGs were written with (``tfjob=`` for the manifest or
-template, TFJob's replica shortcuts, no PyTorch-only ones). Importing it stays cheap (see kubeflow.py).
+template, TFJob's replica shortcuts, no PyTorch-only ones). Importing it stays cheap (see generic.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow_tfjob.constants import KILL_GRACE_PERIOD, TRIGGER_TIMEOUT_MARGIN
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
 from airflow_tfjob.operators import params
-from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
+from airflow_tfjob.operators.generic import KubeflowJobOperator
 from airflow_tfjob.operators.outcome import RESULT_KEYS
 from airflow_tfjob.operators.submit import STATE_KEY
 from airflow_tfjob.version_compat import conf
@@ -34,7 +34,7 @@ REPLICA_SHORTCUTS = params.REPLICA_SHORTCUTS
 class TFJobOperator(KubeflowJobOperator):
     """Run a Kubeflow TFJob (distributed TensorFlow training) and wait for its outcome.
 
-    :class:`~airflow_tfjob.operators.kubeflow.KubeflowJobOperator` with ``kind="TFJob"``, the manifest
+    :class:`~airflow_tfjob.operators.generic.KubeflowJobOperator` with ``kind="TFJob"``, the manifest
     or template given as ``tfjob`` (a dict, a YAML string, or a ``.yaml``/``.yml``/``.json`` file
     rendered with Jinja); everything else is described there.
     """

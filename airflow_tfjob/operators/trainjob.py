@@ -3,7 +3,7 @@
 The story is KubeflowJobOperator's (build -> validate -> find again or create -> follow inline or
 deferred -> drain -> clean up -> report); this class says how a TrainJob is built and checked
 (:mod:`airflow_tfjob.jobs.trainjob`), and everything downstream reads the TrainJob row of the kind table.
-Importing it stays cheap (see kubeflow.py).
+Importing it stays cheap (see generic.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from airflow.sdk import BaseOperator
 from airflow_tfjob.constants import KILL_GRACE_PERIOD
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
 from airflow_tfjob.operators import params, retry_fallback
-from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
+from airflow_tfjob.operators.generic import KubeflowJobOperator
 from airflow_tfjob.operators.trainjob_params import TRAINJOB_PARAMETERS, trainjob_arguments
 from airflow_tfjob.version_compat import conf
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
+from airflow_tfjob.operators.generic import KubeflowJobOperator
 
 __all__ = ["XGBoostJobOperator"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from airflow_tfjob.sensors.kubeflow import KubeflowJobSensor
+from airflow_tfjob.sensors.generic import KubeflowJobSensor
 
 __all__ = ["PyTorchJobSensor"]
 

@@ -1,6 +1,6 @@
 """What a job sensor's task does when it runs: the bodies of ``poke``, ``execute`` and ``execute_complete``.
 
-Contract: the run module of ``sensors.kubeflow.KubeflowJobSensor``, whose module declares (its signature,
+Contract: the run module of ``sensors.generic.KubeflowJobSensor``, whose module declares (its signature,
 the parse-time check of its parameters); each entry point imports this module and hands it the sensor.
 It imports what a run needs at its top (Kueue's view of a job's queue, the condition trigger).
 """
@@ -15,14 +15,14 @@ from airflow_tfjob.hooks.connection import connection_of
 from airflow_tfjob.integrations.kueue.note import queue_note
 from airflow_tfjob.jobs.status import JobState, condition_reached, failure_message, interpret, summarise
 from airflow_tfjob.sensors.checks import check_sensor_parameters
-from airflow_tfjob.triggers.kubeflow import KubeflowJobConditionTrigger
+from airflow_tfjob.triggers.deferral import KubeflowJobConditionTrigger
 from airflow_tfjob.version_compat import AirflowException, AirflowFailException
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_tfjob.hooks.sync import KubeflowJobHook
-    from airflow_tfjob.sensors.kubeflow import KubeflowJobSensor
+    from airflow_tfjob.sensors.generic import KubeflowJobSensor
 
 
 def namespace_of(sensor: KubeflowJobSensor, hook: KubeflowJobHook) -> str:

@@ -1,6 +1,6 @@
 """TFJobSensor: wait for a named TFJob to reach a condition (Succeeded, Running or Created).
 
-:class:`~airflow_tfjob.sensors.kubeflow.KubeflowJobSensor` with the kind fixed and the parameters TFJob
+:class:`~airflow_tfjob.sensors.generic.KubeflowJobSensor` with the kind fixed and the parameters TFJob
 DAGs were written with.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from airflow_tfjob.sensors.kubeflow import KubeflowJobSensor
+from airflow_tfjob.sensors.generic import KubeflowJobSensor
 from airflow_tfjob.version_compat import conf
 
 __all__ = ["TFJobSensor"]

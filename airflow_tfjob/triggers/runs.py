@@ -1,11 +1,11 @@
-"""What the triggers of ``triggers.kubeflow`` do when they run: the bodies of their entry points.
+"""What the triggers of ``triggers.deferral`` do when they run: the bodies of their entry points.
 
 Contract: the run module of ``KubeflowJobTrigger`` (``follow``, ``on_kill``, ``cleanup``) and of
 ``KubeflowJobConditionTrigger`` (``reach``). It imports what a run needs at its top, so it is imported
 only off the triggerer's event loop, by :func:`airflow_tfjob.triggers.loader.load_run_modules`, which
 each entry point awaits before it imports this module; the trigger classes keep to declaring (their
 kwargs, ``serialize``) and hold the state a run shares with the tests and benchmarks that watch it
-(``_job_at_start``, ``_job_read``). See ``triggers.kubeflow``'s docstring for the behaviour.
+(``_job_at_start``, ``_job_read``). See ``triggers.deferral``'s docstring for the behaviour.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from airflow_tfjob.triggers.positions import (
 
 
 class _Trigger(Protocol):
-    """What a run reads of its trigger (declared in ``triggers.kubeflow``, which imports this module
+    """What a run reads of its trigger (declared in ``triggers.deferral``, which imports this module
     only at its entry points: this module does not import it back); its connection fields are read by
     name (``hooks.connection``)."""
 
@@ -133,7 +133,7 @@ def hook_of(trigger: _Trigger) -> AsyncKubeflowJobHook:
 
 
 def payload(trigger: _Follows, event: str, message: str, **extra: Any) -> dict[str, Any]:
-    """The event's payload when the follow reports nothing of its own (see ``triggers.kubeflow``)."""
+    """The event's payload when the follow reports nothing of its own (see ``triggers.deferral``)."""
     made: dict[str, Any] = {
         "event": event,
         "name": trigger.name,

@@ -183,7 +183,7 @@ def inspect(hook: Any, task: TaskRun) -> tuple[int, int]:
 
     ti = task.ti
     selector = identity_selector(ti.dag_id, ti.task_id, ti.run_id, ti.map_index, include_handled=True)
-    jobs = hook.list_tfjobs("default", selector)
+    jobs = hook.list_jobs("TFJob", "default", selector)
     leftovers = 0
     deadline = time.monotonic() + 60
     for job in jobs:
@@ -194,7 +194,7 @@ def inspect(hook: Any, task: TaskRun) -> tuple[int, int]:
         leftovers += len(hook.list_job_pods(name, "default"))
         services = hook.core_v1_client.list_namespaced_service("default").items
         leftovers += len([s for s in services if s.metadata.name.startswith(f"{name}-")])
-        hook.delete_tfjob(name, "default")
+        hook.delete_job("TFJob", name, "default")
     return len(jobs), leftovers
 
 

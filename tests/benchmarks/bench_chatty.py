@@ -101,7 +101,7 @@ async def wait(names_quiet: list[str], names_flood: list[str]) -> None:
     import psutil
 
     from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
-    from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+    from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 
     # Warm, as a triggerer that already runs triggers is: modules imported, the client built.
     await AsyncKubeflowJobHook(conn_id="kubernetes_default").list_objects("tfjobs", NAMESPACE)

@@ -21,7 +21,7 @@ import tempfile
 MODULES = {
     "airflow_tfjob.operators.tfjob (TFJobOperator)": "airflow_tfjob.operators.tfjob",
     "airflow_tfjob.sensors.tfjob (TFJobSensor)": "airflow_tfjob.sensors.tfjob",
-    "airflow_tfjob.operators.kubeflow (KubeflowJobOperator)": "airflow_tfjob.operators.kubeflow",
+    "airflow_tfjob.operators.generic (KubeflowJobOperator)": "airflow_tfjob.operators.generic",
     "airflow_tfjob.operators.pytorchjob (PyTorchJobOperator)": "airflow_tfjob.operators.pytorchjob",
     "airflow_tfjob.operators.xgboostjob (XGBoostJobOperator)": "airflow_tfjob.operators.xgboostjob",
     "airflow_tfjob.operators.jaxjob (JAXJobOperator)": "airflow_tfjob.operators.jaxjob",

@@ -267,13 +267,13 @@ async def run_job(kubeconfig: str, name: str, body: dict[str, Any], sink: Any) -
     from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
 
     hook = AsyncKubeflowJobHook(conn_id=None, config_file=kubeconfig)
-    await hook.create_tfjob(body, "default")
+    await hook.create_job("TFJob", body, "default")
     try:
         options = FollowOptions(log_replicas="all", log_rate_per_replica=0, log_events=False)
         outcome = await follow_job(hook, name, "default", options, sink)
         return outcome.event
     finally:
-        await hook.delete_tfjob(name, "default")
+        await hook.delete_job("TFJob", name, "default")
 
 
 def _cpu(pid: int) -> tuple[float, float]:

@@ -162,7 +162,7 @@ async def _quiet(port: int, quiet: float = 2.0, limit: float = 900) -> None:
 
 def _trigger(kind: str, name: str, namespace: str) -> Any:
     """A trigger as the operator defers it (log following off: what waiting costs, not reading)."""
-    from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+    from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 
     return KubeflowJobTrigger(
         name=name,
@@ -183,7 +183,7 @@ async def wait_jobs(
     from airflow_tfjob.triggers.loader import load_run_modules
 
     hook = AsyncKubeflowJobHook(conn_id="kubernetes_default")
-    await hook.list_tfjobs(jobs[0][0])  # client built and connected: idle means ready, not cold
+    await hook.list_jobs("TFJob", jobs[0][0])  # client built and connected: idle means ready, not cold
     await load_run_modules()  # what the first trigger imports (once per process) is not a job's cost
     gc.collect()
     rss0 = _rss()
@@ -299,7 +299,7 @@ async def breakdown(jobs: list[tuple[str, str, str]], warm: tuple[str, str, str]
     from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
 
     hook = AsyncKubeflowJobHook(conn_id="kubernetes_default")
-    await hook.list_tfjobs(warm[0])
+    await hook.list_jobs("TFJob", warm[0])
     # One trigger first, in a namespace of its own and then cancelled: imports, class caches and the
     # client's connection are not any waiting job's cost.
     first = asyncio.create_task(_trigger(warm[1], warm[2], warm[0]).run().__anext__())

@@ -108,7 +108,7 @@ def test_digits_in_a_deployment(airflow: Deployment) -> None:
     # ---- run 2: links while deferred, then mark-failed stops the job, its pods and replica processes.
     # The triggerer is stopped throughout, so the mark lands before any triggerer has
     # started run 2's trigger: Airflow then runs no code of the task nor of the trigger, and only the
-    # provider's listener in the API server (airflow_tfjob.plugins.kubeflow) can stop the job.
+    # provider's listener in the API server (airflow_tfjob.plugins.kill_listener) can stop the job.
     known = {job["metadata"]["name"] for job in tfjobs(airflow)}
     with airflow.stopped("triggerer"):
         second = trigger(airflow, epochs=50)

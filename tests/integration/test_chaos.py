@@ -140,7 +140,7 @@ def assert_every_line_once(
 
 def the_jobs(hook: KubeflowJobHook, ti: TaskInstance) -> list[dict[str, Any]]:
     selector = identity_selector(ti.dag_id, ti.task_id, ti.run_id, ti.map_index, include_handled=True)
-    return hook.list_tfjobs("default", selector)
+    return hook.list_jobs("TFJob", "default", selector)
 
 
 def assert_one_job_and_nothing_left(hook: KubeflowJobHook, ti: TaskInstance) -> None:
@@ -151,7 +151,7 @@ def assert_one_job_and_nothing_left(hook: KubeflowJobHook, ti: TaskInstance) -> 
     wait_for(lambda: not hook.list_job_pods(name, "default"), 60, f"the pods of {name} to go")
     services = hook.core_v1_client.list_namespaced_service("default").items
     assert not [s.metadata.name for s in services if s.metadata.name.startswith(f"{name}-")]
-    hook.delete_tfjob(name, "default")
+    hook.delete_job("TFJob", name, "default")
 
 
 @pytest.mark.parametrize("mode", ["sync", "deferred"])
@@ -207,7 +207,7 @@ def test_the_next_try_finds_a_job_whose_create_never_answered(chaos: LocalCluste
     # What a create that reached the server and never answered leaves behind: that submission's job.
     body, _ = submission_manifest(first.build_manifest(context_with_store(ti, store)))
     hook = KubeflowJobHook(conn_id="chaos")
-    hook.create_tfjob(with_submission_id(body, recorded["submission"]), "default")
+    hook.create_job("TFJob", with_submission_id(body, recorded["submission"]), "default")
     retry = make_operator(worker=1)
     result = retry.execute(context_with_store(ti.next_try(), store))
     assert result["state"] == "succeeded" and result["name"] == recorded["name"]
@@ -236,7 +236,7 @@ def test_the_sensor_waits_through_faults(chaos: LocalCluster, deferrable: bool) 
     else:
         sensor.execute(context_with_store(ti))
     chaos.set_faults(None)
-    KubeflowJobHook(conn_id="chaos").delete_tfjob(name, "default")
+    KubeflowJobHook(conn_id="chaos").delete_job("TFJob", name, "default")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -318,18 +318,18 @@ def test_expired_credentials_do_not_fail_two_deferred_tasks_sharing_the_watch(
 def test_a_hook_built_before_the_tokens_expired_keeps_working(authed: LocalCluster, which: str) -> None:
     if which == "sync":
         hook = KubeflowJobHook(conn_id="authed")
-        hook.list_tfjobs("default")
+        hook.list_jobs("TFJob", "default")
         rejected = authed.rejected_requests()
         authed.expire_tokens()
-        assert isinstance(hook.list_tfjobs("default"), list)
+        assert isinstance(hook.list_jobs("TFJob", "default"), list)
     else:
         from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
 
         async def scenario() -> None:
             hook = AsyncKubeflowJobHook(conn_id="authed")
-            await hook.list_tfjobs("default")
+            await hook.list_jobs("TFJob", "default")
             authed.expire_tokens()
-            assert isinstance(await hook.list_tfjobs("default"), list)
+            assert isinstance(await hook.list_jobs("TFJob", "default"), list)
 
         rejected = authed.rejected_requests()
         asyncio.run(scenario())
@@ -347,11 +347,11 @@ def test_exec_tokens_are_fetched_again_before_they_expire(monkeypatch: pytest.Mo
 
         async def scenario() -> int:
             hook = AsyncKubeflowJobHook(conn_id="short")
-            await hook.list_tfjobs("default")
+            await hook.list_jobs("TFJob", "default")
             refresher = (await hook.get_api_client()).configuration.refresh_api_key_hook
             assert isinstance(refresher, ExecTokenRefresher)
             await asyncio.to_thread(wait_for, refresher._due, 10, "80% of the token's lifetime", 0.1)
-            await hook.list_tfjobs("default")
+            await hook.list_jobs("TFJob", "default")
             return refresher.refreshes
 
         assert asyncio.run(scenario()) == 1
@@ -409,9 +409,9 @@ def test_an_exec_plugin_runs_once_per_client_build(
 
     async def one_loop() -> None:
         hook = AsyncKubeflowJobHook(conn_id="counted", **hook_args)
-        assert isinstance(await hook.list_tfjobs("default"), list)
+        assert isinstance(await hook.list_jobs("TFJob", "default"), list)
         assert isinstance((await hook.get_api_client()).configuration.refresh_api_key_hook, ExecTokenRefresher)
-        await AsyncKubeflowJobHook(conn_id="counted", **hook_args).list_tfjobs("default")  # the shared client
+        await AsyncKubeflowJobHook(conn_id="counted", **hook_args).list_jobs("TFJob", "default")  # the shared client
 
     asyncio.run(one_loop())
     assert runs.read_text().count("run") == 1
@@ -450,7 +450,7 @@ def test_disable_verify_ssl_applies_to_the_async_client(authed: LocalCluster, tm
     unverifiable.write_text(yaml.safe_dump(config))
 
     async def list_with(**kwargs: Any) -> list[dict[str, Any]]:
-        return await AsyncKubeflowJobHook(conn_id="authed", config_file=str(unverifiable), **kwargs).list_tfjobs(
+        return await AsyncKubeflowJobHook(conn_id="authed", config_file=str(unverifiable), **kwargs).list_jobs("TFJob",
             "default"
         )
 
@@ -482,5 +482,5 @@ def test_a_cleanup_that_keeps_failing_never_changes_the_jobs_outcome(chaos: Loca
     hook = KubeflowJobHook(conn_id="chaos")
     name = the_jobs(hook, ti)[0]["metadata"]["name"]
     assert hook.list_job_pods(name, "default"), "the pods the failed cleanup left are still there"
-    hook.delete_tfjob(name, "default")
+    hook.delete_job("TFJob", name, "default")
     wait_for(lambda: not hook.list_job_pods(name, "default"), 60, "the pods to go with their job")

@@ -24,7 +24,7 @@ from watch_support import wait_until
 from airflow_tfjob.constants import KILL_GRACE_PERIOD
 from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook, KubeflowJobHook
 from airflow_tfjob.operators.tfjob import TFJobOperator
-from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 
@@ -100,7 +100,7 @@ async def test_kill_while_deferred_finishes_though_the_triggerer_cancels_on_kill
 
 
 async def _gone(hook: AsyncKubeflowJobHook, name: str) -> bool:
-    return await hook.find_tfjob(name, "default") is None and not await hook.list_job_pods(name, "default")
+    return await hook.find_job("TFJob", name, "default") is None and not await hook.list_job_pods(name, "default")
 
 
 def _running(pid: int) -> bool:
@@ -134,7 +134,7 @@ def test_synchronous_kill_stops_replicas_that_ignore_sigterm_within_seconds(k8s_
 
     def gone() -> bool:
         return (
-            hook.find_tfjob(name, "default") is None
+            hook.find_job("TFJob", name, "default") is None
             and not hook.list_job_pods(name, "default")
             and not any(_running(pid) for pid in pids)
         )

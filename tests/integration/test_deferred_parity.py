@@ -20,7 +20,7 @@ from airflow_compat import AirflowException, TaskDeferred
 from operator_support import TaskInstance, context_for, replica_command
 
 from airflow_tfjob.operators.tfjob import TFJobOperator
-from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 

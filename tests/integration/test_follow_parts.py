@@ -131,11 +131,11 @@ def test_its_own_option_reaches_it_through_the_trigger_s_wire_form(k8s_conn: str
     name = body["metadata"]["name"]
 
     async def run() -> FollowOutcome:
-        await hook.create_tfjob(body, "default")
+        await hook.create_job("TFJob", body, "default")
         try:
             return await follow_job(hook, name, "default", options, ListSink(), parts=registry.PARTS)
         finally:
-            await hook.delete_tfjob(name, "default")
+            await hook.delete_job("TFJob", name, "default")
 
     outcome = asyncio.run(run())
     assert outcome.event == "succeeded" and outcome.part("test_lines") == {"count": 1}

@@ -52,20 +52,20 @@ def _write_log(cluster: Any, ns: str, pod: str, lines: list[bytes], close: bool 
 def test_sync_crud_pods_events_logs(k8s_conn: str, local_cluster: Any) -> None:
     hook = KubeflowJobHook(conn_id=k8s_conn)
     name = unique("hook")
-    created = hook.create_tfjob(_managed_job(name), "default")
+    created = hook.create_job("TFJob", _managed_job(name), "default")
     assert created["metadata"]["name"] == name and created["metadata"]["uid"]
-    assert hook.get_tfjob(name, "default")["metadata"]["uid"] == created["metadata"]["uid"]
-    assert hook.find_tfjob(unique("missing"), "default") is None
+    assert hook.get_job("TFJob", name, "default")["metadata"]["uid"] == created["metadata"]["uid"]
+    assert hook.find_job("TFJob", unique("missing"), "default") is None
     with pytest.raises(Exception) as err:
-        hook.get_tfjob(unique("missing"), "default")
+        hook.get_job("TFJob", unique("missing"), "default")
     assert api_status(err.value) == 404
 
-    patched = hook.patch_tfjob(name, "default", {"metadata": {"labels": {"team": "a"}}})
+    patched = hook.patch_job("TFJob", name, "default", {"metadata": {"labels": {"team": "a"}}})
     assert patched["metadata"]["labels"]["team"] == "a"
     assert [
-        j["metadata"]["name"] for j in hook.list_tfjobs("default", "team=a") if j["metadata"]["name"] == name
+        j["metadata"]["name"] for j in hook.list_jobs("TFJob", "default", "team=a") if j["metadata"]["name"] == name
     ]
-    assert all(j["metadata"]["name"] != name for j in hook.list_tfjobs("default", "team=b"))
+    assert all(j["metadata"]["name"] != name for j in hook.list_jobs("TFJob", "default", "team=b"))
 
     pods = _poll(lambda: hook.list_job_pods(name, "default"))
     assert [p["metadata"]["name"] for p in pods] == [f"{name}-worker-0"]
@@ -81,24 +81,24 @@ def test_sync_crud_pods_events_logs(k8s_conn: str, local_cluster: Any) -> None:
     assert hook.read_pod_log(pod, "default") == "one\ntwo\nthree\n"
     assert hook.read_pod_log(pod, "default", tail_lines=1) == "three\n"
 
-    hook.delete_tfjob(name, "default")
-    hook.delete_tfjob(name, "default")  # a second delete (404) is not an error
-    assert hook.wait_for_tfjob_deletion(name, "default", timeout=30)
+    hook.delete_job("TFJob", name, "default")
+    hook.delete_job("TFJob", name, "default")  # a second delete (404) is not an error
+    assert hook.wait_for_job_deletion("TFJob", name, "default", timeout=30)
     assert hook.list_job_pods(name, "default") == [] or _poll(lambda: not hook.list_job_pods(name, "default"))
 
 
 async def test_async_crud_and_watch(k8s_conn: str) -> None:
     hook = AsyncKubeflowJobHook(conn_id=k8s_conn)
     name = unique("ahook")
-    created = await hook.create_tfjob(_managed_job(name))  # namespace from the connection
+    created = await hook.create_job("TFJob", _managed_job(name))  # namespace from the connection
     rv = created["metadata"]["resourceVersion"]
-    assert (await hook.get_tfjob(name, "default"))["metadata"]["uid"] == created["metadata"]["uid"]
-    assert await hook.find_tfjob(unique("missing"), "default") is None
+    assert (await hook.get_job("TFJob", name, "default"))["metadata"]["uid"] == created["metadata"]["uid"]
+    assert await hook.find_job("TFJob", unique("missing"), "default") is None
 
     seen: list[tuple[str, dict]] = []
 
     async def watch() -> None:
-        async for etype, obj in hook.watch_tfjob(name, "default", resource_version=rv, timeout_seconds=30):
+        async for etype, obj in hook.watch_job("TFJob", name, "default", resource_version=rv, timeout_seconds=30):
             if etype == "BOOKMARK":
                 continue
             seen.append((etype, obj))
@@ -106,23 +106,23 @@ async def test_async_crud_and_watch(k8s_conn: str) -> None:
                 return
 
     task = asyncio.create_task(watch())
-    await hook.patch_tfjob(name, "default", {"metadata": {"labels": {"step": "1"}}})
-    await hook.patch_tfjob(name, "default", {"metadata": {"labels": {"step": "2"}}})
+    await hook.patch_job("TFJob", name, "default", {"metadata": {"labels": {"step": "1"}}})
+    await hook.patch_job("TFJob", name, "default", {"metadata": {"labels": {"step": "2"}}})
     await asyncio.wait_for(task, 20)
     steps = [o["metadata"].get("labels", {}).get("step") for _, o in seen]
     assert steps[-2:] == ["1", "2"] and all(o["metadata"]["name"] == name for _, o in seen)
 
     items, list_rv = await hook.list_objects("tfjobs", "default")
     assert list_rv and any(i["metadata"]["name"] == name for i in items)
-    assert [j["metadata"]["name"] for j in await hook.list_tfjobs("default", "step=2")] == [name]
+    assert [j["metadata"]["name"] for j in await hook.list_jobs("TFJob", "default", "step=2")] == [name]
 
     pods = await _apoll(lambda: hook.list_job_pods(name, "default"))
     assert pods[0]["metadata"]["labels"]["training.kubeflow.org/replica-type"] == "worker"
     events = await _apoll(lambda: hook.list_events("default", involved_name=name))
     assert any(e["reason"] == "SuccessfulCreatePod" for e in events)
 
-    await hook.delete_tfjob(name, "default")
-    assert await hook.wait_for_tfjob_deletion(name, "default", timeout=30)
+    await hook.delete_job("TFJob", name, "default")
+    assert await hook.wait_for_job_deletion("TFJob", name, "default", timeout=30)
 
 
 async def _apoll(fn: Callable[[], Any], timeout: float = 20.0) -> Any:
@@ -143,22 +143,22 @@ async def test_watch_from_expired_version_raises_watch_expired(k8s_conn: str) ->
     with LocalCluster(history_limit=5, controller=False, runner=False) as small:
         hook = AsyncKubeflowJobHook(conn_id=k8s_conn, config_file=str(small.kubeconfig_path))
         name = unique("expire")
-        first = await hook.create_tfjob(tfjob_manifest(name), "default")
+        first = await hook.create_job("TFJob", tfjob_manifest(name), "default")
         for i in range(10):
-            await hook.patch_tfjob(name, "default", {"metadata": {"labels": {"i": str(i)}}})
+            await hook.patch_job("TFJob", name, "default", {"metadata": {"labels": {"i": str(i)}}})
         with pytest.raises(WatchExpired) as err:
-            async for _ in hook.watch_tfjobs(
+            async for _ in hook.watch_jobs("TFJob",
                 "default", resource_version=first["metadata"]["resourceVersion"], timeout_seconds=5
             ):
                 pass
         assert err.value.code == 410
-        await hook.delete_tfjob(name, "default")
+        await hook.delete_job("TFJob", name, "default")
 
 
 async def test_stream_pod_log_big_line_bytes_and_since_time(k8s_conn: str, local_cluster: Any) -> None:
     hook = AsyncKubeflowJobHook(conn_id=k8s_conn)
     name = unique("biglog")
-    await hook.create_tfjob(_managed_job(name), "default")
+    await hook.create_job("TFJob", _managed_job(name), "default")
     pod = f"{name}-worker-0"
     await _apoll(lambda: hook.list_job_pods(name, "default"))
     big = b"x" * (1024 * 1024)
@@ -175,7 +175,7 @@ async def test_stream_pod_log_big_line_bytes_and_since_time(k8s_conn: str, local
     assert again.endswith(b" last\n")
     text = await hook.read_pod_log(pod, "default", tail_lines=1)
     assert text == "last\n"
-    await hook.delete_tfjob(name, "default")
+    await hook.delete_job("TFJob", name, "default")
 
 
 async def _aiter(items: list[bytes]) -> Any:
@@ -187,11 +187,11 @@ async def test_watch_event_larger_than_aiohttp_line_limit(k8s_conn: str) -> None
     hook = AsyncKubeflowJobHook(conn_id=k8s_conn)
     name = unique("bigobj")
     body = tfjob_manifest(name)
-    created = await hook.create_tfjob(body, "default")
+    created = await hook.create_job("TFJob", body, "default")
     big = "y" * (2560 * 1024)  # above the 2 MiB read buffer kubernetes_asyncio gives aiohttp
 
     async def first_modified() -> dict:
-        async for etype, obj in hook.watch_tfjob(
+        async for etype, obj in hook.watch_job("TFJob",
             name, "default", resource_version=created["metadata"]["resourceVersion"], timeout_seconds=30
         ):
             if etype == "MODIFIED":
@@ -199,10 +199,10 @@ async def test_watch_event_larger_than_aiohttp_line_limit(k8s_conn: str) -> None
         raise AssertionError("watch ended without the change")
 
     task = asyncio.create_task(first_modified())
-    await hook.patch_tfjob(name, "default", {"metadata": {"annotations": {"big": big}}})
+    await hook.patch_job("TFJob", name, "default", {"metadata": {"annotations": {"big": big}}})
     obj = await asyncio.wait_for(task, 30)
     assert obj["metadata"]["annotations"]["big"] == big
-    await hook.delete_tfjob(name, "default")
+    await hook.delete_job("TFJob", name, "default")
 
 
 async def test_client_shared_per_cluster_and_loop(k8s_conn: str) -> None:
@@ -220,7 +220,7 @@ def test_client_closed_when_its_loop_ends(k8s_conn: str) -> None:
 
     async def use() -> None:
         hook = AsyncKubeflowJobHook(conn_id=k8s_conn)
-        await hook.list_tfjobs("default")
+        await hook.list_jobs("TFJob", "default")
         clients.append(await hook.get_api_client())
 
     asyncio.run(use())
@@ -238,7 +238,7 @@ def test_plain_requests_in_flight_are_bounded_per_loop(k8s_conn: str) -> None:
 
     async def burst() -> None:
         hook = AsyncKubeflowJobHook(conn_id=k8s_conn)
-        found = await asyncio.gather(*(hook.find_tfjob(unique("absent"), "default") for _ in range(200)))
+        found = await asyncio.gather(*(hook.find_job("TFJob", unique("absent"), "default") for _ in range(200)))
         assert found == [None] * 200
         connector = (await hook.get_api_client()).rest_client.pool_manager.connector
         pooled.append(sum(len(idle) for idle in connector._conns.values()))
@@ -251,7 +251,7 @@ async def test_stream_outlives_a_short_total_timeout(k8s_conn: str, local_cluste
     """A follow stream has no total timeout: it keeps delivering past the hook's request timeout."""
     hook = AsyncKubeflowJobHook(conn_id=k8s_conn, request_timeout=1.0)
     name = unique("longlog")
-    await hook.create_tfjob(_managed_job(name), "default")
+    await hook.create_job("TFJob", _managed_job(name), "default")
     pod = f"{name}-worker-0"
     await _apoll(lambda: hook.list_job_pods(name, "default"))
     _write_log(local_cluster, "default", pod, [b"start"], close=False)
@@ -275,4 +275,4 @@ async def test_stream_outlives_a_short_total_timeout(k8s_conn: str, local_cluste
     local_cluster.call(finish)
     await asyncio.wait_for(task, 10)
     assert [g.split(b" ", 1)[1] for g in got] == [b"start", b"end"]
-    await hook.delete_tfjob(name, "default")
+    await hook.delete_job("TFJob", name, "default")

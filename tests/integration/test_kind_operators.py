@@ -18,12 +18,12 @@ from operator_support import TaskInstance, context_for, defer, fire, rebuild_tri
 
 from airflow_tfjob.build.naming import identity_selector
 from airflow_tfjob.jobs.kinds import kind_named
+from airflow_tfjob.operators.generic import KubeflowJobOperator
 from airflow_tfjob.operators.jaxjob import JAXJobOperator
-from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
 from airflow_tfjob.operators.paddlejob import PaddleJobOperator
 from airflow_tfjob.operators.pytorchjob import PyTorchJobOperator
 from airflow_tfjob.operators.xgboostjob import XGBoostJobOperator
-from airflow_tfjob.sensors.kubeflow import KubeflowJobSensor
+from airflow_tfjob.sensors.generic import KubeflowJobSensor
 from airflow_tfjob.version_compat import AirflowException, AirflowFailException
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]

@@ -27,7 +27,7 @@ import pytest
 from operator_support import TaskInstance, context_for, defer, fire, first_event, rebuild_trigger, wait_for
 from test_deferred_parity import TaskLog
 
-from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
+from airflow_tfjob.operators.generic import KubeflowJobOperator
 from airflow_tfjob.operators.tfjob import TFJobOperator
 from airflow_tfjob.operators.trainjob import TrainJobOperator
 from airflow_tfjob.version_compat import AirflowException
@@ -544,7 +544,7 @@ def test_a_sweep_of_six_mapped_jobs_on_a_quota_of_two_runs_two_at_a_time_deferre
 def test_the_sensor_and_its_trigger_say_where_a_queued_job_stands(conn: str) -> None:
     from airflow_tfjob.hooks.tfjob import KubeflowJobHook
     from airflow_tfjob.sensors.tfjob import TFJobSensor
-    from airflow_tfjob.triggers.kubeflow import KubeflowJobConditionTrigger
+    from airflow_tfjob.triggers.deferral import KubeflowJobConditionTrigger
 
     hook = KubeflowJobHook(conn_id=conn)
     job = operator(TaskLog(), task_id="sensed", kueue_queue="none").build_manifest(

@@ -27,11 +27,11 @@ def hook(k8s_conn: str) -> AsyncKubeflowJobHook:
 
 async def _run(hook: AsyncKubeflowJobHook, body: dict[str, Any], options: FollowOptions, sink: ListSink) -> Any:
     name = body["metadata"]["name"]
-    await hook.create_tfjob(body, NS)
+    await hook.create_job("TFJob", body, NS)
     try:
         return await asyncio.wait_for(follow_job(hook, name, NS, options, sink, parts=PARTS), 150)
     finally:
-        await hook.delete_tfjob(name, NS)
+        await hook.delete_job("TFJob", name, NS)
 
 
 async def test_four_replicas_ten_cuts_every_line_once_in_order(
@@ -54,7 +54,7 @@ async def test_four_replicas_ten_cuts_every_line_once_in_order(
     body["spec"]["successPolicy"] = "AllWorkers"
     sink = ListSink()
     name = body["metadata"]["name"]
-    await hook.create_tfjob(body, NS)
+    await hook.create_job("TFJob", body, NS)
     options = FollowOptions(log_replicas="all", log_rate_per_replica=0)
     task = asyncio.create_task(follow_job(hook, name, NS, options, sink))
     cuts = 0
@@ -69,7 +69,7 @@ async def test_four_replicas_ten_cuts_every_line_once_in_order(
         outcome = await asyncio.wait_for(task, 120)
     finally:
         task.cancel()
-        await hook.delete_tfjob(name, NS)
+        await hook.delete_job("TFJob", name, NS)
     assert cuts == 10, f"the job ended after {cuts} cuts; make it longer"
     assert outcome.event == "succeeded", outcome.message
     assert not outcome.dropped, f"lines dropped (by replica and why): {outcome.dropped}"
@@ -154,7 +154,7 @@ async def test_late_replicas_after_suspension_are_picked_up(hook: AsyncKubeflowJ
         suspend=True,
     )
     name = body["metadata"]["name"]
-    await hook.create_tfjob(body, NS)
+    await hook.create_job("TFJob", body, NS)
     # startup_timeout shorter than the suspension: a suspended job must not count against it.
     task = asyncio.create_task(
         follow_job(hook, name, NS, FollowOptions(log_replicas="all", startup_timeout=1.0), sink)
@@ -164,11 +164,11 @@ async def test_late_replicas_after_suspension_are_picked_up(hook: AsyncKubeflowJ
         # The time under test, not a wait for something to happen: suspended longer than startup_timeout.
         await asyncio.sleep(1.5)
         assert not task.done()
-        await hook.patch_tfjob(name, NS, {"spec": {"runPolicy": {"suspend": False}}})
+        await hook.patch_job("TFJob", name, NS, {"spec": {"runPolicy": {"suspend": False}}})
         outcome = await asyncio.wait_for(task, 60)
     finally:
         task.cancel()
-        await hook.delete_tfjob(name, NS)
+        await hook.delete_job("TFJob", name, NS)
     assert outcome.event == "succeeded", outcome.message
     assert sink.of("chief-0") == ["chief here"]
     # Workers may be stopped when the chief completes; whatever they printed shows once.
@@ -201,7 +201,7 @@ class PodWatchHeldUntilTheJobEnds:
 
     async def _held(self, events: Any) -> Any:
         async def ended() -> bool:
-            job = await self._hook.get_tfjob(self._name, NS)
+            job = await self._hook.get_job("TFJob", self._name, NS)
             return any(c.get("type") == "Succeeded" for c in (job.get("status") or {}).get("conditions") or ())
 
         await wait_until(ended, 60, interval=0.05)
@@ -215,18 +215,18 @@ async def test_a_job_that_ends_before_the_pod_watch_shows_its_pod_still_has_its_
     sink = ListSink()
     body = job(unique("blink"), {"Worker": replica("print('blink line')")}, suspend=True)
     name = body["metadata"]["name"]
-    await hook.create_tfjob(body, NS)
+    await hook.create_job("TFJob", body, NS)
     held = PodWatchHeldUntilTheJobEnds(hook, name)
     task = asyncio.create_task(follow_job(held, name, NS, FollowOptions(log_replicas="all"), sink))
     try:
         # The follow's pod list came back while the job was suspended: no pod yet.
         await wait_until(lambda: held.pod_lists, 30, interval=0.01)
         assert held.pod_lists == [0]
-        await hook.patch_tfjob(name, NS, {"spec": {"runPolicy": {"suspend": False}}})
+        await hook.patch_job("TFJob", name, NS, {"spec": {"runPolicy": {"suspend": False}}})
         outcome = await asyncio.wait_for(task, 60)
     finally:
         task.cancel()
-        await hook.delete_tfjob(name, NS)
+        await hook.delete_job("TFJob", name, NS)
     assert outcome.event == "succeeded", outcome.message
     assert sink.of("worker-0") == ["blink line"], sink.text()
     assert outcome.logs_read
@@ -289,7 +289,7 @@ async def test_total_cap_and_resume_from_cursors(hook: AsyncKubeflowJobHook) -> 
     sink = ListSink()
     body = job(unique("cap"), {"Worker": replica(script)})
     name = body["metadata"]["name"]
-    await hook.create_tfjob(body, NS)
+    await hook.create_job("TFJob", body, NS)
     try:
         outcome = await follow_job(hook, name, NS, FollowOptions(log_total_cap=20), sink)
         assert outcome.event == "succeeded"
@@ -302,7 +302,7 @@ async def test_total_cap_and_resume_from_cursors(hook: AsyncKubeflowJobHook) -> 
         assert again.of("worker-0") == []
         assert again.count(r"\[events\]") == 0  # events were shown by the first follower
     finally:
-        await hook.delete_tfjob(name, NS)
+        await hook.delete_job("TFJob", name, NS)
 
 
 async def test_metrics_from_master_and_missing(hook: AsyncKubeflowJobHook) -> None:
@@ -374,7 +374,7 @@ async def test_never_exiting_ps_is_drained_up_to_completion_not_to_its_stream_en
             "PS": replica("import time; print('ps serving'); time.sleep(3600)"),
         },
     )
-    await hook.create_tfjob(body, NS)
+    await hook.create_job("TFJob", body, NS)
     try:
         options = FollowOptions(log_replicas="all", drain_grace=2.0)
         # Far below the 60 s cap and the 300 s read timeout, far above completion + grace.
@@ -385,7 +385,7 @@ async def test_never_exiting_ps_is_drained_up_to_completion_not_to_its_stream_en
         (ps,) = await hook.list_job_pods(name, NS, replica_type="ps")
         assert ps["status"]["phase"] == "Running"  # drained without waiting for it
     finally:
-        await hook.delete_tfjob(name, NS)
+        await hook.delete_job("TFJob", name, NS)
 
 
 async def test_repeated_normal_events_are_shown_once(hook: AsyncKubeflowJobHook) -> None:

@@ -171,7 +171,7 @@ async def test_a_kill_while_deferred_removes_the_job_from_the_manager_and_the_wo
     from watch_support import wait_until
 
     from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
-    from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+    from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 
     _connect(manager, monkeypatch, mapped=True)
     log, ti = TaskLog(), TaskInstance(task_id="mk-killed")
@@ -200,7 +200,7 @@ async def test_a_kill_while_deferred_removes_the_job_from_the_manager_and_the_wo
 
     async def nothing_left() -> bool:
         for hook in (here, there):
-            if await hook.find_tfjob(name, NS) is not None or await hook.list_job_pods(name, NS):
+            if await hook.find_job("TFJob", name, NS) is not None or await hook.list_job_pods(name, NS):
                 return False
         return not await asyncio.to_thread(workloads_left)
 
@@ -220,7 +220,7 @@ async def test_a_job_dispatched_again_is_followed_on_its_new_worker(monkeypatch:
     from airflow_tfjob.local import LocalCluster
     from airflow_tfjob.local.kueue.options import queue_objects
     from airflow_tfjob.local.multikueue import CHECK_NAME
-    from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+    from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 
     queues = queue_objects(cluster_queue="mk", local_queue="mk", namespace=NS, quota={"cpu": 4, "nvidia.com/gpu": 2},
                            admission_checks=[CHECK_NAME])

@@ -45,7 +45,7 @@ def jobs_of(hook: Any, ti: TaskInstance, include_handled: bool = True) -> list[d
     selector = identity_selector(
         ti.dag_id, ti.task_id, ti.run_id, ti.map_index, include_handled=include_handled
     )
-    return list(hook.list_tfjobs("default", selector))
+    return list(hook.list_jobs("TFJob", "default", selector))
 
 
 def test_success_returns_result_applies_cleanup_and_marks_reported(
@@ -69,7 +69,7 @@ def test_success_returns_result_applies_cleanup_and_marks_reported(
     assert set(result["replica_statuses"]) == {"Chief", "Worker"}
     assert float(result["metrics"]["loss"]) == 0.25
     assert ti.xcoms["metrics"] == result["metrics"]
-    job = hook.get_tfjob(result["name"], "default")
+    job = hook.get_job("TFJob", result["name"], "default")
     annotations = job["metadata"]["annotations"]
     assert annotations[ANNOTATION_RESULT_REPORTED] == "true"
     assert annotations[ANNOTATION_INTENDED_CLEAN_POD_POLICY] == "All"
@@ -160,7 +160,7 @@ def test_kill_deletes_job_pods_and_processes(hook: Any, tmp_path: Path) -> None:
     )
     job = jobs_of(hook, ti)[0]
     op.on_kill()
-    assert hook.find_tfjob(job["metadata"]["name"], "default") is None
+    assert hook.find_job("TFJob", job["metadata"]["name"], "default") is None
     assert hook.list_job_pods(job["metadata"]["name"], "default") == []
     wait_for(lambda: not any(_alive(pid) for pid in pids), 30, "replica processes stopped")
     thread.join(60)
@@ -205,15 +205,15 @@ def test_a_foreign_job_with_the_same_name_is_refused_before_anything_is_created(
     body["metadata"]["labels"] = {"team": "someone-else"}
     body["metadata"]["annotations"] = {}
     body["spec"]["runPolicy"] = {"managedBy": "kueue.x-k8s.io/multikueue"}  # never runs
-    hook.create_tfjob(body, "default")
+    hook.create_job("TFJob", body, "default")
     ti = TaskInstance()
     try:
         with pytest.raises(AirflowException, match="already exists and was not created by this task"):
             make_operator(worker=1, name=name).execute(context_for(ti))
         assert jobs_of(hook, ti) == []
-        assert hook.get_tfjob(name, "default")["metadata"]["labels"] == {"team": "someone-else"}
+        assert hook.get_job("TFJob", name, "default")["metadata"]["labels"] == {"team": "someone-else"}
     finally:
-        hook.delete_tfjob(name, "default")
+        hook.delete_job("TFJob", name, "default")
 
 
 def test_render_only_submits_nothing_and_redacts_secrets(
@@ -258,7 +258,7 @@ def test_ttl_zero_deletes_the_job_after_logs_are_read(hook: Any) -> None:
 def test_positive_ttl_is_handed_to_the_controller(hook: Any) -> None:
     ti = TaskInstance()
     result = make_operator(worker=1, ttl_seconds_after_finished=3600).execute(context_for(ti))
-    job = hook.get_tfjob(result["name"], "default")
+    job = hook.get_job("TFJob", result["name"], "default")
     assert job["spec"]["runPolicy"]["ttlSecondsAfterFinished"] == 3600
 
 

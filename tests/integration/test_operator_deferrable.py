@@ -39,7 +39,7 @@ def test_deferred_success_resumes_and_returns_the_result(hook: Any) -> None:
     assert result["state"] == "succeeded"
     assert float(result["metrics"]["loss"]) == 0.25
     assert ti.xcoms["metrics"] == result["metrics"]
-    job = hook.get_tfjob(result["name"], "default")
+    job = hook.get_job("TFJob", result["name"], "default")
     assert job["metadata"]["annotations"]["tfjob.airflow.apache.org/result-reported"] == "true"
 
 
@@ -112,7 +112,7 @@ def test_apache_airflow_67227_deadline_passed_to_the_trigger_and_job_deleted_on_
     with pytest.raises(AirflowTaskTimeout, match="execution_timeout"):
         op.execute_complete(context_for(ti), event)
     selector = identity_selector(ti.dag_id, ti.task_id, ti.run_id, ti.map_index, include_handled=True)
-    wait_for(lambda: not hook.list_tfjobs("default", selector), 60, "timed-out job deleted")
+    wait_for(lambda: not hook.list_jobs("TFJob", "default", selector), 60, "timed-out job deleted")
 
 
 def test_trigger_failure_resumption_deletes_the_job(hook: Any) -> None:
@@ -120,9 +120,9 @@ def test_trigger_failure_resumption_deletes_the_job(hook: Any) -> None:
     op = make_operator(worker=1, env={"SLEEP": "120"})
     defer(op, ti)
     selector = identity_selector(ti.dag_id, ti.task_id, ti.run_id, ti.map_index, include_handled=True)
-    assert len(hook.list_tfjobs("default", selector)) == 1
+    assert len(hook.list_jobs("TFJob", "default", selector)) == 1
     # A fresh operator instance, as the worker that resumes the task has (no in-memory job reference).
     resumed = make_operator(worker=1, env={"SLEEP": "120"})
     with pytest.raises(TaskDeferralTimeout):
         resumed.resume_execution("__fail__", {"error": "Trigger timeout"}, context_for(ti))
-    wait_for(lambda: not hook.list_tfjobs("default", selector), 60, "job deleted after __fail__")
+    wait_for(lambda: not hook.list_jobs("TFJob", "default", selector), 60, "job deleted after __fail__")

@@ -23,7 +23,7 @@ from airflow_tfjob.build.validation import JobValidationError
 from airflow_tfjob.constants import LABEL_HANDLED
 from airflow_tfjob.operators import submit
 from airflow_tfjob.operators.tfjob import TFJobOperator
-from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 from airflow_tfjob.version_compat import AirflowException, AirflowTaskTimeout
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
@@ -35,7 +35,7 @@ SLEEPER = "import time; print('sleeping', flush=True); time.sleep(600)"
 
 def jobs_of(hook: Any, ti: TaskInstance) -> list[dict[str, Any]]:
     selector = identity_selector(ti.dag_id, ti.task_id, ti.run_id, ti.map_index, include_handled=True)
-    return list(hook.list_tfjobs("default", selector))
+    return list(hook.list_jobs("TFJob", "default", selector))
 
 
 def name_of(op: TFJobOperator, ti: TaskInstance) -> str:
@@ -77,11 +77,11 @@ def test_apache_airflow_36090_62398_kill_while_deferred_deletes_job_and_pods(hoo
         run.cancel()  # what the triggerer does first, on a restart as on a kill
         await asyncio.gather(run, return_exceptions=True)
         await trigger.cleanup()
-        assert hook.find_tfjob(name, "default") is not None, "a triggerer restart is not a kill"
+        assert hook.find_job("TFJob", name, "default") is not None, "a triggerer restart is not a kill"
         await KubeflowJobTrigger(**kwargs).on_kill()  # the user's action
 
     asyncio.run(run_then_kill())
-    assert hook.find_tfjob(name, "default") is None
+    assert hook.find_job("TFJob", name, "default") is None
     wait_for(lambda: nothing_left(hook, ti, name), 60, "job and pods deleted by on_kill")
 
 
@@ -93,7 +93,7 @@ def test_apache_airflow_36090_on_kill_action_keep_is_honoured_while_deferred(hoo
     assert kwargs["delete_on_kill"] is False
     asyncio.run(KubeflowJobTrigger(**kwargs).on_kill())
     (job,) = jobs_of(hook, ti)
-    hook.delete_tfjob(job["metadata"]["name"], "default")
+    hook.delete_job("TFJob", job["metadata"]["name"], "default")
 
 
 # --------------------------------------------------------------------------- #41867
@@ -166,14 +166,14 @@ def test_apache_airflow_10544_12111_retry_never_reattaches_to_a_failed_job(hook:
     wait_for(
         lambda: any(
             c["type"] == "Failed" and c["status"] == "True"
-            for c in (hook.get_tfjob(name, "default").get("status") or {}).get("conditions") or []
+            for c in (hook.get_job("TFJob", name, "default").get("status") or {}).get("conditions") or []
         ),
         60,
         "first try's job failed",
     )
     result = make(worker=1).execute(context_for(ti.next_try()))
     assert result["name"] != name and result["state"] == "succeeded"
-    old = hook.get_tfjob(name, "default")
+    old = hook.get_job("TFJob", name, "default")
     assert old["metadata"]["labels"][LABEL_HANDLED] == "true"
 
 
@@ -196,7 +196,7 @@ def test_apache_airflow_10544_two_unhandled_jobs_of_one_task_instance_are_resolv
     third = ti.next_try().next_try()
     result = make(**sleeper).execute(context_for(third))
     assert result["name"] == newer and result["state"] == "succeeded"
-    old = hook.find_tfjob(older, "default")
+    old = hook.find_job("TFJob", older, "default")
     assert old is None or old["metadata"]["labels"].get(LABEL_HANDLED) == "true"
 
 

@@ -98,7 +98,7 @@ def test_missing_value_fails_and_leaves_the_job_reportable(hook: Any) -> None:
     with pytest.raises(AirflowException, match="no return value"):
         make(env={"SKIP_MARKER": "1"}).execute(context_for(ti))
     selector = identity_selector(ti.dag_id, ti.task_id, ti.run_id, ti.map_index, include_handled=True)
-    (job,) = hook.list_tfjobs("default", selector)
+    (job,) = hook.list_jobs("TFJob", "default", selector)
     # Not marked reported: the result was never produced, so a retry may report the job again.
     assert ANNOTATION_RESULT_REPORTED not in (job["metadata"].get("annotations") or {})
 

@@ -90,7 +90,7 @@ def test_sync_board_serves_while_the_job_runs_then_goes_with_it(hook: Any, tmp_p
     thread.join(120)
     assert results and results[0]["state"] == "succeeded"
     # Deleted when the task ended (the pod's process then stops gracefully): not kept by the job.
-    assert hook.find_tfjob(results[0]["name"], "default") is not None
+    assert hook.find_job("TFJob", results[0]["name"], "default") is not None
     wait_for(lambda: board_objects(hook, results[0]["name"]) == [], 60, "board removed after the task")
     # What Airflow pushes over the link's XCom as the task ends: nothing, so no link to a deleted board.
     assert TensorBoardLink().get_link(op, ti_key=None) == ""  # type: ignore[arg-type]
@@ -107,7 +107,7 @@ def test_deferred_board_is_kept_when_asked_and_goes_with_the_job(hook: Any, tmp_
     result = op.execute_complete(context_for(ti), fire(deferred))
     assert result["state"] == "succeeded"
     assert board_objects(hook, name) == ["pod", "service"], "tensorboard_keep=True leaves it running"
-    hook.delete_tfjob(name, "default")  # owned by the job: garbage-collected with it
+    hook.delete_job("TFJob", name, "default")  # owned by the job: garbage-collected with it
     wait_for(lambda: board_objects(hook, name) == [], 60, "board removed with its TFJob")
 
 

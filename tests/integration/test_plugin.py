@@ -1,5 +1,5 @@
 """The provider's plugin: a deferred task a user marks failed or success before any triggerer started
-its trigger still has its job deleted, by the listener the API server calls (airflow_tfjob.plugins.kubeflow).
+its trigger still has its job deleted, by the listener the API server calls (airflow_tfjob.plugins.kill_listener).
 
 The task instance is the API server's view of it (the state just set, the trigger row it points at);
 the trigger row is Airflow's own model, its kwargs encrypted and decrypted as in the database. The
@@ -17,8 +17,8 @@ import pytest
 from airflow.models.trigger import Trigger
 from watch_support import Api, tfjob_manifest, unique, wait_until
 
-from airflow_tfjob.plugins.kubeflow import KubeflowJobPlugin, kill_unstarted_trigger
-from airflow_tfjob.triggers.kubeflow import KubeflowJobConditionTrigger, KubeflowJobTrigger
+from airflow_tfjob.plugins.kill_listener import KubeflowJobPlugin, kill_unstarted_trigger
+from airflow_tfjob.triggers.deferral import KubeflowJobConditionTrigger, KubeflowJobTrigger
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 
@@ -75,5 +75,5 @@ def test_airflow_finds_the_plugin_and_its_listener() -> None:
     from airflow.plugins_manager import is_valid_plugin
 
     found = {e.name: e.value for e in entry_points(group="airflow.plugins")}
-    assert found.get("airflow_tfjob") == "airflow_tfjob.plugins.kubeflow:KubeflowJobPlugin", found
+    assert found.get("airflow_tfjob") == "airflow_tfjob.plugins.kill_listener:KubeflowJobPlugin", found
     assert is_valid_plugin(KubeflowJobPlugin) and KubeflowJobPlugin.listeners

@@ -96,7 +96,7 @@ class Env:
         return "".join(self.capfd.readouterr())
 
     def gone(self, name: str) -> bool:
-        return self.admin.find_tfjob(name, "default") is None and not self.admin.list_job_pods(name, "default")
+        return self.admin.find_job("TFJob", name, "default") is None and not self.admin.list_job_pods(name, "default")
 
     def counts(self) -> dict[Permission, int]:
         return {(verb, group, resource): n for (user, verb, group, resource, _ns), n
@@ -163,7 +163,7 @@ def deferred_run(env: Env) -> None:
     result = op.execute_complete(context, fire(defer(op, ti, context)))
     assert result["state"] == "succeeded" and result["metrics"] == {"accuracy": 0.875, "missing": []}
     assert env.admin.list_job_pods(result["name"], "default") == []
-    assert env.admin.get_tfjob(result["name"], "default")["spec"]["runPolicy"]["ttlSecondsAfterFinished"] == 600
+    assert env.admin.get_job("TFJob", result["name"], "default")["spec"]["runPolicy"]["ttlSecondsAfterFinished"] == 600
 
 
 def failed_job(env: Env) -> None:
@@ -262,7 +262,7 @@ def trigger_take_over(env: Env) -> None:
 def sensor(env: Env) -> None:
     name = f"sensed-{TaskInstance().run_id[-10:]}"
     gate = env.tmp / "sensor-gate"
-    env.admin.create_tfjob(build_tfjob(name, "default", image="x", command=held(gate), replicas={"worker": 1}))
+    env.admin.create_job("TFJob", build_tfjob(name, "default", image="x", command=held(gate), replicas={"worker": 1}))
     common = {"task_id": "wait", "name": name, "namespace": "default", "kubernetes_conn_id": CONN, "timeout": 60}
     TFJobSensor(target_condition="Running", poke_interval=0.2, **common).execute(context_for(TaskInstance()))
     ti = TaskInstance(task_id="wait")
@@ -272,7 +272,7 @@ def sensor(env: Env) -> None:
     event = fire(deferred)
     assert event["event"] == "reached"
     waiting.execute_complete(context_for(ti), event)
-    env.admin.delete_tfjob(name, "default")
+    env.admin.delete_job("TFJob", name, "default")
 
 
 def other_kinds(env: Env) -> None:

@@ -18,7 +18,7 @@ from watch_support import Api, succeeded_status, tfjob_manifest, unique
 
 from airflow_tfjob.build.secrets import with_secret_names
 from airflow_tfjob.operators.tfjob import TFJobOperator
-from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 

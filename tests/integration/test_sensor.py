@@ -18,7 +18,7 @@ from airflow_compat import (
 from operator_support import TaskInstance, context_for, replica_command, wait_for
 
 from airflow_tfjob.sensors.tfjob import TFJobSensor
-from airflow_tfjob.triggers.kubeflow import KubeflowJobConditionTrigger
+from airflow_tfjob.triggers.deferral import KubeflowJobConditionTrigger
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 
@@ -28,7 +28,7 @@ def submit(hook: Any, name: str, **params: Any) -> None:
     from airflow_tfjob.build.manifest import build_tfjob
 
     body = build_tfjob(name, "default", image="x", command=replica_command(), **params)
-    hook.create_tfjob(body, "default")
+    hook.create_job("TFJob", body, "default")
 
 
 def sensor(name: str, **kwargs: Any) -> TFJobSensor:
@@ -48,7 +48,7 @@ def test_poke_waits_for_a_missing_job_then_succeeds(hook: Any) -> None:
     assert s.poke(ctx) is False
     submit(hook, name, replicas={"worker": 1}, env={"SLEEP": "1"})
     s.execute(ctx)  # returns once Succeeded
-    assert hook.get_tfjob(name, "default")["status"]["conditions"][-1]["type"] == "Succeeded"
+    assert hook.get_job("TFJob", name, "default")["status"]["conditions"][-1]["type"] == "Succeeded"
 
 
 def test_running_target_is_reached_while_the_job_runs(hook: Any) -> None:
@@ -57,7 +57,7 @@ def test_running_target_is_reached_while_the_job_runs(hook: Any) -> None:
     try:
         sensor(name, target_condition="Running", timeout=60).execute(context_for(TaskInstance()))
     finally:
-        hook.delete_tfjob(name, "default")
+        hook.delete_job("TFJob", name, "default")
 
 
 def test_failed_job_fails_at_once_naming_the_reason(hook: Any) -> None:
@@ -114,7 +114,7 @@ def test_deferrable_sensor_reports_failure(hook: Any) -> None:
     name = unique("deffail")
     submit(hook, name, replicas={"worker": 1}, env={"FAIL_TYPE": "worker"})
     wait_for(
-        lambda: (hook.get_tfjob(name, "default").get("status") or {}).get("conditions"),
+        lambda: (hook.get_job("TFJob", name, "default").get("status") or {}).get("conditions"),
         30,
         "job status written",
     )

@@ -23,7 +23,7 @@ from watch_support import (
 )
 
 from airflow_tfjob.hooks import jobwatch as watch
-from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 
@@ -55,7 +55,7 @@ def test_serialize_round_trip() -> None:
         delete_on_kill=False,
     )
     classpath, kwargs = trigger.serialize()
-    assert classpath == "airflow_tfjob.triggers.kubeflow.KubeflowJobTrigger"
+    assert classpath == "airflow_tfjob.triggers.deferral.KubeflowJobTrigger"
     module, _, cls_name = classpath.rpartition(".")
     rebuilt = getattr(importlib.import_module(module), cls_name)(**json.loads(json.dumps(kwargs)))
     assert rebuilt.serialize() == (classpath, kwargs)
@@ -407,7 +407,7 @@ import asyncio, json, logging, sys
 from airflow_tfjob.triggers import positions
 positions.SAVE_INTERVAL = 3600.0
 positions.SETTLE = float(sys.argv[3])
-from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 
 logger = logging.getLogger("first-triggerer")
 logger.addHandler(logging.FileHandler(sys.argv[2]))
@@ -588,7 +588,7 @@ async def test_startup_deadline_is_absolute_across_restarts(k8s_conn: str, tmp_p
     assert "nvidia.com/gpu" in event["message"] or "Unschedulable" in event["message"]
     from airflow_tfjob.hooks.tfjob import KubeflowJobHook
 
-    KubeflowJobHook(conn_id=k8s_conn).delete_tfjob(kwargs["name"], kwargs["namespace"])
+    KubeflowJobHook(conn_id=k8s_conn).delete_job("TFJob", kwargs["name"], kwargs["namespace"])
 
 
 async def test_queued_job_gets_its_whole_startup_window_after_a_restart(
@@ -607,19 +607,19 @@ async def test_queued_job_gets_its_whole_startup_window_after_a_restart(
         await wait_until(
             lambda: any(
                 c.get("type") == "Suspended" and c.get("status") == "True"
-                for c in (hook.get_tfjob(name, ns).get("status") or {}).get("conditions") or []
+                for c in (hook.get_job("TFJob", name, ns).get("status") or {}).get("conditions") or []
             ),
             timeout=30,
         )
         # An earlier run of this deferral's trigger stamped the job: this run is a restart.
         stamp = repr(float(kwargs["deferred_at"]))
-        hook.patch_tfjob(name, ns, {"metadata": {"annotations": {ANNOTATION_TRIGGER_STARTED: stamp}}})
+        hook.patch_job("TFJob", name, ns, {"metadata": {"annotations": {ANNOTATION_TRIGGER_STARTED: stamp}}})
         kwargs["startup_deadline"] = time.time() - 100  # it passed while the job was queued
         trigger = KubeflowJobTrigger(**kwargs)
         run = asyncio.ensure_future(_collect(trigger))
         await wait_until(lambda: trigger._job_read or run.done(), timeout=30)
-        hook.patch_tfjob(name, ns, {"spec": {"runPolicy": {"suspend": False}}})  # admitted
+        hook.patch_job("TFJob", name, ns, {"spec": {"runPolicy": {"suspend": False}}})  # admitted
         (event,) = await asyncio.wait_for(run, 60)
         assert event["event"] == "succeeded", event
     finally:
-        hook.delete_tfjob(name, ns)
+        hook.delete_job("TFJob", name, ns)

@@ -1,4 +1,4 @@
-"""A task deferred by release 0.1.0 finishes after an upgrade.
+"""A task deferred by the 0.1.0 builds finishes after an upgrade.
 
 Airflow stores a deferred task's trigger as a classpath and kwargs, and the triggerer of the upgraded
 deployment rebuilds it from them. ``recorded/triggers_0.1.0_015e832.json`` holds what 0.1.0 (main at

@@ -27,8 +27,8 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(400)]
 PROBE = Path(__file__).with_name("loop_probe.py")
 #: ``[triggerer] blocked_main_thread_warning_threshold``'s default in Airflow 3.3.
 THRESHOLD = 0.2
-TRIGGER = "airflow_tfjob.triggers.kubeflow.KubeflowJobTrigger"
-CONDITION_TRIGGER = "airflow_tfjob.triggers.kubeflow.KubeflowJobConditionTrigger"
+TRIGGER = "airflow_tfjob.triggers.deferral.KubeflowJobTrigger"
+CONDITION_TRIGGER = "airflow_tfjob.triggers.deferral.KubeflowJobConditionTrigger"
 #: A replica that writes as fast as it can: short lines, 10 KB lines, and a last line without newline.
 FLOOD = (
     "import sys\n"

@@ -75,7 +75,7 @@ from airflow.models.trigger import Trigger
 from airflow.utils.session import create_session
 from airflow.utils.state import DagRunState, TaskInstanceState
 from airflow.utils.types import DagRunType, DagRunTriggeredByType
-from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 
 action, dag_id = sys.argv[1], sys.argv[2]
 with create_session() as session:
@@ -474,4 +474,4 @@ async def test_operator_deferred_to_a_real_triggerer_resumes_and_succeeds(
     hook = KubeflowJobHook(conn_id=k8s_conn)
     # cleanPodPolicy All, applied by the resumed task once the logs were drained.
     wait_for(lambda: not hook.list_job_pods(name, "default"), 30, "pods deleted by the resumed task")
-    hook.delete_tfjob(name, "default")
+    hook.delete_job("TFJob", name, "default")

@@ -273,7 +273,7 @@ async def test_waiting_triggers_start_with_one_list_and_no_request_per_job(
 ) -> None:
     """Issue 23: triggers of one namespace read their jobs from the shared watch (one LIST, no GET of
     their own); the stamps of their start are their only writes."""
-    from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+    from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 
     ns = await api.namespace(unique("many"))
     names = [unique(f"j{i}") for i in range(8)]
@@ -312,7 +312,7 @@ async def test_triggers_deferred_together_take_turns_to_start(
 ) -> None:
     """Issue 23: a sweep's triggers start at most STARTS_AT_ONCE at a time per loop (each start holds a
     decoded job and a request while it waits), and every one of them still follows its job."""
-    from airflow_tfjob.triggers import kubeflow, runs
+    from airflow_tfjob.triggers import deferral, runs
 
     monkeypatch.setattr(runs, "STARTS_AT_ONCE", 3)
     monkeypatch.setattr(runs, "_STARTS", runs.weakref.WeakKeyDictionary())
@@ -334,7 +334,7 @@ async def test_triggers_deferred_together_take_turns_to_start(
     for name in names:
         await api.create(ns, tfjob_manifest(name))
     triggers = [
-        kubeflow.KubeflowJobTrigger(
+        deferral.KubeflowJobTrigger(
             name=name, namespace=ns, options={"get_logs": False, "startup_timeout": None}, deferred_at=2.0
         )
         for name in names

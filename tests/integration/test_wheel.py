@@ -121,7 +121,7 @@ def test_the_wheel_declares_the_projects_requirements_and_entry_points(wheel: Pa
     assert not [r for r in declared if "==" in r]
     assert metadata["License-Expression"] == "Apache-2.0"
     for line in ("tfjob-local = airflow_tfjob.local.cli:main", "tfjob-runtimes = airflow_tfjob.jobs.trainjob.runtimes:main",
-                 "airflow_tfjob = airflow_tfjob.plugins.kubeflow:KubeflowJobPlugin",
+                 "airflow_tfjob = airflow_tfjob.plugins.kill_listener:KubeflowJobPlugin",
                  "provider_info = airflow_tfjob:get_provider_info"):  # fmt: skip
         assert line in entry_points
 

@@ -10,16 +10,14 @@ import json
 from typing import Any
 
 PUBLIC_METHODS = {
-    "airflow_tfjob.hooks.tfjob.TFJobHook": None,
-    "airflow_tfjob.hooks.tfjob.AsyncTFJobHook": None,
     "airflow_tfjob.hooks.tfjob.KubeflowJobHook": None,
     "airflow_tfjob.hooks.tfjob.AsyncKubeflowJobHook": None,
 }
 CONSTRUCTORS = (
     "airflow_tfjob.operators.tfjob.TFJobOperator",
     "airflow_tfjob.sensors.tfjob.TFJobSensor",
-    "airflow_tfjob.operators.kubeflow.KubeflowJobOperator",
-    "airflow_tfjob.sensors.kubeflow.KubeflowJobSensor",
+    "airflow_tfjob.operators.generic.KubeflowJobOperator",
+    "airflow_tfjob.sensors.generic.KubeflowJobSensor",
     "airflow_tfjob.operators.pytorchjob.PyTorchJobOperator",
     "airflow_tfjob.operators.xgboostjob.XGBoostJobOperator",
     "airflow_tfjob.operators.jaxjob.JAXJobOperator",
@@ -32,11 +30,9 @@ CONSTRUCTORS = (
     "airflow_tfjob.sensors.trainjob.TrainJobSensor",
     "airflow_tfjob.triggers.tfjob.TFJobTrigger",
     "airflow_tfjob.triggers.tfjob.TFJobConditionTrigger",
-    "airflow_tfjob.hooks.tfjob.TFJobHook",
-    "airflow_tfjob.hooks.tfjob.AsyncTFJobHook",
-    # The kind-neutral names of 0.2 (the TFJob ones above are the same classes).
-    "airflow_tfjob.triggers.kubeflow.KubeflowJobTrigger",
-    "airflow_tfjob.triggers.kubeflow.KubeflowJobConditionTrigger",
+    # The triggers under their own classpaths (the TFJob ones above are what the 0.1.0 builds stored).
+    "airflow_tfjob.triggers.deferral.KubeflowJobTrigger",
+    "airflow_tfjob.triggers.deferral.KubeflowJobConditionTrigger",
     "airflow_tfjob.triggers.assets.KubeflowJobSucceededTrigger",
     "airflow_tfjob.hooks.tfjob.KubeflowJobHook",
     "airflow_tfjob.hooks.tfjob.AsyncKubeflowJobHook",
@@ -46,7 +42,6 @@ CONSTRUCTORS = (
 FUNCTIONS = (
     "airflow_tfjob.decorators.tfjob.tfjob_task",
     "airflow_tfjob.decorators.pytorchjob.pytorchjob_task",
-    "airflow_tfjob.follow.follow_job",
     "airflow_tfjob.follow.core.follow_job",
 )
 

@@ -247,12 +247,12 @@ BAD_VALUES = [
 
 @pytest.mark.parametrize(("kwargs", "field", "fix"), BAD_VALUES)
 def test_bad_container_values(kwargs: dict[str, Any], field: str, fix: str) -> None:
-    from airflow_tfjob.build.validation import validate_tfjob
+    from airflow_tfjob.build.validation import validate_job
 
     params = {"image": "img:1", **kwargs}
     built = build_tfjob("j", **params)
     full = f"spec.tfReplicaSpecs.Worker.template.spec.containers[0].{field}"
-    assert_refused(lambda: validate_tfjob(built), full, fix)
+    assert_refused(lambda: validate_job(built), full, fix)
 
 
 def test_a_manifest_over_the_request_limit_is_refused_naming_the_largest_fields() -> None:

@@ -168,7 +168,7 @@ def test_the_snippet_runs_as_written(
 ) -> None:
     import structlog.testing
 
-    from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
+    from airflow_tfjob.operators.generic import KubeflowJobOperator
     from airflow_tfjob.operators.trainjob import TrainJobOperator
 
     if snippet.code.startswith(IN_THE_IMAGE):

@@ -187,7 +187,7 @@ def test_a_default_naming_a_constant_is_shown_as_its_value() -> None:
     from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
 
     constant_value = _script("docs_griffe").constant_value
-    module = griffe.load("airflow_tfjob.operators.kubeflow", search_paths=[str(ROOT)])
+    module = griffe.load("airflow_tfjob.operators.generic", search_paths=[str(ROOT)])
     init = module["KubeflowJobOperator"].members["__init__"]
     defaults = {p.name: constant_value(p.default, init) for p in init.parameters}
     assert defaults["api_retry_timeout"] == repr(DEFAULT_RETRY_TIMEOUT)
@@ -196,7 +196,7 @@ def test_a_default_naming_a_constant_is_shown_as_its_value() -> None:
 
 
 def test_the_sensor_table_marks_the_templated_parameters() -> None:
-    from airflow_tfjob.sensors.kubeflow import KubeflowJobSensor
+    from airflow_tfjob.sensors.generic import KubeflowJobSensor
 
     rows = _script("docs_parameters").sensor_table(ROOT / "docs").splitlines()[2:]
     cells = {_parameter(row): row.strip().strip("|").split("|")[-1].strip() for row in rows}

@@ -17,7 +17,7 @@ from airflow_tfjob.operators import following
 from airflow_tfjob.operators.runs import TaskTry
 from airflow_tfjob.operators.tfjob import TFJobOperator
 from airflow_tfjob.triggers import runs
-from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 
 RECORDED = Path(__file__).parents[1] / "integration" / "recorded" / "triggers_0.1.0_015e832.json"
 OPERATOR_CASES = ("tfjob", "pytorchjob", "tfjob_on_trainjob")

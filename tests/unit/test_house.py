@@ -1,5 +1,5 @@
-"""The house's shape, checked: imports name the module that defines what they take, old paths keep
-importing to the same objects, and the top level holds only rooms and a few shared leaves.
+"""The house's shape, checked: imports name the module that defines what they take, and the top level
+holds only rooms and a few shared leaves.
 
 The walls between the rooms are import-linter's contracts (pyproject.toml, run by ``make lint``); what
 they cannot express is checked here.
@@ -8,22 +8,17 @@ they cannot express is checked here.
 from __future__ import annotations
 
 import ast
-import importlib
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
-import pytest
-
 import airflow_tfjob
-from airflow_tfjob import _moved
 
 PACKAGE = Path(airflow_tfjob.__file__).parent
 
-# The modules whose purpose is to give public names one documented path (DAGs import them); the
-# provider's own code never imports through them.
-PUBLIC_FACADES = {"airflow_tfjob.hooks.tfjob", "airflow_tfjob.triggers.tfjob", "airflow_tfjob.follow"}
+# The modules whose purpose is to give public names one path (DAGs import the hooks', Airflow's stored
+# rows name the 0.1.0 builds' triggers); the provider's own code never imports through them.
+PUBLIC_FACADES = {"airflow_tfjob.hooks.tfjob", "airflow_tfjob.triggers.tfjob"}
 
 
 def _module_name(path: Path) -> str:
@@ -91,7 +86,7 @@ def test_internal_imports_name_the_defining_module() -> None:
 
 def test_the_top_level_holds_rooms_and_shared_leaves_only() -> None:
     modules = sorted(p.name for p in PACKAGE.glob("*.py"))
-    assert modules == ["__init__.py", "_moved.py", "constants.py", "version_compat.py"]
+    assert modules == ["__init__.py", "constants.py", "version_compat.py"]
     rooms = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
     assert rooms == [
         "build",
@@ -118,64 +113,17 @@ def test_every_room_states_its_contract() -> None:
     assert not missing, f"packages without a docstring stating their contract: {missing}"
 
 
-@pytest.mark.parametrize("old", sorted(_moved.MOVED))
-def test_an_old_path_imports_the_moved_module_itself(old: str) -> None:
-    new = importlib.import_module(f"airflow_tfjob.{_moved.MOVED[old]}")
-    # Resolved afresh (an earlier import in this process would be served from sys.modules, silently).
-    sys.modules.pop(f"airflow_tfjob.{old}", None)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        assert importlib.import_module(f"airflow_tfjob.{old}") is new
-    assert any(f"airflow_tfjob.{old} moved to {new.__name__}" in str(w.message) for w in caught)
-
-
-def test_a_moved_packages_submodule_is_not_run_twice() -> None:
-    from airflow_tfjob.integrations.kueue import note
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        old = importlib.import_module("airflow_tfjob.kueue.note")
-    assert old is note
-    assert note.aqueue_note.__module__ == "airflow_tfjob.integrations.kueue.note"
-
-
-def test_every_move_points_at_a_module_that_exists() -> None:
-    for old, new in _moved.MOVED.items():
-        assert _source_of(f"airflow_tfjob.{new}") is not None, f"{old} -> {new}"
-        assert _source_of(f"airflow_tfjob.{old}") is None, f"{old} exists again beside its alias"
-
-
-def test_release_0_1_0_names_are_the_same_objects() -> None:
-    from airflow_tfjob.build.checker import JobValidationError
-    from airflow_tfjob.build.params import JobParameters
-    from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
-    from airflow_tfjob.hooks.sync import KubeflowJobHook
-    from airflow_tfjob.hooks.tfjob import AsyncTFJobHook, TFJobHook
-    from airflow_tfjob.triggers.kubeflow import KubeflowJobConditionTrigger, KubeflowJobTrigger
-    from airflow_tfjob.triggers.tfjob import TFJobConditionTrigger, TFJobTrigger
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from airflow_tfjob.manifest_params import TFJobParameters
-        from airflow_tfjob.validation import TFJobValidationError
-
-    assert TFJobHook is KubeflowJobHook and AsyncTFJobHook is AsyncKubeflowJobHook
-    assert TFJobTrigger is KubeflowJobTrigger and TFJobConditionTrigger is KubeflowJobConditionTrigger
-    assert TFJobValidationError is JobValidationError and TFJobParameters is JobParameters
-
-
 #: What importing the operator's trigger class may load of the provider. The triggerer imports a
 #: trigger's class on its event loop (``TriggerRunner.create_triggers``); everything its run needs is
 #: imported on a thread of its own (``triggers.loader.RUN_MODULES``), so the class's module keeps to
 #: what the constructor and ``serialize`` need.
 TRIGGER_CLASS_IMPORTS = {
     "airflow_tfjob",
-    "airflow_tfjob._moved",
     "airflow_tfjob.constants",
     "airflow_tfjob.hooks",
     "airflow_tfjob.hooks.connection",
     "airflow_tfjob.triggers",
-    "airflow_tfjob.triggers.kubeflow",
+    "airflow_tfjob.triggers.deferral",
     "airflow_tfjob.triggers.loader",
 }
 
@@ -185,14 +133,14 @@ def test_the_triggerer_imports_the_trigger_class_without_the_follow() -> None:
         "import sys, airflow.jobs.triggerer_job_runner\n"
         "try:\n    from airflow._shared.module_loading import import_string\n"
         "except ImportError:  # before 3.2\n    from airflow.utils.module_loading import import_string\n"
-        "import_string('airflow_tfjob.triggers.kubeflow.KubeflowJobTrigger')\n"
-        "import_string('airflow_tfjob.triggers.kubeflow.KubeflowJobConditionTrigger')\n"
+        "import_string('airflow_tfjob.triggers.deferral.KubeflowJobTrigger')\n"
+        "import_string('airflow_tfjob.triggers.deferral.KubeflowJobConditionTrigger')\n"
         "print('loaded:', *(m for m in sys.modules if m.startswith('airflow_tfjob')))\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     loaded = set(next(x for x in done.stdout.splitlines() if x.startswith("loaded:")).split()[1:])
     assert loaded - TRIGGER_CLASS_IMPORTS == set(), "imported on the triggerer's loop; import them in run()"
-    assert "airflow_tfjob.triggers.kubeflow" in loaded
+    assert "airflow_tfjob.triggers.deferral" in loaded
 
 
 def test_the_loader_imports_every_run_module_and_every_adapter() -> None:

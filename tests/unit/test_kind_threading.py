@@ -32,13 +32,13 @@ from airflow_tfjob.follow.outcome import FollowOptions
 from airflow_tfjob.hooks.common import COLLECTIONS, job_path
 from airflow_tfjob.jobs.kinds import KINDS, PYTORCHJOB, TFJOB, as_kind
 from airflow_tfjob.jobs.status import JobState, interpret
-from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
+from airflow_tfjob.operators.generic import KubeflowJobOperator
 from airflow_tfjob.operators.pytorchjob import PyTorchJobOperator
 from airflow_tfjob.operators.tfjob import TFJobOperator
-from airflow_tfjob.sensors.kubeflow import KubeflowJobSensor
+from airflow_tfjob.sensors.generic import KubeflowJobSensor
 from airflow_tfjob.sensors.pytorchjob import PyTorchJobSensor
 from airflow_tfjob.sensors.tfjob import TFJobSensor
-from airflow_tfjob.triggers.kubeflow import KubeflowJobConditionTrigger, KubeflowJobTrigger
+from airflow_tfjob.triggers.deferral import KubeflowJobConditionTrigger, KubeflowJobTrigger
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.kind)
@@ -81,7 +81,7 @@ def test_follow_options_carry_the_kind_by_name_and_default_to_tfjob() -> None:
 def test_the_operators_trigger_keeps_its_kind_across_serialisation() -> None:
     trigger = KubeflowJobTrigger(name="j", namespace="ns", options=FollowOptions(kind="JAXJob").to_dict())
     classpath, kwargs = trigger.serialize()
-    assert classpath == "airflow_tfjob.triggers.kubeflow.KubeflowJobTrigger"
+    assert classpath == "airflow_tfjob.triggers.deferral.KubeflowJobTrigger"
     assert KubeflowJobTrigger(**kwargs).kind.kind == "JAXJob"
     old = {k: v for k, v in kwargs.items() if k != "options"} | {"options": {"log_replicas": "all"}}
     assert KubeflowJobTrigger(**old).kind is TFJOB

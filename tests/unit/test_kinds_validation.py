@@ -12,7 +12,7 @@ import pytest
 from airflow_tfjob.build import kind_rules as validation_kinds
 from airflow_tfjob.build import validation
 from airflow_tfjob.build.manifest import build_job
-from airflow_tfjob.build.validation import JobValidationError, validate_job, validate_tfjob
+from airflow_tfjob.build.validation import JobValidationError, validate_job
 from airflow_tfjob.jobs.kinds import JAXJOB, KINDS, PADDLEJOB, PYTORCHJOB, TFJOB, XGBOOSTJOB, JobKind
 
 OTHERS = [k for k in KINDS if k is not TFJOB]
@@ -42,10 +42,6 @@ def problems(manifest: dict[str, Any]) -> JobValidationError:
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.kind)
 def test_a_job_of_every_kind_with_all_its_types_is_valid(kind: JobKind) -> None:
     assert validate_job(valid(kind)) == []
-
-
-def test_validate_tfjob_is_validate_job_and_the_error_has_a_neutral_alias() -> None:
-    assert validate_tfjob is validate_job and JobValidationError is JobValidationError
 
 
 def test_the_error_names_the_kind_and_pickles_with_it() -> None:

@@ -15,7 +15,7 @@ from airflow_tfjob.build.manifest import build_job
 from airflow_tfjob.build.validation import JobValidationError
 from airflow_tfjob.integrations.lineage import dataset_name, job_identity, manifest_claims, operator_lineage
 from airflow_tfjob.jobs.kinds import PYTORCHJOB, TFJOB
-from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
+from airflow_tfjob.operators.generic import KubeflowJobOperator
 from airflow_tfjob.operators.tfjob import TFJobOperator
 
 
@@ -175,7 +175,7 @@ def test_without_the_openlineage_provider_the_facets_are_none() -> None:
 def test_importing_the_operator_loads_no_openlineage() -> None:
     # Airflow's provider discovery reads the provider's get_provider_info; nothing else may load.
     code = (
-        "import json, sys; import airflow_tfjob.operators.kubeflow, airflow_tfjob.operators.tfjob\n"
+        "import json, sys; import airflow_tfjob.operators.generic, airflow_tfjob.operators.tfjob\n"
         "print(json.dumps(sorted(m for m in sys.modules if 'openlineage' in m)))"
     )
     assert set(_run(code)) <= {

@@ -22,7 +22,7 @@ from airflow_tfjob.build.manifest import (
     submission_manifest,
     tensorflow_container,
 )
-from airflow_tfjob.build.validation import JobValidationError, validate_tfjob
+from airflow_tfjob.build.validation import JobValidationError, validate_job
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DOC_FILES = sorted(FIXTURES.glob("kubeflow_docs_*.yaml"))
@@ -58,7 +58,7 @@ def test_documentation_examples_load_build_and_validate_unchanged(path: Path) ->
     assert loaded == original
     built = build_tfjob(base=loaded)
     assert built == original
-    validate_tfjob(built)  # raises on any error
+    validate_job(built)  # raises on any error
 
 
 def test_documentation_distributed_example_from_parameters() -> None:
@@ -72,7 +72,7 @@ def test_documentation_distributed_example_from_parameters() -> None:
         pod_annotations={"sidecar.istio.io/inject": "false"},
     )
     assert built == fixture("kubeflow_docs_distributed.yaml")
-    assert validate_tfjob(built) == []
+    assert validate_job(built) == []
 
 
 def test_documentation_secret_example_from_parameters() -> None:
@@ -215,7 +215,7 @@ def test_env_forms_merge_by_name() -> None:
         {"configMapRef": {"name": "all-settings"}},
         {"configMapRef": {"name": "x"}},
     ]
-    validate_tfjob(built)
+    validate_job(built)
 
 
 def test_env_list_form() -> None:
@@ -273,7 +273,7 @@ def test_resources_shorthand_explicit_gpus_and_per_type() -> None:
     }
     assert tf(built, "Worker")["resources"]["limits"][GPU] == 2
     assert tf(built, "Evaluator")["resources"]["limits"][GPU] == 1
-    validate_tfjob(built)
+    validate_job(built)
 
 
 def test_volumes_pvc_and_secret_shortcuts() -> None:
@@ -308,7 +308,7 @@ def test_volumes_pvc_and_secret_shortcuts() -> None:
         {"name": "secret-creds", "mountPath": "/etc/creds", "readOnly": True},
         {"name": "configmap-settings", "mountPath": "/etc/settings", "readOnly": True},
     ]
-    validate_tfjob(built)
+    validate_job(built)
     ro = build_tfjob("j", image="i", pvc="data:/data:ro")
     assert tf(ro, "Worker")["volumeMounts"] == [{"name": "pvc-data", "mountPath": "/data", "readOnly": True}]
 
@@ -365,7 +365,7 @@ def test_job_metadata_queue_and_run_policy() -> None:
     }
     assert built["spec"]["successPolicy"] == "AllWorkers"
     assert built["spec"]["enableDynamicWorker"] is True
-    validate_tfjob(built)
+    validate_job(built)
 
 
 def test_restart_policy_per_type() -> None:
@@ -458,7 +458,7 @@ def test_base_without_tensorflow_container_is_left_for_validation() -> None:
         {"name": "main", "image": "x"}
     ]
     with pytest.raises(JobValidationError, match="tensorflow"):
-        validate_tfjob(built)
+        validate_job(built)
 
 
 # --------------------------------------------------------------------------- load_manifest
@@ -566,7 +566,7 @@ def test_submission_manifest_defaults() -> None:
     assert intent == IntendedCleanup("None", None)
     assert submitted["spec"]["runPolicy"] == {"cleanPodPolicy": "None"}
     assert c.ANNOTATION_INTENDED_TTL not in submitted["metadata"]["annotations"]
-    validate_tfjob(submitted)
+    validate_job(submitted)
 
 
 def test_redact_hides_secret_literals_only() -> None:

@@ -18,7 +18,7 @@ HEAVY_PREFIXES = ("kubernetes", "kubernetes_asyncio", "airflow.providers.cncf.ku
 MODULES = [
     f"airflow_tfjob.{package}.{kind}"
     for package in ("operators", "sensors")
-    for kind in ("tfjob", "kubeflow", "pytorchjob", "xgboostjob", "jaxjob", "paddlejob")
+    for kind in ("tfjob", "generic", "pytorchjob", "xgboostjob", "jaxjob", "paddlejob")
 ]
 
 

@@ -23,7 +23,7 @@ from airflow_tfjob.operators import checks, params
 
 PROVIDER = Path(__file__).parents[2] / "airflow_tfjob"
 ROOT = PROVIDER.parent
-SIGNATURES = {"operators/kubeflow.py", "operators/tfjob.py"}  # every kind's operators
+SIGNATURES = {"operators/generic.py", "operators/tfjob.py"}  # every kind's operators
 TRAINJOB = {"operators/trainjob.py"}  # TrainJobOperator's own signature
 TABLE = {"operators/params.py"}
 
@@ -38,7 +38,7 @@ USERS: dict[str, dict[str, str]] = {
     "startup_timeout": {
         "follow/outcome.py": "its FollowOptions field (and the drain's None)",
         "follow/core.py": "holds the pods to it",
-        "triggers/kubeflow.py": "the previous release's absolute form of the deferral's clock",
+        "triggers/deferral.py": "the previous release's absolute form of the deferral's clock",
         "triggers/runs.py": "the deferral's clock, kept across a triggerer's restart",
         "operators/runs.py": "the task's failure message",
         "operators/outcome.py": "the task's failure message",

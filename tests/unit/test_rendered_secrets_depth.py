@@ -27,8 +27,8 @@ PLACES = ("value", "key")
 def _operators() -> dict[str, Any]:
     from airflow_tfjob.decorators.pytorchjob import _PyTorchJobDecoratedOperator
     from airflow_tfjob.decorators.tfjob import _TFJobDecoratedOperator
+    from airflow_tfjob.operators.generic import KubeflowJobOperator
     from airflow_tfjob.operators.jaxjob import JAXJobOperator
-    from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
     from airflow_tfjob.operators.paddlejob import PaddleJobOperator
     from airflow_tfjob.operators.pytorchjob import PyTorchJobOperator
     from airflow_tfjob.operators.tfjob import TFJobOperator

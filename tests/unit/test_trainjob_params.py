@@ -34,7 +34,7 @@ def test_api_trainjob_is_refused_for_other_kinds() -> None:
     import pytest
 
     from airflow_tfjob.build.checker import JobValidationError
-    from airflow_tfjob.operators.kubeflow import KubeflowJobOperator
+    from airflow_tfjob.operators.generic import KubeflowJobOperator
     from airflow_tfjob.operators.tfjob import TFJobOperator
 
     with pytest.raises(JobValidationError, match="TrainJobOperator"):

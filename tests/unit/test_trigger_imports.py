@@ -83,7 +83,7 @@ async def test_a_loaded_process_awaits_the_run_module_s_follow_itself(monkeypatc
     from airflow.triggers.base import TriggerEvent
 
     from airflow_tfjob.triggers import runs
-    from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+    from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 
     await asyncio.wait_for(loader.load_run_modules(), 60)
     fired = TriggerEvent({"event": "succeeded"})

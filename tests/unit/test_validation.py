@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from airflow_tfjob.build.validation import JobValidationError, Problem, parse_quantity, validate_tfjob
+from airflow_tfjob.build.validation import JobValidationError, Problem, parse_quantity, validate_job
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -659,7 +659,7 @@ def test_bad_manifest_names_field_problem_and_fix(mutate: Mut, field: str, probl
     manifest = valid()
     mutate(manifest)
     with pytest.raises(JobValidationError) as err:
-        validate_tfjob(manifest)
+        validate_job(manifest)
     matching = [p for p in err.value.problems if p.field == field]
     assert matching, f"no problem for {field}; got {[str(p) for p in err.value.problems]}"
     assert any(problem in p.problem and fix in p.fix for p in matching), [str(p) for p in matching]
@@ -672,12 +672,12 @@ def test_at_least_35_bad_inputs() -> None:
 
 
 def test_valid_manifest_passes_without_warnings() -> None:
-    assert validate_tfjob(valid()) == []
+    assert validate_job(valid()) == []
 
 
 @pytest.mark.parametrize("path", sorted(FIXTURES.glob("kubeflow_docs_*.yaml")), ids=lambda p: p.stem)
 def test_documentation_examples_pass(path: Path) -> None:
-    validate_tfjob(yaml.safe_load(path.read_text()))
+    validate_job(yaml.safe_load(path.read_text()))
 
 
 def test_several_problems_aggregate_in_one_error() -> None:
@@ -686,7 +686,7 @@ def test_several_problems_aggregate_in_one_error() -> None:
     specs(manifest)["Worker"]["replicas"] = -1
     run_policy(manifest)["cleanPodPolicy"] = "Sometimes"
     with pytest.raises(JobValidationError) as err:
-        validate_tfjob(manifest)
+        validate_job(manifest)
     fields = [p.field for p in err.value.problems]
     assert fields == ["metadata.name", f"{W}.replicas", "spec.runPolicy.cleanPodPolicy"]
     assert "3 problems" in str(err.value)
@@ -723,7 +723,7 @@ def test_error_is_a_value_error_and_pickles() -> None:
 def test_warnings_not_errors(mutate: Mut, fragment: str) -> None:
     manifest = valid()
     mutate(manifest)
-    warnings = validate_tfjob(manifest)
+    warnings = validate_job(manifest)
     assert any(fragment in w for w in warnings), warnings
 
 
@@ -731,7 +731,7 @@ def test_single_replica_warning_names_the_field() -> None:
     manifest = valid()
     manifest["spec"]["tfReplicaSpecs"] = {"Worker": specs(manifest)["Worker"]}
     specs(manifest)["Worker"]["replicas"] = 1
-    assert validate_tfjob(manifest) == [
+    assert validate_job(manifest) == [
         "spec.tfReplicaSpecs: the job has a single replica, so the operator sets no TF_CONFIG (it runs as plain TensorFlow)"
     ]
 
@@ -740,24 +740,24 @@ def test_lower_case_replica_keys_are_accepted() -> None:
     manifest = valid()
     specs(manifest)["worker"] = specs(manifest).pop("Worker")
     specs(manifest)["ps"] = specs(manifest).pop("PS")
-    assert validate_tfjob(manifest) == []
+    assert validate_job(manifest) == []
 
 
 def test_name_optional_when_not_required() -> None:
     manifest = valid()
     del manifest["metadata"]["name"]
-    assert validate_tfjob(manifest, require_name=False) == []
+    assert validate_job(manifest, require_name=False) == []
 
 
 def test_name_at_the_exact_limit() -> None:
     manifest = valid()
     manifest["metadata"]["name"] = "a" * (63 - len("-worker-1"))
-    validate_tfjob(manifest)
+    validate_job(manifest)
 
 
 def test_not_a_mapping() -> None:
     with pytest.raises(JobValidationError) as err:
-        validate_tfjob(["not", "a", "job"])
+        validate_job(["not", "a", "job"])
     assert err.value.field == "tfjob"
 
 

@@ -88,7 +88,7 @@ def deferrable_group() -> None:
         name = "sensed-" + format(abs(hash(run_id)) % 10**10, "010d")
         command = [sys.executable, "-c", SLOW, _sensor_began(name)]
         body = build_tfjob(name, "default", replicas={"worker": 1}, image="x", command=command)
-        KubeflowJobHook().create_tfjob(body, "default")
+        KubeflowJobHook().create_job("TFJob", body, "default")
         return name
 
     wait = TFJobSensor(
@@ -136,7 +136,7 @@ class CrashingFirstTry(TFJobOperator):
         job = self.find_or_create(hook, self.build_manifest(context), context)
         meta = job["metadata"]
         if AIRFLOW_V_3_3_PLUS:  # before 3.3 the labels are all a retry has to find its job by
-            hook.patch_tfjob(meta["name"], meta["namespace"], {"metadata": {"labels": {LABEL_DAG_ID: None}}})
+            hook.patch_job("TFJob", meta["name"], meta["namespace"], {"metadata": {"labels": {LABEL_DAG_ID: None}}})
         # Logged as one line as well: a release's rich traceback may wrap the exception's message.
         self.log.info("CREATED_THEN_CRASHED %s %s", meta["name"], meta["uid"])
         raise AirflowException(f"CREATED_THEN_CRASHED {meta['name']} {meta['uid']}")

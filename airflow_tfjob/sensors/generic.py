@@ -3,7 +3,7 @@ Created). TFJobSensor and the named sensors are this class with a kind.
 
 The sensor fails at once when the job fails (whatever the target), and waits for a job that does not
 exist yet until its own timeout. In deferrable mode the wait runs in the triggerer through
-:class:`airflow_tfjob.triggers.kubeflow.KubeflowJobConditionTrigger`, which subscribes to the shared
+:class:`airflow_tfjob.triggers.deferral.KubeflowJobConditionTrigger`, which subscribes to the shared
 per-namespace watch (no polling).
 
 This module declares (a DAG file's parse imports it); what the sensor does when it runs is

@@ -39,7 +39,7 @@ except ImportError:  # before 3.3 the marker lives in the core; both mark the sa
 log = logging.getLogger(__name__)
 
 #: The trigger classes whose ``on_kill`` stops a job the task owns (the sensors' triggers own none).
-_OWNING_TRIGGERS = ("airflow_tfjob.triggers.kubeflow.KubeflowJobTrigger",)
+_OWNING_TRIGGERS = ("airflow_tfjob.triggers.deferral.KubeflowJobTrigger",)
 
 
 def kill_unstarted_trigger(previous_state: Any, task_instance: Any) -> threading.Thread | None:
@@ -54,7 +54,7 @@ def kill_unstarted_trigger(previous_state: Any, task_instance: Any) -> threading
     row = getattr(task_instance, "trigger", None)
     if row is None or row.classpath not in _OWNING_TRIGGERS:
         return None
-    from airflow_tfjob.triggers.kubeflow import KubeflowJobTrigger
+    from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 
     trigger = KubeflowJobTrigger(**row.kwargs)
     log.info(
@@ -92,7 +92,3 @@ class _Listener:
 class KubeflowJobPlugin(AirflowPlugin):
     name = "airflow_tfjob"
     listeners = [_Listener()]
-
-
-#: Release 0.1.0's name of the plugin class (its entry point's target then).
-TFJobPlugin = KubeflowJobPlugin
