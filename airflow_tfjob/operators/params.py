@@ -30,12 +30,15 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
+from airflow_tfjob.build.kindparts import check_shortcuts
 from airflow_tfjob.constants import KILL_GRACE_PERIOD
 from airflow_tfjob.follow.cleanup import ON_FINISH_ACTIONS, ON_KILL_ACTIONS
+from airflow_tfjob.follow.progress import progress_spec
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
 from airflow_tfjob.jobs.kinds import KINDS, TFJOB, JobKind, kind_named
 from airflow_tfjob.operators import checks
 from airflow_tfjob.operators.checks import Rule, replica_counts
+from airflow_tfjob.version_compat import conf
 
 # job: names and finds the job (paramtypes checks its type); shortcut: a replica count by type;
 # manifest: a JobParameters field (paramtypes checks its type); follow: a FollowOptions field (the
@@ -53,8 +56,6 @@ class ConfDefault:
     fallback: bool
 
     def value(self) -> bool:
-        from airflow_tfjob.version_compat import conf
-
         return conf.getboolean(self.section, self.key, fallback=self.fallback)
 
     def __str__(self) -> str:
@@ -100,8 +101,6 @@ def _having(field: str) -> tuple[str, ...]:
 
 
 def _progress_option(value: Any, operator: Any) -> dict[str, Any] | None:
-    from airflow_tfjob.follow.progress import progress_spec
-
     spec = progress_spec(value, operator.hyperparameters)  # a total naming no hyperparameter: refused
     return spec.to_dict() if spec is not None else None
 
@@ -501,8 +500,6 @@ def manifest_arguments(operator: Any, kind: JobKind | str) -> dict[str, Any]:
     given = {key: value(key) for key in every.manifest_params if value(key) is not None}
     shortcuts = {key: value(key) for key in every.replica_shortcuts if value(key) is not None}
     if shortcuts:
-        from airflow_tfjob.build.kindparts import check_shortcuts
-
         check_shortcuts(row, shortcuts)
         given["replicas"] = replica_counts(given.get("replicas"), shortcuts)
     for key, field in every.renamed.items():
