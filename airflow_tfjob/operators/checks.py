@@ -24,15 +24,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from airflow.sdk import Asset
 
 from airflow_tfjob.build.checker import PRINTABLE_ENV_RE, JobValidationError, Problem
-from airflow_tfjob.build.checkpoints import parse_store
 from airflow_tfjob.build.naming import canonical_replica_type
-from airflow_tfjob.build.paramtypes import type_problems
-from airflow_tfjob.follow.logs_parsing import LogSelection
-from airflow_tfjob.follow.progress import check_progress
-from airflow_tfjob.integrations.tensorboard import TensorBoardSpec
 from airflow_tfjob.jobs.kinds import KINDS, kind_named
 from airflow_tfjob.jobs.status import job_kind
-from airflow_tfjob.operators.api_choice import APIS
 
 if TYPE_CHECKING:
     from airflow.sdk import Asset
@@ -89,6 +83,8 @@ def retry_policy(name: str, value: Any, given: Mapping[str, Any]) -> Any:
 
 
 def api_choice(name: str, value: Any, given: Mapping[str, Any]) -> Any:
+    from airflow_tfjob.operators.api_choice import APIS  # TFJob's api parameter
+
     return choice(*APIS, what="an API a TFJob runs on")(name, value, given)
 
 
@@ -199,6 +195,8 @@ def log_selection(name: str, value: Any, given: Mapping[str, Any]) -> Any:
     """The one parse of ``log_replicas`` on the operator's side: the LogSelection it carries on."""
     if is_template(value):
         return value
+    # Imported here, the log selection's parser, when log_replicas is checked: the sensor's and the operators' modules import these checks at DAG parse.
+    from airflow_tfjob.follow.logs_parsing import LogSelection
 
     if not isinstance(value, str):
         _refuse(name, f"{value!r} is not a string", "use e.g. 'master', 'all' or 'chief,worker:0'")
@@ -240,6 +238,9 @@ def metric_names(name: str, value: Any, given: Mapping[str, Any]) -> Any:
 
 
 def progress_shape(name: str, value: Any, given: Mapping[str, Any]) -> Any:
+    # Imported here, the progress part (with the follow's metrics), when progress= is given: the sensor's and the operators' modules import these checks at DAG parse.
+    from airflow_tfjob.follow.progress import check_progress
+
     check_progress(value)
     return value
 
@@ -253,6 +254,9 @@ def lineage(name: str, value: Any, given: Mapping[str, Any]) -> Any:
 
 def checkpoint_store(name: str, value: Any, given: Mapping[str, Any]) -> Any:
     """``checkpoint``: the store it names (a CheckpointStore), or None; a template waits for its value."""
+    # Imported here, the checkpoint stores, when checkpoint= is given: the sensor's and the operators' modules import these checks at DAG parse.
+    from airflow_tfjob.build.checkpoints import parse_store
+
     if is_template(value) or (isinstance(value, Mapping) and any(is_template(v) for v in value.values())):
         return value
     return parse_store(value, name)
@@ -388,6 +392,9 @@ def tensorboard_spec(value: Any, log_dir: Any = None, keep: Any = False) -> Tens
     fields, or a TensorBoardSpec; ``log_dir`` and ``keep`` override the spec's own. ValueError if
     they do not describe one.
     """
+    # Imported here, TensorBoard's spec, when tensorboard= is given: the sensor's and the operators' modules import these checks at DAG parse.
+    from airflow_tfjob.integrations.tensorboard import TensorBoardSpec
+
     if value is None or value is False:
         if log_dir is not None:
             raise ValueError("tensorboard_log_dir is set but tensorboard is not enabled")
@@ -462,6 +469,9 @@ def check_log_replicas_against_job(selection: Any, manifest: Mapping[str, Any]) 
     job does not have. Such a selection would show nothing, and the task log would stay silent for
     the whole run.
     """
+    # Imported here, the log selection's parser, when a manifest is matched: the sensor's and the operators' modules import these checks at DAG parse.
+    from airflow_tfjob.follow.logs_parsing import LogSelection
+
     if not isinstance(selection, LogSelection):
         return
     kind = job_kind(manifest)
@@ -520,6 +530,9 @@ def check_parameter_types(values: Mapping[str, Any], *, at_parse: bool = False, 
     ``at_parse``: when the operator is created, values still to be rendered (Jinja strings, XCom
     references) are left for the check after rendering.
     """
+    # Imported here, the type checks, when the parameters are checked: the sensor's and the operators' modules import these checks at DAG parse.
+    from airflow_tfjob.build.paramtypes import type_problems
+
     if at_parse:
         values = {k: v for k, v in values.items() if not is_template(v) and not hasattr(v, "resolve")}
     problems = type_problems(values)

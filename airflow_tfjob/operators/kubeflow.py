@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
-from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator, BaseOperatorLink
@@ -32,7 +31,6 @@ from airflow_tfjob.jobs.kinds import JobKind, kind_named
 from airflow_tfjob.operators import outcome as outcome_mod
 from airflow_tfjob.operators import params, retry_fallback, submit
 from airflow_tfjob.operators.api_choice import ApiChoice, check_api
-from airflow_tfjob.operators.building import planned_job
 from airflow_tfjob.operators.checks import (
     check_log_replicas_against_job,
     check_operator_parameters,
@@ -130,6 +128,8 @@ class KubeflowJobOperator(TemplateFileRendering, BaseOperator):
     operator_extra_links: tuple[BaseOperatorLink, ...] = (links.TensorBoardLink(),)
     ui_color = "#ff6f00"
     ui_fgcolor = "#ffffff"
+    # The try running now (operators/runs.py), made at each entry point; None before the first.
+    _try: TaskTry | None = None
     # Master-replica log lines starting with this carry the task's return value (``@task.tfjob``
     # sets it; see "Return values from replicas" in docs/architecture.md). None: no capture.
     return_marker: str | None = None
@@ -272,8 +272,7 @@ class KubeflowJobOperator(TemplateFileRendering, BaseOperator):
         metrics = given["metrics"]
         # A bare string stays as given so that the parameter check names it (list("loss") is letters).
         self.metrics = list(metrics) if isinstance(metrics, (list, tuple)) else (metrics or [])
-        # The try running now (operators/runs.py), made at each entry point; None before the first.
-        self._try: TaskTry | None = None
+        self._try = None
         # What the try reports, kept here for Airflow's kill, the OpenLineage listener and the UI's links:
         # the job followed (name, namespace), the finished job, what it held (operators/outcome.report_cost),
         # the follow's outcome, and whether the task deleted its TensorBoard (its link is cleared then).
@@ -420,7 +419,13 @@ class KubeflowJobOperator(TemplateFileRendering, BaseOperator):
     # ------------------------------------------------------------------ lineage
 
     def _lineage(self) -> Lineage:
-        return Lineage(self.model_asset, self.lineage_inputs, self.lineage_outputs, partial(planned_job, self))
+        return Lineage(self.model_asset, self.lineage_inputs, self.lineage_outputs, self._planned_job)
+
+    def _planned_job(self) -> dict[str, Any] | None:
+        # The manifest's builder is a try's (a worker's): a DAG file's parse does not load it.
+        from airflow_tfjob.operators.building import planned_job
+
+        return planned_job(self)
 
     def get_openlineage_facets_on_start(self) -> Any:
         return self._lineage().on_start()

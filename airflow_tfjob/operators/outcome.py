@@ -16,7 +16,6 @@ from airflow_tfjob.follow import cleanup
 from airflow_tfjob.follow.cost import job_cost
 from airflow_tfjob.follow.failure import TrainingJobFailed, classify
 from airflow_tfjob.follow.summary import cost_summary
-from airflow_tfjob.integrations.kueue.tracker import FAILURE_EVENTS
 from airflow_tfjob.jobs.adapter import adapter_for
 from airflow_tfjob.jobs.status import JobState, JobStatus, job_kind
 from airflow_tfjob.version_compat import AirflowException, AirflowTaskTimeout
@@ -76,6 +75,9 @@ def final_status(
             f"{outcome.message} (the {kind} was deleted)",
             classify(outcome.event, outcome.failures, specs, outcome.message),
         )
+
+    # Kueue's tracker (and the hooks it asks) on a failure's path only: a DAG file imports this module.
+    from airflow_tfjob.integrations.kueue.tracker import FAILURE_EVENTS
 
     if outcome.event in FAILURE_EVENTS:
         # Kueue's verdicts (kueue/tracker.py, kueue/multikueue.py): a job left queued or suspended would
