@@ -49,7 +49,6 @@ if TYPE_CHECKING:
     from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
     from airflow_tfjob.hooks.sync import KubeflowJobHook
     from airflow_tfjob.integrations.tensorboard import TensorBoardSpec
-    from airflow_tfjob.jobs.trainjob.discovery import Discovery
     from airflow_tfjob.operators.runs import TaskTry
 
 __all__ = ["KubeflowJobOperator"]
@@ -329,8 +328,9 @@ class KubeflowJobOperator(TemplateFileRendering, BaseOperator):
             return self._try.api.job_kind
         return ApiChoice(self.kind, getattr(self, "api", "auto"), render_only=self.render_only).job_kind
 
-    def choose_api(self, hook: Callable[[], Discovery]) -> None:
-        """Ask the cluster which API an ``api="auto"`` TFJob runs on (the hook is made only then)."""
+    def choose_api(self, hook: Callable[[], Any]) -> None:
+        """Ask the cluster which API an ``api="auto"`` TFJob runs on (the hook is made only then; its
+        discovery's type is the API choice's to name, operators/api_choice.py)."""
         self._current_try().api.choose(hook)
 
     def build_manifest(self, context: Context) -> dict[str, Any]:
