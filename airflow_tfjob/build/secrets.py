@@ -24,9 +24,20 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from airflow.sdk.log import mask_secret
+
+from airflow_tfjob.build.checker import JobValidationError, Problem
 from airflow_tfjob.constants import ANNOTATION_SECRET_ENV
 from airflow_tfjob.jobs.adapter import adapter_for
 from airflow_tfjob.jobs.kinds import ALL_KINDS
+from airflow_tfjob.version_compat import AIRFLOW_V_3_1_PLUS
+
+# Airflow's ``redact`` of the masker a task's process registers secrets with (the one its task runner
+# serializes rendered fields with from 3.1).
+if AIRFLOW_V_3_1_PLUS:
+    from airflow.sdk.log import redact as masker_redact
+else:  # 3.0 keeps it beside the masker itself
+    from airflow.sdk.execution_time.secrets_masker import redact as masker_redact  # type: ignore[no-redef]
 
 REDACTED = "***"
 # The masker ignores very short values too (they would mask common words); a value this short is
@@ -163,8 +174,6 @@ def unquoted_in_errors(secret_env: Any) -> Iterator[None]:
     Every string ``secret_env`` holds, however it is shaped, is replaced by ``***`` in the field, the
     problem and the fix of each problem.
     """
-    from airflow_tfjob.build.checker import JobValidationError, Problem
-
     try:
         yield
     except JobValidationError as error:
@@ -182,8 +191,6 @@ def unquoted_in_errors(secret_env: Any) -> Iterator[None]:
 
 def mask_values(values: Iterable[Any]) -> None:
     """Register each value with Airflow's secrets masker (task logs, triggerer logs, rendered fields)."""
-    from airflow.sdk.log import mask_secret
-
     for value in values:
         if value is None:
             continue
@@ -192,25 +199,13 @@ def mask_values(values: Iterable[Any]) -> None:
             mask_secret(text)
 
 
-def _masker_redact() -> Callable[..., Any]:
-    """Airflow's ``redact`` of the masker a task's process registers secrets with (the one its task
-    runner serializes rendered fields with from 3.1)."""
-    from airflow_tfjob.version_compat import AIRFLOW_V_3_1_PLUS
-
-    if AIRFLOW_V_3_1_PLUS:
-        from airflow.sdk.log import redact
-    else:  # 3.0 keeps it beside the masker itself
-        from airflow.sdk.execution_time.secrets_masker import redact  # type: ignore[no-redef]
-    return redact  # type: ignore[no-any-return]
-
-
 def masked(text: str) -> str:
     """``text`` with every value registered with the masker replaced by ``***``.
 
     Replica lines are masked here, before they are logged: Airflow's log pipeline masks too when a
     supervisor configured it, but not every process that runs a task does (``airflow dags test``).
     """
-    return str(_masker_redact()(text))
+    return str(masker_redact(text))
 
 
 def hidden(value: Any, secrets: Iterable[Any] = ()) -> Any:
@@ -227,10 +222,9 @@ def hidden(value: Any, secrets: Iterable[Any] = ()) -> Any:
     keep their identity, so a field without a secret is not copied.
     """
     extra = sorted({v for v in _strings(list(secrets)) if len(v) >= MIN_MASKED_LENGTH}, key=len, reverse=True)
-    redact = _masker_redact()
 
     def text(item: str) -> str:
-        return str(redact(_hide(item, extra) if extra else item))
+        return str(masker_redact(_hide(item, extra) if extra else item))
 
     return _shown(value, text, set())
 

@@ -24,6 +24,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import jinja2
+import yaml
+
 from airflow_tfjob.build.checker import JobValidationError
 
 if TYPE_CHECKING:
@@ -108,8 +111,6 @@ def template_folders(dag: Any) -> list[str]:
 
 def compile_template(env: jinja2.Environment, text: str, path: Path) -> jinja2.Template:
     """The file's text as a template of ``env`` whose errors carry the file's name and line."""
-    import jinja2
-
     try:
         code = env.compile(text, filename=str(path))
     except jinja2.TemplateSyntaxError as error:
@@ -119,8 +120,6 @@ def compile_template(env: jinja2.Environment, text: str, path: Path) -> jinja2.T
 
 def render_file(env: jinja2.Environment, path: Path, render: Callable[[jinja2.Template], Any]) -> Any:
     """Render the template file at ``path`` with ``render``; Jinja errors become JobValidationError."""
-    import jinja2
-
     template = compile_template(env, path.read_text(encoding="utf-8"), path)
     try:
         return render(template)
@@ -130,8 +129,6 @@ def render_file(env: jinja2.Environment, path: Path, render: Callable[[jinja2.Te
 
 def plain_environment(folders: Sequence[str | Path]) -> jinja2.Environment:
     """Jinja without Airflow: undefined names are errors, includes only from ``folders``."""
-    import jinja2
-
     loader = jinja2.FileSystemLoader([str(f) for f in folders])
     return jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
 
@@ -156,8 +153,6 @@ def jinja_error(error: Exception, path: Path | None, field: str = "tfjob") -> Jo
 
 
 def _strict_loader() -> type:
-    import yaml
-
     class StrictLoader(yaml.SafeLoader):
         """SafeLoader refusing duplicate keys and alias expansion bombs."""
 
@@ -214,8 +209,6 @@ def _yaml_problem(error: Exception, source: str) -> JobValidationError:
 
 def parse_manifest_text(text: str, source: str, *, as_json: bool = False) -> dict[str, Any]:
     """One job mapping (any kind) from YAML or JSON text; ``source`` (a file or "the tfjob string") names it."""
-    import yaml
-
     if as_json:
         try:
             data = json.loads(text, object_pairs_hook=_unique_json_keys)

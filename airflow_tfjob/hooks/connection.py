@@ -42,6 +42,8 @@ def task_hook(owner: Any) -> KubeflowJobHook:
     """
     hook: KubeflowJobHook | None = owner.__dict__.get("_task_hook")
     if hook is None:
+        # The Kubernetes client comes with the hook: imported when a task first asks for one, as the
+        # operator and sensor modules import this one at DAG parse time (the light-dag-parse contract).
         from airflow_tfjob.hooks.sync import KubeflowJobHook
 
         hook = owner.__dict__["_task_hook"] = KubeflowJobHook(**hook_kwargs(owner))

@@ -32,6 +32,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from types import ModuleType
 from typing import Any, Literal, TypeVar
 
 import tenacity
@@ -114,33 +115,37 @@ def retry_after(exc: BaseException) -> float | None:
         return None
 
 
-def _never_sent(exc: BaseException) -> bool:
-    """True when the request certainly never reached the server (nothing to be ambiguous about)."""
+def _clients() -> tuple[ModuleType, ModuleType]:
+    """aiohttp and urllib3's exceptions, whose errors the two hooks' clients raise: imported when a
+    failure is told apart, not at module level, because a DAG file's parse imports this module (the
+    operators' ``DEFAULT_RETRY_TIMEOUT``) and must load neither client (the light-dag-parse contract)."""
     import aiohttp
     import urllib3.exceptions
 
-    if isinstance(exc, (aiohttp.ClientConnectorError, urllib3.exceptions.NewConnectionError)):
+    return aiohttp, urllib3.exceptions
+
+
+def _never_sent(exc: BaseException) -> bool:
+    """True when the request certainly never reached the server (nothing to be ambiguous about)."""
+    aiohttp, urllib3_errors = _clients()
+    if isinstance(exc, (aiohttp.ClientConnectorError, urllib3_errors.NewConnectionError)):
         return True
-    if isinstance(exc, urllib3.exceptions.MaxRetryError):
-        return isinstance(exc.reason, urllib3.exceptions.NewConnectionError)
+    if isinstance(exc, urllib3_errors.MaxRetryError):
+        return isinstance(exc.reason, urllib3_errors.NewConnectionError)
     return isinstance(exc, ConnectionRefusedError)
 
 
 def _certificate_error(exc: BaseException) -> bool:
-    import aiohttp
-    import urllib3.exceptions
-
+    aiohttp, urllib3_errors = _clients()
     if isinstance(exc, (aiohttp.ClientConnectorCertificateError, ssl.SSLCertVerificationError)):
         return True
     reason = getattr(exc, "reason", None)  # urllib3's MaxRetryError wraps its SSLError
-    return isinstance(exc, urllib3.exceptions.SSLError) or isinstance(reason, urllib3.exceptions.SSLError)
+    return isinstance(exc, urllib3_errors.SSLError) or isinstance(reason, urllib3_errors.SSLError)
 
 
 def is_transient(exc: BaseException) -> bool:
     """A failure that may pass: a retryable status, or a connection-level fault or timeout."""
-    import aiohttp
-    import urllib3.exceptions
-
+    aiohttp, urllib3_errors = _clients()
     status = api_status_code(exc)
     if status is not None and not isinstance(exc, (ApiCallFailed, AmbiguousCreate)):
         return status in RETRYABLE_STATUS
@@ -151,7 +156,7 @@ def is_transient(exc: BaseException) -> bool:
         (
             aiohttp.ClientError,
             asyncio.TimeoutError,
-            urllib3.exceptions.HTTPError,
+            urllib3_errors.HTTPError,
             http.client.HTTPException,
             ConnectionError,
             TimeoutError,

@@ -95,10 +95,19 @@ def job_identity(
 
 
 @cache
-def _facet_types() -> tuple[Any, Any, Any]:
-    """The custom run facet classes (attrs, defined once the OpenLineage client is importable)."""
-    import attrs
-    from airflow.providers.common.compat.openlineage.facet import RunFacet
+def _openlineage() -> tuple[Any, ...] | None:
+    """OpenLineage's classes the task's lineage is made of, with the custom run facets (attrs classes,
+    defined on OpenLineage's base); None without the OpenLineage provider.
+
+    The one place that imports OpenLineage, inside this function: it is an optional dependency, and
+    a task asks for lineage only when the provider is there to listen.
+    """
+    try:
+        import attrs
+        from airflow.providers.common.compat.openlineage.facet import Dataset, ErrorMessageRunFacet, RunFacet
+        from airflow.providers.openlineage.extractors import OperatorLineage
+    except ImportError:
+        return None
 
     @attrs.define
     class KubeflowJobRunFacet(RunFacet):  # type: ignore[misc]
@@ -139,9 +148,7 @@ def _facet_types() -> tuple[Any, Any, Any]:
         def _get_schema() -> str:
             return _COST_SCHEMA
 
-    from airflow.providers.common.compat.openlineage.facet import ErrorMessageRunFacet
-
-    return KubeflowJobRunFacet, ErrorMessageRunFacet, KubeflowJobCostRunFacet
+    return OperatorLineage, Dataset, KubeflowJobRunFacet, ErrorMessageRunFacet, KubeflowJobCostRunFacet
 
 
 def operator_lineage(
@@ -160,12 +167,10 @@ def operator_lineage(
     stack trace holds ``details`` (the job's diagnostics: exit codes, last log lines); ``cost``: what
     the job held (``follow.cost.JobCost.to_dict``), as the run facet ``kubeflowJobCost``.
     """
-    try:
-        from airflow.providers.common.compat.openlineage.facet import Dataset
-        from airflow.providers.openlineage.extractors import OperatorLineage
-    except ImportError:
+    classes = _openlineage()
+    if classes is None:
         return None
-    run_facet, error_facet, cost_facet = _facet_types()
+    OperatorLineage, Dataset, run_facet, error_facet, cost_facet = classes
     run_facets: dict[str, Any] = {}
     if job is not None:
         run_facets[RUN_FACET] = run_facet(**job)

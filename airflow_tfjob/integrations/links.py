@@ -23,9 +23,16 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperatorLink
+from airflow.sdk.execution_time.xcom import XCom
 
 from airflow_tfjob.follow.logs_parsing import replica_name
 from airflow_tfjob.integrations.tensorboard import XCOM_KEY
+from airflow_tfjob.version_compat import AIRFLOW_V_3_1_PLUS, AirflowNotFoundException
+
+if AIRFLOW_V_3_1_PLUS:
+    from airflow.sdk import BaseHook
+else:  # 3.0 keeps it in the core
+    from airflow.hooks.base import BaseHook  # type: ignore[no-redef,attr-defined]
 
 if TYPE_CHECKING:
     from airflow.sdk.types import TaskInstanceKey
@@ -57,7 +64,6 @@ class TensorBoardLink(BaseOperatorLink):
         # a 404 error in the task log); a board the task deleted gets no link (Airflow shows none).
         if not getattr(operator, "tensorboard", None) or getattr(operator, "_tensorboard_removed", False):
             return ""
-        from airflow.sdk.execution_time.xcom import XCom
 
         value = XCom.get_value(ti_key=ti_key, key=XCOM_KEY)
         return str(value) if value else ""
@@ -113,13 +119,6 @@ def operator_links(kind: JobKind, operator: Any) -> tuple[BaseOperatorLink, ...]
 def logs_url_template(conn_id: str) -> str | None:
     """The connection's template for a replica's log URL, or the dashboard's log view; None: neither
     (or no such connection: the operator may take its cluster from ``config_file`` alone)."""
-    from airflow_tfjob.version_compat import AIRFLOW_V_3_1_PLUS, AirflowNotFoundException
-
-    if AIRFLOW_V_3_1_PLUS:
-        from airflow.sdk import BaseHook
-    else:  # 3.0 keeps it in the core
-        from airflow.hooks.base import BaseHook  # type: ignore[no-redef,attr-defined]
-
     try:
         extra = BaseHook.get_connection(conn_id).extra_dejson
     except AirflowNotFoundException:

@@ -17,6 +17,8 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from airflow_tfjob.build.manifest import build_job
+from airflow_tfjob.build.validation import validate_job
 from airflow_tfjob.constants import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 from airflow_tfjob.jobs.adapter import JobAdapter, ReportedProgress, ResultExtras
 from airflow_tfjob.jobs.kinds import JobKind, kind_of
@@ -196,8 +198,6 @@ class V1Adapter:
         return total
 
     def assemble_manifest(self, base: dict[str, Any] | None, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        from airflow_tfjob.build.manifest import build_job
-
         return build_job(self.kind, base=base, **arguments)
 
     def with_volume(
@@ -210,8 +210,6 @@ class V1Adapter:
         return out
 
     def validate_manifest(self, manifest: dict[str, Any]) -> list[str]:
-        from airflow_tfjob.build.validation import validate_job
-
         return validate_job(manifest)
 
     def max_name_length(self, manifest: Mapping[str, Any]) -> int | None:

@@ -11,7 +11,9 @@ gets the same answer from the same cluster.
 
 The choice is also the one user of the TFJob -> TrainJob bridge (:mod:`airflow_tfjob.jobs.trainjob.from_tfjob`):
 where it runs a TFJob as a TrainJob, it names the TFJob's name limit (:meth:`ApiChoice.name_limit`) and
-hands the cluster the TrainJob (:meth:`ApiChoice.on_chosen_api`); no adapter knows of the bridge.
+hands the cluster the TrainJob (:meth:`ApiChoice.on_chosen_api`); no adapter knows of the bridge. The
+bridge is imported on that path only, as the adapters' building modules are: a DAG file's parse and a
+task on the TFJob API never load the mapping.
 """
 
 # names-job-apis: TFJob's own `api` parameter (run a TFJob on Trainer v2) names the two kinds
@@ -21,21 +23,40 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from airflow_tfjob.build.checker import JobValidationError
 from airflow_tfjob.jobs.adapter import adapter_for
 from airflow_tfjob.jobs.kinds import TFJOB, TRAINJOB, JobKind, kind_named
 from airflow_tfjob.jobs.trainjob.discovery import APIS, Discovery, choose_api
 
-__all__ = ["APIS", "ApiChoice"]
+__all__ = ["APIS", "ApiChoice", "check_api"]
+
+
+def check_api(kind: str, api: str) -> None:
+    """``api="trainjob"`` is TFJob's: another kind runs on Trainer v2 through TrainJobOperator (checked at
+    DAG parse time, with the operator's other parameters)."""
+    if kind not in (TFJOB.kind, TRAINJOB.kind) and api == "trainjob":
+        raise JobValidationError(
+            "api",
+            f"'trainjob' maps TFJobs only; a {kind} has Trainer v2 runtimes of its own",
+            "leave api out, or run it with TrainJobOperator on a runtime (e.g. torch-distributed)",
+            kind=kind,
+        )
 
 
 class ApiChoice:
-    """Mixin of KubeflowJobOperator: the kind the task's job really is (its adapter then names the limits
-    and maps the TFJob onto the TrainJob that runs it, operators/building.py)."""
+    """The kind the task's job really is: a TFJob may run as a TrainJob (its adapter then names the limits,
+    and the TFJob is mapped onto the TrainJob that runs it, operators/building.py).
 
-    kind: str
-    api: str
-    render_only: bool
-    _chosen_api: str | None = None
+    One per operator instance, which Airflow makes anew for each try: "auto" is asked of the cluster at
+    most once, and the try's builder, follow and kill all read the same answer.
+    """
+
+    def __init__(self, kind: str, api: str, *, render_only: bool) -> None:
+        self.kind = kind
+        self.api = api
+        self.render_only = render_only
+        #: What the cluster answered for "auto" ("tfjob" or "trainjob"); None: not asked yet.
+        self.chosen: str | None = None
 
     @property
     def job_kind(self) -> JobKind:
@@ -45,28 +66,11 @@ class ApiChoice:
     def _api(self) -> str:
         if self.api in ("tfjob", "trainjob"):
             return self.api
-        return self._chosen_api or "tfjob"  # "auto" not asked yet (parse time, render_only): the TFJob
-
-    def check_api(self) -> None:
-        """``api="trainjob"`` is TFJob's: another kind runs on Trainer v2 through TrainJobOperator."""
-        if self.kind not in (TFJOB.kind, TRAINJOB.kind) and getattr(self, "api", "auto") == "trainjob":
-            from airflow_tfjob.build.checker import JobValidationError
-
-            raise JobValidationError(
-                "api",
-                f"'trainjob' maps TFJobs only; a {self.kind} has Trainer v2 runtimes of its own",
-                "leave api out, or run it with TrainJobOperator on a runtime (e.g. torch-distributed)",
-                kind=self.kind,
-            )
+        return self.chosen or "tfjob"  # "auto" not asked yet (parse time, render_only): the TFJob
 
     def asks_cluster(self) -> bool:
-        """Whether ``choose_api`` would ask the cluster (the operator validates everything before)."""
-        return (
-            self.kind == TFJOB.kind
-            and self.api == "auto"
-            and self._chosen_api is None
-            and not self.render_only
-        )
+        """Whether ``choose`` would ask the cluster (the operator validates everything before)."""
+        return self.kind == TFJOB.kind and self.api == "auto" and self.chosen is None and not self.render_only
 
     def api_changed_kind(self) -> bool:
         """Whether the API chosen runs the job as another kind than its parameters describe."""
@@ -76,9 +80,7 @@ class ApiChoice:
         """The longest name the job built from ``manifest`` may get on the API chosen: the bridge's
         limit for a TFJob run as a TrainJob, else its own kind's adapter's (None: the kind's default)."""
         if self.api_changed_kind():
-            # Imported on this path only, as the adapters' building modules are: a DAG file's parse and
-            # a task on the TFJob API never load the mapping.
-            from airflow_tfjob.jobs.trainjob.from_tfjob import name_limit
+            from airflow_tfjob.jobs.trainjob.from_tfjob import name_limit  # the bridge, on its path only
 
             return name_limit(manifest)
         return adapter_for(self.job_kind).max_name_length(manifest)
@@ -88,19 +90,18 @@ class ApiChoice:
         TrainJob that runs it (refusals name the replica types and the fix); any other as it is."""
         if not self.api_changed_kind():
             return manifest
-        from airflow_tfjob.jobs.trainjob.from_tfjob import as_trainjob
+        from airflow_tfjob.jobs.trainjob.from_tfjob import as_trainjob  # the bridge, on its path only
 
         return as_trainjob(manifest)
 
-    def resume_api(self, followed_kind: str | None, hook: Callable[[], Discovery]) -> None:
+    def resume(self, followed_kind: str | None, hook: Callable[[], Discovery]) -> None:
         """The API a resumed deferred task's job runs on: the one whose kind its trigger followed
         (``followed_kind``, from the event's follow options), else asked as in ``execute``."""
         if followed_kind is not None and self.asks_cluster():
-            self._chosen_api = "trainjob" if followed_kind == TRAINJOB.kind else "tfjob"
-        self.choose_api(hook)
+            self.chosen = "trainjob" if followed_kind == TRAINJOB.kind else "tfjob"
+        self.choose(hook)
 
-    def choose_api(self, hook: Callable[[], Discovery]) -> None:
-        """Ask the cluster which API an ``api="auto"`` TFJob runs on (once per operator instance; the
-        hook is made only then)."""
+    def choose(self, hook: Callable[[], Discovery]) -> None:
+        """Ask the cluster which API an ``api="auto"`` TFJob runs on (once; the hook is made only then)."""
         if self.asks_cluster():
-            self._chosen_api = choose_api(hook())
+            self.chosen = choose_api(hook())

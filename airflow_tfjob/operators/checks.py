@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from airflow.sdk import Asset
+
 from airflow_tfjob.build.checker import PRINTABLE_ENV_RE, JobValidationError, Problem
 from airflow_tfjob.build.naming import canonical_replica_type
 from airflow_tfjob.jobs.kinds import KINDS, kind_named
@@ -193,6 +195,7 @@ def log_selection(name: str, value: Any, given: Mapping[str, Any]) -> Any:
     """The one parse of ``log_replicas`` on the operator's side: the LogSelection it carries on."""
     if is_template(value):
         return value
+    # Imported here, the log selection's parser, when log_replicas is checked: the sensor's and the operators' modules import these checks at DAG parse.
     from airflow_tfjob.follow.logs_parsing import LogSelection
 
     if not isinstance(value, str):
@@ -235,6 +238,7 @@ def metric_names(name: str, value: Any, given: Mapping[str, Any]) -> Any:
 
 
 def progress_shape(name: str, value: Any, given: Mapping[str, Any]) -> Any:
+    # Imported here, the progress part (with the follow's metrics), when progress= is given: the sensor's and the operators' modules import these checks at DAG parse.
     from airflow_tfjob.follow.progress import check_progress
 
     check_progress(value)
@@ -250,6 +254,7 @@ def lineage(name: str, value: Any, given: Mapping[str, Any]) -> Any:
 
 def checkpoint_store(name: str, value: Any, given: Mapping[str, Any]) -> Any:
     """``checkpoint``: the store it names (a CheckpointStore), or None; a template waits for its value."""
+    # Imported here, the checkpoint stores, when checkpoint= is given: the sensor's and the operators' modules import these checks at DAG parse.
     from airflow_tfjob.build.checkpoints import parse_store
 
     if is_template(value) or (isinstance(value, Mapping) and any(is_template(v) for v in value.values())):
@@ -263,7 +268,6 @@ _LINEAGE_FIX = "use an airflow.sdk.Asset or a URI such as 's3://models/digits' o
 def lineage_problems(name: str, value: Any) -> list[Problem]:
     """The problems of one lineage parameter (``model_asset``: one asset; the others: a list of them)."""
     # Airflow's SDK, imported by the check alone: a DAG file's parse has it loaded already.
-    from airflow.sdk import Asset
 
     def bad(item: Any) -> str | None:
         """Why ``item`` is no asset (Airflow's own refusal names no parameter), or None."""
@@ -302,8 +306,6 @@ def lineage_problems(name: str, value: Any) -> list[Problem]:
 
 def as_asset(value: Asset | str) -> Asset:
     """``value`` as an Asset (a URI names its own asset)."""
-    from airflow.sdk import Asset  # as in lineage_problems
-
     return value if isinstance(value, Asset) else Asset(uri=value, name=value)
 
 
@@ -390,6 +392,7 @@ def tensorboard_spec(value: Any, log_dir: Any = None, keep: Any = False) -> Tens
     fields, or a TensorBoardSpec; ``log_dir`` and ``keep`` override the spec's own. ValueError if
     they do not describe one.
     """
+    # Imported here, TensorBoard's spec, when tensorboard= is given: the sensor's and the operators' modules import these checks at DAG parse.
     from airflow_tfjob.integrations.tensorboard import TensorBoardSpec
 
     if value is None or value is False:
@@ -466,6 +469,7 @@ def check_log_replicas_against_job(selection: Any, manifest: Mapping[str, Any]) 
     job does not have. Such a selection would show nothing, and the task log would stay silent for
     the whole run.
     """
+    # Imported here, the log selection's parser, when a manifest is matched: the sensor's and the operators' modules import these checks at DAG parse.
     from airflow_tfjob.follow.logs_parsing import LogSelection
 
     if not isinstance(selection, LogSelection):
@@ -526,6 +530,7 @@ def check_parameter_types(values: Mapping[str, Any], *, at_parse: bool = False, 
     ``at_parse``: when the operator is created, values still to be rendered (Jinja strings, XCom
     references) are left for the check after rendering.
     """
+    # Imported here, the type checks, when the parameters are checked: the sensor's and the operators' modules import these checks at DAG parse.
     from airflow_tfjob.build.paramtypes import type_problems
 
     if at_parse:

@@ -8,12 +8,15 @@ return the result.
 This module declares (DAG files are parsed all the time, so importing it must stay cheap): the story
 itself, each entry point's body (``execute``, ``execute_complete``, ``resume_execution``'s ``__fail__``,
 ``on_kill``), is :class:`airflow_tfjob.operators.runs.TaskTry`, imported at the entry with what a run
-needs (the Kubernetes clients, the trigger, the async follow core).
+needs (the Kubernetes clients, the trigger, the async follow core). The try owns the collaborators the
+story is told with (the API choice, the manifest's builder); the operator keeps its parameters, the
+steps a subclass overrides, what the try reported, and the methods Airflow calls on a task (templating,
+OpenLineage's facets, made by :class:`~airflow_tfjob.operators.lineage.Lineage`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -24,16 +27,18 @@ from airflow_tfjob.constants import KILL_GRACE_PERIOD
 from airflow_tfjob.hooks.connection import hook_kwargs, task_hook
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
 from airflow_tfjob.integrations import links
+from airflow_tfjob.jobs.kinds import JobKind, kind_named
 from airflow_tfjob.operators import outcome as outcome_mod
 from airflow_tfjob.operators import params, retry_fallback, submit
-from airflow_tfjob.operators.building import ManifestBuilding
+from airflow_tfjob.operators.api_choice import ApiChoice, check_api
 from airflow_tfjob.operators.checks import (
+    check_log_replicas_against_job,
     check_operator_parameters,
     check_parameter_types,
     kind_name_of,
     tensorboard_spec,
 )
-from airflow_tfjob.operators.lineage import LineageMixin
+from airflow_tfjob.operators.lineage import Lineage, declared_outlets
 from airflow_tfjob.operators.templating import TemplateFileRendering
 from airflow_tfjob.version_compat import conf
 
@@ -44,11 +49,12 @@ if TYPE_CHECKING:
     from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
     from airflow_tfjob.hooks.sync import KubeflowJobHook
     from airflow_tfjob.integrations.tensorboard import TensorBoardSpec
+    from airflow_tfjob.operators.runs import TaskTry
 
 __all__ = ["KubeflowJobOperator"]
 
 
-class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering, BaseOperator):
+class KubeflowJobOperator(TemplateFileRendering, BaseOperator):
     """Run a Kubeflow training job of ``kind`` (TFJob, PyTorchJob, XGBoostJob, JAXJob, PaddleJob) and
     wait for its outcome.
 
@@ -121,6 +127,8 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
     operator_extra_links: tuple[BaseOperatorLink, ...] = (links.TensorBoardLink(),)
     ui_color = "#ff6f00"
     ui_fgcolor = "#ffffff"
+    # The try running now (operators/runs.py), made at each entry point; None before the first.
+    _try: TaskTry | None = None
     # Master-replica log lines starting with this carry the task's return value (``@task.tfjob``
     # sets it; see "Return values from replicas" in docs/architecture.md). None: no capture.
     return_marker: str | None = None
@@ -148,6 +156,10 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
     allow_template_outside_dag_folder: bool
     allow_template_path_from_params: bool
     api: str
+    checkpoint: Any
+    model_asset: Asset | str | None
+    lineage_inputs: list[Asset | str] | None
+    lineage_outputs: list[Asset | str] | None
 
     def __init__(
         self,
@@ -259,25 +271,22 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
         metrics = given["metrics"]
         # A bare string stays as given so that the parameter check names it (list("loss") is letters).
         self.metrics = list(metrics) if isinstance(metrics, (list, tuple)) else (metrics or [])
-        # The job this task is following, for on_kill and __fail__ (name, namespace).
+        self._try = None
+        # What the try reports, kept here for Airflow's kill, the OpenLineage listener and the UI's links:
+        # the job followed (name, namespace), the finished job, what it held (operators/outcome.report_cost),
+        # the follow's outcome, and whether the task deleted its TensorBoard (its link is cleared then).
         self._job_ref: tuple[str, str] | None = None
-        # The finished job, for result_from_outcome.
         self._job: dict[str, Any] | None = None
-        # What the finished job held (operators/outcome.report_cost), for the result and lineage.
         self._cost: dict[str, Any] | None = None
-        # Set once this task deleted its TensorBoard: the link to it is cleared when the task ends.
+        self._outcome: FollowOutcome | None = None
         self._tensorboard_removed = False
-        # When the task started (execute) and its follow options, built once from the rendered and
-        # checked parameters: the inline follow, the trigger and the drain's base (follow_options).
-        self._started: float | None = None
-        self._checked: dict[str, Any] | None = None
-        self._options: FollowOptions | None = None
         # A mistake in a parameter that is not a template fails the DAG's parse, not a run.
         with unquoted_in_errors(self.secret_env):
             check_operator_parameters(self._own_parameters(), self.parameter_table.rules, self.kind)
-            self.check_api()
+            check_api(self.kind, getattr(self, "api", "auto"))
             check_parameter_types(self._typed_parameters(), at_parse=True, kind=self.kind)
-        self._declare_model_asset()
+        if self.model_asset is not None:
+            self.model_asset, self.outlets = declared_outlets(self.model_asset, self.outlets)
         # The UI's links are fixed at parse time: one "Logs <replica>" per replica counted here.
         self.operator_extra_links = links.operator_links(self.job_kind, self)
 
@@ -287,6 +296,7 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
         return task_hook(self)
 
     def get_async_hook(self) -> AsyncKubeflowJobHook:
+        # The async client (aiohttp) is a run's: a DAG file's parse never loads it (light-dag-parse).
         from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
 
         return AsyncKubeflowJobHook(**hook_kwargs(self)).with_connection_read()
@@ -299,24 +309,45 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
 
         return TaskTry(self).execute(context)
 
+    def _current_try(self) -> TaskTry:
+        """The try running now, or one made for a step asked outside the entry points (a test's
+        ``build_manifest``, the preflight command's ``choose_api``)."""
+        if self._try is not None:
+            return self._try
+        from airflow_tfjob.operators.runs import TaskTry  # the run module: a step of a try, not parsed
+
+        return TaskTry(self)
+
+    # The steps of the story a subclass or a caller may take one by one; each is the try's.
+
+    @property
+    def job_kind(self) -> JobKind:
+        """The kind of the job this task submits and follows: a TFJob may run as a TrainJob (the try's
+        API choice; before a try, as the parameters say with "auto" not asked yet)."""
+        if self._try is not None:
+            return self._try.api.job_kind
+        return ApiChoice(self.kind, getattr(self, "api", "auto"), render_only=self.render_only).job_kind
+
+    def choose_api(self, hook: Callable[[], Any]) -> None:
+        """Ask the cluster which API an ``api="auto"`` TFJob runs on (the hook is made only then; its
+        discovery's type is the API choice's to name, operators/api_choice.py)."""
+        self._current_try().api.choose(hook)
+
+    def build_manifest(self, context: Context) -> dict[str, Any]:
+        """The job the task wants (with its identity and intended policy), validated."""
+        return self._current_try().building.build(context)
+
     def follow_options(self) -> FollowOptions:
-        """The task's follow options, built once from its checked parameters."""
-        if self._options is None:
-            from airflow_tfjob.operators import following  # the run module of the follow: not parsed
+        """The task's follow options, built once per try from its checked parameters."""
+        return self._current_try().follow_options()
 
-            options = following.options_for(self, self._checked_parameters(), started=self._started)
-            plan = self._checkpoint_plan
-            self._options = options.with_parts(**plan.follow_fields()) if plan is not None else options
-        return self._options
+    def manifest_arguments(self) -> dict[str, Any]:
+        """The keyword arguments of the kind's builder: the manifest parameters that are set."""
+        return params.manifest_arguments(self, kind_named(self.kind))
 
-    def _checked_parameters(self) -> dict[str, Any]:
-        """The rendered own and follow parameters, checked by their rows' rules once per task, as
-        the code using them takes them (``log_replicas`` a LogSelection)."""
-        if self._checked is None:
-            self._checked = check_operator_parameters(
-                self._own_parameters(), self.parameter_table.rules, self.kind
-            )
-        return self._checked
+    def check_log_replicas(self, manifest: Mapping[str, Any]) -> None:
+        """``log_replicas`` naming only replica types the manifest has."""
+        check_log_replicas_against_job(self.follow_options().selection, manifest)
 
     def _own_parameters(self) -> dict[str, Any]:
         """The operator's own (non-manifest) parameters, as checks.check_operator_parameters takes them."""
@@ -383,6 +414,24 @@ class KubeflowJobOperator(LineageMixin, ManifestBuilding, TemplateFileRendering,
     def on_kill(self) -> None:
         if self._job_ref is None:
             return
-        from airflow_tfjob.operators.runs import TaskTry  # the run module: what a try does, not parsed
+        self._current_try().on_kill()
 
-        TaskTry(self).on_kill()
+    # ------------------------------------------------------------------ lineage
+
+    def _lineage(self) -> Lineage:
+        return Lineage(self.model_asset, self.lineage_inputs, self.lineage_outputs, self._planned_job)
+
+    def _planned_job(self) -> dict[str, Any] | None:
+        # The manifest's builder is a try's (a worker's): a DAG file's parse does not load it.
+        from airflow_tfjob.operators.building import planned_job
+
+        return planned_job(self)
+
+    def get_openlineage_facets_on_start(self) -> Any:
+        return self._lineage().on_start()
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        return self._lineage().on_complete(self._outcome, self._job, self._cost)
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        return self._lineage().on_failure(self._outcome, self._job, self._cost)

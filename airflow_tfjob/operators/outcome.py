@@ -13,7 +13,9 @@ from airflow_tfjob.build.limits import bounded, shown_json
 from airflow_tfjob.build.secrets import redact
 from airflow_tfjob.constants import ANNOTATION_RESULT_REPORTED
 from airflow_tfjob.follow import cleanup
+from airflow_tfjob.follow.cost import job_cost
 from airflow_tfjob.follow.failure import TrainingJobFailed, classify
+from airflow_tfjob.follow.summary import cost_summary
 from airflow_tfjob.jobs.adapter import adapter_for
 from airflow_tfjob.jobs.status import JobState, JobStatus, job_kind
 from airflow_tfjob.version_compat import AirflowException, AirflowTaskTimeout
@@ -73,6 +75,8 @@ def final_status(
             f"{outcome.message} (the {kind} was deleted)",
             classify(outcome.event, outcome.failures, specs, outcome.message),
         )
+
+    # Kueue's tracker (and the hooks it asks) on a failure's path only: a DAG file imports this module.
     from airflow_tfjob.integrations.kueue.tracker import FAILURE_EVENTS
 
     if outcome.event in FAILURE_EVENTS:
@@ -101,9 +105,6 @@ def report_cost(
     """What the finished job held (``follow.cost``), succeeded or failed: one line in the task log, the
     XCom ``cost``; returned for the result and the lineage facet. ``queue``: the Kueue tracker's summary
     (its ``wait_seconds``), for a job that had a queue."""
-    from airflow_tfjob.follow.cost import job_cost
-    from airflow_tfjob.follow.summary import cost_summary
-
     wait = queue.get("wait_seconds") if queue is not None else None
     cost = job_cost(job, now=now, queue_wait=wait).to_dict()
     meta = job["metadata"]

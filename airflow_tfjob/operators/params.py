@@ -36,6 +36,7 @@ from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
 from airflow_tfjob.jobs.kinds import KINDS, TFJOB, JobKind, kind_named
 from airflow_tfjob.operators import checks
 from airflow_tfjob.operators.checks import Rule, replica_counts
+from airflow_tfjob.version_compat import conf
 
 # job: names and finds the job (paramtypes checks its type); shortcut: a replica count by type;
 # manifest: a JobParameters field (paramtypes checks its type); follow: a FollowOptions field (the
@@ -53,8 +54,6 @@ class ConfDefault:
     fallback: bool
 
     def value(self) -> bool:
-        from airflow_tfjob.version_compat import conf
-
         return conf.getboolean(self.section, self.key, fallback=self.fallback)
 
     def __str__(self) -> str:
@@ -100,6 +99,7 @@ def _having(field: str) -> tuple[str, ...]:
 
 
 def _progress_option(value: Any, operator: Any) -> dict[str, Any] | None:
+    # The progress part (with the follow's metrics) when progress= is given: a DAG file imports this table.
     from airflow_tfjob.follow.progress import progress_spec
 
     spec = progress_spec(value, operator.hyperparameters)  # a total naming no hyperparameter: refused
@@ -501,6 +501,7 @@ def manifest_arguments(operator: Any, kind: JobKind | str) -> dict[str, Any]:
     given = {key: value(key) for key in every.manifest_params if value(key) is not None}
     shortcuts = {key: value(key) for key in every.replica_shortcuts if value(key) is not None}
     if shortcuts:
+        # The kinds' builders' parts, when a replica shortcut is given: a DAG file imports this table.
         from airflow_tfjob.build.kindparts import check_shortcuts
 
         check_shortcuts(row, shortcuts)

@@ -1,12 +1,15 @@
 """What a job operator's task does when it runs: the bodies of its entry points, one object per try.
 
 Contract: ``KubeflowJobOperator``'s module declares (its signature, its parameter table's checks at parse
-time, its links and outlets); ``execute``, ``execute_complete``, ``resume_execution``'s ``__fail__`` and
-``on_kill`` each import this module at their entry and hand the try to a :class:`TaskTry`. What the task
-reports is kept on the operator (``_job_ref``, ``_job``, ``_cost``, ``_outcome``,
-``_tensorboard_removed``): Airflow's kill, the OpenLineage listener and the UI's links read it there.
-The operator's overridable steps (``find_or_create``, ``result_from_outcome``, ``_mask_secrets``,
-``follow_options``) stay its methods, which the try calls.
+time, its links and outlets); ``execute``, ``execute_complete`` and ``resume_execution``'s ``__fail__``
+each import this module at their entry and hand the try to a new :class:`TaskTry`, which ``on_kill``
+finds again. The try owns its collaborators, each made with what it needs: the API choice
+(:class:`~airflow_tfjob.operators.api_choice.ApiChoice`), the builder holding the checkpoint plan
+(:class:`~airflow_tfjob.operators.building.ManifestBuilder`), and its own clock, checked parameters and
+follow options. What the task reports is kept on the operator (``_job_ref``, ``_job``, ``_cost``,
+``_outcome``, ``_tensorboard_removed``): Airflow's kill, the OpenLineage listener and the UI's links read
+it there. The operator's overridable steps (``find_or_create``, ``result_from_outcome``,
+``manifest_arguments``, ``check_log_replicas``, ``_mask_secrets``) stay its methods, which the try calls.
 """
 
 from __future__ import annotations
@@ -25,8 +28,12 @@ from airflow_tfjob.integrations import links
 from airflow_tfjob.integrations.kueue.multikueue import CONNECTIONS_EXTRA, WorkerCopyCheck, connection_map
 from airflow_tfjob.integrations.tensorboard import XCOM_KEY, start_for_job, stop_for_job
 from airflow_tfjob.jobs.status import as_ended, summarise
-from airflow_tfjob.operators import checkpointing, following, submit
+from airflow_tfjob.operators import checkpointing, following, params, submit
 from airflow_tfjob.operators import outcome as outcome_mod
+from airflow_tfjob.operators.api_choice import ApiChoice
+from airflow_tfjob.operators.building import ManifestBuilder, default_namespace
+from airflow_tfjob.operators.checks import check_operator_parameters
+from airflow_tfjob.operators.lineage import publish_model
 from airflow_tfjob.preflight.checks import check
 from airflow_tfjob.preflight.failures import explain
 from airflow_tfjob.preflight.needs import Target
@@ -41,10 +48,39 @@ if TYPE_CHECKING:
 
 class TaskTry:
     """One try of the operator's task: build, submit, follow (inline or deferred), report; or resume after
-    the trigger, or kill. Made at each entry point (a deferred task resumes in a new process)."""
+    the trigger, or kill. Made at each entry point (a deferred task resumes in a new process), and the
+    operator's current try from then on: the steps a caller asks of the operator one by one
+    (``build_manifest``, ``follow_options``, ``job_kind``) are this try's."""
 
     def __init__(self, operator: KubeflowJobOperator) -> None:
         self.op = operator
+        self.api = ApiChoice(operator.kind, getattr(operator, "api", "auto"), render_only=operator.render_only)
+        self.building = ManifestBuilder(operator, self.api)
+        #: When the try started (execute): the deadline of ``execution_timeout`` counts from it.
+        self.started: float | None = None
+        # The rendered parameters as their rules checked them, and the follow options built from them:
+        # once per try, for the inline follow, the trigger and the drain's base alike.
+        self._checked: dict[str, Any] | None = None
+        self._options: FollowOptions | None = None
+        operator._try = self
+
+    def checked(self) -> dict[str, Any]:
+        """The rendered own and follow parameters, checked by their rows' rules once per try, as the code
+        using them takes them (``log_replicas`` a LogSelection)."""
+        if self._checked is None:
+            op = self.op
+            own = params.values(op, op.parameter_table.own)
+            self._checked = check_operator_parameters(own, op.parameter_table.rules, op.kind)
+        return self._checked
+
+    def follow_options(self) -> FollowOptions:
+        """The try's follow options, built once from its checked parameters (with the checkpoint part's
+        fields when ``checkpoint=`` is set)."""
+        if self._options is None:
+            options = following.options_for(self.op, self.checked(), started=self.started)
+            plan = self.building.checkpoints
+            self._options = options.with_parts(**plan.follow_fields()) if plan is not None else options
+        return self._options
 
     # ------------------------------------------------------------------ the story
 
@@ -52,22 +88,21 @@ class TaskTry:
         op = self.op
         op._unhide_rendered_secrets()
         warn_missing(op.log, "retry_policy", "task_state_store", "trigger_on_kill")
-        op._started = time.time()
-        op._checked = op._options = None  # from the values as rendered for this run
+        self.started = time.time()
         op._mask_secrets()
         # Everything is checked before the first API call: a bad value creates nothing.
         with unquoted_in_errors(op.secret_env):
-            op._checked_parameters()
-            op.plan_checkpoints(context)  # before the follow options and the job, which carry it
+            self.checked()
+            self.building.plan_checkpoints(context)  # before the follow options and the job, which carry it
             built = None
-            if op.asks_cluster():
+            if self.api.asks_cluster():
                 # The job as its parameters describe it, checked before the cluster is asked which API
                 # runs it: invalid input costs no request and fails the same with or without a cluster.
-                built = op.build_manifest(context)
-                op._options = None  # of the kind the API chosen runs
-            op.choose_api(op.get_hook)
-            options = op.follow_options()  # of the kind the API chosen runs
-            manifest = built if built is not None and not op.api_changed_kind() else op.build_manifest(context)
+                built = self.building.build(context)
+                self._options = None  # of the kind the API chosen runs
+            self.api.choose(op.get_hook)
+            options = self.follow_options()  # of the kind the API chosen runs
+            manifest = built if built is not None and not self.api.api_changed_kind() else self.building.build(context)
         if op.render_only:
             return outcome_mod.rendered_only(manifest, op.log)
         hook = op.get_hook()
@@ -76,7 +111,7 @@ class TaskTry:
         job = self.submit(hook, manifest, context)
         name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
         op._job_ref = (name, namespace)
-        checkpointing.announce(op._checkpoint_plan, job, context, op.log)
+        checkpointing.announce(self.building.checkpoints, job, context, op.log)
         # Links before anything waits, so they work while the job runs and the task is deferred.
         links.push_links(
             op.job_kind,
@@ -159,7 +194,7 @@ class TaskTry:
         op._job_ref = (name, namespace)
         outcome = FollowOutcome.from_dict(event)
         hook = op.get_hook()
-        op.resume_api((event.get("options") or {}).get("kind"), lambda: hook)
+        self.api.resume((event.get("options") or {}).get("kind"), lambda: hook)
         if outcome.event in ("succeeded", "failed"):
             outcome = self.drain(name, namespace, event, outcome)
         if outcome.event == "timeout" and not event.get("deleted"):
@@ -170,7 +205,7 @@ class TaskTry:
         # The options the trigger followed with (the task's, built in execute); an event of the
         # previous release carries none, and the task builds them again.
         sent = event.get("options")
-        options = FollowOptions.from_dict(sent) if sent is not None else self.op.follow_options()
+        options = FollowOptions.from_dict(sent) if sent is not None else self.follow_options()
         return following.drain(self.op.get_async_hook(), name, namespace, options, self.op.log, outcome)
 
     def after_trigger_failure(self, context: Context, next_kwargs: Mapping[str, Any]) -> None:
@@ -178,9 +213,9 @@ class TaskTry:
         nobody watching it (apache/airflow#67227, #62398), so it is deleted before the task fails."""
         op = self.op
         hook = op.get_hook()
-        op.choose_api(lambda: hook)
+        self.api.choose(lambda: hook)
         ref = op._job_ref or submit.running_job_of_this_try(
-            hook, context, op.namespace or op._default_namespace(), op.job_kind
+            hook, context, op.namespace or default_namespace(op), op.job_kind
         )
         if ref is None:
             op.log.warning(
@@ -201,7 +236,7 @@ class TaskTry:
         """Clean up after the final state (logs drained) and report it: the result, or the failure."""
         op = self.op
         # The newest checkpoint first, whatever the outcome: a failed or preempted try's is the next one's start.
-        plan = op._checkpoint_plan or op.plan_checkpoints(context, look=False)
+        plan = self.building.checkpoints or self.building.plan_checkpoints(context, look=False)
         checkpointing.record(plan, outcome.part("checkpoint"), context, op.log)
         try:
             return self.report(context, hook, name, namespace, outcome)
@@ -247,10 +282,10 @@ class TaskTry:
         outcome_mod.settle(
             hook, job, status, outcome.part("metrics", {}), op.on_finish_action, log=op.log, push=push,
             failures=outcome.failures,
-            keep_failed_for=op._checked_parameters()["keep_failed_for"], now=time.time(),
+            keep_failed_for=self.checked()["keep_failed_for"], now=time.time(),
         )  # fmt: skip
         op.log.info("%s %s/%s succeeded: %s", op.job_kind.kind, namespace, name, summarise(status))
-        op._publish_model(context, job, outcome.part("metrics", {}))
+        publish_model(op.model_asset, op.kind, context, job, outcome.part("metrics", {}))
         # Computed before the job is marked reported: a result that cannot be produced (a missing
         # return value) leaves the job reportable by a retry instead of training again.
         result = op.result_from_outcome(outcome, context)

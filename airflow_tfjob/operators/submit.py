@@ -27,6 +27,8 @@ from airflow_tfjob.build.secrets import redact
 from airflow_tfjob.build.submission import submission_manifest
 from airflow_tfjob.constants import ANNOTATION_PREFIX, LABEL_HANDLED, LABEL_MANAGED
 from airflow_tfjob.follow.failure import TrainingJobFailed, refused_spec, user
+from airflow_tfjob.follow.summary import job_summary
+from airflow_tfjob.hooks.common import api_status, status_of
 from airflow_tfjob.hooks.retry import AmbiguousCreate, api_status_code
 from airflow_tfjob.jobs.kinds import JobKind
 from airflow_tfjob.jobs.status import interpret, job_kind, summarise
@@ -270,8 +272,6 @@ def create(
     on_submit: Callable[[str, str], None],
 ) -> dict[str, Any]:
     """Submit the task's manifest (cleanup intent in annotations, a submission id) exactly once."""
-    from airflow_tfjob.follow.summary import job_summary
-
     dag_id, task_id, run_id, map_index, _ = task_identity(context)
     name, namespace = tfjob["metadata"]["name"], tfjob["metadata"]["namespace"]
     kind = job_kind(tfjob)
@@ -318,8 +318,6 @@ def refusal(error: BaseException, explained: str | None, doing: str) -> AirflowE
     """The failure a refused submission raises, with its cause for the retry policy: the job itself
     refused (422 Invalid, 400, an admission webhook's denial) or a part the cluster lacks
     (``explained`` by the preflight's checks); None for any other error (raised as it is)."""
-    from airflow_tfjob.hooks.common import api_status, status_of
-
     status = api_status(error)
     said = str(status_of(error).get("message") or getattr(error, "reason", "") or error).strip()
     if explained is not None:

@@ -6,13 +6,16 @@ parameter (``tfjob``; ``job`` on the generic operator) may name a file here, and
 author wrote it (:mod:`airflow_tfjob.build.templates` has the rules, shared with ``manifest.load_manifest``):
 a path that templating produced (e.g. from params) is refused unless opted in. Each field is rendered on its own, so that a Jinja error names it.
 
-These override BaseOperator's templating methods, so they live in a mixin the operator inherits
-first; the work itself is done by :mod:`airflow_tfjob.build.templates`.
+These override BaseOperator's templating methods, which Airflow calls on the task itself before any
+try exists, so they stay a base class the operator inherits first (the one that is not a collaborator
+of the try); the work itself is done by :mod:`airflow_tfjob.build.templates`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+import jinja2
 
 from airflow_tfjob.build import templates
 from airflow_tfjob.build.checker import JobValidationError
@@ -134,8 +137,6 @@ class TemplateFileRendering(_Base):
     def _render_field(
         self, field: str, context: Context, jinja_env: jinja2.Environment, seen_oids: set[int]
     ) -> None:
-        import jinja2
-
         try:
             super()._do_render_template_fields(self, [field], context, jinja_env, seen_oids)
         except jinja2.TemplateError as error:

@@ -23,6 +23,7 @@ import logging
 import threading
 from typing import Any
 
+from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 from airflow_tfjob.version_compat import AIRFLOW_V_3_2_PLUS
 
 # Where the running release expects them: the task SDK's from 3.2, the core's before (common.compat's
@@ -54,7 +55,6 @@ def kill_unstarted_trigger(previous_state: Any, task_instance: Any) -> threading
     row = getattr(task_instance, "trigger", None)
     if row is None or row.classpath not in _OWNING_TRIGGERS:
         return None
-    from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 
     trigger = KubeflowJobTrigger(**row.kwargs)
     log.info(

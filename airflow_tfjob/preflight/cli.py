@@ -14,10 +14,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from kubernetes import config
+from urllib3.exceptions import HTTPError
+
 from airflow_tfjob.constants import MAX_CLI_SECONDS, NumberOption
+from airflow_tfjob.hooks.common import api_status, status_of
+from airflow_tfjob.hooks.sync import KubeflowJobHook
 from airflow_tfjob.jobs.kinds import kind_named
+from airflow_tfjob.preflight.checks import check
 from airflow_tfjob.preflight.needs import Target, target_of_task
 from airflow_tfjob.preflight.report import EXIT_UNREACHABLE, EXIT_USAGE, Report
+from airflow_tfjob.version_compat import AIRFLOW_V_3_2_PLUS
 
 #: How long one question may be retried when the server does not answer (the hooks' retry policy).
 DEFAULT_TIMEOUT = 10.0
@@ -156,8 +163,6 @@ def _connect(hook: Any, timeout: float) -> Callable[[str], Any]:
 
 
 def _hook(args: argparse.Namespace) -> Any:
-    from airflow_tfjob.hooks.sync import KubeflowJobHook
-
     config_file = args.kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
     config_file = config_file.split(os.pathsep)[0]
     if not Path(config_file).is_file():
@@ -175,8 +180,6 @@ def _hook(args: argparse.Namespace) -> Any:
 
 
 def _context_namespace(args: argparse.Namespace) -> str | None:
-    from kubernetes import config
-
     hook_file = args.kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
     try:
         contexts, current = config.list_kube_config_contexts(config_file=hook_file.split(os.pathsep)[0])
@@ -192,9 +195,6 @@ def _context_namespace(args: argparse.Namespace) -> str | None:
 
 
 def _check(hook: Any, namespace: str, targets: list[Target], timeout: float) -> Report:
-    from airflow_tfjob.hooks.common import api_status, status_of
-    from airflow_tfjob.preflight.checks import check
-
     try:
         return check(hook, namespace, targets, _connect(hook, timeout))
     except Exception as error:
@@ -221,8 +221,6 @@ def _check(hook: Any, namespace: str, targets: list[Target], timeout: float) -> 
 
 
 def _is_connection_error(error: BaseException) -> bool:
-    from urllib3.exceptions import HTTPError
-
     seen: BaseException | None = error
     while seen is not None:
         if isinstance(seen, (HTTPError, OSError)) or type(seen).__name__ == "ApiCallFailed":
@@ -236,8 +234,8 @@ def _dag_targets(path: Path, hook: Any) -> list[Target]:
     decided as the operator decides it, from the cluster's discovery)."""
     if not path.is_file():
         raise Unreachable(f"no DAG file at {path}")
-    from airflow_tfjob.version_compat import AIRFLOW_V_3_2_PLUS
 
+    # Airflow's DAG processing, for this one command only (a check of named jobs needs none of it).
     if AIRFLOW_V_3_2_PLUS:
         from airflow.dag_processing.dagbag import DagBag
     else:  # 3.0 and 3.1 keep it among the models

@@ -19,6 +19,8 @@ from typing import Any
 import yaml
 
 from airflow_tfjob.jobs.kinds import ALL_KINDS, JobKind, kind_named, kind_of
+from airflow_tfjob.jobs.trainjob.from_tfjob import runtime_for
+from airflow_tfjob.jobs.trainjob.runtimes import load_runtimes
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
@@ -134,8 +136,6 @@ def api_of(kind: JobKind) -> Api:
 
 def runtime_fix(runtime: str, runtime_kind: str) -> str:
     """How to get a runtime: the provider installs its TensorFlow ones; others are Trainer's or yours."""
-    from airflow_tfjob.jobs.trainjob.runtimes import load_runtimes
-
     shipped = {r["metadata"]["name"] for r in load_runtimes()}
     if runtime in shipped:
         return "tfjob-runtimes install --kubeconfig FILE (installs the provider's TensorFlow runtimes)"
@@ -377,8 +377,6 @@ def target_of_task(task: Any) -> Target | None:
 
 def _tensorflow_runtime(task: Any) -> str | None:
     """The shipped TensorFlow runtime a TFJob run as a TrainJob lands on, by its replica types."""
-    from airflow_tfjob.jobs.trainjob.from_tfjob import runtime_for
-
     written = getattr(task, "replicas", None)
     types = set(written) if isinstance(written, Mapping) else set()
     for rtype in kind_named(task.kind).replica_types:

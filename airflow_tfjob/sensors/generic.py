@@ -71,6 +71,8 @@ class KubeflowJobSensor(BaseSensorOperator):
         self._check_parameters(at_parse=True)
 
     def _check_parameters(self, *, at_parse: bool = False) -> None:
+        # The checks share the operators' (their API choice, the manifest's validation): loaded when a sensor is
+        # made, not by every DAG file that imports this module.
         from airflow_tfjob.sensors.checks import check_sensor_parameters
 
         check_sensor_parameters(

@@ -59,9 +59,11 @@ def test_the_task_builds_its_options_once_and_the_trigger_carries_them_whole(mon
     monkeypatch.setattr(
         LogSelection, "parse", classmethod(lambda cls, spec: parsed.append(spec) or parse(cls, spec))
     )
-    op._started = 1_000.0
+    task_try = TaskTry(op)
+    task_try.started = 1_000.0
     options = op.follow_options()
     assert op.follow_options() is options  # the build manifest's check and the follow read the same
+    assert task_try.follow_options() is options  # the operator's steps are its current try's
     assert options.selection == LogSelection(replicas=frozenset({("worker", 1)}))
     assert (options.deadline, options.startup_timeout, options.parts["queue_timeout"]) == (4_600.0, 90, 30)
     trigger, _ = following.trigger_for(

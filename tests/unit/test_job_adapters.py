@@ -253,6 +253,7 @@ def test_the_api_choice_alone_runs_a_tfjob_as_a_trainjob() -> None:
     adapter's limit; no adapter maps another kind's manifest."""
     from airflow_tfjob.build.manifest import build_job
     from airflow_tfjob.jobs.trainjob.validation import max_name_length
+    from airflow_tfjob.operators.runs import TaskTry
     from airflow_tfjob.operators.tfjob import TFJobOperator
     from airflow_tfjob.operators.trainjob import TrainJobOperator
 
@@ -264,18 +265,18 @@ def test_the_api_choice_alone_runs_a_tfjob_as_a_trainjob() -> None:
         command=["python", "train.py"],
         replicas={"worker": 2},
     )
-    on_trainer = TFJobOperator(task_id="t", api="trainjob")
-    mapped = on_trainer.for_cluster(tf)
+    on_trainer = TaskTry(TFJobOperator(task_id="t", api="trainjob")).api
+    mapped = on_trainer.on_chosen_api(tf)
     assert mapped["kind"] == "TrainJob" and mapped["spec"]["trainer"]["numNodes"] == 2
-    assert on_trainer.max_name_length(tf) == max_name_length(2)
-    on_v1 = TFJobOperator(task_id="t", api="tfjob")
-    assert on_v1.for_cluster(tf) is tf and on_v1.max_name_length(tf) is None
+    assert on_trainer.name_limit(tf) == max_name_length(2)
+    on_v1 = TaskTry(TFJobOperator(task_id="t", api="tfjob")).api
+    assert on_v1.on_chosen_api(tf) is tf and on_v1.name_limit(tf) is None
     own = trainjob()
-    trainjob_task = TrainJobOperator(task_id="t", runtime="torch-distributed")
-    assert trainjob_task.for_cluster(own) is own
-    assert trainjob_task.max_name_length(own) == max_name_length(2)
+    trainjob_task = TaskTry(TrainJobOperator(task_id="t", runtime="torch-distributed")).api
+    assert trainjob_task.on_chosen_api(own) is own
+    assert trainjob_task.name_limit(own) == max_name_length(2)
     for made in (adapter_for(TFJOB), adapter_for(TRAINJOB)):
-        assert not hasattr(made, "for_cluster")
+        assert not hasattr(made, "on_chosen_api")
 
 
 def test_trainjob_replica_specs_are_its_nodes_in_the_v1_shape() -> None:

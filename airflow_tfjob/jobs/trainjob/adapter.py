@@ -17,6 +17,8 @@ from airflow_tfjob.jobs.adapter import JobAdapter, ReportedProgress, ResultExtra
 from airflow_tfjob.jobs.kinds import JobKind
 from airflow_tfjob.jobs.status import JobStatus
 from airflow_tfjob.jobs.trainjob import pods, status
+from airflow_tfjob.jobs.trainjob.manifest import PATCH_MANAGER, build_trainjob
+from airflow_tfjob.jobs.trainjob.validation import name_limit, validate_trainjob
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -74,8 +76,6 @@ class TrainJobAdapter:
         return pods.expected_pods(job)
 
     def assemble_manifest(self, base: dict[str, Any] | None, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        from airflow_tfjob.jobs.trainjob.manifest import build_trainjob
-
         return build_trainjob(base, **arguments)
 
     def with_volume(
@@ -83,8 +83,6 @@ class TrainJobAdapter:
     ) -> dict[str, Any]:
         """A runtime patch of its own (a TrainJob has no volume parameter): the volume in the trainer
         nodes' pods (the runtime's ``node`` replicated job) and the mount in their training container."""
-        from airflow_tfjob.jobs.trainjob.manifest import PATCH_MANAGER
-
         pod = {"volumes": [dict(volume)], "containers": [{"name": self.kind.container, "volumeMounts": [dict(mount)]}]}
         patch = {
             "manager": f"{PATCH_MANAGER}-{volume['name']}",
@@ -99,14 +97,10 @@ class TrainJobAdapter:
         return out
 
     def validate_manifest(self, manifest: dict[str, Any]) -> list[str]:
-        from airflow_tfjob.jobs.trainjob.validation import validate_trainjob
-
         return validate_trainjob(manifest)
 
     def max_name_length(self, manifest: Mapping[str, Any]) -> int | None:
         """Short enough for every pod JobSet names, from the nodes the TrainJob asks for."""
-        from airflow_tfjob.jobs.trainjob.validation import name_limit
-
         # The nodes a runtime may add are unknown here: as if 100 (two digits of index).
         return name_limit(manifest, unknown_nodes=100)
 

@@ -35,6 +35,7 @@ from urllib3.exceptions import HTTPError
 
 from airflow_tfjob.hooks.common import api_status, status_of
 from airflow_tfjob.hooks.retry import ApiCallFailed
+from airflow_tfjob.hooks.sync import KubeflowJobHook
 
 if TYPE_CHECKING:
     from airflow_tfjob.hooks.sync import KubeflowJobHook
@@ -82,7 +83,6 @@ def cluster_hook(config_file: str, context: str | None = None) -> KubeflowJobHoo
     """The synchronous hook over a kubeconfig file (no Airflow connection), under ``INSTALL_RETRY_SECONDS``."""
     # Imported here, not at the top: the hook loads Airflow, which ``show`` (YAML piped to kubectl) and the
     # provider's readers of the runtimes (preflight, the TrainJob adapter's tests) do not need.
-    from airflow_tfjob.hooks.sync import KubeflowJobHook
 
     return KubeflowJobHook(
         conn_id=None, config_file=config_file, cluster_context=context, api_retry_timeout=INSTALL_RETRY_SECONDS
