@@ -319,3 +319,62 @@ def test_a_worker_lost_while_the_job_runs_fails_the_task_naming_the_loss(monkeyp
         with pytest.raises(TrainingJobFailed) as failed:
             operator(log, **params).execute_complete(context_for(ti), event)
         failed_for_the_loss(failed.value, next(w for w in cluster.workers if w != worker))
+
+
+def test_keep_failed_for_keeps_the_managers_copy_and_says_the_workers_pods_went(
+        manager: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """keep_failed_for on a job MultiKueue ran: the manager's copy is kept for the window and then deleted
+    by a batch Job's TTL (the manager's training operator leaves a job managed by MultiKueue alone, its
+    ttlSecondsAfterFinished too, so the TFJob's own TTL would keep it for ever); its pods were the
+    worker's, which MultiKueue removes with the worker's copy once the job finished, and the cleanup line
+    says so. Its cost (GPU- and core-hours) comes from the manager's copy, whose status (start and
+    completion times) is the worker's mirrored."""
+    import sys
+
+    from kubernetes import client, config
+
+    from airflow_tfjob.build.naming import identity_selector
+    from airflow_tfjob.constants import ANNOTATION_KEEP_FAILED_UNTIL
+    from airflow_tfjob.follow.failure import TrainingJobFailed
+    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
+    from airflow_tfjob.jobs.kinds import TFJOB
+
+    _connect(manager, monkeypatch, mapped=True)
+    window = 3
+    log, ti = TaskLog(), TaskInstance(task_id="mk-keep-failed")
+    op = operator(log, task_id=ti.task_id, kueue_queue="mk", restart_policy="Never", keep_failed_for=window,
+                  command=[sys.executable, "-c", "import sys, time; print('failing', flush=True); time.sleep(0.5); "
+                           "sys.exit(3)"])
+    with pytest.raises(TrainingJobFailed):
+        op.execute(context_for(ti))
+    assert "[worker-0] failing" in log.lines, log.lines  # read on the worker
+    (cleanup,) = [line for line in log.lines if line.startswith("Cleanup of TFJob ")]
+    assert "kept for debugging until" in cleanup and "then deleted by batch Job " in cleanup, cleanup
+    assert "its pods ran on a MultiKueue worker cluster" in cleanup and "none kept" in cleanup, cleanup
+
+    hook = KubeflowJobHook(conn_id="kubernetes_default")
+    (job,) = hook.list_jobs(TFJOB, NS, identity_selector(ti.dag_id, ti.task_id, ti.run_id, ti.map_index,
+                                                         include_handled=True))
+    name = job["metadata"]["name"]
+    assert ANNOTATION_KEEP_FAILED_UNTIL in job["metadata"]["annotations"]
+    assert "ttlSecondsAfterFinished" not in job["spec"]["runPolicy"]
+    (owner,) = job["metadata"]["ownerReferences"]
+    assert (owner["apiVersion"], owner["kind"]) == ("batch/v1", "Job")
+
+    cost = ti.xcoms["cost"]
+    status = job["status"]
+    assert status["startTime"] and status["completionTime"]  # the worker's, mirrored
+    assert (cost["replicas"], cost["cpu_cores"], cost["finished"]) == (1, 1, True), cost
+    assert cost["running_seconds"] > 0 and cost["running_cpu_core_hours"] > 0, cost
+
+    workers = {w: client.CustomObjectsApi(config.new_client_from_config(str(manager.worker_kubeconfig(w))))
+               for w in manager.workers}
+
+    def on_workers() -> list[str]:
+        return [w for w, api in workers.items()
+                if any(j["metadata"]["name"] == name
+                       for j in api.list_namespaced_custom_object("kubeflow.org", "v1", NS, "tfjobs")["items"])]
+
+    wait_for(lambda: not on_workers(), 10, "the worker's copy removed by MultiKueue")
+    wait_for(lambda: hook.find_job(TFJOB, name, NS) is None, window + 20,
+             "the manager's copy deleted once the window ended (the batch Job's TTL, then garbage collection)")

@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_tfjob.constants import MULTIKUEUE_MANAGED_BY
 from airflow_tfjob.follow.cleanup import ElsewhereSteps, KillCall
 from airflow_tfjob.follow.outcome import FollowOutcome
 from airflow_tfjob.follow.parts import Follow, FollowPart
@@ -45,7 +46,7 @@ from airflow_tfjob.jobs.kinds import JobKind
 from airflow_tfjob.jobs.status import JobStatus, epoch_seconds
 
 #: Kueue's MultiKueue controller, which the manager's copy of a dispatched job names as its manager.
-MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+MULTIKUEUE = MULTIKUEUE_MANAGED_BY
 #: The key of the manager connection's extra that maps a worker cluster's name to its connection id.
 CONNECTIONS_EXTRA = "multikueue_connections"
 #: Seconds the job's worker may stay lost (its MultiKueueCluster Active=False) before the follow ends:
