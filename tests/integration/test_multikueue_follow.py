@@ -378,3 +378,64 @@ def test_keep_failed_for_keeps_the_managers_copy_and_says_the_workers_pods_went(
     wait_for(lambda: not on_workers(), 10, "the worker's copy removed by MultiKueue")
     wait_for(lambda: hook.find_job(TFJOB, name, NS) is None, window + 20,
              "the manager's copy deleted once the window ended (the batch Job's TTL, then garbage collection)")
+
+
+def test_the_asset_watcher_reads_a_jobs_metrics_on_its_worker(manager: Any, monkeypatch: pytest.MonkeyPatch,
+                                                              tmp_path: Any) -> None:
+    """The asset watcher's metrics (lineage: the model's asset event) come from the rank-0 replica's log,
+    which for a job MultiKueue dispatched is on the worker: read there through the worker's connection,
+    the source naming the worker; without a connection for it, or once MultiKueue has removed the
+    worker's copy with its pods, the note says which. No follow runs: the job is deferred, its trigger
+    never started, as a job the watcher did not submit."""
+    import sys
+
+    from watch_support import wait_until
+
+    from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook, KubeflowJobHook
+    from airflow_tfjob.integrations.assets import LOG_TAIL_LINES, read_metrics
+    from airflow_tfjob.jobs.kinds import TFJOB
+
+    gate = tmp_path / "gate"
+    program = (f"import os, time\nprint('loss=0.25', flush=True)\nwhile not os.path.exists({str(gate)!r}):\n"
+               "    time.sleep(0.05)\n")
+    _connect(manager, monkeypatch, mapped=True)
+    ti = TaskInstance(task_id="mk-metrics")
+    deferred = defer(operator(TaskLog(), task_id=ti.task_id, kueue_queue="mk", deferrable=True,
+                              command=[sys.executable, "-c", program]), ti)
+    name = deferred.trigger.serialize()[1]["name"]
+    hook = KubeflowJobHook(conn_id="kubernetes_default")
+
+    def read(names: list[str]) -> tuple[Any, ...]:
+        job = hook.find_job(TFJOB, name, NS)
+        return asyncio.run(read_metrics(AsyncKubeflowJobHook(conn_id="kubernetes_default"), TFJOB, job, names))
+
+    try:
+        found = wait_for(lambda: (lambda r: r if r[0] else None)(read(["loss", "accuracy"])), 60,
+                         "the replica's loss read on its worker")
+        metrics, source, missing, note = found
+        worker = next(w for w in manager.workers if source == f"worker-0 log on worker cluster {w}")
+        assert (metrics, missing) == ({"loss": 0.25}, ["accuracy"]), found
+        assert note == f"not printed in the last {LOG_TAIL_LINES} lines of the worker-0 log", found
+
+        _connect(manager, monkeypatch, mapped=False)
+        assert read(["loss"]) == ({}, None, ["loss"], f"it ran on worker cluster {worker!r}, which no connection "
+                                  "names (multikueue_connections in the connection's extra): its log was not read")
+
+        _connect(manager, monkeypatch, mapped=True)
+        gate.write_text("")
+        wait_for(lambda: (hook.find_job(TFJOB, name, NS) or {}).get("status", {}).get("completionTime"), 60,
+                 "the job succeeded on its worker")
+        there = AsyncKubeflowJobHook(conn_id=f"k8s_{worker}")
+        asyncio.run(wait_until(lambda: _gone(there, name), timeout=10))
+        assert read(["loss"]) == ({}, None, ["loss"], f"no pod of the job is left on worker cluster {worker!r} "
+                                  "(MultiKueue removes the worker's copy with its pods once the job finished): its "
+                                  "log was not read")
+    finally:
+        gate.write_text("")
+        hook.delete_job(TFJOB, name, NS)
+
+
+async def _gone(hook: Any, name: str) -> bool:
+    from airflow_tfjob.jobs.kinds import TFJOB
+
+    return await hook.find_job(TFJOB, name, NS) is None and not await hook.list_job_pods(name, NS, kind=TFJOB)

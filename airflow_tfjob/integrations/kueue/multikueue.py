@@ -33,7 +33,7 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_tfjob.constants import MULTIKUEUE_MANAGED_BY
 from airflow_tfjob.follow.cleanup import ElsewhereSteps, KillCall
@@ -44,6 +44,9 @@ from airflow_tfjob.integrations.kueue.workload import newest
 from airflow_tfjob.jobs.adapter import adapter_for
 from airflow_tfjob.jobs.kinds import JobKind
 from airflow_tfjob.jobs.status import JobStatus, epoch_seconds
+
+if TYPE_CHECKING:
+    from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
 
 #: Kueue's MultiKueue controller, which the manager's copy of a dispatched job names as its manager.
 MULTIKUEUE = MULTIKUEUE_MANAGED_BY
@@ -194,6 +197,21 @@ async def worker_connection(follow: Follow, cluster: str) -> str | None:
     if cluster in given:
         return given[cluster]
     return connection_map(await follow.hook.connection_extra(CONNECTIONS_EXTRA)).get(cluster)
+
+
+async def worker_hook(hook: AsyncKubeflowJobHook, job: Mapping[str, Any]) -> tuple[str, AsyncKubeflowJobHook | None]:
+    """Where a job MultiKueue manages runs or ran: the worker its newest Workload names
+    (``status.clusterName``; '' when none does: not dispatched, or no Workload left) and a hook of that
+    worker through the connection the job connection's extra maps it to (None without one). For readers
+    outside a follow (the asset watcher), which have no operator parameter to consult."""
+    meta = job.get("metadata") or {}
+    uid = str(meta.get("uid") or "")
+    workload = newest(await hook.list_workloads(str(meta.get("namespace") or "") or None, uid)) if uid else None
+    cluster = str(((workload or {}).get("status") or {}).get("clusterName") or "")
+    if not cluster:
+        return "", None
+    conn_id = connection_map(await hook.connection_extra(CONNECTIONS_EXTRA)).get(cluster)
+    return cluster, (type(hook)(conn_id=conn_id) if conn_id else None)
 
 
 class WorkerCopyCheck:
