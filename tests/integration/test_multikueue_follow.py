@@ -343,8 +343,8 @@ def test_keep_failed_for_keeps_the_managers_copy_and_says_the_workers_pods_went(
     window = 3
     log, ti = TaskLog(), TaskInstance(task_id="mk-keep-failed")
     op = operator(log, task_id=ti.task_id, kueue_queue="mk", restart_policy="Never", keep_failed_for=window,
-                  command=[sys.executable, "-c", "import sys, time; print('failing', flush=True); time.sleep(0.5); "
-                           "sys.exit(3)"])
+                  command=[sys.executable, "-c", "import sys, time; time.sleep(1); print('failing', flush=True); "
+                           "time.sleep(0.5); sys.exit(3)"])  # a moment for the follow's stream on the worker
     with pytest.raises(TrainingJobFailed):
         op.execute(context_for(ti))
     assert "[worker-0] failing" in log.lines, log.lines  # read on the worker
@@ -439,3 +439,59 @@ async def _gone(hook: Any, name: str) -> bool:
     from airflow_tfjob.jobs.kinds import TFJOB
 
     return await hook.find_job(TFJOB, name, NS) is None and not await hook.list_job_pods(name, NS, kind=TFJOB)
+
+
+#: A training that saves a checkpoint an epoch, resumes after the newest one in CHECKPOINT_DIR (a file://
+#: store: the workers' replicas are processes of this machine), and fails once after epoch FAIL_AT. Its
+#: epochs take a moment: MultiKueue removes the worker's copy, pods and all, as soon as the job has ended,
+#: so a replica that ends before the follow's stream on the worker opens leaves no line to read.
+RESUMING = r"""
+import os, sys, time
+directory = os.environ["CHECKPOINT_DIR"]
+path = directory.removeprefix("file://")
+os.makedirs(path, exist_ok=True)
+saved = [int(n.split("-")[1]) for n in os.listdir(path) if n.startswith("epoch-")]
+first = max(saved, default=0) + 1
+print(f"starting at epoch {first}", flush=True)
+for epoch in range(first, int(os.environ["EPOCHS"]) + 1):
+    time.sleep(0.2)
+    open(os.path.join(path, f"epoch-{epoch}"), "w").close()
+    print(f"checkpoint saved: {directory}/epoch-{epoch} epoch={epoch}", flush=True)
+    if epoch == int(os.environ["FAIL_AT"]) and first == 1:
+        sys.exit(5)
+"""
+
+
+def test_a_failed_try_records_the_workers_checkpoint_and_the_retry_resumes_from_it(
+        manager: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """checkpoint= on a job MultiKueue runs: the "checkpoint saved:" lines are the worker's replica's,
+    read there; the failed try records the newest, and the next try's job (dispatched again, to
+    whichever worker admits it) starts from it."""
+    import sys
+
+    from operator_support import StateStore
+
+    from airflow_tfjob.follow.failure import TrainingJobFailed
+
+    _connect(manager, monkeypatch, mapped=True)
+    store, state, ti = f"file://{tmp_path}/ckpt", StateStore(), TaskInstance(task_id="mk-ckpt")
+
+    def attempt(log: TaskLog) -> Any:
+        return operator(log, task_id=ti.task_id, kueue_queue="mk", restart_policy="Never", checkpoint=store,
+                        command=[sys.executable, "-c", RESUMING], env={"EPOCHS": "6", "FAIL_AT": "3"})
+
+    first_log = TaskLog()
+    with pytest.raises(TrainingJobFailed):
+        attempt(first_log).execute({**context_for(ti), "task_state_store": state})
+    assert any(line.startswith("[multikueue] ") for line in first_log.lines), first_log.lines
+    recorded = state.values.get("checkpoint") or {}
+    assert recorded, "\n".join(first_log.lines)
+    assert recorded["epoch"] == 3 and recorded["path"].endswith("/epoch-3"), recorded
+
+    second_log = TaskLog()
+    result = attempt(second_log).execute({**context_for(ti.next_try()), "task_state_store": state})
+    assert result["state"] == "succeeded"
+    text = "\n".join(second_log.lines)
+    assert f"resuming from {recorded['path']} (epoch 3) (recorded by an earlier try)" in text, text
+    assert "[worker-0] starting at epoch 4" in second_log.lines, text
+    assert state.values["checkpoint"]["epoch"] == 6
