@@ -152,7 +152,8 @@ class WorkerPart(FollowPart):
             self.follow.sink(
                 f"[multikueue] cannot read MultiKueueCluster {self.where} (absent, or refused to the connection's "
                 "user): a loss of that worker would not end the follow; grant get on "
-                "multikueueclusters.kueue.x-k8s.io (cluster-scoped: a ClusterRole and its binding)")
+                "multikueueclusters.kueue.x-k8s.io (cluster-scoped: kubectl apply -f "
+                "airflow_tfjob/rbac/multikueue-clusterrole.yaml, its binding's subject the connection's account)")
         active = next((c for c in ((mkc or {}).get("status") or {}).get("conditions") or ()
                        if isinstance(c, Mapping) and c.get("type") == "Active"), None)
         if active is None or active.get("status") != "False":
