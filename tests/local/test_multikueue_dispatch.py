@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -255,6 +256,58 @@ def test_an_eviction_on_the_worker_redoes_the_admission(kube: Kube, workers: dic
     assert any(e.reason == "EvictedDueToAdmissionCheck" and e.message == (
         f'Evicted due to AdmissionCheck in Retry state: "{CHECK_NAME}" ({retry})') for e in events)
     kube.crd.delete_namespaced_custom_object("kubeflow.org", "v1", NS, "tfjobs", "evict1")
+
+
+def _inactive(crd: client.CustomObjectsApi, worker: str) -> bool:
+    obj = crd.get_cluster_custom_object(KUEUE, V2, "multikueueclusters", worker)
+    return any(c["type"] == "Active" and c["status"] == "False" for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+def test_a_brief_loss_of_the_admitting_worker_evicts_nothing(manager: LocalCluster, kube: Kube,
+                                                             workers: dict[str, client.CustomObjectsApi],
+                                                             tmp_path: Path) -> None:
+    """Kueue v0.19.2 test/integration/multikueue/jobs_test.go, "Should not evict admitted workloads when the
+    connection to the admitting worker is briefly lost" (its connection broken as util.BreakConnection
+    breaks it: the worker's kubeconfig Secret pointed at a server that does not answer, then put back):
+    the worker's MultiKueueCluster turns Active=False and back before the worker-lost timeout (1.5 s)
+    has passed, and for twice that timeout after (upstream's expectNoEviction) the Workload keeps its
+    admission on that worker: its check Ready with no retry, no eviction, the worker's copy in place."""
+    import base64
+
+    import yaml
+
+    from airflow_tfjob.local.kueue.options import MANAGER_NAMESPACE, MULTIKUEUE_SECRET_KEY
+    from airflow_tfjob.local.multikueue import secret_name
+
+    _pending_gpu_job(kube, "brief1", tmp_path / "never")
+    worker, _ = _admitted_on(kube, TFJOB, "brief1")
+    until(lambda: _remote(workers[worker], "kubeflow.org", "v1", "tfjobs", "brief1") is not None,
+          f"the copy on {worker}")
+    core = client.CoreV1Api(kube.api)
+    secret = core.read_namespaced_secret(secret_name(worker), MANAGER_NAMESPACE)
+    kept = secret.data[MULTIKUEUE_SECRET_KEY]
+    broken = yaml.safe_load(base64.b64decode(kept))
+    for entry in broken["clusters"]:
+        entry["cluster"]["server"] = "https://127.0.0.1:9"  # the discard port: nothing answers
+    data = base64.b64encode(yaml.safe_dump(broken).encode()).decode()
+    core.patch_namespaced_secret(secret_name(worker), MANAGER_NAMESPACE, {"data": {MULTIKUEUE_SECRET_KEY: data}})
+    try:
+        until(lambda: _inactive(kube.crd, worker), f"{worker} inactive")
+    finally:
+        core.patch_namespaced_secret(secret_name(worker), MANAGER_NAMESPACE, {"data": {MULTIKUEUE_SECRET_KEY: kept}})
+    until(functools.partial(_active, kube.crd, "multikueueclusters", worker), f"{worker} connected again")
+
+    deadline = time.monotonic() + 2 * LOST_TIMEOUT  # a claim that nothing happens: watched for a while
+    while time.monotonic() < deadline:
+        wl = kube.workload(TFJOB, "brief1")
+        assert wl is not None
+        check = _check(wl)
+        assert (check["state"], check.get("retryCount"), wl["status"].get("clusterName")) == (
+            "Ready", None, worker), wl["status"]
+        assert _status(wl, "Evicted") != "True" and not wl["status"].get("schedulingStats", {}).get("evictions")
+        time.sleep(0.1)
+    assert _remote(workers[worker], "kubeflow.org", "v1", "tfjobs", "brief1") is not None
+    kube.crd.delete_namespaced_custom_object("kubeflow.org", "v1", NS, "tfjobs", "brief1")
 
 
 def test_a_lost_worker_s_workload_is_dispatched_again(manager: LocalCluster, kube: Kube,

@@ -41,6 +41,10 @@ class Endpoint:
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
+    def same(self, other: Endpoint) -> bool:
+        """Whether ``other`` reaches the worker as this one does (the client config unchanged)."""
+        return (self.server, self.token, self.ca_pem) == (other.server, other.token, other.ca_pem)
+
     def ssl_context(self) -> ssl.SSLContext | bool:
         """The CA to trust for an HTTPS server; True (the system's) without one in the kubeconfig."""
         if self.ca_pem is None:
