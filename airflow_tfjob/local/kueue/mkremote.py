@@ -102,6 +102,11 @@ class Remote:
                 return None
             raise
 
+    async def list(self, rtype: str, label_selector: str) -> list[JsonDict]:
+        """The objects of `rtype` in all namespaces that `label_selector` selects."""
+        found = await self._call("GET", path(rtype, None), params={"labelSelector": label_selector})
+        return [dict(item) for item in found.get("items") or ()]
+
     async def create(self, rtype: str, namespace: str | None, obj: JsonDict) -> JsonDict:
         return await self._call("POST", path(rtype, namespace), obj)
 
