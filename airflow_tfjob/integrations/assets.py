@@ -43,6 +43,7 @@ from airflow_tfjob.constants import ANNOTATION_PREFIX, LABEL_MANAGED, MULTIKUEUE
 from airflow_tfjob.follow.logs_parsing import is_master_role, main_container, replica_name
 from airflow_tfjob.follow.metrics import MetricsCollector
 from airflow_tfjob.hooks.waits import shared_task
+from airflow_tfjob.integrations.kueue.multikueue import CONNECTIONS_EXTRA, worker_hook
 from airflow_tfjob.hooks.watching import ListWatch, as_watch_error, is_permanent
 from airflow_tfjob.jobs.adapter import adapter_for, pod_replica
 from airflow_tfjob.jobs.kinds import JobKind
@@ -333,8 +334,6 @@ async def read_metrics(
         # Its pods were on the MultiKueue worker that ran it, not here: read there when a connection
         # names that worker (MultiKueue removes the worker's copy, pods and all, once the job finished,
         # so the log is there only for the moments before).
-        from airflow_tfjob.integrations.kueue.multikueue import CONNECTIONS_EXTRA, worker_hook
-
         try:
             worker, on_worker = await worker_hook(hook, job)
         except Exception as error:
