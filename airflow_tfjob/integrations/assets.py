@@ -43,8 +43,8 @@ from airflow_tfjob.constants import ANNOTATION_PREFIX, LABEL_MANAGED, MULTIKUEUE
 from airflow_tfjob.follow.logs_parsing import is_master_role, main_container, replica_name
 from airflow_tfjob.follow.metrics import MetricsCollector
 from airflow_tfjob.hooks.waits import shared_task
-from airflow_tfjob.integrations.kueue.multikueue import CONNECTIONS_EXTRA, worker_hook
 from airflow_tfjob.hooks.watching import ListWatch, as_watch_error, is_permanent
+from airflow_tfjob.integrations.kueue.multikueue import CONNECTIONS_EXTRA, worker_hook
 from airflow_tfjob.jobs.adapter import adapter_for, pod_replica
 from airflow_tfjob.jobs.kinds import JobKind
 from airflow_tfjob.jobs.status import JobState
