@@ -338,12 +338,10 @@ async def read_metrics(
             worker, on_worker = await worker_hook(hook, job)
         except Exception as error:
             return reported, None, unread, f"the worker cluster that ran it could not be read: {error}"
-        if on_worker is None:
-            why = (f"it ran on worker cluster {worker!r}, which no connection names ({CONNECTIONS_EXTRA} in the "
-                   "connection's extra)" if worker else "it ran on a MultiKueue worker cluster its Workload no "
-                   "longer names")
+        if worker and on_worker is None:
+            why = f"it ran on worker cluster {worker!r}, which no connection names ({CONNECTIONS_EXTRA} in the connection's extra)"
             return reported, None, unread, f"{why}: its log was not read"
-        pods_hook = on_worker
+        pods_hook = on_worker or hook  # no Workload names a worker: looked for where the job is
     try:
         pods = await pods_hook.list_job_pods(str(meta.get("name")), meta.get("namespace"), kind=kind)
     except Exception as error:  # the event still goes out, saying why its metrics are missing
