@@ -63,7 +63,10 @@ ANNOTATION_SECRET_ENV = ANNOTATION_PREFIX + "secret-env"
 RESTART_POLICIES = ("Always", "OnFailure", "ExitCode", "Never")
 CLEAN_POD_POLICIES = ("None", "Running", "All")
 SUCCESS_POLICIES = ("", "AllWorkers")
-MANAGED_BY_VALUES = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue")
+#: The ``managedBy`` of the manager's copy of a job Kueue's MultiKueue runs on a worker cluster: the
+#: manager's training operator or Trainer leaves such a job alone (its TTL too), its pods are on the worker.
+MULTIKUEUE_MANAGED_BY = "kueue.x-k8s.io/multikueue"
+MANAGED_BY_VALUES = ("kubeflow.org/training-operator", MULTIKUEUE_MANAGED_BY)
 
 #: The grace period (seconds) of a kill's deletions unless the operator's ``kill_grace_period`` says
 #: otherwise: SIGTERM, then SIGKILL one second later. A killed task's job must stop within seconds, not

@@ -21,6 +21,12 @@ its own controller; where it has none (TrainJob), by the TTL of a batch Job made
 pod: ``completions: 0`` completes at once) that the job is made a dependent of, so that the TTL
 controller's deletion of that Job has garbage collection delete the job and its pods. Either way the
 job carries the time in the annotation ``ANNOTATION_KEEP_FAILED_UNTIL``.
+
+A job Kueue's MultiKueue ran on a worker cluster (``managedBy: kueue.x-k8s.io/multikueue``) is the
+manager's copy: the manager's controller leaves it alone, its TTL included, so the batch Job's TTL
+deletes it; and its pods were on the worker, whose copy MultiKueue removes with them once the job has
+finished (Kueue's workload.go: a finished Workload's remote objects are deleted), so none is kept and
+none is deleted here (the report says so).
 """
 
 from __future__ import annotations
@@ -36,7 +42,12 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 
 from airflow_tfjob.build.submission import intended_cleanup
-from airflow_tfjob.constants import ANNOTATION_KEEP_FAILED_UNTIL, KILL_GRACE_PERIOD, LABEL_KEEPS_FAILED
+from airflow_tfjob.constants import (
+    ANNOTATION_KEEP_FAILED_UNTIL,
+    KILL_GRACE_PERIOD,
+    LABEL_KEEPS_FAILED,
+    MULTIKUEUE_MANAGED_BY,
+)
 from airflow_tfjob.jobs.adapter import adapter_for
 from airflow_tfjob.jobs.kinds import JobKind
 from airflow_tfjob.jobs.status import epoch_seconds, job_kind
@@ -100,6 +111,7 @@ class CleanupReport:
     kind: str = "TFJob"
     kept_until: str | None = None  # keep_failed_for: when the failed job goes (RFC 3339)
     expiry_job: str | None = None  # the batch Job whose TTL deletes it (an API without a TTL)
+    on_worker: bool = False  # keep_failed_for on a MultiKueue job: its pods were on a worker cluster
 
     def describe(self) -> str:
         parts = []
@@ -112,6 +124,9 @@ class CleanupReport:
         if self.kept_until is not None:
             by = f"batch Job {self.expiry_job}'s TTL" if self.expiry_job else "its TTL"
             parts.append(f"kept for debugging until {self.kept_until}, then deleted by {by}")
+        if self.on_worker:
+            parts.append("its pods ran on a MultiKueue worker cluster, whose copy of the job MultiKueue removes "
+                         "with them once the job finished: none kept (their lines and events are in this log)")
         return "; ".join(parts) if parts else "nothing to clean up"
 
 
@@ -244,16 +259,19 @@ def keep_failed(
     kind: JobKind,
 ) -> None:
     """keep_failed_for on a failed job (see the module's docstring): its active pods deleted now, the
-    job and its finished pods deleted by Kubernetes ``seconds`` after its completion time."""
+    job and its finished pods deleted by Kubernetes ``seconds`` after its completion time (a MultiKueue
+    job: the manager's copy, by the batch Job's TTL; its pods are the worker's, gone with its copy)."""
     meta = job["metadata"]
     name, namespace = str(meta["name"]), str(meta.get("namespace") or "default")
     adapter = adapter_for(kind)
-    report.deleted_pods = delete_pods(hook, name, namespace, only_active=True, kind=kind)
+    report.on_worker = adapter.managed_by(job) == MULTIKUEUE_MANAGED_BY
+    if not report.on_worker:
+        report.deleted_pods = delete_pods(hook, name, namespace, only_active=True, kind=kind)
     ended = epoch_seconds(adapter.interpret(job).completion_time)
     until = (ended if ended is not None else now) + seconds
     report.kept_until = _rfc3339(until)
     patch: dict[str, Any] = {"metadata": {"annotations": {ANNOTATION_KEEP_FAILED_UNTIL: report.kept_until}}}
-    ttl = adapter.ttl_patch(seconds)
+    ttl = None if report.on_worker else adapter.ttl_patch(seconds)
     if ttl is not None:
         patch.update(ttl)
         report.ttl_patched = seconds

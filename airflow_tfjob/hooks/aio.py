@@ -296,9 +296,13 @@ class AsyncKubeflowJobHook(AsyncKubernetesHook):
         """Any object by API version, plural and name (cluster-scoped without `namespace`); None if absent."""
         return await self._run(calls.find_object(api_version, plural, name, namespace))
 
-    async def access_review(self, verb: str, group: str, resource: str, namespace: str | None = None) -> bool:
-        """Whether the connection's user may `verb` `resource` of `group` (a SelfSubjectAccessReview)."""
-        return await self._run(calls.access_review(await self._ns(namespace), verb, group, resource))
+    async def access_review(
+        self, verb: str, group: str, resource: str, namespace: str | None = None, *, cluster_scoped: bool = False
+    ) -> bool:
+        """Whether the connection's user may `verb` `resource` of `group` (a SelfSubjectAccessReview), in
+        `namespace` or, ``cluster_scoped``, at the cluster scope (a cluster-scoped resource)."""
+        scope = None if cluster_scoped else await self._ns(namespace)
+        return await self._run(calls.access_review(scope, verb, group, resource))
 
     # -- collections, pods, events ---------------------------------------------------------------
 

@@ -260,12 +260,14 @@ def apply_object(plural: str, body: dict, namespace: str | None = None) -> Call[
 ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
 
-def access_review(namespace: str, verb: str, group: str, resource: str) -> Call[bool]:
+def access_review(namespace: str | None, verb: str, group: str, resource: str) -> Call[bool]:
     """Whether the connection's user may `verb` `resource` (``pods/log``: a subresource) of `group` in
-    `namespace`: a SelfSubjectAccessReview, which every authenticated user may create and which
-    changes nothing (so it is retried like a read)."""
+    `namespace` (None: at the cluster scope, a cluster-scoped resource's): a SelfSubjectAccessReview,
+    which every authenticated user may create and which changes nothing (so it is retried like a read)."""
     plural, _, sub = resource.partition("/")
-    attributes = {"namespace": namespace, "verb": verb, "group": group, "resource": plural}
+    attributes = {"verb": verb, "group": group, "resource": plural}
+    if namespace is not None:
+        attributes["namespace"] = namespace
     if sub:
         attributes["subresource"] = sub
     body = {
@@ -273,7 +275,7 @@ def access_review(namespace: str, verb: str, group: str, resource: str) -> Call[
         "kind": "SelfSubjectAccessReview",
         "spec": {"resourceAttributes": attributes},
     }
-    what = f"review access to {verb} {resource} in {namespace}"
+    what = f"review access to {verb} {resource} " + (f"in {namespace}" if namespace is not None else "cluster-wide")
     data = yield Request("POST", ACCESS_REVIEWS, what, body=body)
     return bool(((data or {}).get("status") or {}).get("allowed"))
 

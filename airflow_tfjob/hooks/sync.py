@@ -147,9 +147,12 @@ class KubeflowJobHook(KubernetesHook):
         ``"created"`` or ``"replaced"``. What ``tfjob-runtimes install`` installs its runtimes with."""
         return self._run(calls.apply_object(plural, body, namespace))
 
-    def access_review(self, verb: str, group: str, resource: str, namespace: str | None = None) -> bool:
-        """Whether the connection's user may `verb` `resource` of `group` (a SelfSubjectAccessReview)."""
-        return self._run(calls.access_review(self._ns(namespace), verb, group, resource))
+    def access_review(
+        self, verb: str, group: str, resource: str, namespace: str | None = None, *, cluster_scoped: bool = False
+    ) -> bool:
+        """Whether the connection's user may `verb` `resource` of `group` (a SelfSubjectAccessReview), in
+        `namespace` or, ``cluster_scoped``, at the cluster scope (a cluster-scoped resource)."""
+        return self._run(calls.access_review(None if cluster_scoped else self._ns(namespace), verb, group, resource))
 
     # -- pods, events, logs ------------------------------------------------------------------------
 

@@ -39,11 +39,12 @@ from collections.abc import AsyncIterator, Hashable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_tfjob.constants import ANNOTATION_PREFIX, LABEL_MANAGED
+from airflow_tfjob.constants import ANNOTATION_PREFIX, LABEL_MANAGED, MULTIKUEUE_MANAGED_BY
 from airflow_tfjob.follow.logs_parsing import is_master_role, main_container, replica_name
 from airflow_tfjob.follow.metrics import MetricsCollector
 from airflow_tfjob.hooks.waits import shared_task
 from airflow_tfjob.hooks.watching import ListWatch, as_watch_error, is_permanent
+from airflow_tfjob.integrations.kueue.multikueue import CONNECTIONS_EXTRA, worker_hook
 from airflow_tfjob.jobs.adapter import adapter_for, pod_replica
 from airflow_tfjob.jobs.kinds import JobKind
 from airflow_tfjob.jobs.status import JobState
@@ -327,8 +328,22 @@ async def read_metrics(
     reported = {k: v for k, v in adapter.result_extras(job).metrics.items() if isinstance(v, (int, float))}
     if not names:
         return reported, None, [], None
+    unread = [n for n in names if n not in reported]
+    pods_hook, worker = hook, ""
+    if adapter.managed_by(job) == MULTIKUEUE_MANAGED_BY:
+        # Its pods were on the MultiKueue worker that ran it, not here: read there when a connection
+        # names that worker (MultiKueue removes the worker's copy, pods and all, once the job finished,
+        # so the log is there only for the moments before).
+        try:
+            worker, on_worker = await worker_hook(hook, job)
+        except Exception as error:
+            return reported, None, unread, f"the worker cluster that ran it could not be read: {error}"
+        if worker and on_worker is None:
+            why = f"it ran on worker cluster {worker!r}, which no connection names ({CONNECTIONS_EXTRA} in the connection's extra)"
+            return reported, None, unread, f"{why}: its log was not read"
+        pods_hook = on_worker or hook  # no Workload names a worker: looked for where the job is
     try:
-        pods = await hook.list_job_pods(str(meta.get("name")), meta.get("namespace"), kind=kind)
+        pods = await pods_hook.list_job_pods(str(meta.get("name")), meta.get("namespace"), kind=kind)
     except Exception as error:  # the event still goes out, saying why its metrics are missing
         return reported, None, list(names), f"the job's pods could not be listed: {error}"
     rank0 = adapter.rank0(job)
@@ -336,16 +351,18 @@ async def read_metrics(
         (p for p in pods if rank0 is not None and pod_replica(p) == rank0), None
     )
     if chosen is None:
-        why = (
-            "no pod of the job is left (cleaned up after it succeeded)"
-            if not pods
-            else "no rank-0 replica pod"
-        )
-        return reported, None, [n for n in names if n not in reported], f"{why}: its log was not read"
+        if pods:
+            why = "no rank-0 replica pod"
+        elif worker:
+            why = (f"no pod of the job is left on worker cluster {worker!r} (MultiKueue removes the worker's "
+                   "copy with its pods once the job finished)")
+        else:
+            why = "no pod of the job is left (cleaned up after it succeeded)"
+        return reported, None, unread, f"{why}: its log was not read"
     ident = pod_replica(chosen)
     replica = replica_name(*ident) if ident is not None else str(chosen["metadata"]["name"])
     try:
-        text = await hook.read_pod_log(
+        text = await pods_hook.read_pod_log(
             chosen["metadata"]["name"],
             meta.get("namespace"),
             container=main_container(chosen, kind.container),
@@ -365,7 +382,8 @@ async def read_metrics(
     metrics = {**reported, **found}
     missing = [n for n in names if n not in metrics]
     note = f"not printed in the last {LOG_TAIL_LINES} lines of the {replica} log" if missing else None
-    return metrics, f"{replica} log", missing, note
+    where = f" on worker cluster {worker}" if worker else ""
+    return metrics, f"{replica} log{where}", missing, note
 
 
 async def mark(hook: AsyncKubeflowJobHook, kind: JobKind, job: Mapping[str, Any], watch_id: str) -> None:

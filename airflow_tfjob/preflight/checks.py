@@ -10,6 +10,7 @@ failure (the server is down) is the caller's to report.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from airflow_tfjob.hooks.common import api_status
@@ -34,7 +35,9 @@ class Cluster(Protocol):
         self, api_version: str, plural: str, name: str, namespace: str | None = None
     ) -> dict | None: ...
 
-    def access_review(self, verb: str, group: str, resource: str, namespace: str | None = None) -> bool: ...
+    def access_review(
+        self, verb: str, group: str, resource: str, namespace: str | None = None, *, cluster_scoped: bool = False
+    ) -> bool: ...
 
 
 def _refused(ask: Callable[..., T], *args: Any) -> tuple[T | None, int | None]:
@@ -113,14 +116,46 @@ def multikueue_workers(cluster: Cluster, namespace: str, queue: str) -> list[str
 def _workers(
     cluster: Cluster, namespace: str, targets: tuple[Target, ...], connect: Callable[[str], Cluster] | None
 ) -> Iterator[Finding]:
-    """One row per worker cluster of each MultiKueue queue the jobs ask for: its connection mapped,
-    reachable, the job's kind served there, the verbs the follow reads the replicas with allowed."""
-    for target in targets:
-        if not target.queue:
-            continue
-        workers = multikueue_workers(cluster, namespace, target.queue)
-        for worker in workers or ():
-            yield _worker(worker, namespace, target, connect)
+    """When a queue the jobs ask for dispatches through MultiKueue: the manager's row (the ClusterRole the
+    follow reads MultiKueueClusters with), then one row per worker cluster of each such queue: its
+    connection mapped, reachable, the job's kind served there, the verbs the follow reads the replicas
+    with allowed."""
+    rows = [
+        (worker, target)
+        for target in targets
+        if target.queue
+        for worker in multikueue_workers(cluster, namespace, target.queue) or ()
+    ]
+    if rows:
+        yield _manager(cluster)
+    for worker, target in rows:
+        yield _worker(worker, namespace, target, connect)
+
+
+def _manager(cluster: Cluster) -> Finding:
+    """The shipped MultiKueue ClusterRole's verbs, asked at the cluster scope of the manager (the job
+    connection's cluster): refused, a lost worker would not end the task's follow."""
+    part = f"MultiKueue on the manager ({needs.MULTIKUEUE_ROLE_FILE})"
+    grants = needs.multikueue_grants()
+    denied = []
+    for grant in grants:
+        allowed, refused = _refused(partial(cluster.access_review, cluster_scoped=True), grant.verb, grant.group,
+                                    grant.resource)
+        if refused is not None:
+            return Finding(part, f"cannot tell: a SelfSubjectAccessReview was refused ({refused})", "unknown",
+                           "check the connection's credentials", blocking=False)
+        if not allowed:
+            denied.append(str(grant))
+    if denied:
+        return Finding(
+            part, f"{len(grants) - len(denied)} of {len(grants)} verbs allowed cluster-wide",
+            f"{', '.join(denied)} at the cluster scope (the follow reads the worker's MultiKueueCluster: "
+            "without it a lost worker does not end the task)",
+            f"kubectl apply -f {needs.MULTIKUEUE_ROLE_FILE} and bind the ClusterRole to the job connection's "
+            "user (the file's ClusterRoleBinding)",
+            blocking=False,
+        )  # fmt: skip
+    return Finding(part, f"the {len(grants)} cluster-wide verbs the follow uses allowed")
 
 
 def _worker(worker: str, namespace: str, target: Target, connect: Callable[[str], Cluster] | None) -> Finding:

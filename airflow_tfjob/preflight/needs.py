@@ -298,6 +298,8 @@ OPTIONAL_GRANTS: dict[tuple[str, str, str], str] = {
     ("visibility.kueue.x-k8s.io", "localqueues/pendingworkloads", "get"): "queue positions in the task log",
 }
 ROLE_FILE = "airflow_tfjob/rbac/role.yaml"
+#: The ClusterRole a MultiKueue job's follow needs on the manager (cluster-scoped reads a Role cannot grant).
+MULTIKUEUE_ROLE_FILE = "airflow_tfjob/rbac/multikueue-clusterrole.yaml"
 
 
 @dataclass(frozen=True)
@@ -316,11 +318,10 @@ class Grant:
         return f"{self.verb} {self.resource}" + (f".{self.group}" if self.group else "")
 
 
-@cache
-def role_grants() -> tuple[Grant, ...]:
-    """Every verb of the shipped Role, in its order."""
-    text = resources.files("airflow_tfjob").joinpath("rbac/role.yaml").read_text()
-    role = next(d for d in yaml.safe_load_all(text) if isinstance(d, dict) and d.get("kind") == "Role")
+def _file_grants(path: str, kind: str) -> tuple[Grant, ...]:
+    """Every verb of the ``kind`` (Role, ClusterRole) in the package's file ``path``, in its order."""
+    text = resources.files("airflow_tfjob").joinpath(path).read_text()
+    role = next(d for d in yaml.safe_load_all(text) if isinstance(d, dict) and d.get("kind") == kind)
     return tuple(
         Grant(group, resource, verb)
         for rule in role["rules"]
@@ -328,6 +329,18 @@ def role_grants() -> tuple[Grant, ...]:
         for resource in rule["resources"]
         for verb in rule["verbs"]
     )
+
+
+@cache
+def role_grants() -> tuple[Grant, ...]:
+    """Every verb of the shipped Role, in its order."""
+    return _file_grants("rbac/role.yaml", "Role")
+
+
+@cache
+def multikueue_grants() -> tuple[Grant, ...]:
+    """Every verb of the shipped MultiKueue ClusterRole (the manager's cluster-scoped reads), in its order."""
+    return _file_grants("rbac/multikueue-clusterrole.yaml", "ClusterRole")
 
 
 def grants_for(targets: tuple[Target, ...]) -> tuple[Grant, ...]:

@@ -319,3 +319,179 @@ def test_a_worker_lost_while_the_job_runs_fails_the_task_naming_the_loss(monkeyp
         with pytest.raises(TrainingJobFailed) as failed:
             operator(log, **params).execute_complete(context_for(ti), event)
         failed_for_the_loss(failed.value, next(w for w in cluster.workers if w != worker))
+
+
+def test_keep_failed_for_keeps_the_managers_copy_and_says_the_workers_pods_went(
+        manager: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """keep_failed_for on a job MultiKueue ran: the manager's copy is kept for the window and then deleted
+    by a batch Job's TTL (the manager's training operator leaves a job managed by MultiKueue alone, its
+    ttlSecondsAfterFinished too, so the TFJob's own TTL would keep it for ever); its pods were the
+    worker's, which MultiKueue removes with the worker's copy once the job finished, and the cleanup line
+    says so. Its cost (GPU- and core-hours) comes from the manager's copy, whose status (start and
+    completion times) is the worker's mirrored."""
+    import sys
+
+    from kubernetes import client, config
+
+    from airflow_tfjob.build.naming import identity_selector
+    from airflow_tfjob.constants import ANNOTATION_KEEP_FAILED_UNTIL
+    from airflow_tfjob.follow.failure import TrainingJobFailed
+    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
+    from airflow_tfjob.jobs.kinds import TFJOB
+
+    _connect(manager, monkeypatch, mapped=True)
+    window = 3
+    log, ti = TaskLog(), TaskInstance(task_id="mk-keep-failed")
+    op = operator(log, task_id=ti.task_id, kueue_queue="mk", restart_policy="Never", keep_failed_for=window,
+                  command=[sys.executable, "-c", "import sys, time; time.sleep(1); print('failing', flush=True); "
+                           "time.sleep(0.5); sys.exit(3)"])  # a moment for the follow's stream on the worker
+    with pytest.raises(TrainingJobFailed):
+        op.execute(context_for(ti))
+    assert "[worker-0] failing" in log.lines, log.lines  # read on the worker
+    (cleanup,) = [line for line in log.lines if line.startswith("Cleanup of TFJob ")]
+    assert "kept for debugging until" in cleanup and "then deleted by batch Job " in cleanup, cleanup
+    assert "its pods ran on a MultiKueue worker cluster" in cleanup and "none kept" in cleanup, cleanup
+
+    hook = KubeflowJobHook(conn_id="kubernetes_default")
+    (job,) = hook.list_jobs(TFJOB, NS, identity_selector(ti.dag_id, ti.task_id, ti.run_id, ti.map_index,
+                                                         include_handled=True))
+    name = job["metadata"]["name"]
+    assert ANNOTATION_KEEP_FAILED_UNTIL in job["metadata"]["annotations"]
+    assert "ttlSecondsAfterFinished" not in job["spec"]["runPolicy"]
+    (owner,) = job["metadata"]["ownerReferences"]
+    assert (owner["apiVersion"], owner["kind"]) == ("batch/v1", "Job")
+
+    cost = ti.xcoms["cost"]
+    status = job["status"]
+    assert status["startTime"] and status["completionTime"]  # the worker's, mirrored
+    assert (cost["replicas"], cost["cpu_cores"], cost["finished"]) == (1, 1, True), cost
+    assert cost["running_seconds"] > 0 and cost["running_cpu_core_hours"] > 0, cost
+
+    workers = {w: client.CustomObjectsApi(config.new_client_from_config(str(manager.worker_kubeconfig(w))))
+               for w in manager.workers}
+
+    def on_workers() -> list[str]:
+        return [w for w, api in workers.items()
+                if any(j["metadata"]["name"] == name
+                       for j in api.list_namespaced_custom_object("kubeflow.org", "v1", NS, "tfjobs")["items"])]
+
+    wait_for(lambda: not on_workers(), 10, "the worker's copy removed by MultiKueue")
+    wait_for(lambda: hook.find_job(TFJOB, name, NS) is None, window + 20,
+             "the manager's copy deleted once the window ended (the batch Job's TTL, then garbage collection)")
+
+
+def test_the_asset_watcher_reads_a_jobs_metrics_on_its_worker(manager: Any, monkeypatch: pytest.MonkeyPatch,
+                                                              tmp_path: Any) -> None:
+    """The asset watcher's metrics (lineage: the model's asset event) come from the rank-0 replica's log,
+    which for a job MultiKueue dispatched is on the worker: read there through the worker's connection,
+    the source naming the worker; without a connection for it, or once MultiKueue has removed the
+    worker's copy with its pods, the note says which. No follow runs: the job is deferred, its trigger
+    never started, as a job the watcher did not submit."""
+    import sys
+
+    from watch_support import wait_until
+
+    from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook, KubeflowJobHook
+    from airflow_tfjob.integrations.assets import LOG_TAIL_LINES, read_metrics
+    from airflow_tfjob.jobs.kinds import TFJOB
+
+    gate = tmp_path / "gate"
+    program = (f"import os, time\nprint('loss=0.25', flush=True)\nwhile not os.path.exists({str(gate)!r}):\n"
+               "    time.sleep(0.05)\n")
+    _connect(manager, monkeypatch, mapped=True)
+    ti = TaskInstance(task_id="mk-metrics")
+    deferred = defer(operator(TaskLog(), task_id=ti.task_id, kueue_queue="mk", deferrable=True,
+                              command=[sys.executable, "-c", program]), ti)
+    name = deferred.trigger.serialize()[1]["name"]
+    hook = KubeflowJobHook(conn_id="kubernetes_default")
+
+    def read(names: list[str]) -> tuple[Any, ...]:
+        job = hook.find_job(TFJOB, name, NS)
+        return asyncio.run(read_metrics(AsyncKubeflowJobHook(conn_id="kubernetes_default"), TFJOB, job, names))
+
+    try:
+        found = wait_for(lambda: (lambda r: r if r[0] else None)(read(["loss", "accuracy"])), 60,
+                         "the replica's loss read on its worker")
+        metrics, source, missing, note = found
+        worker = next(w for w in manager.workers if source == f"worker-0 log on worker cluster {w}")
+        assert (metrics, missing) == ({"loss": 0.25}, ["accuracy"]), found
+        assert note == f"not printed in the last {LOG_TAIL_LINES} lines of the worker-0 log", found
+
+        _connect(manager, monkeypatch, mapped=False)
+        assert read(["loss"]) == ({}, None, ["loss"], f"it ran on worker cluster {worker!r}, which no connection "
+                                  "names (multikueue_connections in the connection's extra): its log was not read")
+
+        _connect(manager, monkeypatch, mapped=True)
+        gate.write_text("")
+        wait_for(lambda: (hook.find_job(TFJOB, name, NS) or {}).get("status", {}).get("completionTime"), 60,
+                 "the job succeeded on its worker")
+        there = AsyncKubeflowJobHook(conn_id=f"k8s_{worker}")
+        asyncio.run(wait_until(lambda: _gone(there, name), timeout=10))
+        assert read(["loss"]) == ({}, None, ["loss"], f"no pod of the job is left on worker cluster {worker!r} "
+                                  "(MultiKueue removes the worker's copy with its pods once the job finished): its "
+                                  "log was not read")
+    finally:
+        gate.write_text("")
+        hook.delete_job(TFJOB, name, NS)
+
+
+async def _gone(hook: Any, name: str) -> bool:
+    from airflow_tfjob.jobs.kinds import TFJOB
+
+    return await hook.find_job(TFJOB, name, NS) is None and not await hook.list_job_pods(name, NS, kind=TFJOB)
+
+
+#: A training that saves a checkpoint an epoch, resumes after the newest one in CHECKPOINT_DIR (a file://
+#: store: the workers' replicas are processes of this machine), and fails once after epoch FAIL_AT. Its
+#: epochs take a moment: MultiKueue removes the worker's copy, pods and all, as soon as the job has ended,
+#: so a replica that ends before the follow's stream on the worker opens leaves no line to read.
+RESUMING = r"""
+import os, sys, time
+directory = os.environ["CHECKPOINT_DIR"]
+path = directory.removeprefix("file://")
+os.makedirs(path, exist_ok=True)
+saved = [int(n.split("-")[1]) for n in os.listdir(path) if n.startswith("epoch-")]
+first = max(saved, default=0) + 1
+print(f"starting at epoch {first}", flush=True)
+for epoch in range(first, int(os.environ["EPOCHS"]) + 1):
+    time.sleep(0.2)
+    open(os.path.join(path, f"epoch-{epoch}"), "w").close()
+    print(f"checkpoint saved: {directory}/epoch-{epoch} epoch={epoch}", flush=True)
+    if epoch == int(os.environ["FAIL_AT"]) and first == 1:
+        sys.exit(5)
+"""
+
+
+def test_a_failed_try_records_the_workers_checkpoint_and_the_retry_resumes_from_it(
+        manager: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """checkpoint= on a job MultiKueue runs: the "checkpoint saved:" lines are the worker's replica's,
+    read there; the failed try records the newest, and the next try's job (dispatched again, to
+    whichever worker admits it) starts from it."""
+    import sys
+
+    from operator_support import StateStore
+
+    from airflow_tfjob.follow.failure import TrainingJobFailed
+
+    _connect(manager, monkeypatch, mapped=True)
+    store, state, ti = f"file://{tmp_path}/ckpt", StateStore(), TaskInstance(task_id="mk-ckpt")
+
+    def attempt(log: TaskLog) -> Any:
+        return operator(log, task_id=ti.task_id, kueue_queue="mk", restart_policy="Never", checkpoint=store,
+                        command=[sys.executable, "-c", RESUMING], env={"EPOCHS": "6", "FAIL_AT": "3"})
+
+    first_log = TaskLog()
+    with pytest.raises(TrainingJobFailed):
+        attempt(first_log).execute({**context_for(ti), "task_state_store": state})
+    assert any(line.startswith("[multikueue] ") for line in first_log.lines), first_log.lines
+    recorded = state.values.get("checkpoint") or {}
+    assert recorded, "\n".join(first_log.lines)
+    assert recorded["epoch"] == 3 and recorded["path"].endswith("/epoch-3"), recorded
+
+    second_log = TaskLog()
+    result = attempt(second_log).execute({**context_for(ti.next_try()), "task_state_store": state})
+    assert result["state"] == "succeeded"
+    text = "\n".join(second_log.lines)
+    assert f"resuming from {recorded['path']} (epoch 3) (recorded by an earlier try)" in text, text
+    assert "[worker-0] starting at epoch 4" in second_log.lines, text
+    assert state.values["checkpoint"]["epoch"] == 6

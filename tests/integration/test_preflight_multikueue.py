@@ -97,3 +97,47 @@ def test_preflight_true_checks_the_workers_through_the_task_s_map(manager: Any,
     for worker in manager.workers:
         line = row(text, f"MultiKueue worker {worker} (TFJob)")
         assert line.split()[4:7] == ["ok", "connection", f"k8s_{worker}:"] and "reachable" in line, line
+
+
+def test_the_manager_row_is_the_clusterrole_asked_at_the_cluster_scope(tmp_path: Path) -> None:
+    """The manager's row against the local API server's RBAC: a user bound to the shipped Role alone is
+    warned with the ClusterRole file to apply; the Role with multikueueclusters granted in the
+    namespace does not do (MultiKueueClusters are cluster-scoped: the review asks at that scope); bound
+    to the Role and the shipped ClusterRole, the row is ok. A cluster of its own (users and roles), with
+    no node: nothing runs."""
+    import airflow_tfjob
+    from airflow_tfjob.local import LocalCluster
+    from airflow_tfjob.local.kueue.options import queue_objects
+    from airflow_tfjob.local.multikueue import CHECK_NAME
+
+    rbac = Path(airflow_tfjob.__file__).parent / "rbac"
+    docs = list(yaml.safe_load_all((rbac / "role.yaml").read_text()))
+    docs[0]["rules"].append({"apiGroups": ["kueue.x-k8s.io"], "resources": ["multikueueclusters"], "verbs": ["get"]})
+    in_namespace = tmp_path / "role-in-namespace.yaml"
+    in_namespace.write_text(yaml.safe_dump_all(docs))
+    # Preflight reads the queue's chain (LocalQueue, ClusterQueue, AdmissionCheck, MultiKueueConfig) to
+    # find the workers; the follow does not, so neither shipped file grants it: a viewer's ClusterRole.
+    viewer = tmp_path / "kueue-viewer.yaml"
+    viewer.write_text(yaml.safe_dump({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                                      "metadata": {"name": "kueue-viewer"}, "rules": [{
+                                          "apiGroups": ["kueue.x-k8s.io"], "verbs": ["get"], "resources": [
+                                              "localqueues", "clusterqueues", "admissionchecks", "multikueueconfigs"]}]}))
+    roles = {"plain": [rbac / "role.yaml", viewer], "namespaced": [in_namespace, viewer],
+             "granted": [rbac / "role.yaml", rbac / "multikueue-clusterrole.yaml", viewer]}
+    queues = queue_objects(cluster_queue="mk", local_queue="mk", namespace=NS, quota={"cpu": 4},
+                           admission_checks=[CHECK_NAME])
+    part = "MultiKueue on the manager (airflow_tfjob/rbac/multikueue-clusterrole.yaml)"
+    with LocalCluster(auth=True, roles=roles, runner=False, multikueue_workers=1,
+                      kueue={"integrations": ["kubeflow.org/tfjob"], "objects": queues}) as cluster:
+        def manager_row(user: str) -> str:
+            done = run_main(main, ["--kubeconfig", str(cluster.kubeconfig_for(user)), "--namespace", NS,
+                                   "--kind", "TFJob", "--queue", "mk"])
+            assert done.returncode == 0, done.stdout + done.stderr
+            return row(done.stdout, part)
+
+        for user in ("plain", "namespaced"):
+            line = manager_row(user)
+            assert " warning " in line and "0 of 1 verbs allowed cluster-wide" in line, (user, line)
+            assert "kubectl apply -f airflow_tfjob/rbac/multikueue-clusterrole.yaml and bind the ClusterRole" in line
+        line = manager_row("granted")
+        assert " ok " in line and "the 1 cluster-wide verbs the follow uses allowed" in line, line

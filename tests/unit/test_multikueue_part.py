@@ -282,4 +282,4 @@ def test_a_worker_s_cluster_object_that_cannot_be_read_is_said_once() -> None:
     _see(part, _job())
     _see(part, _job())
     unread = [line for line in follow.lines if "cannot read MultiKueueCluster worker1" in line]
-    assert len(unread) == 1 and "multikueueclusters.kueue.x-k8s.io (cluster-scoped: a ClusterRole" in unread[0]
+    assert len(unread) == 1 and "multikueueclusters.kueue.x-k8s.io (cluster-scoped: kubectl apply -f airflow_tfjob/rbac/multikueue-clusterrole.yaml" in unread[0]

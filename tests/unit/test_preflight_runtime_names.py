@@ -26,7 +26,8 @@ class Cluster:
     def find_object(self, api_version: str, plural: str, name: str, namespace: str | None = None) -> dict | None:
         return self.objects.get((plural, name))
 
-    def access_review(self, verb: str, group: str, resource: str, namespace: str | None = None) -> bool:
+    def access_review(self, verb: str, group: str, resource: str, namespace: str | None = None, *,
+                      cluster_scoped: bool = False) -> bool:
         return True
 
 

@@ -33,8 +33,9 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from airflow_tfjob.constants import MULTIKUEUE_MANAGED_BY
 from airflow_tfjob.follow.cleanup import ElsewhereSteps, KillCall
 from airflow_tfjob.follow.outcome import FollowOutcome
 from airflow_tfjob.follow.parts import Follow, FollowPart
@@ -44,8 +45,11 @@ from airflow_tfjob.jobs.adapter import adapter_for
 from airflow_tfjob.jobs.kinds import JobKind
 from airflow_tfjob.jobs.status import JobStatus, epoch_seconds
 
+if TYPE_CHECKING:
+    from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
+
 #: Kueue's MultiKueue controller, which the manager's copy of a dispatched job names as its manager.
-MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+MULTIKUEUE = MULTIKUEUE_MANAGED_BY
 #: The key of the manager connection's extra that maps a worker cluster's name to its connection id.
 CONNECTIONS_EXTRA = "multikueue_connections"
 #: Seconds the job's worker may stay lost (its MultiKueueCluster Active=False) before the follow ends:
@@ -148,7 +152,8 @@ class WorkerPart(FollowPart):
             self.follow.sink(
                 f"[multikueue] cannot read MultiKueueCluster {self.where} (absent, or refused to the connection's "
                 "user): a loss of that worker would not end the follow; grant get on "
-                "multikueueclusters.kueue.x-k8s.io (cluster-scoped: a ClusterRole and its binding)")
+                "multikueueclusters.kueue.x-k8s.io (cluster-scoped: kubectl apply -f "
+                "airflow_tfjob/rbac/multikueue-clusterrole.yaml, its binding's subject the connection's account)")
         active = next((c for c in ((mkc or {}).get("status") or {}).get("conditions") or ()
                        if isinstance(c, Mapping) and c.get("type") == "Active"), None)
         if active is None or active.get("status") != "False":
@@ -193,6 +198,21 @@ async def worker_connection(follow: Follow, cluster: str) -> str | None:
     if cluster in given:
         return given[cluster]
     return connection_map(await follow.hook.connection_extra(CONNECTIONS_EXTRA)).get(cluster)
+
+
+async def worker_hook(hook: AsyncKubeflowJobHook, job: Mapping[str, Any]) -> tuple[str, AsyncKubeflowJobHook | None]:
+    """Where a job MultiKueue manages runs or ran: the worker its newest Workload names
+    (``status.clusterName``; '' when none does: not dispatched, or no Workload left) and a hook of that
+    worker through the connection the job connection's extra maps it to (None without one). For readers
+    outside a follow (the asset watcher), which have no operator parameter to consult."""
+    meta = job.get("metadata") or {}
+    uid = str(meta.get("uid") or "")
+    workload = newest(await hook.list_workloads(str(meta.get("namespace") or "") or None, uid)) if uid else None
+    cluster = str(((workload or {}).get("status") or {}).get("clusterName") or "")
+    if not cluster:
+        return "", None
+    conn_id = connection_map(await hook.connection_extra(CONNECTIONS_EXTRA)).get(cluster)
+    return cluster, (type(hook)(conn_id=conn_id) if conn_id else None)
 
 
 class WorkerCopyCheck:

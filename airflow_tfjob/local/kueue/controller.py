@@ -56,7 +56,8 @@ class KueueController(WorkQueue):
                 store, self._enqueue_only, watched=[k.plural for k in self.kinds.values()],
                 on_remote=self._on_remote, on_lost=self._on_worker_lost)
             self.mkworkloads = MultiKueueWorkloads(store, self.multikueue, self.kinds, self._enqueue_only,
-                                                   options.multikueue_worker_lost_timeout)
+                                                   options.multikueue_worker_lost_timeout,
+                                                   options.multikueue_gc_interval)
 
     def _enqueue_only(self, key: Key) -> None:
         """A MultiKueue key: no quota changes by itself, so no scheduling cycle."""
@@ -135,6 +136,8 @@ class KueueController(WorkQueue):
     def reconcile_key(self, key: Key) -> float | None:
         kind, namespace, name = key
         if kind in (CLUSTER, CHECK) and self.multikueue is not None:
+            if self.mkworkloads is not None:
+                self.mkworkloads.start_gc()  # from the first cluster on, as the manager's runGC loop
             return self.multikueue.reconcile(kind, name)
         if kind == WORKLOAD and self.mkworkloads is not None:
             self.mkworkloads.reconcile(namespace, name)  # an async pass; it times its own next one

@@ -19,7 +19,9 @@ reason `MultiKueueClusterProfileFeatureDisabled`). Not modelled: the kubeconfig 
 gate off), and the garbage collector. A connected worker's Workloads and copies of the managed job kinds
 are watched as the remote client watches them (each change goes to the dispatch); the end of a watch (a
 lost worker) marks the worker lost from then on (`lost_since`, what the worker-lost timeout counts from)
-and brings a new reach, whose failure sets the cluster inactive.
+and brings a new reach, whose failure sets the cluster inactive. A kubeconfig that changes (its Secret
+edited) stops the watches and drops the client of the old one, as upstream's
+updateConfigAndRefreshWatchers does: the worker is lost until a reach with the new one succeeds.
 """
 
 from __future__ import annotations
@@ -199,6 +201,14 @@ class MultiKueueClusters:
             self._write_cluster(cluster, False, reason, f"load client config failed: {exc}")
             secret_missing = isinstance(exc, BadKubeConfig) and _kubeconfig_ref(cluster) == ("Secret", exc.location)
             return None if secret_missing else _RETRY_INCREMENT
+        current = self.remotes.get(name)
+        if current is not None and not current.endpoint.same(endpoint):
+            # updateConfigAndRefreshWatchers: a changed kubeconfig stops the watchers and drops the client
+            # made with the old one; until the new one connects, the worker is unavailable (lost from now).
+            watch = self._watches.pop(name, None)
+            if watch is not None:
+                watch.cancel()
+            self._lost(name)
         if name not in self._probes:
             self._probes[name] = asyncio.get_running_loop().create_task(self._probe(name, endpoint))
         return None

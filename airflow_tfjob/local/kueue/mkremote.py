@@ -41,6 +41,10 @@ class Endpoint:
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
+    def same(self, other: Endpoint) -> bool:
+        """Whether ``other`` reaches the worker as this one does (the client config unchanged)."""
+        return (self.server, self.token, self.ca_pem) == (other.server, other.token, other.ca_pem)
+
     def ssl_context(self) -> ssl.SSLContext | bool:
         """The CA to trust for an HTTPS server; True (the system's) without one in the kubeconfig."""
         if self.ca_pem is None:
@@ -97,6 +101,11 @@ class Remote:
             if exc.code == 404:
                 return None
             raise
+
+    async def list(self, rtype: str, label_selector: str) -> list[JsonDict]:
+        """The objects of `rtype` in all namespaces that `label_selector` selects."""
+        found = await self._call("GET", path(rtype, None), params={"labelSelector": label_selector})
+        return [dict(item) for item in found.get("items") or ()]
 
     async def create(self, rtype: str, namespace: str | None, obj: JsonDict) -> JsonDict:
         return await self._call("POST", path(rtype, namespace), obj)

@@ -18,8 +18,12 @@ runs as a task on the cluster's loop, one at a time per Workload (a change durin
 after). What a pass decides about the manager is written to the manager's store at once.
 
 Not reproduced: the Incremental and External dispatchers, elastic (sliced) and multi-Workload jobs, the
-orchestrated preemption gates, priority propagation to the copies, the garbage collector of orphaned
-copies, and a manager-side eviction's deactivation of the worker's copy (the pass waits for the requeue)."""
+orchestrated preemption gates, priority propagation to the copies, and a manager-side eviction's
+deactivation of the worker's copy (the pass waits for the requeue).
+
+The garbage collector (multikueuecluster.go runGC, every `multikueue_gc_interval` seconds): on each
+connected worker, the copies of this manager's origin whose manager Workload is gone are removed (the
+job copy first, then the Workload), which removes what a deletion left on a worker that was lost then."""
 
 from __future__ import annotations
 
@@ -61,8 +65,10 @@ class MultiKueueWorkloads:
     """The manager's MultiKueue Workload reconciler, keyed (WORKLOAD, namespace, name)."""
 
     def __init__(self, store: Store, clusters: MultiKueueClusters, kinds: Mapping[str, JobKind],
-                 enqueue: Callable[[Key], None], worker_lost_timeout: float) -> None:
+                 enqueue: Callable[[Key], None], worker_lost_timeout: float, gc_interval: float = 0.0) -> None:
         self.store = store
+        self.gc_interval = gc_interval
+        self._gc: asyncio.TimerHandle | asyncio.Task[None] | None = None
         self.clusters = clusters
         self.kinds = dict(kinds)
         self.enqueue = enqueue
@@ -126,7 +132,54 @@ class MultiKueueWorkloads:
         elif delay is not None:
             self._timers[where] = asyncio.get_running_loop().call_later(delay, self.enqueue, (WORKLOAD, *where))
 
+    # ---- the garbage collector (multikueuecluster.go runGC)
+
+    def start_gc(self) -> None:
+        """Collect every `gc_interval` seconds from now on (once started; 0: never)."""
+        if self.gc_interval > 0 and self._gc is None:
+            self._gc = asyncio.get_running_loop().call_later(self.gc_interval, self._collect_now)
+
+    def _collect_now(self) -> None:
+        self._gc = asyncio.get_running_loop().create_task(self._collect_all())
+
+    async def _collect_all(self) -> None:
+        for cluster in list(self.clusters.remotes):
+            try:
+                await self.collect(cluster)
+            except RETRIED as exc:
+                log.debug("multikueue: the garbage collection on %s: %s", cluster, exc)
+            except Exception:
+                log.exception("multikueue: the garbage collection on %s failed", cluster)
+        self._gc = asyncio.get_running_loop().call_later(self.gc_interval, self._collect_now)
+
+    async def collect(self, cluster: str) -> None:
+        """runGC on one connected worker: each copy of this manager's origin whose manager Workload is
+        gone (or being deleted) is removed there, its job first when the job is this manager's copy
+        (DeleteRemoteObjectIfOwned), then the Workload."""
+        remote = self.clusters.remotes.get(cluster)
+        if remote is None:
+            return  # not connected: skipped until it is
+        for copy in await remote.list("workloads", f"{ORIGIN_LABEL}={ORIGIN}"):
+            meta = copy["metadata"]
+            namespace, name = str(meta.get("namespace", "")), str(meta["name"])
+            try:
+                local: JsonDict | None = self.store.get("workloads", namespace, name)
+            except ApiError:
+                local = None
+            if local is not None and not local["metadata"].get("deletionTimestamp"):
+                continue
+            owner = _controller(copy)
+            kind = self.kinds.get(str((owner or {}).get("kind"))) if owner else None
+            if owner is not None and kind is not None and owner.get("apiVersion") == kind.api_version:
+                job = await remote.get(kind.plural, namespace, str(owner.get("name", "")))
+                if job is not None and ((job.get("metadata") or {}).get("labels") or {}).get(ORIGIN_LABEL) == ORIGIN:
+                    await remote.delete(kind.plural, namespace, str(owner.get("name", "")))
+            await remote.delete("workloads", namespace, name)
+
     def cancel(self) -> None:
+        if self._gc is not None:
+            self._gc.cancel()
+            self._gc = None
         for task in self._running.values():
             task.cancel()
         for timer in self._timers.values():

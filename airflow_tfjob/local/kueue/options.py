@@ -64,7 +64,9 @@ class KueueOptions:
     `multikueue`: serve Kueue's MultiKueue kinds (AdmissionCheck, MultiKueueConfig, MultiKueueCluster;
     default false, so that a cluster with Kueue alone answers as before; docs/local-cluster.md,
     "MultiKueue"), and `multikueue_worker_lost_timeout` Kueue's multiKueue.workerLostTimeout in seconds
-    (how long an admitting worker may be unreachable before its Workload is dispatched again; 15 min)."""
+    (how long an admitting worker may be unreachable before its Workload is dispatched again; 15 min),
+    `multikueue_gc_interval` Kueue's multiKueue.gcInterval in seconds (how often the garbage collector
+    removes from the connected workers the copies whose manager Workload is gone; 1 min, 0: never)."""
 
     integrations: tuple[str, ...] = DEFAULT_INTEGRATIONS
     objects: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
@@ -75,6 +77,7 @@ class KueueOptions:
     managed_jobs_namespace_selector: Mapping[str, Any] | None = None
     multikueue: bool = False
     multikueue_worker_lost_timeout: float = 900.0
+    multikueue_gc_interval: float = 60.0
 
     def __post_init__(self) -> None:
         if isinstance(self.integrations, str) or not all(isinstance(i, str) for i in self.integrations):
@@ -93,6 +96,10 @@ class KueueOptions:
             if (value is not None or name != "pods_ready_timeout") and (
                     isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
                 raise ValueError(f"kueue {name} must be a positive number of seconds, got {value!r}")
+        gc = self.multikueue_gc_interval
+        if isinstance(gc, bool) or not isinstance(gc, (int, float)) or gc < 0:
+            raise ValueError(f"kueue multikueue_gc_interval must be a number of seconds (0: no garbage "
+                             f"collection), got {gc!r}")
         if not isinstance(self.wait_for_pods_ready, bool):
             raise ValueError(f"kueue wait_for_pods_ready must be true or false, got {self.wait_for_pods_ready!r}")
         if not self.wait_for_pods_ready and self.pods_ready_timeout is not None:
