@@ -39,7 +39,8 @@ NS = "default"
 # A replica that prints numbered lines, one every STEP seconds, LINES of them, then exits 0. With
 # RECORD it also appends each line to that file (what the replica really printed, across runs), and
 # with SPANS its start and end times (which jobs ran at the same time); with GATE it first waits until
-# that file exists (a job that holds its quota until the test lets it go).
+# that file exists (a job that holds its quota until the test lets it go); with HOLD it waits after its
+# numbered lines, before "done", until that file exists (a job that runs until the test has seen its lines).
 COUNTER = r"""
 import os, sys, time
 while os.environ.get("GATE") and not os.path.exists(os.environ["GATE"]):
@@ -57,6 +58,8 @@ if spans:
 for i in range(lines):
     say(f"line {i}")
     time.sleep(step)
+while os.environ.get("HOLD") and not os.path.exists(os.environ["HOLD"]):
+    time.sleep(0.05)
 say("done")
 if spans:
     open(spans, "a").write(f"{os.environ['JOB']} end {time.time()}\n")

@@ -11,7 +11,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -53,16 +56,38 @@ def _replica_lines(log: TaskLog) -> list[str]:
     return [line for line in log.lines if line.startswith("[worker-")]
 
 
+def _let_go_once_shown(log: TaskLog, line: str, hold: Path) -> threading.Thread:
+    """Creates `hold` once the task log shows `line` (or after 120 s, and the test fails on its lines).
+
+    The replica waits on `hold` after its numbered lines: MultiKueue removes the worker's copy, with its
+    pods and their logs, as soon as the job ends, so a replica that ends before the follow reached it
+    leaves nothing to read, as with a real Kueue. On busy cores a 0.5 s replica once did: the test claims
+    the follow loses and repeats nothing of what it reaches, not a race against the replica.
+    """
+
+    def wait() -> None:
+        deadline = time.monotonic() + 120
+        while line not in log.lines and time.monotonic() < deadline:
+            time.sleep(0.05)
+        hold.touch()
+
+    thread = threading.Thread(target=wait, daemon=True, name=f"let-go-{hold.name}")
+    thread.start()
+    return thread
+
+
 @pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferred"])
 def test_the_replicas_lines_come_from_the_worker(manager: Any, monkeypatch: pytest.MonkeyPatch,
-                                                 deferrable: bool) -> None:
+                                                 tmp_path: Path, deferrable: bool) -> None:
     """Every line of the replica, once each, read on the worker Kueue chose, which the log names. One
     replica: a TFJob succeeds with its worker 0, and MultiKueue then removes the worker's copy, killing
     a replica still running (cleanPodPolicy cannot keep it: the whole job goes)."""
     _connect(manager, monkeypatch, mapped=True)
     log, ti = TaskLog(), TaskInstance(task_id=f"mk-{deferrable}")
-    params: dict[str, Any] = {"task_id": ti.task_id, "kueue_queue": "mk", "worker": 1, "env": {"LINES": "5"},
-                              "deferrable": deferrable}
+    hold = tmp_path / "hold"
+    params: dict[str, Any] = {"task_id": ti.task_id, "kueue_queue": "mk", "worker": 1,
+                              "env": {"LINES": "5", "HOLD": str(hold)}, "deferrable": deferrable}
+    _let_go_once_shown(log, "[worker-0] line 4", hold)
     op = operator(log, **params)
     if deferrable:
         trigger = rebuild_trigger(defer(op, ti))
@@ -99,7 +124,7 @@ def test_without_a_connection_for_the_worker_the_task_says_which_to_add(manager:
 
 @pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferred"])
 def test_a_sweep_spreads_over_both_workers_and_each_task_reads_its_own(manager: Any, monkeypatch: pytest.MonkeyPatch,
-                                                                        deferrable: bool) -> None:
+                                                                        tmp_path: Path, deferrable: bool) -> None:
     """Issue 37's sweep: four map indexes behind the MultiKueue queue, each worker with room for two (its
     ClusterQueue's quota lowered to 2 cpus): Kueue spreads them two and two, every task's log names its
     worker and holds every line of its replica once, and nothing is left on either worker."""
@@ -120,8 +145,10 @@ def test_a_sweep_spreads_over_both_workers_and_each_task_reads_its_own(manager: 
         trials = []
         for index in range(4):
             log, ti = TaskLog(), TaskInstance(task_id=f"sweep-{deferrable}", map_index=index, run_id=run_id)
+            hold = tmp_path / f"hold-{index}"
             params = {"task_id": ti.task_id, "kueue_queue": "mk", "deferrable": deferrable,
-                      "env": {"LINES": "20", "STEP": "0.1"}}
+                      "env": {"LINES": "20", "STEP": "0.1", "HOLD": str(hold)}}
+            _let_go_once_shown(log, "[worker-0] line 19", hold)
             trials.append((log, ti, params))
         if deferrable:
             triggers = []

@@ -3,7 +3,7 @@ runs the DAG once and reads each task's tries, state, XComs and log).
 
 Each task's job waits in the ``prio`` LocalQueue at low priority, with checkpoint= and
 on_preemption="fail": its replica writes one checkpoint per epoch, starting after the newest one its
-directory holds. The test preempts try 1 with a high-priority job once try 1 has saved epoch 3; the
+directory holds; try 1 holds after epoch 3. The test preempts it with a high-priority job then; the
 retry policy retries (after a 1 s delay instead of the 60 s it suggests for a preemption) and try 2
 resumes from the newest checkpoint and trains only the remaining epochs.
 """
@@ -21,7 +21,9 @@ from airflow_tfjob.operators.tfjob import TFJobOperator
 
 EPOCHS = 20
 # Resumes after the newest epoch-N file of its CHECKPOINT_DIR (file://), then saves one per epoch in
-# the line the provider reads. Each epoch is short: the preemption lands long before the 20th.
+# the line the provider reads. Try 1 holds after epoch HOLD_AFTER until it is stopped (for 300 s at
+# most, then it goes on and the test fails on its tries): the preemption is the test's to make, and on
+# busy cores short epochs alone once outran it (try 1 finished all 20 before Kueue evicted it).
 TRAINS = r"""
 import os, time
 directory = os.environ["CHECKPOINT_DIR"]
@@ -37,6 +39,8 @@ for epoch in range(start + 1, int(os.environ["EPOCHS"]) + 1):
     trained.write(f"{os.environ['TRY']} {epoch}\n")
     trained.flush()
     print(f"checkpoint saved: {directory}/epoch-{epoch} epoch={epoch}", flush=True)
+    if os.environ["TRY"] == "1" and epoch == int(os.environ["HOLD_AFTER"]):
+        time.sleep(300)
 print("trained", flush=True)
 """
 
@@ -52,7 +56,7 @@ with DAG("preemption_resume", schedule=None, catchup=False, tags=["test"]):
             worker=1,
             image="local/python",
             command=[sys.executable, "-c", TRAINS],
-            env={"TRY": "{{ ti.try_number }}", "EPOCHS": str(EPOCHS)},
+            env={"TRY": "{{ ti.try_number }}", "EPOCHS": str(EPOCHS), "HOLD_AFTER": "3"},
             container_resources={"cpu": "1"},
             kueue_queue="prio",
             labels={"kueue.x-k8s.io/priority-class": "low"},
