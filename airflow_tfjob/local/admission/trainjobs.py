@@ -18,6 +18,7 @@ import re
 from datetime import datetime, timezone
 
 from airflow_tfjob.local.admission import warnings
+from airflow_tfjob.local.model.profiles import TrainerRules
 from airflow_tfjob.local.model.resources import RESOURCES, TRAINER_GROUP, ApiError, JsonDict, invalid
 from airflow_tfjob.local.model.trainerbuild import (
     ANCESTOR,
@@ -232,6 +233,18 @@ def _runtime_crd_errors(runtime: JsonDict) -> list[tuple[str, str, str]]:
     return errors
 
 
+def _name_length_errors(runtime: JsonDict, limit: int | None) -> list[str]:
+    """Trainer v2.4.0's runtime webhook rule (kubeflow/trainer#4394, as issue 38 quotes the release notes):
+    a ReplicatedJob name of at most `limit` characters. The source is not stored here, so the wording is
+    ours, written as the webhook's other field errors are."""
+    if limit is None:
+        return []
+    rjobs = (((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}).get("replicatedJobs") or []
+    return [f'spec.template.spec.replicatedJobs[{i}].name: Invalid value: "{name}": must be no more than {limit} '
+            f"characters ({len(name)} given)"
+            for i, name in enumerate(str(r.get("name") or "") for r in rjobs) if len(name) > limit]
+
+
 def _flux_errors(spec: JsonDict, rspec: JsonDict, rjobs: list[JsonDict]) -> list[str]:
     """Flux's Validate: at least one process per node, and its installer init container is reserved."""
     flux = (rspec.get("mlPolicy") or {}).get("flux")
@@ -288,10 +301,12 @@ def default_patch_times(tj: JsonDict, old: JsonDict | None) -> None:
 
 
 class TrainAdmission:
-    """The admission of trainjobs, the two runtime kinds and jobsets; needs the store to find runtimes."""
+    """The admission of trainjobs, the two runtime kinds and jobsets; needs the store to find runtimes.
+    `rules`: what the profile's Trainer release adds to its webhooks (v2.3.0's, nothing, by default)."""
 
-    def __init__(self) -> None:
+    def __init__(self, rules: TrainerRules | None = None) -> None:
         self.store: Store | None = None
+        self.rules = rules or TrainerRules()
 
     def admit(self, rtype: str, operation: str, obj: JsonDict, old: JsonDict | None) -> None:
         causes: list[tuple[str, str, str]] = []
@@ -317,7 +332,8 @@ class TrainAdmission:
             if labels.get("trainer.kubeflow.org/webhook-validation") == "disabled":
                 return
             singular = RESOURCES[rtype].singular
-            self._deny(f"validator.{singular}.trainer.kubeflow.org", self._runtime_errors(obj))
+            errors = self._runtime_errors(obj) + _name_length_errors(obj, self.rules.replicated_job_name_max)
+            self._deny(f"validator.{singular}.trainer.kubeflow.org", errors)
             if rtype[0] == "c" and labels.get("trainer.kubeflow.org/support") == "deprecated":
                 warnings.add(f'ClusterTrainingRuntime "{obj["metadata"]["name"]}" is deprecated and will be removed '
                              f"in a future release of Kubeflow Trainer. See runtime deprecation policy: {DEPRECATED_URL}")

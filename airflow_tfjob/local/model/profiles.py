@@ -43,6 +43,20 @@ class Row:
     emulated: bool = False
 
 
+#: The caveat of every Trainer 2.4 row the local cluster acts on from the release notes alone.
+RELEASE_NOTES_ONLY = "release notes as quoted in issue 38; source not in the stored snapshot"
+
+
+@dataclass(frozen=True)
+class TrainerRules:
+    """What the local Trainer does differently under a release: the runtime webhook's limit on a
+    ReplicatedJob name (None: no limit of its own) and whether the TrainJob's `spec.trainer.image` reaches
+    an MPI runtime's `node` job as well as its launcher. Read by the admission and the TrainJob controller."""
+
+    replicated_job_name_max: int | None = None
+    image_on_mpi_nodes: bool = False
+
+
 @dataclass(frozen=True, eq=False)
 class Release:
     """One upstream release as a profile names it (``version``, e.g. "0.20") and the tag it stands for.
@@ -56,6 +70,8 @@ class Release:
     #: Feature gates whose default the provider sees (gate -> default).
     gates: Mapping[str, bool] = field(default_factory=dict)
     rows: tuple[Row, ...] = ()
+    #: Trainer releases only: the rules the local Trainer enforces (the default: v2.3.0's).
+    trainer_rules: TrainerRules = TrainerRules()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "served", MappingProxyType(dict(self.served)))
@@ -193,10 +209,17 @@ TRAINER_2_4 = Release(
             "partly: read at #3861's head 7461d27d1 (pkg/features/features.go: TrainJobStatus Default true, "
             "GA); open in the stored snapshot, whose master (8c0f5059b) still has it off, alpha; which "
             "release takes it is not known"),
-        Row("webhook", "a runtime's ReplicatedJob names are at most 20 characters; longer ones are refused",
-            "kubeflow/trainer#4394", "not confirmed: " + _TRAINER_SNAPSHOT),
-        Row("controller", "the TrainJob's spec.trainer.image is set on the MPI launcher and on the nodes",
-            "kubeflow/trainer#4301 (the bug: kubeflow/trainer#4030)", "not confirmed: " + _TRAINER_SNAPSHOT),
+        Row("webhook",
+            "a runtime's ReplicatedJob names are at most 20 characters: the TrainingRuntime and "
+            "ClusterTrainingRuntime webhooks refuse a longer one (403, a field error on "
+            "spec.template.spec.replicatedJobs[i].name; the wording here is ours); a runtime labelled "
+            "trainer.kubeflow.org/webhook-validation: disabled is not sent to them, as for every runtime rule",
+            "kubeflow/trainer#4394", RELEASE_NOTES_ONLY + " (" + _TRAINER_SNAPSHOT + ")", emulated=True),
+        Row("controller",
+            "the TrainJob's spec.trainer.image is set on the MPI launcher and on the nodes (the node job's "
+            "node container; 2.3 sets it on the launcher only)",
+            "kubeflow/trainer#4301 (the bug: kubeflow/trainer#4030)",
+            RELEASE_NOTES_ONLY + " (" + _TRAINER_SNAPSHOT + ")", emulated=True),
         Row("controller",
             "OpenMPI runtimes get the PRTE_MCA_* variables (Open MPI 5) beside the ORTE ones: "
             "PRTE_MCA_prte_default_hostfile, PRTE_MCA_prte_keep_fqdn_hostnames=false, "
@@ -207,8 +230,11 @@ TRAINER_2_4 = Release(
             "them); not in source: " + _TRAINER_SNAPSHOT + "; that v2.4.0 ships it is issue 38's word"),
         Row("controller",
             "suspended MPI TrainJobs (DeepSpeed, MLX) created before the upgrade cannot resume after it",
-            "issue 38 (v2.4.0's release notes)", "not confirmed: the release notes were not in the stored sources"),
+            "issue 38 (v2.4.0's release notes)",
+            RELEASE_NOTES_ONLY + "; not emulated: a profile is fixed for a cluster's life, so no TrainJob "
+            "outlives an upgrade"),
     ),
+    trainer_rules=TrainerRules(replicated_job_name_max=20, image_on_mpi_nodes=True),
 )
 
 TRAINING_OPERATOR_1_9_4 = Release(

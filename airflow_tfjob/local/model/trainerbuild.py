@@ -151,8 +151,11 @@ def mpi_slots(trainjob: JsonDict, runtime: JsonDict) -> int:
     return mpi.slots((runtime.get("spec") or {}).get("mlPolicy") or {}, trainer, gpus_per_node(resources or {}))
 
 
-def build_jobset(trainjob: JsonDict, runtime: JsonDict, *, status_env: list[JsonDict] | None = None) -> JsonDict:
-    """The JobSet for `trainjob` from `runtime` (a runtime object, e.g. the snapshot's copy)."""
+def build_jobset(trainjob: JsonDict, runtime: JsonDict, *, status_env: list[JsonDict] | None = None,
+                 image_on_mpi_nodes: bool = False) -> JsonDict:
+    """The JobSet for `trainjob` from `runtime` (a runtime object, e.g. the snapshot's copy).
+    `image_on_mpi_nodes`: Trainer v2.4.0's rule (kubeflow/trainer#4301) that the TrainJob's image reaches an
+    MPI runtime's `node` job too, not only its launcher (v2.3.0: the launcher only)."""
     meta, tspec = trainjob["metadata"], trainjob.get("spec") or {}
     name = meta["name"]
     rspec = runtime.get("spec") or {}
@@ -193,6 +196,9 @@ def build_jobset(trainjob: JsonDict, runtime: JsonDict, *, status_env: list[Json
             if trainer.get("resourcesPerNode"):
                 node["resources"] = merge(node.get("resources") or {}, trainer["resourcesPerNode"])
             upsert_env(node, trainer.get("env") or [])
+        if (image_on_mpi_nodes and mpi_policy is not None and role != "trainer" and rjob.get("name") == NODE
+                and trainer and trainer.get("image") is not None and (node := find_container(rjob, NODE))):
+            node["image"] = trainer["image"]
         if mpi_policy is not None and rjob.get("name") == NODE and trainer and trainer.get("numNodes") is not None:
             # MPI sizes the job named `node`, not the trainer's: numNodes, less the launcher when it is a node.
             count = max(int(trainer["numNodes"]) - 1, 1) if as_node else int(trainer["numNodes"])
