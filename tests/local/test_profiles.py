@@ -8,6 +8,7 @@ its controller sets the TrainJob's image on an MPI runtime's nodes as well as it
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -234,9 +235,10 @@ def test_a_replicated_job_name_over_20_characters_is_refused_by_the_24_runtime_w
     with pytest.raises(ApiException) as refused:
         kube.crd.create_cluster_custom_object(*TRAINER, "clustertrainingruntimes", long)
     assert refused.value.status == 403
-    assert ('admission webhook \\"validator.clustertrainingruntime.trainer.kubeflow.org\\" denied the request: '
-            f'spec.template.spec.replicatedJobs[1].name: Invalid value: \\"{LONG}\\": must be no more than 20 '
-            "characters (21 given)") in str(refused.value.body)
+    assert json.loads(refused.value.body)["message"] == (
+        'admission webhook "validator.clustertrainingruntime.trainer.kubeflow.org" denied the request: '
+        f'spec.template.spec.replicatedJobs[1].name: Invalid value: "{LONG}": must be no more than 20 characters '
+        "(21 given)")
     with pytest.raises(ApiException) as gone:
         kube.crd.get_cluster_custom_object(*TRAINER, "clustertrainingruntimes", f"long-{tag}")
     assert gone.value.status == 404
