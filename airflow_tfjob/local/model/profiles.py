@@ -12,7 +12,8 @@ the rows the local cluster acts on under the profile; the others are recorded fo
 (docs/local-cluster.md, "Version profiles", shows the table).
 
 Pure data, as everything in model/: the cluster's assembly reads :meth:`Profile.withdrawn` and hands the
-API server the group/versions it must answer 404 for.
+API server the group/versions it must answer 404 for, and hands a Trainer release's :class:`TrainerRules`
+to Trainer's admission (the ReplicatedJob name limit) and its TrainJob controller (the MPI node image).
 """
 
 from __future__ import annotations
