@@ -35,6 +35,7 @@ from airflow_tfjob.local.model.profiles import (
     TRAINER_2_3,
     TRAINER_2_4,
     Profile,
+    TrainerRules,
 )
 
 VISIBILITY = "visibility.kueue.x-k8s.io"
@@ -200,12 +201,13 @@ LONG = "node-with-a-long-name"  # 21 characters
 
 def test_the_trainer_24_rows_the_cluster_acts_on_say_their_source_is_the_release_notes() -> None:
     acted = [row for row in TRAINER_2_4.rows if row.emulated and row.source.startswith("kubeflow/trainer#")]
-    assert [row.source.split()[0] for row in acted] == ["kubeflow/trainer#4394", "kubeflow/trainer#4301"]
-    assert all(row.checked.startswith(RELEASE_NOTES_ONLY) for row in acted)
-    assert (TRAINER_2_4.trainer_rules.replicated_job_name_max, TRAINER_2_4.trainer_rules.image_on_mpi_nodes) == (
-        20, True)
-    assert (TRAINER_2_3.trainer_rules.replicated_job_name_max, TRAINER_2_3.trainer_rules.image_on_mpi_nodes) == (
-        None, False)
+    assert [row.source.split()[0] for row in acted] == [
+        "kubeflow/trainer#4394", "kubeflow/trainer#4301", "kubeflow/trainer#4029"]
+    assert all(row.checked.startswith(RELEASE_NOTES_ONLY) for row in acted[:2])
+    assert "issue 38's word" in acted[2].checked  # the PRTE row is read in its pull request, not the notes
+    assert TRAINER_2_4.trainer_rules == TrainerRules(replicated_job_name_max=20, image_on_mpi_nodes=True,
+                                                     prte_env=True)
+    assert TRAINER_2_3.trainer_rules == TrainerRules()
 
 
 def _runtime(name: str, rjob: str, *, validated: bool = True) -> dict[str, Any]:
@@ -257,7 +259,7 @@ def test_a_replicated_job_name_over_20_characters_is_refused_by_the_24_runtime_w
     assert local.value.status == 403 and "validator.trainingruntime.trainer.kubeflow.org" in str(local.value.body)
 
 
-def test_the_trainjobs_image_reaches_the_mpi_nodes_on_24_and_the_launcher_only_on_23(kube: Kube) -> None:
+def test_the_trainjobs_image_reaches_the_mpi_nodes_and_prte_env_the_launcher_on_24_only(kube: Kube) -> None:
     profile = kube.cluster.runtime.profile
     name = f"ds-{profile.trainer.version.replace('.', '-')}"
     image = "registry.invalid/team/deepspeed:1.0"
@@ -282,4 +284,26 @@ def test_the_trainjobs_image_reaches_the_mpi_nodes_on_24_and_the_launcher_only_o
     images = {r["name"]: [c["image"] for c in r["template"]["spec"]["template"]["spec"]["containers"]]
               for r in found[0]["spec"]["replicatedJobs"]}
     shipped = "ghcr.io/kubeflow/trainer/deepspeed-runtime:v2.3.0"
-    assert images == {"launcher": [image], "node": [image if profile.trainer is TRAINER_2_4 else shipped]}
+    on_24 = profile.trainer is TRAINER_2_4
+    assert images == {"launcher": [image], "node": [image if on_24 else shipped]}
+    (launcher,) = [r for r in found[0]["spec"]["replicatedJobs"] if r["name"] == "launcher"]
+    env = {e["name"]: e["value"] for e in launcher["template"]["spec"]["template"]["spec"]["containers"][0]["env"]
+           if e["name"].startswith(("OMPI_MCA_", "PRTE_MCA_"))}
+    orte = {"OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile", "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+            "OMPI_MCA_orte_set_default_slots": "1", "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10"}
+    prte = {"PRTE_MCA_prte_default_hostfile": "/etc/mpi/hostfile", "PRTE_MCA_prte_keep_fqdn_hostnames": "false",
+            "PRTE_MCA_prte_set_default_slots": "1", "PRTE_MCA_plm_ssh_args": "-o ConnectionAttempts=10"}
+    assert list(env.items()) == list({**orte, **(prte if on_24 else {})}.items())
+    # The PRTE names are reserved on 2.4 (a TrainJob may not set them), free on 2.3.
+    own = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": f"{name}-env"},
+           "spec": {"runtimeRef": {"name": "deepspeed-distributed"}, "suspend": True,
+                    "trainer": {"env": [{"name": "PRTE_MCA_plm_ssh_args", "value": "-p 22"}]}}}
+    if not on_24:
+        kube.crd.create_namespaced_custom_object(*TRAINER, "default", "trainjobs", own)
+        return
+    with pytest.raises(ApiException) as refused:
+        kube.crd.create_namespaced_custom_object(*TRAINER, "default", "trainjobs", own)
+    assert refused.value.status == 403
+    assert json.loads(refused.value.body)["message"] == (
+        'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request: spec.trainer.env: '
+        "Invalid value: ...: must not have reserved envs, invalid envs configured: [PRTE_MCA_plm_ssh_args]")

@@ -25,6 +25,7 @@ from airflow_tfjob.local.model.trainerbuild import (
     LAUNCHER,
     MPI_RESERVED,
     NODE,
+    PRTE_RESERVED,
     TORCH_RESERVED,
     XGBOOST_RESERVED,
     ancestor_of,
@@ -265,9 +266,9 @@ def _flux_errors(spec: JsonDict, rspec: JsonDict, rjobs: list[JsonDict]) -> list
     return errors
 
 
-def _mpi_errors(spec: JsonDict, policy: JsonDict, rjobs: list[JsonDict]) -> list[str]:
+def _mpi_errors(spec: JsonDict, policy: JsonDict, rjobs: list[JsonDict], prte: bool = False) -> list[str]:
     """The MPI plugin's Validate: a runLauncherAsNode runtime without both launcher and node runs one node; no
-    OpenMPI env of its own."""
+    OpenMPI env of its own (`prte`: the PRTE names are reserved too, kubeflow/trainer#4029)."""
     if not isinstance(policy.get("mpi"), dict):
         return []
     errors = []
@@ -278,7 +279,8 @@ def _mpi_errors(spec: JsonDict, policy: JsonDict, rjobs: list[JsonDict]) -> list
             and not {LAUNCHER, NODE} <= names):
         errors.append(f"spec.trainer.numNodes: Invalid value: {nodes}: must have 1 when MPI trainingRuntime with "
                       "enabled runLauncherAsNode does not have either launcher and node")
-    bad = sorted({e.get("name") for e in trainer.get("env") or []} & set(MPI_RESERVED))
+    reserved = {*MPI_RESERVED, *(PRTE_RESERVED if prte else ())}
+    bad = sorted({e.get("name") for e in trainer.get("env") or []} & reserved)
     if bad:
         errors.append(f"spec.trainer.env: Invalid value: ...: must not have reserved envs, invalid envs configured: "
                       f"[{' '.join(bad)}]")
@@ -405,7 +407,7 @@ class TrainAdmission:
                 errors.append(f"spec.trainer.env: Invalid value: ...: must not have reserved envs, invalid envs "
                               f"configured: [{' '.join(bad)}]")
         errors += _flux_errors(spec, rspec, rjobs)
-        errors += _mpi_errors(spec, rspec.get("mlPolicy") or {}, rjobs)
+        errors += _mpi_errors(spec, rspec.get("mlPolicy") or {}, rjobs, self.rules.prte_env)
         errors += _patch_rule_errors(spec)
         if "xgboost" in policy:
             errors += [f"spec.trainer.env[{i}]: Forbidden: {n} is reserved for the XGBoost runtime"

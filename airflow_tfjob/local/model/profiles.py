@@ -51,11 +51,14 @@ RELEASE_NOTES_ONLY = "release notes as quoted in issue 38; source not in the sto
 @dataclass(frozen=True)
 class TrainerRules:
     """What the local Trainer does differently under a release: the runtime webhook's limit on a
-    ReplicatedJob name (None: no limit of its own) and whether the TrainJob's `spec.trainer.image` reaches
-    an MPI runtime's `node` job as well as its launcher. Read by the admission and the TrainJob controller."""
+    ReplicatedJob name (None: no limit of its own), whether the TrainJob's `spec.trainer.image` reaches
+    an MPI runtime's `node` job as well as its launcher, and whether an OpenMPI launcher gets Open MPI 5's
+    PRTE variables beside the ORTE ones (reserved as they are). Read by the admission and the TrainJob
+    controller."""
 
     replicated_job_name_max: int | None = None
     image_on_mpi_nodes: bool = False
+    prte_env: bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -222,20 +225,22 @@ TRAINER_2_4 = Release(
             "kubeflow/trainer#4301 (the bug: kubeflow/trainer#4030)",
             RELEASE_NOTES_ONLY + " (" + _TRAINER_SNAPSHOT + ")", emulated=True),
         Row("controller",
-            "OpenMPI runtimes get the PRTE_MCA_* variables (Open MPI 5) beside the ORTE ones: "
-            "PRTE_MCA_prte_default_hostfile, PRTE_MCA_prte_keep_fqdn_hostnames=false, "
-            "PRTE_MCA_prte_set_default_slots, PRTE_MCA_plm_ssh_args",
+            "OpenMPI runtimes' launcher gets the PRTE_MCA_* variables (Open MPI 5) after the ORTE ones, with "
+            "their values but one: PRTE_MCA_prte_default_hostfile, PRTE_MCA_prte_keep_fqdn_hostnames=false, "
+            "PRTE_MCA_prte_set_default_slots, PRTE_MCA_plm_ssh_args; a TrainJob may not set them (reserved, as "
+            "the ORTE ones)",
             "kubeflow/trainer#4029 (for kubeflow/trainer#4028)",
             "partly: read in #4029's thread (open on 2026-09-04: the four PRTE names beside the ORTE ones, "
-            "prte_keep_fqdn_hostnames false, the names added to MPIReservedEnvNames, so a TrainJob may not set "
-            "them); not in source: " + _TRAINER_SNAPSHOT + "; that v2.4.0 ships it is issue 38's word"),
+            "\"mirrored\" but for prte_keep_fqdn_hostnames false, the names added to MPIReservedEnvNames); "
+            "their order after the ORTE ones is ours; not in source: " + _TRAINER_SNAPSHOT + "; that v2.4.0 "
+            "ships it is issue 38's word", emulated=True),
         Row("controller",
             "suspended MPI TrainJobs (DeepSpeed, MLX) created before the upgrade cannot resume after it",
             "issue 38 (v2.4.0's release notes)",
             RELEASE_NOTES_ONLY + "; not emulated: a profile is fixed for a cluster's life, so no TrainJob "
             "outlives an upgrade"),
     ),
-    trainer_rules=TrainerRules(replicated_job_name_max=20, image_on_mpi_nodes=True),
+    trainer_rules=TrainerRules(replicated_job_name_max=20, image_on_mpi_nodes=True, prte_env=True),
 )
 
 TRAINING_OPERATOR_1_9_4 = Release(

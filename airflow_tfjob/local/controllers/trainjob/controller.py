@@ -134,7 +134,7 @@ class TrainJobController(Reconciler):
             return jobset, None
         runtime = self._runtime(tj, plural)
         env = self.status_env(tj) if self.status_env is not None else None
-        wanted = build_jobset(tj, runtime, status_env=env, image_on_mpi_nodes=self.rules.image_on_mpi_nodes)
+        wanted = build_jobset(tj, runtime, status_env=env, rules=self.rules)
         ns = tj["metadata"]["namespace"]
         policy = (runtime.get("spec") or {}).get("mlPolicy") or {}
         unsupported = None
