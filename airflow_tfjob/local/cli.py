@@ -204,8 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
                             f"(choices: {PROFILE_CHOICES}; "
                             "default 'kueue=0.19,trainer=2.3'); today a profile sets the API versions "
                             "served (Kueue 0.20: no kueue.x-k8s.io/v1beta1), the reasons of a pending "
-                            "Workload (Kueue 0.20: WaitingForQuota, ExceedsMaxQuota, Misconfigured, ...) "
-                            "and the Trainer release recorded (see docs/local-cluster.md, 'Version profiles')")
+                            "Workload (Kueue 0.20: WaitingForQuota, ExceedsMaxQuota, Misconfigured, ...), "
+                            "the Trainer release recorded and Trainer 2.4's runtime name limit, MPI node image "
+                            "and PRTE env (see docs/local-cluster.md, 'Version profiles')")
     serve.add_argument("--log-level", type=_log_level, default="WARNING",
                        help=f"logging level for stderr: {', '.join(LOG_LEVELS)} (default WARNING)")
     serve.add_argument("--debug", action="store_true", help="show the traceback of a failure")

@@ -43,7 +43,7 @@ from airflow_tfjob.local.credential import TokenAuthority, exec_command, write_p
 from airflow_tfjob.local.faults import FaultInjector, FaultPlan
 from airflow_tfjob.local.kueue.options import KueueOptions
 from airflow_tfjob.local.kueue.reasons import Reasons
-from airflow_tfjob.local.model.profiles import UNADMITTED_OBSERVABILITY, Profile
+from airflow_tfjob.local.model.profiles import UNADMITTED_OBSERVABILITY, Profile, TrainerRules
 from airflow_tfjob.local.model.resources import DEFAULT_APIS, JsonDict, served_groups
 from airflow_tfjob.local.multikueue import check_workers, manager_objects, worker_names, worker_options
 from airflow_tfjob.local.node.podlogs import PodLogs
@@ -86,8 +86,8 @@ class Admissions:
     """The admission chain of the store: the v1 job kinds' (admission/v1jobs.py), then Trainer v2's and
     JobSet's."""
 
-    def __init__(self) -> None:
-        self.train = TrainAdmission()
+    def __init__(self, rules: TrainerRules | None = None) -> None:
+        self.train = TrainAdmission(rules)
         self.chain = (JobAdmission(), self.train)
 
     def admit(self, rtype: str, operation: str, obj: JsonDict, old: JsonDict | None) -> None:
@@ -191,7 +191,7 @@ class ClusterRuntime:
         self.authority = TokenAuthority(self.workdir / "token-secret") if auth else None
         self.tls: ServerTls | None = make_server_tls(self.workdir / "tls", host) if auth else None
         self.authorizer = authorizer
-        chain = Admissions()
+        chain = Admissions(self.profile.trainer.trainer_rules)
         admission: Admission = chain
         self.kueue: KueueController | None = None
         extensions = None
@@ -274,7 +274,8 @@ class ClusterRuntime:
                 self.controllers["JobSet"] = JobSetController(self.store, port_allocator=self.ports,
                                                               used_ports=used_ports)
                 self.controllers["TrainJob"] = TrainJobController(
-                    self.store, status_env=self.status_server.env if self.status_server else None)
+                    self.store, status_env=self.status_server.env if self.status_server else None,
+                    rules=self.profile.trainer.trainer_rules)
             for kind, controller in self.controllers.items():
                 self._tasks.append(asyncio.create_task(self._supervise(f"{kind} controller", controller.run())))
         if self.workers:

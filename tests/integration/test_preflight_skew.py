@@ -146,8 +146,9 @@ def test_a_v1_kind_behind_kueue_names_why_its_integration_is_off(cluster: LocalC
 LONG = "node-with-a-long-name"  # 21 characters: one over Trainer 2.4's limit (kubeflow/trainer#4394)
 
 
-def long_named_runtime(cluster: LocalCluster, name: str) -> None:
-    """A copy of torch-distributed whose node ReplicatedJob is named LONG (a runtime written under 2.3)."""
+def long_named_runtime(cluster: LocalCluster, name: str, *, validated: bool = True) -> None:
+    """A copy of torch-distributed whose node ReplicatedJob is named LONG, sent to the runtime webhook
+    (`validated`: without the shipped runtimes' `webhook-validation: disabled` label) or not."""
     api = config.new_client_from_config(str(cluster.kubeconfig_path))
     try:
         objects = client.CustomObjectsApi(api)
@@ -155,24 +156,36 @@ def long_named_runtime(cluster: LocalCluster, name: str) -> None:
         runtime = objects.get_cluster_custom_object(*args, "torch-distributed")
         for rjob in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
             rjob["name"] = LONG if rjob["name"] == "node" else rjob["name"]
-        runtime["metadata"] = {"name": name, "labels": runtime["metadata"].get("labels") or {}}
+        labels = dict(runtime["metadata"].get("labels") or {})
+        if validated:
+            labels.pop("trainer.kubeflow.org/webhook-validation", None)
+        runtime["metadata"] = {"name": name, "labels": labels}
         objects.create_cluster_custom_object(*args, runtime)
     finally:
         api.close()
 
 
 def test_a_runtimes_replicated_job_name_over_20_characters_is_named_with_its_fix(cluster: LocalCluster) -> None:
-    """Refused by Trainer 2.4 (MISSING, exit 1); on 2.3 a warning that the upgrade will refuse it (exit 0).
-    The runtime the profiles install passes on both: its names fit."""
+    """The preflight agrees with the cluster. On Trainer 2.3 the runtime is created and the preflight warns
+    that 2.4 will refuse it (exit 0); on 2.4 the runtime webhook refuses it at create time, and one that is
+    there all the same (kept from before the upgrade; here: labelled out of the webhook) is MISSING
+    (exit 1). The runtime the profiles install passes on both: its names fit."""
     record_trainer(cluster, cluster.runtime.profile.trainer.tag.removeprefix("v"))
+    on_24 = cluster.runtime.profile.trainer.version == "2.4"
     runtime = f"long-{cluster.runtime.profile.trainer.version.replace('.', '-')}"
-    long_named_runtime(cluster, runtime)
+    if on_24:
+        with pytest.raises(client.ApiException) as refused:
+            long_named_runtime(cluster, runtime)
+        assert refused.value.status == 403, refused.value.body
+        assert (f'spec.template.spec.replicatedJobs[0].name: Invalid value: "{LONG}": must be no more than 20 '
+                "characters") in json.loads(refused.value.body)["message"]
+    long_named_runtime(cluster, runtime, validated=not on_24)
     done = run_main(main, ["--kubeconfig", str(cluster.kubeconfig_path), "--kind", "TrainJob", "--runtime", runtime])
     (line,) = [x for x in done.stdout.splitlines() if "ReplicatedJob names" in x]
     assert line.startswith(f"ClusterTrainingRuntime {runtime}: ReplicatedJob names"), line
     assert f"{LONG} (21) over 20 characters" in line and "kubeflow/trainer#4394" in line
     assert f"rename {LONG} to at most 20 characters in ClusterTrainingRuntime {runtime}" in line
-    if cluster.runtime.profile.trainer.version == "2.4":
+    if on_24:
         assert (done.returncode, line.split()[4]) == (1, "MISSING"), done.stdout
         assert "Trainer 2.4+ refuses ReplicatedJob names over 20 characters" in line
     else:

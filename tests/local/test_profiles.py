@@ -1,10 +1,14 @@
 """Version profiles (model/profiles.py): `--profile` / `LocalCluster(profile=...)` read and refused as the
 other options are, and what a profile changes seen as a client sees it, over real HTTP with the official
 client: Kueue 0.20 serves kueue.x-k8s.io and its visibility API at v1beta2 only (kubernetes-sigs/kueue#14558),
-the default profile serves both versions as before, and the Trainer release recorded follows the profile."""
+the default profile serves both versions as before, and the Trainer release recorded follows the profile;
+Trainer 2.4's runtime webhook refuses a ReplicatedJob name over 20 characters (kubeflow/trainer#4394) and
+its controller sets the TrainJob's image on an MPI runtime's nodes as well as its launcher (#4301), where
+2.3 takes the name and sets the image on the launcher only."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -18,6 +22,7 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 from kueue_support import KUEUE, Kube
 from process_support import start_serve, stop_serve
+from waiting import until
 
 from airflow_tfjob.local import LocalCluster
 from airflow_tfjob.local.cli import main
@@ -25,10 +30,12 @@ from airflow_tfjob.local.kueue import queue_objects
 from airflow_tfjob.local.model.profiles import (
     KUEUE_0_19,
     KUEUE_0_20,
+    RELEASE_NOTES_ONLY,
     RELEASES,
     TRAINER_2_3,
     TRAINER_2_4,
     Profile,
+    TrainerRules,
 )
 
 VISIBILITY = "visibility.kueue.x-k8s.io"
@@ -107,7 +114,7 @@ def test_a_kueue_object_at_a_version_the_profile_does_not_serve_is_refused_befor
 
 @pytest.fixture(scope="module", params=["kueue=0.19,trainer=2.3", "kueue=0.20,trainer=2.4"])
 def kube(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
-    with LocalCluster(workdir=tmp_path_factory.mktemp("profile"), controller=False, runner=False,
+    with LocalCluster(workdir=tmp_path_factory.mktemp("profile"), runner=False,
                       kueue={"objects": queue_objects(cluster_queue="cq", local_queue="lq")},
                       profile=request.param) as cluster:
         yield Kube.on(cluster)
@@ -184,3 +191,119 @@ def test_serve_with_a_profile_serves_v1beta2_only(tmp_path: Path) -> None:
     finally:
         code, _ = stop_serve(proc, signal.SIGTERM)
     assert code == 0
+
+
+# ---- Trainer 2.4's rules (from its release notes as issue 38 quotes them; the source is not stored)
+
+TRAINER = ("trainer.kubeflow.org", "v1alpha1")
+LONG = "node-with-a-long-name"  # 21 characters
+
+
+def test_the_trainer_24_rows_the_cluster_acts_on_say_their_source_is_the_release_notes() -> None:
+    acted = [row for row in TRAINER_2_4.rows if row.emulated and row.source.startswith("kubeflow/trainer#")]
+    assert [row.source.split()[0] for row in acted] == [
+        "kubeflow/trainer#4394", "kubeflow/trainer#4301", "kubeflow/trainer#4029"]
+    assert all(row.checked.startswith(RELEASE_NOTES_ONLY) for row in acted[:2])
+    assert "issue 38's word" in acted[2].checked  # the PRTE row is read in its pull request, not the notes
+    assert TRAINER_2_4.trainer_rules == TrainerRules(replicated_job_name_max=20, image_on_mpi_nodes=True,
+                                                     prte_env=True)
+    assert TRAINER_2_3.trainer_rules == TrainerRules()
+
+
+def _runtime(name: str, rjob: str, *, validated: bool = True) -> dict[str, Any]:
+    labels = {"trainer.kubeflow.org/framework": "torch"}
+    if not validated:
+        labels["trainer.kubeflow.org/webhook-validation"] = "disabled"
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": {"replicatedJobs": [
+                {"name": "n" * 20, "template": {"spec": {"template": {"spec": {"containers": [
+                    {"name": "node", "image": "registry.invalid/n:1"}]}}}}},
+                {"name": rjob, "template": {"metadata": {"labels": {
+                    "trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                    "spec": {"template": {"spec": {"containers": [
+                        {"name": "node", "image": "registry.invalid/t:1"}]}}}}}]}}}}
+
+
+def test_a_replicated_job_name_over_20_characters_is_refused_by_the_24_runtime_webhook(kube: Kube) -> None:
+    profile = kube.cluster.runtime.profile
+    tag = profile.trainer.version.replace(".", "-")
+    # 20 characters is the limit itself: taken on both.
+    kube.crd.create_cluster_custom_object(*TRAINER, "clustertrainingruntimes", _runtime(f"fits-{tag}", "n" * 20))
+    long = _runtime(f"long-{tag}", LONG)
+    if profile.trainer is TRAINER_2_3:
+        kube.crd.create_cluster_custom_object(*TRAINER, "clustertrainingruntimes", long)
+        return
+    with pytest.raises(ApiException) as refused:
+        kube.crd.create_cluster_custom_object(*TRAINER, "clustertrainingruntimes", long)
+    assert refused.value.status == 403
+    assert json.loads(refused.value.body)["message"] == (
+        'admission webhook "validator.clustertrainingruntime.trainer.kubeflow.org" denied the request: '
+        f'spec.template.spec.replicatedJobs[1].name: Invalid value: "{LONG}": must be no more than 20 characters '
+        "(21 given)")
+    with pytest.raises(ApiException) as gone:
+        kube.crd.get_cluster_custom_object(*TRAINER, "clustertrainingruntimes", f"long-{tag}")
+    assert gone.value.status == 404
+    # An update is refused as well; a runtime labelled out of the webhooks (the shipped ones are) is not
+    # sent to them, on 2.4 as on 2.3.
+    fits = kube.crd.get_cluster_custom_object(*TRAINER, "clustertrainingruntimes", f"fits-{tag}")
+    fits["spec"]["template"]["spec"]["replicatedJobs"][1]["name"] = LONG
+    with pytest.raises(ApiException) as update:
+        kube.crd.replace_cluster_custom_object(*TRAINER, "clustertrainingruntimes", f"fits-{tag}", fits)
+    assert update.value.status == 403 and LONG in str(update.value.body)
+    kube.crd.create_cluster_custom_object(*TRAINER, "clustertrainingruntimes",
+                                          _runtime(f"unchecked-{tag}", LONG, validated=False))
+    namespaced = {**_runtime(f"ns-{tag}", LONG), "kind": "TrainingRuntime"}
+    with pytest.raises(ApiException) as local:
+        kube.crd.create_namespaced_custom_object(*TRAINER, "default", "trainingruntimes", namespaced)
+    assert local.value.status == 403 and "validator.trainingruntime.trainer.kubeflow.org" in str(local.value.body)
+
+
+def test_the_trainjobs_image_reaches_the_mpi_nodes_and_prte_env_the_launcher_on_24_only(kube: Kube) -> None:
+    profile = kube.cluster.runtime.profile
+    name = f"ds-{profile.trainer.version.replace('.', '-')}"
+    image = "registry.invalid/team/deepspeed:1.0"
+    # Suspended: the JobSet is built (and kept suspended), no MPI process is asked to start.
+    kube.crd.create_namespaced_custom_object(*TRAINER, "default", "trainjobs", {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": name},
+        "spec": {"runtimeRef": {"name": "deepspeed-distributed"}, "suspend": True,
+                 "trainer": {"image": image, "numNodes": 2}}})
+    jobsets = ("jobset.x-k8s.io", "v1alpha2", "default", "jobsets")
+    found: list[dict[str, Any]] = []
+
+    def built() -> bool:
+        try:
+            found[:] = [kube.crd.get_namespaced_custom_object(*jobsets, name)]
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            return False
+        return True
+
+    until(built, f"the JobSet of {name}")
+    images = {r["name"]: [c["image"] for c in r["template"]["spec"]["template"]["spec"]["containers"]]
+              for r in found[0]["spec"]["replicatedJobs"]}
+    shipped = "ghcr.io/kubeflow/trainer/deepspeed-runtime:v2.3.0"
+    on_24 = profile.trainer is TRAINER_2_4
+    assert images == {"launcher": [image], "node": [image if on_24 else shipped]}
+    (launcher,) = [r for r in found[0]["spec"]["replicatedJobs"] if r["name"] == "launcher"]
+    env = {e["name"]: e["value"] for e in launcher["template"]["spec"]["template"]["spec"]["containers"][0]["env"]
+           if e["name"].startswith(("OMPI_MCA_", "PRTE_MCA_"))}
+    orte = {"OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile", "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+            "OMPI_MCA_orte_set_default_slots": "1", "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10"}
+    prte = {"PRTE_MCA_prte_default_hostfile": "/etc/mpi/hostfile", "PRTE_MCA_prte_keep_fqdn_hostnames": "false",
+            "PRTE_MCA_prte_set_default_slots": "1", "PRTE_MCA_plm_ssh_args": "-o ConnectionAttempts=10"}
+    assert list(env.items()) == list({**orte, **(prte if on_24 else {})}.items())
+    # The PRTE names are reserved on 2.4 (a TrainJob may not set them), free on 2.3.
+    own = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": f"{name}-env"},
+           "spec": {"runtimeRef": {"name": "deepspeed-distributed"}, "suspend": True,
+                    "trainer": {"env": [{"name": "PRTE_MCA_plm_ssh_args", "value": "-p 22"}]}}}
+    if not on_24:
+        kube.crd.create_namespaced_custom_object(*TRAINER, "default", "trainjobs", own)
+        return
+    with pytest.raises(ApiException) as refused:
+        kube.crd.create_namespaced_custom_object(*TRAINER, "default", "trainjobs", own)
+    assert refused.value.status == 403
+    assert json.loads(refused.value.body)["message"] == (
+        'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request: spec.trainer.env: '
+        "Invalid value: ...: must not have reserved envs, invalid envs configured: [PRTE_MCA_plm_ssh_args]")

@@ -18,12 +18,14 @@ import re
 from datetime import datetime, timezone
 
 from airflow_tfjob.local.admission import warnings
+from airflow_tfjob.local.model.profiles import TrainerRules
 from airflow_tfjob.local.model.resources import RESOURCES, TRAINER_GROUP, ApiError, JsonDict, invalid
 from airflow_tfjob.local.model.trainerbuild import (
     ANCESTOR,
     LAUNCHER,
     MPI_RESERVED,
     NODE,
+    PRTE_RESERVED,
     TORCH_RESERVED,
     XGBOOST_RESERVED,
     ancestor_of,
@@ -232,6 +234,18 @@ def _runtime_crd_errors(runtime: JsonDict) -> list[tuple[str, str, str]]:
     return errors
 
 
+def _name_length_errors(runtime: JsonDict, limit: int | None) -> list[str]:
+    """Trainer v2.4.0's runtime webhook rule (kubeflow/trainer#4394, as issue 38 quotes the release notes):
+    a ReplicatedJob name of at most `limit` characters. The source is not stored here, so the wording is
+    ours, written as the webhook's other field errors are."""
+    if limit is None:
+        return []
+    rjobs = (((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}).get("replicatedJobs") or []
+    return [f'spec.template.spec.replicatedJobs[{i}].name: Invalid value: "{name}": must be no more than {limit} '
+            f"characters ({len(name)} given)"
+            for i, name in enumerate(str(r.get("name") or "") for r in rjobs) if len(name) > limit]
+
+
 def _flux_errors(spec: JsonDict, rspec: JsonDict, rjobs: list[JsonDict]) -> list[str]:
     """Flux's Validate: at least one process per node, and its installer init container is reserved."""
     flux = (rspec.get("mlPolicy") or {}).get("flux")
@@ -252,9 +266,9 @@ def _flux_errors(spec: JsonDict, rspec: JsonDict, rjobs: list[JsonDict]) -> list
     return errors
 
 
-def _mpi_errors(spec: JsonDict, policy: JsonDict, rjobs: list[JsonDict]) -> list[str]:
+def _mpi_errors(spec: JsonDict, policy: JsonDict, rjobs: list[JsonDict], prte: bool = False) -> list[str]:
     """The MPI plugin's Validate: a runLauncherAsNode runtime without both launcher and node runs one node; no
-    OpenMPI env of its own."""
+    OpenMPI env of its own (`prte`: the PRTE names are reserved too, kubeflow/trainer#4029)."""
     if not isinstance(policy.get("mpi"), dict):
         return []
     errors = []
@@ -265,7 +279,8 @@ def _mpi_errors(spec: JsonDict, policy: JsonDict, rjobs: list[JsonDict]) -> list
             and not {LAUNCHER, NODE} <= names):
         errors.append(f"spec.trainer.numNodes: Invalid value: {nodes}: must have 1 when MPI trainingRuntime with "
                       "enabled runLauncherAsNode does not have either launcher and node")
-    bad = sorted({e.get("name") for e in trainer.get("env") or []} & set(MPI_RESERVED))
+    reserved = {*MPI_RESERVED, *(PRTE_RESERVED if prte else ())}
+    bad = sorted({e.get("name") for e in trainer.get("env") or []} & reserved)
     if bad:
         errors.append(f"spec.trainer.env: Invalid value: ...: must not have reserved envs, invalid envs configured: "
                       f"[{' '.join(bad)}]")
@@ -288,10 +303,12 @@ def default_patch_times(tj: JsonDict, old: JsonDict | None) -> None:
 
 
 class TrainAdmission:
-    """The admission of trainjobs, the two runtime kinds and jobsets; needs the store to find runtimes."""
+    """The admission of trainjobs, the two runtime kinds and jobsets; needs the store to find runtimes.
+    `rules`: what the profile's Trainer release adds to its webhooks (v2.3.0's, nothing, by default)."""
 
-    def __init__(self) -> None:
+    def __init__(self, rules: TrainerRules | None = None) -> None:
         self.store: Store | None = None
+        self.rules = rules or TrainerRules()
 
     def admit(self, rtype: str, operation: str, obj: JsonDict, old: JsonDict | None) -> None:
         causes: list[tuple[str, str, str]] = []
@@ -317,7 +334,8 @@ class TrainAdmission:
             if labels.get("trainer.kubeflow.org/webhook-validation") == "disabled":
                 return
             singular = RESOURCES[rtype].singular
-            self._deny(f"validator.{singular}.trainer.kubeflow.org", self._runtime_errors(obj))
+            errors = self._runtime_errors(obj) + _name_length_errors(obj, self.rules.replicated_job_name_max)
+            self._deny(f"validator.{singular}.trainer.kubeflow.org", errors)
             if rtype[0] == "c" and labels.get("trainer.kubeflow.org/support") == "deprecated":
                 warnings.add(f'ClusterTrainingRuntime "{obj["metadata"]["name"]}" is deprecated and will be removed '
                              f"in a future release of Kubeflow Trainer. See runtime deprecation policy: {DEPRECATED_URL}")
@@ -389,7 +407,7 @@ class TrainAdmission:
                 errors.append(f"spec.trainer.env: Invalid value: ...: must not have reserved envs, invalid envs "
                               f"configured: [{' '.join(bad)}]")
         errors += _flux_errors(spec, rspec, rjobs)
-        errors += _mpi_errors(spec, rspec.get("mlPolicy") or {}, rjobs)
+        errors += _mpi_errors(spec, rspec.get("mlPolicy") or {}, rjobs, self.rules.prte_env)
         errors += _patch_rule_errors(spec)
         if "xgboost" in policy:
             errors += [f"spec.trainer.env[{i}]: Forbidden: {n} is reserved for the XGBoost runtime"

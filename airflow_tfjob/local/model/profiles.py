@@ -12,7 +12,8 @@ the rows the local cluster acts on under the profile; the others are recorded fo
 (docs/local-cluster.md, "Version profiles", shows the table).
 
 Pure data, as everything in model/: the cluster's assembly reads :meth:`Profile.withdrawn` and hands the
-API server the group/versions it must answer 404 for.
+API server the group/versions it must answer 404 for, and hands a Trainer release's :class:`TrainerRules`
+to Trainer's admission (the ReplicatedJob name limit) and its TrainJob controller (the MPI node image).
 """
 
 from __future__ import annotations
@@ -43,6 +44,23 @@ class Row:
     emulated: bool = False
 
 
+#: The caveat of every Trainer 2.4 row the local cluster acts on from the release notes alone.
+RELEASE_NOTES_ONLY = "release notes as quoted in issue 38; source not in the stored snapshot"
+
+
+@dataclass(frozen=True)
+class TrainerRules:
+    """What the local Trainer does differently under a release: the runtime webhook's limit on a
+    ReplicatedJob name (None: no limit of its own), whether the TrainJob's `spec.trainer.image` reaches
+    an MPI runtime's `node` job as well as its launcher, and whether an OpenMPI launcher gets Open MPI 5's
+    PRTE variables beside the ORTE ones (reserved as they are). Read by the admission and the TrainJob
+    controller."""
+
+    replicated_job_name_max: int | None = None
+    image_on_mpi_nodes: bool = False
+    prte_env: bool = False
+
+
 @dataclass(frozen=True, eq=False)
 class Release:
     """One upstream release as a profile names it (``version``, e.g. "0.20") and the tag it stands for.
@@ -56,6 +74,8 @@ class Release:
     #: Feature gates whose default the provider sees (gate -> default).
     gates: Mapping[str, bool] = field(default_factory=dict)
     rows: tuple[Row, ...] = ()
+    #: Trainer releases only: the rules the local Trainer enforces (the default: v2.3.0's).
+    trainer_rules: TrainerRules = TrainerRules()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "served", MappingProxyType(dict(self.served)))
@@ -193,22 +213,34 @@ TRAINER_2_4 = Release(
             "partly: read at #3861's head 7461d27d1 (pkg/features/features.go: TrainJobStatus Default true, "
             "GA); open in the stored snapshot, whose master (8c0f5059b) still has it off, alpha; which "
             "release takes it is not known"),
-        Row("webhook", "a runtime's ReplicatedJob names are at most 20 characters; longer ones are refused",
-            "kubeflow/trainer#4394", "not confirmed: " + _TRAINER_SNAPSHOT),
-        Row("controller", "the TrainJob's spec.trainer.image is set on the MPI launcher and on the nodes",
-            "kubeflow/trainer#4301 (the bug: kubeflow/trainer#4030)", "not confirmed: " + _TRAINER_SNAPSHOT),
+        Row("webhook",
+            "a runtime's ReplicatedJob names are at most 20 characters: the TrainingRuntime and "
+            "ClusterTrainingRuntime webhooks refuse a longer one (403, a field error on "
+            "spec.template.spec.replicatedJobs[i].name; the wording here is ours); a runtime labelled "
+            "trainer.kubeflow.org/webhook-validation: disabled is not sent to them, as for every runtime rule",
+            "kubeflow/trainer#4394", RELEASE_NOTES_ONLY + " (" + _TRAINER_SNAPSHOT + ")", emulated=True),
         Row("controller",
-            "OpenMPI runtimes get the PRTE_MCA_* variables (Open MPI 5) beside the ORTE ones: "
-            "PRTE_MCA_prte_default_hostfile, PRTE_MCA_prte_keep_fqdn_hostnames=false, "
-            "PRTE_MCA_prte_set_default_slots, PRTE_MCA_plm_ssh_args",
+            "the TrainJob's spec.trainer.image is set on the MPI launcher and on the nodes (the node job's "
+            "node container; 2.3 sets it on the launcher only)",
+            "kubeflow/trainer#4301 (the bug: kubeflow/trainer#4030)",
+            RELEASE_NOTES_ONLY + " (" + _TRAINER_SNAPSHOT + ")", emulated=True),
+        Row("controller",
+            "OpenMPI runtimes' launcher gets the PRTE_MCA_* variables (Open MPI 5) after the ORTE ones, with "
+            "their values but one: PRTE_MCA_prte_default_hostfile, PRTE_MCA_prte_keep_fqdn_hostnames=false, "
+            "PRTE_MCA_prte_set_default_slots, PRTE_MCA_plm_ssh_args; a TrainJob may not set them (reserved, as "
+            "the ORTE ones)",
             "kubeflow/trainer#4029 (for kubeflow/trainer#4028)",
             "partly: read in #4029's thread (open on 2026-09-04: the four PRTE names beside the ORTE ones, "
-            "prte_keep_fqdn_hostnames false, the names added to MPIReservedEnvNames, so a TrainJob may not set "
-            "them); not in source: " + _TRAINER_SNAPSHOT + "; that v2.4.0 ships it is issue 38's word"),
+            "\"mirrored\" but for prte_keep_fqdn_hostnames false, the names added to MPIReservedEnvNames); "
+            "their order after the ORTE ones is ours; not in source: " + _TRAINER_SNAPSHOT + "; that v2.4.0 "
+            "ships it is issue 38's word", emulated=True),
         Row("controller",
             "suspended MPI TrainJobs (DeepSpeed, MLX) created before the upgrade cannot resume after it",
-            "issue 38 (v2.4.0's release notes)", "not confirmed: the release notes were not in the stored sources"),
+            "issue 38 (v2.4.0's release notes)",
+            RELEASE_NOTES_ONLY + "; not emulated: a profile is fixed for a cluster's life, so no TrainJob "
+            "outlives an upgrade"),
     ),
+    trainer_rules=TrainerRules(replicated_job_name_max=20, image_on_mpi_nodes=True, prte_env=True),
 )
 
 TRAINING_OPERATOR_1_9_4 = Release(

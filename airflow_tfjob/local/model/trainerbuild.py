@@ -22,6 +22,7 @@ import math
 from typing import Any
 
 from airflow_tfjob.local.model import trainermpi as mpi
+from airflow_tfjob.local.model.profiles import TrainerRules
 from airflow_tfjob.local.model.resources import JOBSET_GROUP, JOBSET_VERSION, TRAINER_GROUP, JsonDict, clone
 
 ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
@@ -31,6 +32,7 @@ INDEX_REF = {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.i
 TORCH_RESERVED = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
 XGBOOST_RESERVED = ("DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER")
 MPI_RESERVED = mpi.RESERVED
+PRTE_RESERVED = mpi.PRTE_RESERVED
 LAUNCHER = mpi.LAUNCHER
 RUNTIME_KINDS = {"TrainingRuntime": "trainingruntimes", "ClusterTrainingRuntime": "clustertrainingruntimes"}
 
@@ -151,8 +153,12 @@ def mpi_slots(trainjob: JsonDict, runtime: JsonDict) -> int:
     return mpi.slots((runtime.get("spec") or {}).get("mlPolicy") or {}, trainer, gpus_per_node(resources or {}))
 
 
-def build_jobset(trainjob: JsonDict, runtime: JsonDict, *, status_env: list[JsonDict] | None = None) -> JsonDict:
-    """The JobSet for `trainjob` from `runtime` (a runtime object, e.g. the snapshot's copy)."""
+def build_jobset(trainjob: JsonDict, runtime: JsonDict, *, status_env: list[JsonDict] | None = None,
+                 rules: TrainerRules | None = None) -> JsonDict:
+    """The JobSet for `trainjob` from `runtime` (a runtime object, e.g. the snapshot's copy). `rules`: what
+    the profile's Trainer release changes (v2.3.0's by default; 2.4 sets the TrainJob's image on an MPI
+    runtime's `node` job too, kubeflow/trainer#4301, and the launcher's PRTE variables, #4029)."""
+    rules = rules or TrainerRules()
     meta, tspec = trainjob["metadata"], trainjob.get("spec") or {}
     name = meta["name"]
     rspec = runtime.get("spec") or {}
@@ -193,13 +199,16 @@ def build_jobset(trainjob: JsonDict, runtime: JsonDict, *, status_env: list[Json
             if trainer.get("resourcesPerNode"):
                 node["resources"] = merge(node.get("resources") or {}, trainer["resourcesPerNode"])
             upsert_env(node, trainer.get("env") or [])
+        if (rules.image_on_mpi_nodes and mpi_policy is not None and role != "trainer" and rjob.get("name") == NODE
+                and trainer and trainer.get("image") is not None and (node := find_container(rjob, NODE))):
+            node["image"] = trainer["image"]
         if mpi_policy is not None and rjob.get("name") == NODE and trainer and trainer.get("numNodes") is not None:
             # MPI sizes the job named `node`, not the trainer's: numNodes, less the launcher when it is a node.
             count = max(int(trainer["numNodes"]) - 1, 1) if as_node else int(trainer["numNodes"])
         if "template" in rjob:
             job_spec["parallelism"] = job_spec["completions"] = count
     if policy is not None and "mpi" in policy:
-        mpi.enforce(name, js_spec, policy, mpi_slots(trainjob, runtime))
+        mpi.enforce(name, js_spec, policy, mpi_slots(trainjob, runtime), prte=rules.prte_env)
     return {
         "apiVersion": f"{JOBSET_GROUP}/{JOBSET_VERSION}", "kind": "JobSet",
         "metadata": {"name": name, "namespace": meta["namespace"], "labels": labels, "annotations": annotations,

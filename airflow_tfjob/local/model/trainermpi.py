@@ -32,6 +32,10 @@ HOSTFILE_DIR = "/etc/mpi"
 HOSTFILE = "hostfile"
 RESERVED = ("OMPI_MCA_orte_default_hostfile", "OMPI_MCA_plm_rsh_args", "OMPI_MCA_orte_keep_fqdn_hostnames",
             "OMPI_MCA_orte_set_default_slots")
+#: Open MPI 5's PRTE names beside the ORTE ones, in RESERVED's order (kubeflow/trainer#4029, as the pull request
+#: lists them; Trainer 2.4 by issue 38's reading of its release notes): set on the launcher and reserved too.
+PRTE_RESERVED = ("PRTE_MCA_prte_default_hostfile", "PRTE_MCA_plm_ssh_args", "PRTE_MCA_prte_keep_fqdn_hostnames",
+                 "PRTE_MCA_prte_set_default_slots")
 
 
 UNSUPPORTED_REASON = "MPIOverSSHUnsupported"
@@ -69,8 +73,10 @@ def _upsert(items: list[JsonDict], item: JsonDict, key: str = "name") -> None:
     items.append(item)
 
 
-def enforce(name: str, js_spec: JsonDict, policy: JsonDict, nslots: int) -> None:
-    """EnforceMLPolicy's volumes, mounts and env on the JobSet spec (in place)."""
+def enforce(name: str, js_spec: JsonDict, policy: JsonDict, nslots: int, *, prte: bool = False) -> None:
+    """EnforceMLPolicy's volumes, mounts and env on the JobSet spec (in place); `prte`: the launcher also gets
+    the PRTE variables, with the ORTE ones' values except keep_fqdn_hostnames, which #4029 sets false (the
+    hostfile's short pod names never match what PRTE resolves for the launcher itself)."""
     mpi = policy.get("mpi") or {}
     ssh = {"name": SSH_VOLUME, "secret": {
         "secretName": f"{name}{SSH_SUFFIX}", "defaultMode": 0o400,
@@ -96,11 +102,12 @@ def enforce(name: str, js_spec: JsonDict, policy: JsonDict, nslots: int) -> None
             if launcher:
                 _upsert(mounts, {"name": HOSTFILE_VOLUME, "mountPath": HOSTFILE_DIR})
                 env = container.setdefault("env", [])
-                for entry in ({"name": RESERVED[0], "value": f"{HOSTFILE_DIR}/{HOSTFILE}"},
-                              {"name": RESERVED[2], "value": "true"},
-                              {"name": RESERVED[3], "value": str(nslots)},
-                              {"name": RESERVED[1], "value": "-o ConnectionAttempts=10"}):
-                    _upsert(env, entry)
+                for names, keep_fqdn in ((RESERVED, "true"), *([(PRTE_RESERVED, "false")] if prte else [])):
+                    for entry in ({"name": names[0], "value": f"{HOSTFILE_DIR}/{HOSTFILE}"},
+                                  {"name": names[2], "value": keep_fqdn},
+                                  {"name": names[3], "value": str(nslots)},
+                                  {"name": names[1], "value": "-o ConnectionAttempts=10"}):
+                        _upsert(env, entry)
 
 
 def hostfile_data(name: str, js_spec: JsonDict, policy: JsonDict, nslots: int) -> str:

@@ -29,6 +29,7 @@ from airflow_tfjob.local.controllers.reconciler import (
     set_condition,
 )
 from airflow_tfjob.local.model import trainermpi as mpi
+from airflow_tfjob.local.model.profiles import TrainerRules
 from airflow_tfjob.local.model.resources import TRAINER_GROUP, ApiError, JsonDict, clone, now_rfc3339
 from airflow_tfjob.local.model.trainerbuild import build_jobset, mpi_slots, runtime_plural
 from airflow_tfjob.local.store.core import Store
@@ -48,10 +49,13 @@ class TrainJobController(Reconciler):
     plural = "trainjobs"
     owns = ("jobsets",)
 
-    def __init__(self, store: Store, *, status_env: Callable[[JsonDict], list[JsonDict]] | None = None) -> None:
+    def __init__(self, store: Store, *, status_env: Callable[[JsonDict], list[JsonDict]] | None = None,
+                 rules: TrainerRules | None = None) -> None:
         super().__init__(store)
         # With the TrainJobStatus gate: the env that points a node at the progress endpoint (status.py).
         self.status_env = status_env
+        # What the profile's Trainer release changes in the JobSet it builds (model/profiles.py).
+        self.rules = rules or TrainerRules()
 
     def reconcile(self, namespace: str, name: str) -> float | None:
         tj = self.get("trainjobs", namespace, name)
@@ -130,7 +134,7 @@ class TrainJobController(Reconciler):
             return jobset, None
         runtime = self._runtime(tj, plural)
         env = self.status_env(tj) if self.status_env is not None else None
-        wanted = build_jobset(tj, runtime, status_env=env)
+        wanted = build_jobset(tj, runtime, status_env=env, rules=self.rules)
         ns = tj["metadata"]["namespace"]
         policy = (runtime.get("spec") or {}).get("mlPolicy") or {}
         unsupported = None
