@@ -469,9 +469,10 @@ async def _gone(hook: Any, name: str) -> bool:
 
 
 #: A training that saves a checkpoint an epoch, resumes after the newest one in CHECKPOINT_DIR (a file://
-#: store: the workers' replicas are processes of this machine), and fails once after epoch FAIL_AT. Its
-#: epochs take a moment: MultiKueue removes the worker's copy, pods and all, as soon as the job has ended,
-#: so a replica that ends before the follow's stream on the worker opens leaves no line to read.
+#: store: the workers' replicas are processes of this machine), and fails once after epoch FAIL_AT. Before
+#: it ends it says so and holds until HOLD exists (_let_go_once_shown): MultiKueue removes the worker's
+#: copy, pods and all, as soon as the job has ended, so a replica that ends before the follow's stream on
+#: the worker opens leaves no line to read (at load 13 a 0.6 s one did).
 RESUMING = r"""
 import os, sys, time
 directory = os.environ["CHECKPOINT_DIR"]
@@ -484,8 +485,11 @@ for epoch in range(first, int(os.environ["EPOCHS"]) + 1):
     time.sleep(0.2)
     open(os.path.join(path, f"epoch-{epoch}"), "w").close()
     print(f"checkpoint saved: {directory}/epoch-{epoch} epoch={epoch}", flush=True)
-    if epoch == int(os.environ["FAIL_AT"]) and first == 1:
-        sys.exit(5)
+    if epoch == int(os.environ["FAIL_AT"]) and first == 1 or epoch == int(os.environ["EPOCHS"]):
+        print(f"ending after epoch {epoch}", flush=True)
+        while not os.path.exists(os.environ["HOLD"]):
+            time.sleep(0.05)
+        sys.exit(5 if first == 1 else 0)
 """
 
 
@@ -503,20 +507,23 @@ def test_a_failed_try_records_the_workers_checkpoint_and_the_retry_resumes_from_
     _connect(manager, monkeypatch, mapped=True)
     store, state, ti = f"file://{tmp_path}/ckpt", StateStore(), TaskInstance(task_id="mk-ckpt")
 
-    def attempt(log: TaskLog) -> Any:
+    def attempt(log: TaskLog, last_epoch: int) -> Any:
+        hold = tmp_path / f"hold-{last_epoch}"
+        _let_go_once_shown(log, f"[worker-0] ending after epoch {last_epoch}", hold)
         return operator(log, task_id=ti.task_id, kueue_queue="mk", restart_policy="Never", checkpoint=store,
-                        command=[sys.executable, "-c", RESUMING], env={"EPOCHS": "6", "FAIL_AT": "3"})
+                        command=[sys.executable, "-c", RESUMING],
+                        env={"EPOCHS": "6", "FAIL_AT": "3", "HOLD": str(hold)})
 
     first_log = TaskLog()
     with pytest.raises(TrainingJobFailed):
-        attempt(first_log).execute({**context_for(ti), "task_state_store": state})
+        attempt(first_log, 3).execute({**context_for(ti), "task_state_store": state})
     assert any(line.startswith("[multikueue] ") for line in first_log.lines), first_log.lines
     recorded = state.values.get("checkpoint") or {}
     assert recorded, "\n".join(first_log.lines)
     assert recorded["epoch"] == 3 and recorded["path"].endswith("/epoch-3"), recorded
 
     second_log = TaskLog()
-    result = attempt(second_log).execute({**context_for(ti.next_try()), "task_state_store": state})
+    result = attempt(second_log, 6).execute({**context_for(ti.next_try()), "task_state_store": state})
     assert result["state"] == "succeeded"
     text = "\n".join(second_log.lines)
     assert f"resuming from {recorded['path']} (epoch 3) (recorded by an earlier try)" in text, text

@@ -140,7 +140,8 @@ def test_the_managed_namespaces_are_a_kubernetes_label_selector() -> None:
     ({"integrations": "kubeflow.org/tfjob"}, "kueue integrations must be a list of names"),
     ({"queues": []}, "kueue: unknown option 'queues'; known: backoff_base_seconds, integrations, "
                      "manage_jobs_without_queue_name, managed_jobs_namespace_selector, multikueue, "
-                     "multikueue_worker_lost_timeout, objects, pods_ready_timeout, wait_for_pods_ready"),
+                     "multikueue_gc_interval, multikueue_worker_lost_timeout, objects, pods_ready_timeout, "
+                     "wait_for_pods_ready"),
     ({"manage_jobs_without_queue_name": "yes"},
      "kueue manage_jobs_without_queue_name must be true or false, got 'yes'"),
     ({"multikueue_worker_lost_timeout": 0},
