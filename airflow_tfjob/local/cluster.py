@@ -444,6 +444,17 @@ class LocalCluster:
         metrics = self.runtime.apiserver.metrics
         return self.call(lambda: metrics.watch_count(resource))
 
+    def followed_pods(self, namespace: str, worker: str | None = None) -> set[str]:
+        """The pods of `namespace` whose current log a `follow=true` stream reads now, on this cluster or
+        on MultiKueue `worker`: a test holds a replica until the follow has reached it."""
+        podlogs = self.runtime.workers[worker].podlogs if worker is not None else self.podlogs
+
+        def followed() -> set[str]:
+            return {pod for (ns, pod, container) in list(podlogs.runs())
+                    if ns == namespace and (log := podlogs.current(ns, pod, container)) and log.followers > 0}
+
+        return self.call(followed)
+
     def set_faults(self, plan: FaultPlan | None) -> None:
         """Replace the fault plan (None: no more faults; a stream already doomed to be cut is spared).
         The new plan's RNG starts from its seed. Safe from any thread."""

@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import re
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +27,47 @@ pytestmark = [pytest.mark.dags, pytest.mark.cluster, pytest.mark.timeout(600)]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "example_dags"
 DAG_ID = "example_tfjob_sweep_multikueue"
-# test_kueue_example's stand-in for training/digits_mwms.py, training for a second: MultiKueue removes
+# test_kueue_example's stand-in for training/digits_mwms.py, holding after its first line until a follow
+# reads its log (its pod's name in HOLDS, made by _let_followed_pods_go; 120 s at most): MultiKueue removes
 # the worker's copy, pods included, as soon as the job ends, so a program that ends before the follow
-# reaches the worker leaves no line to read (docs/howto/kueue.md).
-QUICK_TRAINING = INSTANT_TRAINING.replace("\nprint(f\"test_accuracy", "\nimport time\ntime.sleep(1)\nprint(f\"test_accuracy")
+# reaches the worker leaves no line to read (docs/howto/kueue.md). A fixed second once fell short at load 17.
+HOLD = """
+import os, time
+deadline = time.monotonic() + 120
+while not os.path.exists(os.path.join(HOLDS, os.environ["HOSTNAME"])) and time.monotonic() < deadline:
+    time.sleep(0.05)
+"""
+
+
+def quick_training(holds: Path) -> str:
+    held = f"\nHOLDS = {str(holds)!r}{HOLD}print(f\"test_accuracy"
+    return INSTANT_TRAINING.replace("\nprint(f\"test_accuracy", held)
+
+
+@contextmanager
+def _let_followed_pods_go(cluster: Any, holds: Path) -> Iterator[None]:
+    """While the run lasts, marks in `holds` each worker pod a `follow=true` log stream reads; fails the
+    test if the marking itself failed (the replicas would have waited out their bound)."""
+    done, failed = threading.Event(), []
+
+    def watch() -> None:
+        try:
+            while not done.wait(0.05):
+                for worker in cluster.workers:
+                    for pod in cluster.followed_pods("default", worker):
+                        (holds / pod).touch()
+        except Exception as error:
+            failed.append(error)
+
+    thread = threading.Thread(target=watch, daemon=True, name="let-followed-pods-go")
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(5)
+    assert not failed, f"marking the followed pods failed: {failed[0]!r}"
+    assert {path.name for path in holds.iterdir()}, "no pod was ever followed"
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +83,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def env(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     training = tmp_path_factory.mktemp("training")
-    (training / "digits_mwms.py").write_text(QUICK_TRAINING)
+    (training / "digits_mwms.py").write_text(quick_training(training / "holds"))
+    (training / "holds").mkdir()
     extra = {"TFJOB_EXAMPLES_PYTHON": sys.executable, "TFJOB_EXAMPLES_TRAINING_DIR": str(training)}
     for worker in cluster.workers:  # the connections the example maps its workers to
         conn = {"kube_config_path": str(cluster.worker_kubeconfig(worker)), "namespace": "default"}
@@ -58,7 +98,8 @@ def test_every_trial_runs_on_a_worker_and_its_replicas_lines_reach_its_task_log(
     from kubernetes import client, config
 
     conf = {"learning_rates": [0.1, 0.3], "batch_sizes": [16], "epochs": 1}  # two trials: each a run of its own
-    output = dags_test(env, DAG_ID, "-c", json.dumps(conf), "-f", str(EXAMPLES / f"{DAG_ID}.py"), timeout=540)
+    with _let_followed_pods_go(cluster, Path(env["TFJOB_EXAMPLES_TRAINING_DIR"]) / "holds"):
+        output = dags_test(env, DAG_ID, "-c", json.dumps(conf), "-f", str(EXAMPLES / f"{DAG_ID}.py"), timeout=540)
     by_task, rows = dag_test_run(env, DAG_ID, "report")
     assert by_task == {("grid", -1): "success", **{("train", i): "success" for i in range(2)}, ("report", -1): "success"}
     assert [row["test_accuracy"] for row in rows] == [0.6, 0.8]

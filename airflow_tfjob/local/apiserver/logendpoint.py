@@ -121,6 +121,7 @@ async def serve_pod_log(
     task = asyncio.current_task()
     if task is not None:
         streams.add(task)
+    container_log.followers += 1
     sent = 0
     position = start
     loop = asyncio.get_running_loop()
@@ -153,6 +154,7 @@ async def serve_pod_log(
     except (ConnectionResetError, RuntimeError):
         pass
     finally:
+        container_log.followers -= 1
         if task is not None:
             streams.discard(task)
     return response

@@ -17,6 +17,9 @@ class ContainerLog:
     def __init__(self) -> None:
         self.entries: list[tuple[int, bytes]] = []
         self.closed = False
+        # `follow=true` streams reading this run now (the pods/log endpoint counts itself in and out):
+        # tests hold a replica until a follow has reached it, as a kubelet's open log streams would show.
+        self.followers = 0
         self._changed = asyncio.Event()
 
     def append(self, line: bytes) -> None:
@@ -58,6 +61,10 @@ class PodLogs:
     def previous(self, namespace: str, pod: str, container: str) -> ContainerLog | None:
         runs = self._runs.get((namespace, pod, container))
         return runs[-2] if runs and len(runs) > 1 else None
+
+    def runs(self) -> list[tuple[str, str, str]]:
+        """(namespace, pod, container) of every container with a log kept."""
+        return list(self._runs)
 
     def forget_pod(self, namespace: str, pod: str) -> None:
         for key in [k for k in self._runs if k[0] == namespace and k[1] == pod]:
