@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from airflow_tfjob.jobs.kinds import ALL_KINDS, KINDS, JobKind
+from airflow_tfjob.local.kueue.adapters import JOBSET
 from airflow_tfjob.local.model.resources import (
     KUEUE_GROUP,
     RESOURCES,
@@ -242,4 +243,6 @@ def queue_objects(
 
 
 def kinds_managed(options: KueueOptions) -> Sequence[JobKind]:
-    return [k for k in ALL_KINDS if options.manages(k)]
+    """The kinds whose integration is on: the provider's kinds, and a standalone JobSet
+    (`jobset.x-k8s.io/jobset`, on in a release install)."""
+    return [k for k in (*ALL_KINDS, JOBSET) if options.manages(k)]
