@@ -25,7 +25,7 @@ from typing import Any
 
 from airflow_tfjob.jobs.kinds import TRAINJOB, JobKind
 from airflow_tfjob.local.kueue.workloads import PODSET_LABEL, ordered_replica_types, pod_sets
-from airflow_tfjob.local.model.resources import JOBSET_GROUP, JOBSET_VERSION, ApiError, JsonDict, clone
+from airflow_tfjob.local.model.resources import JOBSET_GROUP, ApiError, JsonDict, clone
 from airflow_tfjob.local.model.trainerbuild import build_jobset, runtime_plural
 from airflow_tfjob.local.store.core import Store
 
@@ -34,29 +34,6 @@ PodSetsInfo = dict[str, dict[str, Any]]
 
 RUNTIME_PATCH_MANAGER = "kueue.x-k8s.io/manager"
 
-# A standalone JobSet as a kind Kueue manages (its framework name `jobset.x-k8s.io/jobset`). Not a kind the
-# provider runs (so not in jobs/kinds.py's ALL_KINDS): the row gives the job reconciler and MultiKueue its
-# API names; the replica fields the provider's kinds need are placeholders.
-JOBSET = JobKind(
-    kind="JobSet",
-    plural="jobsets",
-    singular="jobset",
-    spec_key="",
-    replica_types=(),
-    container="",
-    port_name="",
-    port=0,
-    restart_policy="OnFailure",
-    controller="jobset-controller",
-    success_rule="jobset",
-    failure_rule="jobset",
-    group=JOBSET_GROUP,
-    version=JOBSET_VERSION,
-    pod_job_label="jobset.sigs.k8s.io/jobset-name",
-    pod_type_label="jobset.sigs.k8s.io/replicatedjob-name",
-    pod_index_label="batch.kubernetes.io/job-completion-index",
-    api=JOBSET_GROUP,
-)
 
 
 def _condition_true(job: JsonDict, type_: str) -> JsonDict | None:
@@ -464,7 +441,8 @@ def _pods_per_replica(rjob: JsonDict) -> int:
 Adapter = KubeflowJob | TrainJob | JobSet
 
 
-_BY_API: dict[str, type[TrainJob] | type[JobSet]] = {TRAINJOB.api: TrainJob, JOBSET.api: JobSet}
+#: The job APIs with an integration of their own (a standalone JobSet: options.JOBSET, whose api is its group).
+_BY_API: dict[str, type[TrainJob] | type[JobSet]] = {TRAINJOB.api: TrainJob, JOBSET_GROUP: JobSet}
 
 
 def adapter_for(kind: JobKind) -> Adapter:
