@@ -181,6 +181,9 @@ class _SpecSuspended:
 
     #: The kind's own controller (its managedBy default).
     own_controller = ""
+    #: The status list of Job counts IsActive reads, and the condition that means success.
+    counts_key = ""
+    success_condition = ""
 
     def __init__(self, kind: JobKind) -> None:
         self.kind = kind
@@ -200,6 +203,18 @@ class _SpecSuspended:
             job["spec"].pop("managedBy", None)
         else:
             job["spec"]["managedBy"] = value
+
+    def active(self, job: JsonDict) -> bool:
+        """IsActive: any status.<counts_key>[].active > 0."""
+        return any(int((s or {}).get("active") or 0) > 0 for s in (job.get("status") or {}).get(self.counts_key) or [])
+
+    def finished(self, job: JsonDict) -> tuple[str, str] | None:
+        """Finished: the success condition True succeeds, Failed=True fails (the condition's message)."""
+        for type_, reason in ((self.success_condition, "Succeeded"), ("Failed", "Failed")):
+            cond = _condition_true(job, type_)
+            if cond is not None:
+                return reason, str(cond.get("message", ""))
+        return None
 
     def priority_class(self, store: Store, job: JsonDict) -> str:
         """No PriorityClass of its own (ExtractPriority's extractPriorityFromPodSets): the first pod set
@@ -237,8 +252,10 @@ class TrainJob(_SpecSuspended):
                 {"manager": RUNTIME_PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {}}}}
             )
 
-    #: TrainJobControllerName, Trainer's own controller.
+    #: TrainJobControllerName, Trainer's own controller; IsActive reads jobsStatus; Complete succeeds.
     own_controller = "trainer.kubeflow.org/trainjob-controller"
+    counts_key = "jobsStatus"
+    success_condition = "Complete"
 
     def remote_spec(self, job: JsonDict) -> JsonDict:
         """The worker's copy without Kueue's runtime patch (trainjob_multikueue_adapter.go SyncJob): the
@@ -251,20 +268,6 @@ class TrainJob(_SpecSuspended):
         else:
             spec.pop("runtimePatches", None)
         return spec
-
-    def active(self, job: JsonDict) -> bool:
-        """IsActive: any status.jobsStatus[].active > 0."""
-        return any(
-            int((s or {}).get("active") or 0) > 0 for s in (job.get("status") or {}).get("jobsStatus") or []
-        )
-
-    def finished(self, job: JsonDict) -> tuple[str, str] | None:
-        """Finished: Complete=True succeeds, Failed=True fails."""
-        for type_, reason in (("Complete", "Succeeded"), ("Failed", "Failed")):
-            cond = _condition_true(job, type_)
-            if cond is not None:
-                return reason, str(cond.get("message", ""))
-        return None
 
     def child_jobset(self, store: Store, job: JsonDict) -> JsonDict | None:
         """getChildJobSet: the JobSet the TrainJob's runtime (read now, not Trainer's snapshot) makes, with
@@ -337,8 +340,10 @@ class JobSet(_SpecSuspended):
     #: Stop is suspend-and-restore in one write; the flavors go in with the unsuspend.
     custom_stop = False
     write_info_suspended = False
-    #: jobsetapi.JobSetControllerName, the JobSet controller's own.
+    #: jobsetapi.JobSetControllerName, the JobSet controller's own; IsActive reads replicatedJobsStatus.
     own_controller = "jobset.sigs.k8s.io/jobset-controller"
+    counts_key = "replicatedJobsStatus"
+    success_condition = "Completed"
 
     def default(self, job: JsonDict, suspend: bool) -> None:
         """JobSetWebhook.Default's ApplyDefaultForSuspend: a JobSet Kueue manages is created suspended."""
@@ -349,19 +354,6 @@ class JobSet(_SpecSuspended):
     def remote_spec(self, job: JsonDict) -> JsonDict:
         """SyncJob's copy: the manager's spec (managedBy cleared by the caller)."""
         return clone(job.get("spec") or {})
-
-    def active(self, job: JsonDict) -> bool:
-        """IsActive: any status.replicatedJobsStatus[].active > 0."""
-        return any(int((s or {}).get("active") or 0) > 0
-                   for s in (job.get("status") or {}).get("replicatedJobsStatus") or [])
-
-    def finished(self, job: JsonDict) -> tuple[str, str] | None:
-        """Finished: Completed=True succeeds, Failed=True fails (the condition's message)."""
-        for type_, reason in (("Completed", "Succeeded"), ("Failed", "Failed")):
-            cond = _condition_true(job, type_)
-            if cond is not None:
-                return reason, str(cond.get("message", ""))
-        return None
 
     def pods_ready(self, _store: Store, job: JsonDict) -> bool:
         return jobset_pods_ready(job, (job.get("status") or {}).get("replicatedJobsStatus") or [])

@@ -11,10 +11,10 @@ Defaults are those of a v0.19.2 install from the release manifests (docs/referen
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from airflow_tfjob.jobs.kinds import ALL_KINDS, KINDS, JobKind
+from airflow_tfjob.jobs.kinds import ALL_KINDS, KINDS, TRAINJOB, JobKind
 from airflow_tfjob.local.model.resources import (
     JOBSET_GROUP,
     JOBSET_VERSION,
@@ -46,29 +46,11 @@ MULTIKUEUE_SECRET_KEY = "kubeconfig"
 # SetDefaults_Configuration's managedJobsNamespaceSelector: every namespace but kube-system and Kueue's own.
 DEFAULT_NAMESPACE_SELECTOR: Mapping[str, Any] = {"matchExpressions": [
     {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", MANAGER_NAMESPACE]}]}
-# A standalone JobSet as a kind Kueue manages (its framework name `jobset.x-k8s.io/jobset`). Not a kind the
-# provider runs (so not in jobs/kinds.py's ALL_KINDS): the row gives the job reconciler and MultiKueue its
-# API names (its integration: adapters.JobSet); the replica fields the provider's kinds need are placeholders.
-JOBSET = JobKind(
-    kind="JobSet",
-    plural="jobsets",
-    singular="jobset",
-    spec_key="",
-    replica_types=(),
-    container="",
-    port_name="",
-    port=0,
-    restart_policy="OnFailure",
-    controller="jobset-controller",
-    success_rule="jobset",
-    failure_rule="jobset",
-    group=JOBSET_GROUP,
-    version=JOBSET_VERSION,
-    pod_job_label="jobset.sigs.k8s.io/jobset-name",
-    pod_type_label="jobset.sigs.k8s.io/replicatedjob-name",
-    pod_index_label="batch.kubernetes.io/job-completion-index",
-    api=JOBSET_GROUP,
-)
+# A standalone JobSet as a kind Kueue manages (framework `jobset.x-k8s.io/jobset`, integration
+# adapters.JobSet), drawn from TrainJob's row (the same JobSet pod labels). Not a kind the provider runs, so
+# not in jobs/kinds.py's ALL_KINDS: the row gives the job reconciler and MultiKueue its API names.
+JOBSET = replace(TRAINJOB, kind="JobSet", plural="jobsets", singular="jobset", replica_types=(), container="",
+                 port=0, controller="jobset-controller", group=JOBSET_GROUP, version=JOBSET_VERSION, api=JOBSET_GROUP)
 # What v0.18.x ships: every kind of the local cluster managed.
 KUBEFLOW_V1 = tuple(f"kubeflow.org/{k.singular}" for k in KINDS)
 
