@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jobset_support import JOBSET, JV, create_jobset, get_jobset, jobset_pods, jobset_workload, make_jobset
 from kubernetes import client, config
 from kueue_support import KUEUE, NS, V2, Kube, cond, labelled_job, wait_then_exit
 from waiting import until
@@ -44,7 +45,8 @@ QUEUES = queue_objects(cluster_queue="cq", local_queue="lq", quota={"cpu": 8, "n
 def manager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     with LocalCluster(workdir=tmp_path_factory.mktemp("mk-dispatch"), multikueue_workers=2,
                       apis=["v1", "trainjob"],
-                      kueue={"integrations": (*KUBEFLOW_V1, "trainer.kubeflow.org/trainjob"), "objects": QUEUES,
+                      kueue={"integrations": (*KUBEFLOW_V1, "trainer.kubeflow.org/trainjob", "jobset.x-k8s.io/jobset"),
+                             "objects": QUEUES,
                              "multikueue_worker_lost_timeout": LOST_TIMEOUT,
                              "multikueue_gc_interval": GC_INTERVAL}) as cluster:
         crd = Kube.on(cluster).crd
@@ -220,6 +222,89 @@ def test_a_trainjob_runs_on_the_worker_that_admits_it(kube: Kube, workers: dict[
           .get("conditions") and cond(_remote(kube.crd, KUEUE, V2, "workloads", found["metadata"]["name"]) or {},
                                       "Finished") is not None, "the manager's Workload finished")
     until(_gone(workers[worker], KUEUE, V2, "workloads", found["metadata"]["name"]), f"the Workload gone from {worker}")
+
+
+def _jobset_admitted_on(kube: Kube, uid: str) -> tuple[str, dict[str, Any]]:
+    """util.ExpectWorkloadsToBeAdmittedAndGetWorkerName for a JobSet's Workload: (worker, Workload)."""
+    found: dict[str, Any] = {}
+
+    def admitted() -> bool:
+        wl = jobset_workload(kube.crd, uid) or {}
+        if cond(wl, "Admitted") == ("True", "Admitted", "The workload is admitted") and _check(wl)["state"] == "Ready":
+            found.update(wl)
+        return bool(found)
+
+    until(admitted, "the JobSet's Workload admitted on a worker")
+    worker = found["status"]["clusterName"]
+    assert _check(found)["message"] == f'The workload was admitted on "{worker}"'
+    return worker, found
+
+
+def test_a_jobset_runs_on_the_worker_that_admits_it(kube: Kube, workers: dict[str, client.CustomObjectsApi],
+                                                    tmp_path: Path) -> None:
+    """Kueue v0.19.2 test/integration/multikueue/jobset_test.go, "Should run a jobSet on worker if
+    admitted", and test/e2e/multikueue/extended/e2e_test.go, "Should run a jobSet on worker if admitted"
+    (with jobset_multikueue_adapter.go SyncJob and jobset_controller.go CanDefaultManagedBy): the manager's
+    JobSet, queued to a MultiKueue ClusterQueue, is managed by MultiKueue and runs nothing; its Workload
+    has one pod set per replicated job; the worker that admits its copy gets a copy of the JobSet
+    (origin label, prebuilt-workload annotation, no managedBy), the other none; the worker's
+    replicatedJobsStatus comes back; its Completed condition finishes the manager's Workload (Succeeded,
+    "jobset completed successfully") and the copies are removed from both workers."""
+    go = tmp_path / "go"
+    created = create_jobset(kube.crd, make_jobset("job-set", "lq", wait_then_exit(go),
+                                                  [("replicated-job-1", 2, 2), ("replicated-job-2", 1, 1)]))
+    assert created["spec"]["managedBy"] == MK
+    worker, wl = _jobset_admitted_on(kube, created["metadata"]["uid"])
+    assert [(p["name"], p["count"]) for p in wl["spec"]["podSets"]] == [("replicated-job-1", 4), ("replicated-job-2", 1)]
+    other = next(w for w in workers if w != worker)
+    remote_wl = _remote(workers[worker], KUEUE, V2, "workloads", wl["metadata"]["name"])
+    assert remote_wl is not None and remote_wl["spec"] == wl["spec"]
+    until(_gone(workers[other], KUEUE, V2, "workloads", wl["metadata"]["name"]), f"no Workload left on {other}")
+
+    until(lambda: get_jobset(workers[worker], "job-set") is not None, f"the JobSet's copy on {worker}")
+    copy = get_jobset(workers[worker], "job-set")
+    assert copy is not None
+    assert copy["metadata"]["labels"][ORIGIN] == "multikueue"
+    assert copy["metadata"]["annotations"][PREBUILT] == wl["metadata"]["name"]
+    assert "managedBy" not in copy["spec"]
+    assert get_jobset(workers[other], "job-set") is None
+
+    def mirrored() -> bool:
+        there = (get_jobset(workers[worker], "job-set") or {}).get("status") or {}
+        here = (get_jobset(kube.crd, "job-set") or {}).get("status") or {}
+        statuses = {s["name"]: (s["ready"], s["active"]) for s in there.get("replicatedJobsStatus") or []}
+        return statuses == {"replicated-job-1": (2, 2), "replicated-job-2": (1, 1)} and here == there
+
+    until(mirrored, "the worker's replicatedJobsStatus, its Jobs ready and active, on the manager's JobSet")
+    assert jobset_pods(kube.api, "job-set") == []  # the manager runs no replica
+    assert client.BatchV1Api(kube.api).list_namespaced_job(NS, label_selector=(
+        "jobset.sigs.k8s.io/jobset-name=job-set")).items == []
+
+    go.touch()
+    until(lambda: (cond(jobset_workload(kube.crd, created["metadata"]["uid"]) or {}, "Finished") or ("",))[0] == "True",
+          "the manager's Workload finished")
+    assert cond(jobset_workload(kube.crd, created["metadata"]["uid"]) or {}, "Finished") == (
+        "True", "Succeeded", "jobset completed successfully")
+    for crd in workers.values():
+        until(_gone(crd, KUEUE, V2, "workloads", wl["metadata"]["name"]), "the Workload removed from the workers")
+        until(_gone(crd, JOBSET, JV, "jobsets", "job-set"), "the JobSet removed from the workers")
+    done = get_jobset(kube.crd, "job-set")
+    assert done is not None and done["spec"]["suspend"] is False
+    assert cond(done, "Completed") == ("True", "AllJobsCompleted", "jobset completed successfully")
+
+
+def test_deleting_the_managers_jobset_deletes_the_workers_copies(kube: Kube,
+                                                                 workers: dict[str, client.CustomObjectsApi],
+                                                                 tmp_path: Path) -> None:
+    """As test_deleting_the_managers_job_deletes_the_workers_copies, for a JobSet (jobset_multikueue_adapter.go
+    DeleteRemoteObject): the manager's JobSet deleted, the worker's JobSet and Workload are removed."""
+    created = create_jobset(kube.crd, make_jobset("js-del", "lq", wait_then_exit(tmp_path / "never"),
+                                                  [("rj", 1, 1)]))
+    worker, wl = _jobset_admitted_on(kube, created["metadata"]["uid"])
+    until(lambda: get_jobset(workers[worker], "js-del") is not None, f"the JobSet's copy on {worker}")
+    kube.crd.delete_namespaced_custom_object(JOBSET, JV, NS, "jobsets", "js-del")
+    until(_gone(workers[worker], JOBSET, JV, "jobsets", "js-del"), f"the JobSet gone from {worker}")
+    until(_gone(workers[worker], KUEUE, V2, "workloads", wl["metadata"]["name"]), f"the Workload gone from {worker}")
 
 
 def _pending_gpu_job(kube: Kube, name: str, go: Path) -> None:

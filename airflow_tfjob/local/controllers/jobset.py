@@ -3,7 +3,9 @@
 does, created once its `dependsOn` are reached; the headless Service `<subdomain>`; suspend and resume of
 the Jobs; Failed (`FailedJobs`) as soon as one Job fails, checked before Completed (`AllJobsCompleted`,
 success policy All or Any over the target replicated jobs); on finishing, the still-active Jobs are deleted
-(foreground, so their pods go too); `replicatedJobsStatus` as Job counts, ordered by name descending.
+(foreground, so their pods go too); `replicatedJobsStatus` as Job counts, ordered by name descending. A
+JobSet whose `spec.managedBy` names another controller (Kueue's MultiKueue on a manager cluster) is left
+alone: no Jobs, no Service, no status of its own (managedByExternalController).
 docs/reference/trainjob-behaviour.md §5. Not reproduced: failurePolicy restarts (a failure policy's rules
 and maxRestarts are ignored: any failed Job fails the JobSet), startupPolicy InOrder, coordinator,
 volumeClaimPolicies and ttlSecondsAfterFinished (see docs/local-cluster.md).
@@ -33,6 +35,8 @@ P = "jobset.sigs.k8s.io/"
 JOBSET_NAME = P + "jobset-name"
 RJOB_NAME = P + "replicatedjob-name"
 COMPONENT = "jobset-controller"
+#: jobset.JobSetControllerName: the managedBy value (or none) this controller acts on.
+CONTROLLER_NAME = "jobset.sigs.k8s.io/jobset-controller"
 
 
 def rjob_count(rjob: JsonDict) -> int:
@@ -63,6 +67,8 @@ class JobSetController(HostPortReconciler):
         if js is None or js["metadata"].get("deletionTimestamp"):
             return None
         spec = js.get("spec") or {}
+        if spec.get("managedBy") not in (None, CONTROLLER_NAME):
+            return None
         status = clone(js.get("status") or {})
         status.setdefault("restarts", 0)  # `json:"restarts"` without omitempty: always written
         now = now_rfc3339()

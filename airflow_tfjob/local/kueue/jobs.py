@@ -3,13 +3,15 @@ docs/reference/kueue-behaviour.md §4): the mutating webhook that creates a labe
 job reconciler that creates its Workload, unsuspends it on admission (flavor nodeLabels, tolerations and
 the podset label handed to the job), suspends it again on eviction (what admission added taken back),
 releases the quota once no replica is active, and marks the Workload Finished when the job ends. What
-differs between integrations (the kubeflow.org/v1 kinds, Trainer's TrainJob) is asked of the kind's
-adapter (adapters.py). Kinds whose integration is off are never looked at."""
+differs between integrations (the kubeflow.org/v1 kinds, Trainer's TrainJob, a standalone JobSet) is asked
+of the kind's adapter (adapters.py). Kinds whose integration is off are never looked at. A job whose owner
+Kueue manages (a TrainJob's JobSet) is its owner's: no queue, no suspend, no Workload of its own (upstream
+also suspends it while the owner's Workload is not admitted; here the owner's controller keeps it so)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from airflow_tfjob.jobs.kinds import JobKind
@@ -18,7 +20,12 @@ from airflow_tfjob.local.kueue.adapters import Adapter, PodSetsInfo, adapter_for
 from airflow_tfjob.local.kueue.celrules import cel_errors
 from airflow_tfjob.local.kueue.checks import cq_checks
 from airflow_tfjob.local.kueue.defaults import apply_kueue_defaults
-from airflow_tfjob.local.kueue.options import MANAGER_NAMESPACE, MULTIKUEUE_CONTROLLER, KueueOptions
+from airflow_tfjob.local.kueue.options import (
+    MANAGER_NAMESPACE,
+    MULTIKUEUE_CONTROLLER,
+    KueueOptions,
+    kinds_managed,
+)
 from airflow_tfjob.local.kueue.reasons import NO_RESERVATION, PENDING, PENDING_EVALUATION, Reasons
 from airflow_tfjob.local.kueue.schema import CHECKED_KINDS, kueue_schema
 from airflow_tfjob.local.kueue.workloads import (
@@ -50,15 +57,47 @@ UNMANAGED_NAMESPACES = ("kube-system", MANAGER_NAMESPACE)
 class Management:
     """Which jobs Kueue's configuration manages: `without_queue_name` is manageJobsWithoutQueueName,
     `selector` managedJobsNamespaceSelector (a namespace whose labels it does not match has none of its
-    jobs reconciled, labelled or not: ReconcileGenericJob's first check)."""
+    jobs reconciled, labelled or not: ReconcileGenericJob's first check), `kinds` the kinds whose
+    integration is on (a job owned by one of them is that owner's, not a job of its own)."""
 
-    def __init__(self, without_queue_name: bool = False, selector: LabelSelector | None = None) -> None:
+    def __init__(self, without_queue_name: bool = False, selector: LabelSelector | None = None,
+                 kinds: Iterable[JobKind] = ()) -> None:
         self.without_queue_name = without_queue_name
         self.selector = selector or KueueOptions().namespace_selector()
+        self.kinds = {(k.api_version, k.kind): k for k in kinds}
 
     @classmethod
     def of(cls, options: KueueOptions) -> Management:
-        return cls(options.manage_jobs_without_queue_name, options.namespace_selector())
+        return cls(options.manage_jobs_without_queue_name, options.namespace_selector(), kinds_managed(options))
+
+    def managed_owner(self, job: JsonDict) -> tuple[JobKind, str] | None:
+        """(kind, name) of the job's controller when its kind's integration is on
+        (IsOwnerManagedByKueueForObject)."""
+        meta = job.get("metadata") or {}
+        ref = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
+        kind = self.kinds.get((str((ref or {}).get("apiVersion")), str((ref or {}).get("kind"))))
+        return None if ref is None or kind is None else (kind, str(ref.get("name", "")))
+
+    def managed_ancestor(self, store: Store | None, job: JsonDict) -> JsonDict | None:
+        """FindAncestorJobManagedByKueue: up the controller references through kinds Kueue manages, the
+        top-most ancestor with a queue label (any, under manageJobsWithoutQueueName); None for a top-level
+        job. An owner that is not there (or another object of its name) ends the walk."""
+        found: JsonDict | None = None
+        current, seen = job, {str((job.get("metadata") or {}).get("uid"))}
+        while store is not None and (owner := self.managed_owner(current)) is not None:
+            ref = next(r for r in current["metadata"]["ownerReferences"] if r.get("controller"))
+            try:
+                parent = store.get(owner[0].plural, current["metadata"].get("namespace"), owner[1])
+            except ApiError:
+                return found
+            uid = str(parent["metadata"].get("uid"))
+            if uid != ref.get("uid") or uid in seen:
+                return found
+            seen.add(uid)
+            if self.without_queue_name or queue_name(parent):
+                found = parent
+            current = parent
+        return found
 
     def namespace_managed(self, store: Store | None, namespace: str) -> bool:
         """The namespace exists and its labels match the selector (a missing one: not managed)."""
@@ -92,9 +131,10 @@ class KueueWebhook:
         check_kueue_object(rtype, obj, old)
         namespace = (obj.get("metadata") or {}).get("namespace")
         if operation == "CREATE" and rtype in self.adapters and namespace not in UNMANAGED_NAMESPACES:
-            self._default_queue(obj, str(namespace))
-            suspend = bool(queue_name(obj)) or (
-                self.management.without_queue_name and self.management.namespace_managed(self.store, str(namespace)))
+            if self.management.managed_owner(obj) is None:
+                self._default_queue(obj, str(namespace))
+            suspend = self.management.managed_ancestor(self.store, obj) is None and (bool(queue_name(obj)) or (
+                self.management.without_queue_name and self.management.namespace_managed(self.store, str(namespace))))
             self.adapters[rtype].default(obj, suspend)
             self._default_managed_by(self.adapters[rtype], obj, str(namespace))
         if self.inner is not None:
@@ -199,6 +239,8 @@ class JobReconciler:
             return True
         if not self.management.namespace_managed(self.store, namespace):
             return True  # "Namespace not opted in for Kueue management"
+        if self.management.managed_ancestor(self.store, job) is not None:
+            return True  # a child job: its ancestor's Workload is the one (module docstring)
         finished = self.adapter.finished(job)
         wl, outcome = self._ensure_one_workload(job, finished is not None)
         if outcome is not None:

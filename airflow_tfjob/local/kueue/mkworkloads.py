@@ -1,5 +1,5 @@
 """MultiKueue's dispatch on the manager (Kueue v0.19.2 pkg/controller/admissionchecks/multikueue/
-workload.go, the AllAtOnce dispatcher, with the kubeflow, TrainJob adapters' SyncJob): a Workload whose
+workload.go, the AllAtOnce dispatcher, with the kubeflow, TrainJob, JobSet adapters' SyncJob): a Workload whose
 MultiKueue check is `Pending` once it holds quota gets a copy on every connected worker of the check's
 MultiKueueConfig; the first worker to admit its copy wins (the others' copies are removed), gets a copy of
 the job (`managedBy` cleared, the MultiKueue origin label and the prebuilt-workload annotation naming the
@@ -339,7 +339,7 @@ class _Group:
 
     async def sync_job(self, cluster: str) -> None:
         """SyncJob: the worker's job status onto the manager's job, or, with no job there yet, the copy
-        created. (The kubeflow and TrainJob adapters never defer a sync, so neither does this.)"""
+        created. (The kubeflow, TrainJob and JobSet adapters never defer a sync, so neither does this.)"""
         remote = self.clients[cluster]
         try:
             local = self.o.store.get(self.kind.plural, self.namespace, self.job_name)

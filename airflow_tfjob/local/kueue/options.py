@@ -11,11 +11,13 @@ Defaults are those of a v0.19.2 install from the release manifests (docs/referen
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from airflow_tfjob.jobs.kinds import ALL_KINDS, KINDS, JobKind
+from airflow_tfjob.jobs.kinds import ALL_KINDS, KINDS, TRAINJOB, JobKind
 from airflow_tfjob.local.model.resources import (
+    JOBSET_GROUP,
+    JOBSET_VERSION,
     KUEUE_GROUP,
     RESOURCES,
     ApiError,
@@ -44,6 +46,11 @@ MULTIKUEUE_SECRET_KEY = "kubeconfig"
 # SetDefaults_Configuration's managedJobsNamespaceSelector: every namespace but kube-system and Kueue's own.
 DEFAULT_NAMESPACE_SELECTOR: Mapping[str, Any] = {"matchExpressions": [
     {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", MANAGER_NAMESPACE]}]}
+# A standalone JobSet as a kind Kueue manages (framework `jobset.x-k8s.io/jobset`, integration
+# adapters.JobSet), drawn from TrainJob's row (the same JobSet pod labels). Not a kind the provider runs, so
+# not in jobs/kinds.py's ALL_KINDS: the row gives the job reconciler and MultiKueue its API names.
+JOBSET = replace(TRAINJOB, kind="JobSet", plural="jobsets", singular="jobset", replica_types=(), container="",
+                 port=0, controller="jobset-controller", group=JOBSET_GROUP, version=JOBSET_VERSION, api=JOBSET_GROUP)
 # What v0.18.x ships: every kind of the local cluster managed.
 KUBEFLOW_V1 = tuple(f"kubeflow.org/{k.singular}" for k in KINDS)
 
@@ -242,4 +249,6 @@ def queue_objects(
 
 
 def kinds_managed(options: KueueOptions) -> Sequence[JobKind]:
-    return [k for k in ALL_KINDS if options.manages(k)]
+    """The kinds whose integration is on: the provider's kinds, and a standalone JobSet
+    (`jobset.x-k8s.io/jobset`, on in a release install)."""
+    return [k for k in (*ALL_KINDS, JOBSET) if options.manages(k)]
