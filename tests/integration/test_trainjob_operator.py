@@ -45,14 +45,17 @@ print(f"node {index} done", flush=True)
 """
 
 
-@pytest.fixture(scope="module")
-def local_cluster() -> Iterator[Any]:
-    """This module's own cluster: Trainer v2 only (no kubeflow.org/v1 kinds), the TF runtimes installed."""
+@pytest.fixture(scope="module", params=["trainer=2.3", "trainer=2.4"])
+def local_cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """This module's own cluster: Trainer v2 only (no kubeflow.org/v1 kinds), the TF runtimes installed;
+    once per Trainer profile of the local cluster (issue 38: the provider on every profile; 2.4's runtime
+    and TrainJob rules, docs/local-cluster.md, must take what the provider installs and creates)."""
     from airflow_tfjob.jobs.trainjob.runtimes import cluster_hook, install
     from airflow_tfjob.local import LocalCluster
 
     # The progress status (Trainer's alpha TrainJobStatus gate) on: the nodes may report to it.
-    with LocalCluster(apis=["trainjob"], feature_gates={"TrainJobStatus": True}) as cluster:
+    with LocalCluster(apis=["trainjob"], feature_gates={"TrainJobStatus": True}, profile=request.param) as cluster:
+        assert f"trainer={cluster.runtime.profile.trainer.version}" == request.param
         install(cluster_hook(str(cluster.kubeconfig_path)), log=lambda _: None)
         yield cluster
 
