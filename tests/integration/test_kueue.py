@@ -101,9 +101,11 @@ def use_cluster(cluster: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps({"conn_type": "kubernetes", "extra": extra}))
 
 
-@pytest.fixture(scope="module")
-def kueue_cluster() -> Iterator[Any]:
-    with queued_cluster() as cluster:
+@pytest.fixture(scope="module", params=["kueue=0.19", "kueue=0.20"])
+def kueue_cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The module's cluster, once per Kueue profile of the local cluster (issue 38: the provider on every
+    profile)."""
+    with queued_cluster(request.param) as cluster:
         yield cluster
 
 
@@ -111,6 +113,12 @@ def kueue_cluster() -> Iterator[Any]:
 def conn(kueue_cluster: Any, monkeypatch: pytest.MonkeyPatch) -> str:
     use_cluster(kueue_cluster, monkeypatch)
     return "kubernetes_default"
+
+
+@pytest.fixture
+def kueue_release(kueue_cluster: Any) -> str:
+    """The Kueue release (``0.19``) of the module's cluster, whose reasons differ (kueue#13063)."""
+    return str(kueue_cluster.runtime.profile.kueue.version)
 
 
 def operator(log: TaskLog, cls: type[KubeflowJobOperator] = TFJobOperator, **kwargs: Any) -> Any:
@@ -253,7 +261,8 @@ def test_queue_timeout_fires_naming_the_queue_and_deletes_the_job(conn: str, def
 
 
 @pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferred"])
-def test_a_job_kueue_can_never_admit_fails_at_once_with_kueues_words(conn: str, deferrable: bool) -> None:
+def test_a_job_kueue_can_never_admit_fails_at_once_with_kueues_words(conn: str, kueue_release: str,
+                                                                     deferrable: bool) -> None:
     """Two cpus asked of a ClusterQueue whose maximum is one: Kueue says so (its NoFit message) and the
     task fails with Kueue's words, not after its queue_timeout of an hour (the module's 300 s timeout)."""
     from airflow_tfjob.hooks.tfjob import KubeflowJobHook
@@ -272,8 +281,9 @@ def test_a_job_kueue_can_never_admit_fails_at_once_with_kueues_words(conn: str, 
             op.execute(context_for(ti))
     message = str(raised.value)
     assert "can never be admitted by Kueue" in message and "LocalQueue one" in message
+    reason = "ExceedsMaxQuota" if kueue_release == "0.20" else "Pending"  # kueue#13063's reasons
     assert (
-        "Pending: couldn't assign flavors to pod set worker: insufficient quota for cpu in flavor f-one, previously "
+        f"{reason}: couldn't assign flavors to pod set worker: insufficient quota for cpu in flavor f-one, previously "
         "considered podsets requests (0) + current podset request (2) > maximum capacity (1)"
     ) in message  # Kueue's own words
     assert "deleted" in message
@@ -281,10 +291,11 @@ def test_a_job_kueue_can_never_admit_fails_at_once_with_kueues_words(conn: str, 
     wait_for(lambda: hook.find_job("TFJob", op._job_ref[0], NS) is None, 30, "the inadmissible job deleted")
 
 
-def test_a_job_on_a_missing_local_queue_fails_at_once_naming_it(conn: str) -> None:
+def test_a_job_on_a_missing_local_queue_fails_at_once_naming_it(conn: str, kueue_release: str) -> None:
     log = TaskLog()
     op = operator(log, task_id="lost", kueue_queue="no-such-queue", queue_timeout=3600)
-    with pytest.raises(AirflowException, match="Inadmissible: LocalQueue no-such-queue doesn't exist"):
+    reason = "Misconfigured" if kueue_release == "0.20" else "Inadmissible"  # kueue#13063's reasons
+    with pytest.raises(AirflowException, match=f"{reason}: LocalQueue no-such-queue doesn't exist"):
         op.execute(context_for(TaskInstance(task_id="lost")))
 
 

@@ -2,7 +2,7 @@
 Kueue 0.20's granular QuotaReserved reasons as they read 0.19's ``Inadmissible``/``Pending`` words (a queue
 that can never admit fails at once, naming Kueue's reason and the fix; a job waiting for quota is told
 queued), a TrainJob behind Kueue 0.20 is told running while it runs, sync and deferred, and the hooks read
-Workloads at the version each profile serves. test_kueue.py's cheapest cases run again on 0.20 (below).
+Workloads at the version each profile serves. test_kueue.py runs whole on both profiles too.
 
 One cluster per profile (``kueue=0.19``, the default, and ``kueue=0.20``), with the queues and helpers of
 test_kueue.py: ``one`` (1 cpu), ``two`` (2 cpu), ``none`` (no quota)."""
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-import test_kueue
 from operator_support import TaskInstance, context_for, defer, fire, first_event, rebuild_trigger, wait_for
 from test_deferred_parity import TaskLog
 from test_kueue import (
@@ -90,14 +90,20 @@ def test_a_missing_local_queue_fails_at_once_naming_kueues_reason_and_the_fix(pr
     )
 
 
-def test_a_job_waiting_for_quota_is_told_queued_and_left_to_its_queue_timeout(profile: str) -> None:
+def test_a_job_waiting_for_quota_is_told_queued_and_left_to_its_queue_timeout(profile: str, tmp_path: Path) -> None:
     """Behind a job that holds the whole quota: queued with Kueue's words (WaitingForQuota on 0.20), never
     taken for a job that cannot be admitted; its queue_timeout ends it."""
     blocker_log, log = TaskLog(), TaskLog()
-    blocker = operator(blocker_log, task_id="holder", kueue_queue="one", env={"LINES": "60", "STEP": "0.1"})
+    # The holder runs until the job behind it has timed out (its HOLD file), not for a fixed 6 s that a
+    # slow start of the job behind once outlasted (it was admitted and succeeded).
+    hold = tmp_path / "hold"
+    blocker = operator(blocker_log, task_id="holder", kueue_queue="one", env={"LINES": "1", "HOLD": str(hold)})
     thread, held = run_in_thread(blocker, TaskInstance(task_id="holder"))
     wait_for(lambda: any(line.startswith("[kueue] running") for line in blocker_log.lines), 60, "the holder running")
-    message = run(log, False, task_id="behind", kueue_queue="one", queue_timeout=4)
+    try:
+        message = run(log, False, task_id="behind", kueue_queue="one", queue_timeout=4)
+    finally:
+        hold.touch()
     thread.join(60)
     assert "result" in held, held.get("error")
     reason = "WaitingForQuota" if profile == NEW else "Pending"
@@ -166,42 +172,3 @@ def test_the_hooks_read_workloads_at_the_version_the_cluster_serves(profile: str
         assert set(afound["status"]) == set(found["status"])
     finally:
         hook.delete_job("TFJob", job["metadata"]["name"], NS)
-
-
-# -- test_kueue.py's cases on Kueue 0.20 --------------------------------------------------------------
-# The cheap ones (about 6 s together): their 0.19 runs are test_kueue.py's own, on its cluster. Each
-# runs the same body against the 0.20 cluster above (Workloads and positions at v1beta2 only, 0.20's
-# reasons), and fails as the original does when its behaviour breaks.
-
-
-@pytest.fixture
-def conn(profile_cluster: Any, monkeypatch: pytest.MonkeyPatch) -> str:
-    """``kubernetes_default`` pointed at the profile's cluster (what test_kueue.py's ``conn`` gives)."""
-    use_cluster(profile_cluster, monkeypatch)
-    return "kubernetes_default"
-
-
-on_0_20 = pytest.mark.parametrize("profile_cluster", [NEW], indirect=True)
-
-
-@on_0_20
-def test_on_0_20_the_hooks_kueue_calls_sync_and_async_alike(conn: str, local_cluster: Any) -> None:
-    test_kueue.test_the_hooks_kueue_calls_sync_and_async_alike(conn, local_cluster)
-
-
-@on_0_20
-def test_on_0_20_the_sensor_and_its_trigger_say_where_a_queued_job_stands(conn: str) -> None:
-    test_kueue.test_the_sensor_and_its_trigger_say_where_a_queued_job_stands(conn)
-
-
-@on_0_20
-@pytest.mark.parametrize("api", [test_kueue.TFJOB, test_kueue.TF_ON_TRAINJOB])
-def test_on_0_20_on_preemption_fail_fails_the_task_with_kueues_message(conn: str, api: str) -> None:
-    test_kueue.test_on_preemption_fail_fails_the_task_with_kueues_message_and_deletes_the_job(conn, api)
-
-
-@on_0_20
-def test_on_0_20_a_tfjob_queued_behind_another_is_told_queued_admitted_running(conn: str) -> None:
-    test_kueue.test_a_job_queued_behind_another_is_told_queued_admitted_running_and_its_startup_clock_waits(
-        conn, test_kueue.TFJOB
-    )
