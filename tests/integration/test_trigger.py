@@ -227,8 +227,10 @@ async def test_stream_cut_mid_run(api: Api, k8s_conn: str, proxy: TcpProxy, prox
     await wait_until(lambda: any(w["namespace"] == ns and w["connected"] for w in watch.active_watchers()))
     await proxy.refuse()
     await api.set_status(ns, name, succeeded_status(name, ns))
-    # The watch has seen its stream cut and a reconnect refused: it cannot know of the success yet.
-    await wait_until(lambda: any(w["namespace"] == ns and w["errors"] >= 1 for w in watch.active_watchers()))
+    # The watch has seen its stream cut and a reconnect refused: it cannot know of the success yet. (60 s:
+    # at load 15 the cut and the refused reconnect once took longer than the default 20 s to be counted.)
+    await wait_until(lambda: any(w["namespace"] == ns and w["errors"] >= 1 for w in watch.active_watchers()),
+                     timeout=60)
     assert not run.done()
     await proxy.start()
     (event,) = await asyncio.wait_for(run, 30)

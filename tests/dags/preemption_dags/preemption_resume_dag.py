@@ -21,8 +21,9 @@ from airflow_tfjob.operators.tfjob import TFJobOperator
 
 EPOCHS = 20
 # Resumes after the newest epoch-N file of its CHECKPOINT_DIR (file://), then saves one per epoch in
-# the line the provider reads. Try 1 holds after epoch HOLD_AFTER until it is stopped (for 300 s at
-# most, then it goes on and the test fails on its tries): the preemption is the test's to make, and on
+# the line the provider reads. Try 1 trains no epoch past HOLD_AFTER: it holds before the next until it is
+# stopped (for 300 s at most, then it goes on and the test fails on its tries), also when Kueue admits
+# the evicted job again before the task has deleted it. The preemption is the test's to make, and on
 # busy cores short epochs alone once outran it (try 1 finished all 20 before Kueue evicted it).
 TRAINS = r"""
 import os, time
@@ -34,13 +35,13 @@ start = done[-1] if done else 0
 print(f"try {os.environ['TRY']} starting after epoch {start}", flush=True)
 trained = open(os.path.join(local, "trained"), "a")  # the test reads which try trained which epoch
 for epoch in range(start + 1, int(os.environ["EPOCHS"]) + 1):
+    if os.environ["TRY"] == "1" and epoch > int(os.environ["HOLD_AFTER"]):
+        time.sleep(300)
     time.sleep(0.25)
     open(os.path.join(local, f"epoch-{epoch}"), "w").close()
     trained.write(f"{os.environ['TRY']} {epoch}\n")
     trained.flush()
     print(f"checkpoint saved: {directory}/epoch-{epoch} epoch={epoch}", flush=True)
-    if os.environ["TRY"] == "1" and epoch == int(os.environ["HOLD_AFTER"]):
-        time.sleep(300)
 print("trained", flush=True)
 """
 
