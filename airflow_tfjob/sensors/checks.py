@@ -13,7 +13,7 @@ from typing import Any
 from airflow_tfjob.build.checker import JobValidationError, Problem
 from airflow_tfjob.build.validation import NAME_FIX, NAMESPACE_FIX, job_name_problem, namespace_problem
 from airflow_tfjob.jobs.status import TARGET_CONDITIONS
-from airflow_tfjob.operators.checks import is_template
+from airflow_tfjob.operators.shared_checks import is_template
 
 _OPTIONAL_STRINGS = ("cluster_context", "config_file")
 

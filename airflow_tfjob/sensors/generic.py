@@ -19,7 +19,7 @@ from airflow.sdk import BaseSensorOperator
 
 from airflow_tfjob.hooks.connection import task_hook
 from airflow_tfjob.jobs.kinds import JobKind, kind_named
-from airflow_tfjob.operators.checks import kind_name_of
+from airflow_tfjob.operators.shared_checks import kind_name_of
 from airflow_tfjob.version_compat import conf
 
 if TYPE_CHECKING:
