@@ -73,6 +73,8 @@ MANAGED_BY_VALUES = ("kubeflow.org/training-operator", MULTIKUEUE_MANAGED_BY)
 #: after the pods' own terminationGracePeriodSeconds (30 s by default); 1 rather than 0 because 0 is a
 #: forced deletion, which removes the pod objects before the kubelet has stopped their processes.
 KILL_GRACE_PERIOD = 1
+#: Seconds a job may take to start (FollowOptions.startup_timeout's default).
+STARTUP_TIMEOUT = 600.0
 
 # Extra time given to Airflow's own trigger timeout beyond the job deadline: the trigger enforces the
 # deadline itself (and deletes the job); Airflow's timeout is the backstop for a stuck trigger. Here so

@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_tfjob.constants import KILL_GRACE_PERIOD
+from airflow_tfjob.constants import KILL_GRACE_PERIOD, STARTUP_TIMEOUT
 from airflow_tfjob.hooks.connection import connection_of
 from airflow_tfjob.triggers.loader import load_run_modules, run_modules_loaded
 
@@ -116,14 +116,10 @@ def read_options(
     if deadline is None and startup_deadline is None:
         # The current form, kept as given: a triggerer holds one per waiting job, so no copy of it.
         return options if options is not None else {}
-    # The options' defaults, for a trigger of the previous release only (its one reading); imported on
-    # the loop then, as the constructor runs there, a cost that kind of trigger alone pays.
-    from airflow_tfjob.follow.outcome import FollowOptions
-
     read = dict(options or {})
     if deadline is not None:
         read["deadline"] = deadline
-    timeout = read.get("startup_timeout", FollowOptions.__dataclass_fields__["startup_timeout"].default)
+    timeout = read.get("startup_timeout", STARTUP_TIMEOUT)  # FollowOptions' default
     if startup_deadline is not None and timeout is not None:
         read["startup_from"] = startup_deadline - timeout
     return read
