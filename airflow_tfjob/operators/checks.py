@@ -38,7 +38,7 @@ from airflow_tfjob.operators.shared_checks import is_template
 
 # Katib's metric name syntax (metrics.METRIC_RE's name group): a name outside it is never matched.
 _METRIC_NAME = re.compile(r"[\w|-]+")
-_RESERVED_METRICS = ("history", "missing")  # metrics.RESERVED_KEYS: keys of the metrics result
+_RESERVED_METRICS = ("history", "missing")  # follow.metric_names.RESERVED_KEYS: keys of the metrics result
 
 
 def _is_number(value: Any) -> bool:
