@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
-from airflow_tfjob.build.kindparts import check_shortcuts
 from airflow_tfjob.constants import KILL_GRACE_PERIOD
 from airflow_tfjob.follow.cleanup import ON_FINISH_ACTIONS, ON_KILL_ACTIONS
 from airflow_tfjob.follow.progress_spec import progress_spec
@@ -500,6 +499,10 @@ def manifest_arguments(operator: Any, kind: JobKind | str) -> dict[str, Any]:
     given = {key: value(key) for key in every.manifest_params if value(key) is not None}
     shortcuts = {key: value(key) for key in every.replica_shortcuts if value(key) is not None}
     if shortcuts:
+        # The kinds' builders' parts, when a replica shortcut is given: a DAG file imports this table, and
+        # this runs at execute only (three modules no parse needs).
+        from airflow_tfjob.build.kindparts import check_shortcuts
+
         check_shortcuts(row, shortcuts)
         given["replicas"] = replica_counts(given.get("replicas"), shortcuts)
     for key, field in every.renamed.items():
