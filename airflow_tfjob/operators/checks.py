@@ -11,8 +11,9 @@ names its rule, and the rule is told the name it reports under.
 
 Pure and cheap to import: the operator calls it at DAG parse time (for values that are not
 templates) and again at the start of ``execute`` (after rendering). The parsers the rules call are
-imported at the top (each a light module of its own, a dozen milliseconds' worth of them at most);
-the sensors share only :mod:`airflow_tfjob.operators.shared_checks`, which imports none of them.
+imported at the top: light modules, which making an operator loaded anyway when they were imported
+inside the rules; the sensors share only :mod:`airflow_tfjob.operators.shared_checks`, which imports
+none of them.
 """
 
 from __future__ import annotations
