@@ -67,12 +67,28 @@ SUCCESS_POLICIES = ("", "AllWorkers")
 #: manager's training operator or Trainer leaves such a job alone (its TTL too), its pods are on the worker.
 MULTIKUEUE_MANAGED_BY = "kueue.x-k8s.io/multikueue"
 MANAGED_BY_VALUES = ("kubeflow.org/training-operator", MULTIKUEUE_MANAGED_BY)
+#: The follow event of a MultiKueue job whose worker stayed lost (integrations/kueue/multikueue.py's
+#: WorkerPart ends it).
+WORKER_LOST = "worker_lost"
+#: The follow events the Kueue integration ends a follow with (integrations/kueue/tracker.py's, and the
+#: MultiKueue part's ``worker_lost``), and why the operator deletes the job for each (operators/outcome.py,
+#: which a DAG file's parse imports: so here, not beside the tracker and its hooks): a job left queued or
+#: suspended would hold its place; one whose worker was lost, its quota on the manager.
+KUEUE_FAILURE_EVENTS: dict[str, str] = {
+    WORKER_LOST: "its worker cluster was lost while it ran",
+    "queue_timeout": "it was not admitted by Kueue within queue_timeout",
+    "preempted": "Kueue preempted it and on_preemption is 'fail'",
+    "kueue_ignored": "Kueue did not take it in and kueue_require_admission is set",
+    "kueue_inadmissible": "Kueue says it can never be admitted as things stand",
+}
 
 #: The grace period (seconds) of a kill's deletions unless the operator's ``kill_grace_period`` says
 #: otherwise: SIGTERM, then SIGKILL one second later. A killed task's job must stop within seconds, not
 #: after the pods' own terminationGracePeriodSeconds (30 s by default); 1 rather than 0 because 0 is a
 #: forced deletion, which removes the pod objects before the kubelet has stopped their processes.
 KILL_GRACE_PERIOD = 1
+#: Seconds a job may take to start (FollowOptions.startup_timeout's default).
+STARTUP_TIMEOUT = 600.0
 
 # Extra time given to Airflow's own trigger timeout beyond the job deadline: the trigger enforces the
 # deadline itself (and deletes the job); Airflow's timeout is the backstop for a stuck trigger. Here so

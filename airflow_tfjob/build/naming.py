@@ -61,6 +61,23 @@ def is_dns1035_label(value: str) -> bool:
     return isinstance(value, str) and len(value) <= MAX_NAME and bool(DNS1035_RE.match(value))
 
 
+NAME_FIX = "use at most 63 lower-case letters, digits and '-', starting with a letter and ending with a letter or digit"
+NAMESPACE_FIX = (
+    "use at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit"
+)
+
+
+def job_name_problem(name: Any) -> str | None:
+    """What is wrong with a TFJob name (the operator's and the sensor's wording, here so that the
+    sensors' checks load no manifest validator), or None."""
+    return None if isinstance(name, str) and is_dns1035_label(name) else f"{name!r} is not a DNS-1035 label"
+
+
+def namespace_problem(namespace: Any) -> str | None:
+    valid = isinstance(namespace, str) and len(namespace) <= MAX_NAME and DNS1123_LABEL_RE.match(namespace)
+    return None if valid else f"{namespace!r} is not a valid namespace name"
+
+
 def _digest(*parts: Any, length: int) -> str:
     payload = json.dumps([str(p) for p in parts], separators=(",", ":"))
     return hashlib.sha256(payload.encode()).hexdigest()[:length]

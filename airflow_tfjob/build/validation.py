@@ -39,7 +39,15 @@ from airflow_tfjob.build.checker import (
 )
 from airflow_tfjob.build.container_validation import PULL_POLICIES
 from airflow_tfjob.build.kind_rules import JobView, article, check_kind_rules, replica_key_problem
-from airflow_tfjob.build.naming import DNS1123_LABEL_RE, MAX_NAME, is_dns1035_label, max_name_length
+from airflow_tfjob.build.naming import (
+    MAX_NAME,
+    NAME_FIX,
+    NAMESPACE_FIX,
+    is_dns1035_label,
+    job_name_problem,
+    max_name_length,
+    namespace_problem,
+)
 from airflow_tfjob.build.pod_validation import (
     validate_priority_class,
     validate_priority_label,
@@ -146,22 +154,6 @@ def _validate(check: Checker, manifest: Any, require_name: bool) -> JobKind | No
     check_kind_rules(check, JobView(kind, spec, specs, counts))
     _validate_name_length(check, counts, metadata, name_len)
     return found
-
-
-NAME_FIX = "use at most 63 lower-case letters, digits and '-', starting with a letter and ending with a letter or digit"
-NAMESPACE_FIX = (
-    "use at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit"
-)
-
-
-def job_name_problem(name: Any) -> str | None:
-    """What is wrong with a TFJob name (the operator's and the sensor's wording), or None."""
-    return None if isinstance(name, str) and is_dns1035_label(name) else f"{name!r} is not a DNS-1035 label"
-
-
-def namespace_problem(namespace: Any) -> str | None:
-    valid = isinstance(namespace, str) and len(namespace) <= MAX_NAME and DNS1123_LABEL_RE.match(namespace)
-    return None if valid else f"{namespace!r} is not a valid namespace name"
 
 
 def _validate_metadata(check: Checker, metadata: Mapping[str, Any], require_name: bool) -> int | None:

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_tfjob.follow.logs_parsing import format_timestamp
+from airflow_tfjob.follow.metric_names import check_metric_names
 from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
 from airflow_tfjob.follow.parts import Follow, FollowPart
 
 METRIC_RE = re.compile(r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)")
 # RFC 3339 with optional fraction (Kubernetes writes nanoseconds, which datetime cannot parse).
 _TIMESTAMP_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
-RESERVED_KEYS = ("history", "missing")
 
 
 @dataclass(frozen=True)
@@ -68,18 +68,7 @@ class MetricsCollector:
     """
 
     def __init__(self, names: Sequence[str], history: bool = False, max_history: int = 10_000) -> None:
-        bad = [n for n in names if not isinstance(n, str) or not re.fullmatch(r"[\w|-]+", n)]
-        if bad:
-            raise ValueError(
-                f"metric names {bad!r} can never match the Katib StdOut format: "
-                f"use letters, digits, '_', '-' or '|' only"
-            )
-        reserved = [n for n in names if n in RESERVED_KEYS]
-        if reserved:
-            raise ValueError(
-                f"metric names {reserved!r} are reserved for the result's own keys {RESERVED_KEYS}: "
-                f"print the metric under another name"
-            )
+        check_metric_names(names)
         self.names: tuple[str, ...] = tuple(dict.fromkeys(names))
         self.history_enabled = history
         self.max_history = max_history

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol, TypeVar
 
+from airflow_tfjob.constants import STARTUP_TIMEOUT
 from airflow_tfjob.follow.logs_parsing import LogSelection
 from airflow_tfjob.jobs.kinds import JobKind, kind_named
 from airflow_tfjob.jobs.status import JobStatus
@@ -52,7 +53,7 @@ class FollowOptions:
     # the selection its parameter check parsed.
     log_replicas: LogSelection | str = "master"
     # Seconds, from the follow's start or `startup_from`; one form from the parameter to the check.
-    startup_timeout: float | None = 600.0
+    startup_timeout: float | None = STARTUP_TIMEOUT
     # Epoch seconds the start-up clock counts from (a deferred follow's: when the task deferred, so
     # that a triggerer restart does not start it over); None: when the follow starts.
     startup_from: float | None = None

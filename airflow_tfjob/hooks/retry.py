@@ -115,19 +115,20 @@ def retry_after(exc: BaseException) -> float | None:
         return None
 
 
-def _clients() -> tuple[ModuleType, ModuleType]:
-    """aiohttp and urllib3's exceptions, whose errors the two hooks' clients raise: imported when a
-    failure is told apart, not at module level, because a DAG file's parse imports this module (the
-    operators' ``DEFAULT_RETRY_TIMEOUT``) and must load neither client (the light-dag-parse contract)."""
-    import aiohttp
-    import urllib3.exceptions
+def client_errors() -> tuple[ModuleType, ModuleType]:
+    """aiohttp and urllib3's exceptions, whose errors the two hooks' clients raise: the hooks' one place
+    that imports them, when a failure is told apart, because a DAG file's parse imports the hooks'
+    modules (the operators' ``DEFAULT_RETRY_TIMEOUT``) and must load neither client (the
+    light-dag-parse contract)."""
+    import aiohttp  # the asynchronous client: not at a DAG file's parse
+    import urllib3.exceptions  # the synchronous client's: likewise
 
     return aiohttp, urllib3.exceptions
 
 
 def _never_sent(exc: BaseException) -> bool:
     """True when the request certainly never reached the server (nothing to be ambiguous about)."""
-    aiohttp, urllib3_errors = _clients()
+    aiohttp, urllib3_errors = client_errors()
     if isinstance(exc, (aiohttp.ClientConnectorError, urllib3_errors.NewConnectionError)):
         return True
     if isinstance(exc, urllib3_errors.MaxRetryError):
@@ -136,7 +137,7 @@ def _never_sent(exc: BaseException) -> bool:
 
 
 def _certificate_error(exc: BaseException) -> bool:
-    aiohttp, urllib3_errors = _clients()
+    aiohttp, urllib3_errors = client_errors()
     if isinstance(exc, (aiohttp.ClientConnectorCertificateError, ssl.SSLCertVerificationError)):
         return True
     reason = getattr(exc, "reason", None)  # urllib3's MaxRetryError wraps its SSLError
@@ -145,7 +146,7 @@ def _certificate_error(exc: BaseException) -> bool:
 
 def is_transient(exc: BaseException) -> bool:
     """A failure that may pass: a retryable status, or a connection-level fault or timeout."""
-    aiohttp, urllib3_errors = _clients()
+    aiohttp, urllib3_errors = client_errors()
     status = api_status_code(exc)
     if status is not None and not isinstance(exc, (ApiCallFailed, AmbiguousCreate)):
         return status in RETRYABLE_STATUS

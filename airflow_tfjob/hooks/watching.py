@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_tfjob.hooks.common import status_of
-from airflow_tfjob.hooks.retry import ApiCallFailed, api_status_code
+from airflow_tfjob.hooks.retry import ApiCallFailed, api_status_code, client_errors
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +69,7 @@ def is_transient(exc: BaseException) -> bool:
     A list that kept failing under the hooks' retry policy (ApiCallFailed) is retried too: the watch
     reconnects forever, whatever the time the API server stays away.
     """
-    import aiohttp  # not at module level: importing the provider stays cheap
-
+    aiohttp, _ = client_errors()
     if isinstance(exc, (OSError, asyncio.TimeoutError, ValueError, aiohttp.ClientError, ApiCallFailed)):
         return True
     code = error_code(exc)

@@ -3,8 +3,9 @@
 The OpenLineage provider calls the operator's ``get_openlineage_facets_on_start`` /
 ``_on_complete`` / ``_on_failure`` (see :mod:`airflow_tfjob.operators.lineage`); they gather plain
 data with the pure functions here and hand it to :func:`operator_lineage`, the only place that
-imports OpenLineage. Without the provider installed it returns None (the provider is then not
-there to ask either): importing this module costs nothing and never imports OpenLineage.
+imports OpenLineage (through :mod:`airflow_tfjob.integrations.openlineage_facets`, which imports it at
+its top). Without the provider installed it returns None (the provider is then not there to ask
+either): importing this module costs nothing and never imports OpenLineage.
 
 Datasets follow OpenLineage's naming: ``s3://bucket/key`` is namespace ``s3://bucket``, name
 ``key`` (likewise gs, abfss, hdfs...); a local path or ``file://`` URI is namespace ``file``; a
@@ -16,19 +17,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from functools import cache
+from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
 from airflow_tfjob.jobs.adapter import adapter_of
 from airflow_tfjob.jobs.status import job_kind
 
-#: The run facets' keys. The custom facet's schema URL names where it is described (OpenLineage
-#: requires one per facet); the project has no published home yet, so it is the documentation page's source.
+#: The run facets' keys (the facets: :mod:`airflow_tfjob.integrations.openlineage_facets`).
 RUN_FACET = "kubeflowJob"
 ERROR_FACET = "kubeflowJobError"
 COST_FACET = "kubeflowJobCost"
-_SCHEMA = "https://github.com/airflow-provider-tfjob/airflow-provider-tfjob/blob/main/docs/howto/lineage.md"
-_COST_SCHEMA = "https://github.com/airflow-provider-tfjob/airflow-provider-tfjob/blob/main/docs/howto/cost.md"
 
 
 def dataset_name(uri: str) -> tuple[str, str]:
@@ -95,60 +94,15 @@ def job_identity(
 
 
 @cache
-def _openlineage() -> tuple[Any, ...] | None:
-    """OpenLineage's classes the task's lineage is made of, with the custom run facets (attrs classes,
-    defined on OpenLineage's base); None without the OpenLineage provider.
-
-    The one place that imports OpenLineage, inside this function: it is an optional dependency, and
-    a task asks for lineage only when the provider is there to listen.
-    """
+def _openlineage() -> ModuleType | None:
+    """:mod:`airflow_tfjob.integrations.openlineage_facets` (OpenLineage's classes and the custom run
+    facets), or None without the OpenLineage provider."""
     try:
-        import attrs
-        from airflow.providers.common.compat.openlineage.facet import Dataset, ErrorMessageRunFacet, RunFacet
-        from airflow.providers.openlineage.extractors import OperatorLineage
+        # OpenLineage, an optional dependency: loaded where a task's lineage is built, and only if installed.
+        from airflow_tfjob.integrations import openlineage_facets
     except ImportError:
         return None
-
-    @attrs.define
-    class KubeflowJobRunFacet(RunFacet):  # type: ignore[misc]
-        """The Kubeflow job a task ran: kind, name, namespace, uid, state, replicas, images, metrics."""
-
-        kind: str
-        name: str | None
-        namespace: str | None
-        uid: str | None = None
-        state: str | None = None
-        replicas: dict[str, int] = attrs.field(factory=dict)
-        images: dict[str, str] = attrs.field(factory=dict)
-        metrics: dict[str, float] = attrs.field(factory=dict)
-
-        @staticmethod
-        def _get_schema() -> str:
-            return _SCHEMA
-
-    @attrs.define
-    class KubeflowJobCostRunFacet(RunFacet):  # type: ignore[misc]
-        """What the job held (follow/cost.py): GPU-hours and CPU core-hours, queued and running."""
-
-        gpu_hours: float
-        queued_gpu_hours: float
-        running_gpu_hours: float
-        cpu_core_hours: float
-        queued_cpu_core_hours: float
-        running_cpu_core_hours: float
-        queued_seconds: float
-        running_seconds: float
-        replicas: int
-        gpus: float
-        cpu_cores: float
-        accelerators: dict[str, float] = attrs.field(factory=dict)
-        finished: bool = True
-
-        @staticmethod
-        def _get_schema() -> str:
-            return _COST_SCHEMA
-
-    return OperatorLineage, Dataset, KubeflowJobRunFacet, ErrorMessageRunFacet, KubeflowJobCostRunFacet
+    return openlineage_facets
 
 
 def operator_lineage(
@@ -167,21 +121,21 @@ def operator_lineage(
     stack trace holds ``details`` (the job's diagnostics: exit codes, last log lines); ``cost``: what
     the job held (``follow.cost.JobCost.to_dict``), as the run facet ``kubeflowJobCost``.
     """
-    classes = _openlineage()
-    if classes is None:
+    facets = _openlineage()
+    if facets is None:
         return None
-    OperatorLineage, Dataset, run_facet, error_facet, cost_facet = classes
     run_facets: dict[str, Any] = {}
     if job is not None:
-        run_facets[RUN_FACET] = run_facet(**job)
+        run_facets[RUN_FACET] = facets.KubeflowJobRunFacet(**job)
     if cost is not None:
-        run_facets[COST_FACET] = cost_facet(**cost)
+        run_facets[COST_FACET] = facets.KubeflowJobCostRunFacet(**cost)
     if error:
         trace = "\n".join(details) or None
+        error_facet = facets.ErrorMessageRunFacet
         run_facets[ERROR_FACET] = error_facet(message=error, programmingLanguage="python", stackTrace=trace)
-    return OperatorLineage(
-        inputs=[Dataset(*dataset_name(uri)) for uri in _unique(inputs)],
-        outputs=[Dataset(*dataset_name(uri)) for uri in _unique(outputs)],
+    return facets.OperatorLineage(
+        inputs=[facets.Dataset(*dataset_name(uri)) for uri in _unique(inputs)],
+        outputs=[facets.Dataset(*dataset_name(uri)) for uri in _unique(outputs)],
         run_facets=run_facets,
     )
 

@@ -21,6 +21,7 @@ task on the TFJob API never load the mapping.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from types import ModuleType
 from typing import Any
 
 from airflow_tfjob.build.checker import JobValidationError
@@ -29,6 +30,15 @@ from airflow_tfjob.jobs.kinds import TFJOB, TRAINJOB, JobKind, kind_named
 from airflow_tfjob.jobs.trainjob.discovery import APIS, Discovery, choose_api
 
 __all__ = ["APIS", "ApiChoice", "check_api"]
+
+
+def _bridge() -> ModuleType:
+    """The TFJob -> TrainJob bridge (:mod:`airflow_tfjob.jobs.trainjob.from_tfjob`), for a TFJob run as a
+    TrainJob only."""
+    # The bridge and TrainJob's building modules, on that path only: a DAG file's parse imports this one.
+    from airflow_tfjob.jobs.trainjob import from_tfjob
+
+    return from_tfjob
 
 
 def check_api(kind: str, api: str) -> None:
@@ -80,9 +90,7 @@ class ApiChoice:
         """The longest name the job built from ``manifest`` may get on the API chosen: the bridge's
         limit for a TFJob run as a TrainJob, else its own kind's adapter's (None: the kind's default)."""
         if self.api_changed_kind():
-            from airflow_tfjob.jobs.trainjob.from_tfjob import name_limit  # the bridge, on its path only
-
-            return name_limit(manifest)
+            return _bridge().name_limit(manifest)
         return adapter_for(self.job_kind).max_name_length(manifest)
 
     def on_chosen_api(self, manifest: dict[str, Any]) -> dict[str, Any]:
@@ -90,9 +98,7 @@ class ApiChoice:
         TrainJob that runs it (refusals name the replica types and the fix); any other as it is."""
         if not self.api_changed_kind():
             return manifest
-        from airflow_tfjob.jobs.trainjob.from_tfjob import as_trainjob  # the bridge, on its path only
-
-        return as_trainjob(manifest)
+        return _bridge().as_trainjob(manifest)
 
     def resume(self, followed_kind: str | None, hook: Callable[[], Discovery]) -> None:
         """The API a resumed deferred task's job runs on: the one whose kind its trigger followed

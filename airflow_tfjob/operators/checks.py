@@ -10,7 +10,10 @@ The rules here know no parameter by name: each row of the parameter table (opera
 names its rule, and the rule is told the name it reports under.
 
 Pure and cheap to import: the operator calls it at DAG parse time (for values that are not
-templates) and again at the start of ``execute`` (after rendering).
+templates) and again at the start of ``execute`` (after rendering). The parsers the rules call are
+imported at the top: light modules, which making an operator loaded anyway when they were imported
+inside the rules; the sensors share only :mod:`airflow_tfjob.operators.shared_checks`, which imports
+none of them.
 """
 
 from __future__ import annotations
@@ -19,28 +22,24 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 from airflow.sdk import Asset
 
 from airflow_tfjob.build.checker import PRINTABLE_ENV_RE, JobValidationError, Problem
+from airflow_tfjob.build.checkpoints import parse_store
 from airflow_tfjob.build.naming import canonical_replica_type
-from airflow_tfjob.jobs.kinds import KINDS, kind_named
+from airflow_tfjob.build.paramtypes import type_problems
+from airflow_tfjob.follow.logs_parsing import LogSelection
+from airflow_tfjob.follow.progress_spec import check_progress
+from airflow_tfjob.integrations.tensorboard import TensorBoardSpec
 from airflow_tfjob.jobs.status import job_kind
-
-if TYPE_CHECKING:
-    from airflow.sdk import Asset
-
-    from airflow_tfjob.integrations.tensorboard import TensorBoardSpec
+from airflow_tfjob.operators.api_choice import APIS
+from airflow_tfjob.operators.shared_checks import is_template
 
 # Katib's metric name syntax (metrics.METRIC_RE's name group): a name outside it is never matched.
 _METRIC_NAME = re.compile(r"[\w|-]+")
-_RESERVED_METRICS = ("history", "missing")  # metrics.RESERVED_KEYS: keys of the metrics result
-
-
-def is_template(value: Any) -> bool:
-    """A Jinja expression not rendered yet (checked again once rendered)."""
-    return isinstance(value, str) and ("{{" in value or "{%" in value)
+_RESERVED_METRICS = ("history", "missing")  # follow.metric_names.RESERVED_KEYS: keys of the metrics result
 
 
 def _is_number(value: Any) -> bool:
@@ -83,8 +82,6 @@ def retry_policy(name: str, value: Any, given: Mapping[str, Any]) -> Any:
 
 
 def api_choice(name: str, value: Any, given: Mapping[str, Any]) -> Any:
-    from airflow_tfjob.operators.api_choice import APIS  # TFJob's api parameter
-
     return choice(*APIS, what="an API a TFJob runs on")(name, value, given)
 
 
@@ -195,9 +192,6 @@ def log_selection(name: str, value: Any, given: Mapping[str, Any]) -> Any:
     """The one parse of ``log_replicas`` on the operator's side: the LogSelection it carries on."""
     if is_template(value):
         return value
-    # Imported here, the log selection's parser, when log_replicas is checked: the sensor's and the operators' modules import these checks at DAG parse.
-    from airflow_tfjob.follow.logs_parsing import LogSelection
-
     if not isinstance(value, str):
         _refuse(name, f"{value!r} is not a string", "use e.g. 'master', 'all' or 'chief,worker:0'")
     try:
@@ -238,9 +232,6 @@ def metric_names(name: str, value: Any, given: Mapping[str, Any]) -> Any:
 
 
 def progress_shape(name: str, value: Any, given: Mapping[str, Any]) -> Any:
-    # Imported here, the progress part (with the follow's metrics), when progress= is given: the sensor's and the operators' modules import these checks at DAG parse.
-    from airflow_tfjob.follow.progress import check_progress
-
     check_progress(value)
     return value
 
@@ -254,9 +245,6 @@ def lineage(name: str, value: Any, given: Mapping[str, Any]) -> Any:
 
 def checkpoint_store(name: str, value: Any, given: Mapping[str, Any]) -> Any:
     """``checkpoint``: the store it names (a CheckpointStore), or None; a template waits for its value."""
-    # Imported here, the checkpoint stores, when checkpoint= is given: the sensor's and the operators' modules import these checks at DAG parse.
-    from airflow_tfjob.build.checkpoints import parse_store
-
     if is_template(value) or (isinstance(value, Mapping) and any(is_template(v) for v in value.values())):
         return value
     return parse_store(value, name)
@@ -392,9 +380,6 @@ def tensorboard_spec(value: Any, log_dir: Any = None, keep: Any = False) -> Tens
     fields, or a TensorBoardSpec; ``log_dir`` and ``keep`` override the spec's own. ValueError if
     they do not describe one.
     """
-    # Imported here, TensorBoard's spec, when tensorboard= is given: the sensor's and the operators' modules import these checks at DAG parse.
-    from airflow_tfjob.integrations.tensorboard import TensorBoardSpec
-
     if value is None or value is False:
         if log_dir is not None:
             raise ValueError("tensorboard_log_dir is set but tensorboard is not enabled")
@@ -469,9 +454,6 @@ def check_log_replicas_against_job(selection: Any, manifest: Mapping[str, Any]) 
     job does not have. Such a selection would show nothing, and the task log would stay silent for
     the whole run.
     """
-    # Imported here, the log selection's parser, when a manifest is matched: the sensor's and the operators' modules import these checks at DAG parse.
-    from airflow_tfjob.follow.logs_parsing import LogSelection
-
     if not isinstance(selection, LogSelection):
         return
     kind = job_kind(manifest)
@@ -530,36 +512,8 @@ def check_parameter_types(values: Mapping[str, Any], *, at_parse: bool = False, 
     ``at_parse``: when the operator is created, values still to be rendered (Jinja strings, XCom
     references) are left for the check after rendering.
     """
-    # Imported here, the type checks, when the parameters are checked: the sensor's and the operators' modules import these checks at DAG parse.
-    from airflow_tfjob.build.paramtypes import type_problems
-
     if at_parse:
         values = {k: v for k, v in values.items() if not is_template(v) and not hasattr(v, "resolve")}
     problems = type_problems(values)
     if problems:
         raise JobValidationError(problems, kind=kind)
-
-
-def kind_name_of(kind: Any, default: str | None, owner: str) -> str:
-    """The canonical name of an operator's or sensor's `kind` (its class's `default` when not given).
-
-    Missing, unknown, or another kind than a named class's (``PyTorchJobOperator(kind="TFJob")``):
-    JobValidationError naming `kind` and the fix.
-    """
-    given = kind if kind is not None else default
-    known = ", ".join(k.kind for k in KINDS)
-    if not isinstance(given, str):
-        raise JobValidationError(
-            "kind", "is missing" if given is None else f"is {given!r}", f"pass one of {known}"
-        )
-    try:
-        name = kind_named(given).kind
-    except ValueError as error:
-        raise JobValidationError("kind", str(error), f"pass one of {known}") from None
-    if default is not None and name != default:
-        raise JobValidationError(
-            "kind",
-            f"is {name!r} but {owner} is for {default}s",
-            f"leave kind out, or use the class for {name}",
-        )
-    return name

@@ -35,10 +35,10 @@ from airflow_tfjob.operators.checks import (
     check_log_replicas_against_job,
     check_operator_parameters,
     check_parameter_types,
-    kind_name_of,
     tensorboard_spec,
 )
 from airflow_tfjob.operators.lineage import Lineage, declared_outlets
+from airflow_tfjob.operators.shared_checks import kind_name_of
 from airflow_tfjob.operators.templating import TemplateFileRendering
 from airflow_tfjob.version_compat import conf
 

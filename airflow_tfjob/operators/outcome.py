@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_tfjob.build.limits import bounded, shown_json
 from airflow_tfjob.build.secrets import redact
-from airflow_tfjob.constants import ANNOTATION_RESULT_REPORTED
+from airflow_tfjob.constants import ANNOTATION_RESULT_REPORTED, KUEUE_FAILURE_EVENTS
 from airflow_tfjob.follow import cleanup
 from airflow_tfjob.follow.cost import job_cost
 from airflow_tfjob.follow.failure import TrainingJobFailed, classify
@@ -76,14 +76,11 @@ def final_status(
             classify(outcome.event, outcome.failures, specs, outcome.message),
         )
 
-    # Kueue's tracker (and the hooks it asks) on a failure's path only: a DAG file imports this module.
-    from airflow_tfjob.integrations.kueue.tracker import FAILURE_EVENTS
-
-    if outcome.event in FAILURE_EVENTS:
+    if outcome.event in KUEUE_FAILURE_EVENTS:
         # Kueue's verdicts (kueue/tracker.py, kueue/multikueue.py): a job left queued or suspended would
         # hold its place; one whose worker was lost would hold its quota on the manager.
         if job is not None:
-            delete(FAILURE_EVENTS[outcome.event])
+            delete(KUEUE_FAILURE_EVENTS[outcome.event])
         raise TrainingJobFailed(
             f"{outcome.message} (the {kind} was deleted)", classify(outcome.event, message=outcome.message)
         )

@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 from airflow_tfjob.constants import KILL_GRACE_PERIOD
 from airflow_tfjob.follow.cleanup import ON_FINISH_ACTIONS, ON_KILL_ACTIONS
+from airflow_tfjob.follow.progress_spec import progress_spec
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
 from airflow_tfjob.jobs.kinds import KINDS, TFJOB, JobKind, kind_named
 from airflow_tfjob.operators import checks
@@ -99,9 +100,6 @@ def _having(field: str) -> tuple[str, ...]:
 
 
 def _progress_option(value: Any, operator: Any) -> dict[str, Any] | None:
-    # The progress part (with the follow's metrics) when progress= is given: a DAG file imports this table.
-    from airflow_tfjob.follow.progress import progress_spec
-
     spec = progress_spec(value, operator.hyperparameters)  # a total naming no hyperparameter: refused
     return spec.to_dict() if spec is not None else None
 
@@ -501,7 +499,8 @@ def manifest_arguments(operator: Any, kind: JobKind | str) -> dict[str, Any]:
     given = {key: value(key) for key in every.manifest_params if value(key) is not None}
     shortcuts = {key: value(key) for key in every.replica_shortcuts if value(key) is not None}
     if shortcuts:
-        # The kinds' builders' parts, when a replica shortcut is given: a DAG file imports this table.
+        # The kinds' builders' parts, when a replica shortcut is given: a DAG file imports this table, and
+        # this runs at execute only (three modules no parse needs).
         from airflow_tfjob.build.kindparts import check_shortcuts
 
         check_shortcuts(row, shortcuts)

@@ -20,7 +20,7 @@ import jinja2
 from airflow_tfjob.build import templates
 from airflow_tfjob.build.checker import JobValidationError
 from airflow_tfjob.build.secrets import hidden
-from airflow_tfjob.operators.checks import is_template
+from airflow_tfjob.operators.shared_checks import is_template
 
 if TYPE_CHECKING:
     from pathlib import Path

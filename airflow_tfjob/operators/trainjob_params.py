@@ -11,8 +11,9 @@ from dataclasses import replace
 from typing import Any
 
 from airflow_tfjob.build.checker import JobValidationError
-from airflow_tfjob.operators.checks import Rule, is_template, log_selection
+from airflow_tfjob.operators.checks import Rule, log_selection
 from airflow_tfjob.operators.params import PARAMETERS, Param, ParameterSet
+from airflow_tfjob.operators.shared_checks import is_template
 
 _SHARED = {p.name: p for p in PARAMETERS}
 T = True

@@ -1,6 +1,6 @@
 """Checks of the sensors' parameters (every kind's), before their first call to the cluster.
 
-The same wording as the operator's checks (:mod:`airflow_tfjob.build.validation` for the job's name and
+The same wording as the operator's checks (:mod:`airflow_tfjob.build.naming` for the job's name and
 namespace): a name that cannot be a TFJob's would otherwise make the sensor wait, politely, for a
 job that can never exist until its timeout.
 """
@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_tfjob.build.checker import JobValidationError, Problem
-from airflow_tfjob.build.validation import NAME_FIX, NAMESPACE_FIX, job_name_problem, namespace_problem
+from airflow_tfjob.build.naming import NAME_FIX, NAMESPACE_FIX, job_name_problem, namespace_problem
 from airflow_tfjob.jobs.status import TARGET_CONDITIONS
-from airflow_tfjob.operators.checks import is_template
+from airflow_tfjob.operators.shared_checks import is_template
 
 _OPTIONAL_STRINGS = ("cluster_context", "config_file")
 

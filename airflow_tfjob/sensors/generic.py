@@ -19,7 +19,8 @@ from airflow.sdk import BaseSensorOperator
 
 from airflow_tfjob.hooks.connection import task_hook
 from airflow_tfjob.jobs.kinds import JobKind, kind_named
-from airflow_tfjob.operators.checks import kind_name_of
+from airflow_tfjob.operators.shared_checks import kind_name_of
+from airflow_tfjob.sensors.checks import check_sensor_parameters
 from airflow_tfjob.version_compat import conf
 
 if TYPE_CHECKING:
@@ -71,10 +72,6 @@ class KubeflowJobSensor(BaseSensorOperator):
         self._check_parameters(at_parse=True)
 
     def _check_parameters(self, *, at_parse: bool = False) -> None:
-        # The checks share the operators' (their API choice, the manifest's validation): loaded when a sensor is
-        # made, not by every DAG file that imports this module.
-        from airflow_tfjob.sensors.checks import check_sensor_parameters
-
         check_sensor_parameters(
             {
                 "name": self.name,

@@ -15,7 +15,6 @@ from airflow.triggers.base import TriggerEvent
 from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
 from airflow_tfjob.hooks.connection import hook_kwargs
 from airflow_tfjob.integrations.assets import (
-    LabelSelector,
     emitted,
     event_payload,
     mark,
@@ -23,6 +22,7 @@ from airflow_tfjob.integrations.assets import (
     succeeded,
     watcher_id,
 )
+from airflow_tfjob.integrations.label_selector import LabelSelector
 from airflow_tfjob.jobs.kinds import kind_named
 
 

@@ -46,7 +46,9 @@ from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
+from airflow_tfjob.follow.metric_names import check_metric_names
 from airflow_tfjob.hooks.connection import connection_of
+from airflow_tfjob.integrations.label_selector import LabelSelector
 from airflow_tfjob.jobs.kinds import kind_named
 from airflow_tfjob.triggers.loader import load_run_modules
 
@@ -79,11 +81,6 @@ class KubeflowJobSucceededTrigger(BaseEventTrigger):
         api_retry_timeout: float | None = None,
     ) -> None:
         super().__init__()
-        # What checks the arguments, imported by the constructor alone: a DAG file that declares no asset
-        # watcher does not load them.
-        from airflow_tfjob.follow.metrics import MetricsCollector
-        from airflow_tfjob.integrations.assets import LabelSelector
-
         # Bad input fails here, in the DAG file, before any request: each error names its parameter.
         self.selector = LabelSelector.parse(label_selector)
         self.label_selector = label_selector
@@ -99,7 +96,7 @@ class KubeflowJobSucceededTrigger(BaseEventTrigger):
         if metrics is not None and (isinstance(metrics, str) or not isinstance(metrics, (list, tuple))):
             raise ValueError(f"metrics: give a list of metric names (e.g. ['accuracy']), not {metrics!r}")
         try:
-            MetricsCollector(list(metrics or ()))
+            check_metric_names(list(metrics or ()))
         except ValueError as error:
             raise ValueError(f"metrics: {error}") from None
         self.metrics = list(metrics or ())

@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_tfjob.constants import KILL_GRACE_PERIOD
+from airflow_tfjob.constants import KILL_GRACE_PERIOD, STARTUP_TIMEOUT
 from airflow_tfjob.hooks.connection import connection_of
 from airflow_tfjob.triggers.loader import load_run_modules, run_modules_loaded
 
@@ -102,6 +102,15 @@ class _ClusterTrigger(BaseTrigger):
     def _connection(self) -> dict[str, Any]:
         return connection_of(self)
 
+def _kind_named(name: str) -> JobKind:
+    """The kind table's row for ``name``: read where the table is loaded already (in a run, after
+    :func:`load_run_modules`; in ``serialize``, where the trigger is made, on a worker), not on the loop."""
+    # Not at the top: the triggerer imports this module on its event loop, where no import should run.
+    from airflow_tfjob.jobs.kinds import kind_named
+
+    return kind_named(name)
+
+
 def read_options(
     options: dict[str, Any] | None, deadline: float | None = None, startup_deadline: float | None = None
 ) -> dict[str, Any]:
@@ -116,14 +125,10 @@ def read_options(
     if deadline is None and startup_deadline is None:
         # The current form, kept as given: a triggerer holds one per waiting job, so no copy of it.
         return options if options is not None else {}
-    # The options' defaults, for a trigger of the previous release only (its one reading); imported on
-    # the loop then, as the constructor runs there, a cost that kind of trigger alone pays.
-    from airflow_tfjob.follow.outcome import FollowOptions
-
     read = dict(options or {})
     if deadline is not None:
         read["deadline"] = deadline
-    timeout = read.get("startup_timeout", FollowOptions.__dataclass_fields__["startup_timeout"].default)
+    timeout = read.get("startup_timeout", STARTUP_TIMEOUT)  # FollowOptions' default
     if startup_deadline is not None and timeout is not None:
         read["startup_from"] = startup_deadline - timeout
     return read
@@ -179,10 +184,7 @@ class KubeflowJobTrigger(_ClusterTrigger):
     def kind(self) -> JobKind:
         """The job's kind, from the options (a trigger serialized before kinds existed: TFJob); read in
         run() and after, when :func:`load_run_modules` has imported the kinds."""
-        # Already loaded by then (the loader's), so no import runs on the loop.
-        from airflow_tfjob.jobs.kinds import kind_named
-
-        return kind_named(str(self.options.get("kind") or "TFJob"))
+        return _kind_named(str(self.options.get("kind") or "TFJob"))
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -318,9 +320,6 @@ class KubeflowJobConditionTrigger(_ClusterTrigger):
         self.kind = kind
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        # The kind table, light: serialize runs where the trigger is made (a worker), not on the loop.
-        from airflow_tfjob.jobs.kinds import kind_named
-
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
             {
@@ -328,7 +327,7 @@ class KubeflowJobConditionTrigger(_ClusterTrigger):
                 "namespace": self.namespace,
                 "target_condition": self.target_condition,
                 **self._connection(),
-                "kind": kind_named(self.kind).kind,
+                "kind": _kind_named(self.kind).kind,
             },
         )
 

@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from airflow_tfjob.integrations.assets import ANNOTATION_ASSET_EVENT, LabelSelector, emitted, watcher_id
+from airflow_tfjob.integrations.assets import ANNOTATION_ASSET_EVENT, emitted, watcher_id
+from airflow_tfjob.integrations.label_selector import LabelSelector
 from airflow_tfjob.triggers.assets import KubeflowJobSucceededTrigger
 
 

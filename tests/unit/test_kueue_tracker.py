@@ -13,6 +13,7 @@ from typing import Any
 
 import kueue_objects as k
 
+from airflow_tfjob.constants import KUEUE_FAILURE_EVENTS
 from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
 from airflow_tfjob.hooks.kueue import owned_by
 from airflow_tfjob.integrations.kueue.tracker import QueueTracker
@@ -180,7 +181,7 @@ def test_a_job_kueue_can_never_admit_ends_once_kueues_words_stood_without_queue_
     outcome = observe(t, job)
     assert outcome is not None and outcome.event == "kueue_inadmissible"
     assert f"Inadmissible: {words}" in outcome.message and "can never be admitted" in outcome.message
-    assert "kueue_inadmissible" in tracker_module.FAILURE_EVENTS  # the operator deletes the job
+    assert "kueue_inadmissible" in KUEUE_FAILURE_EVENTS  # the operator deletes the job
 
 
 def test_kueues_never_words_that_change_or_go_away_do_not_end_the_follow() -> None:

@@ -31,6 +31,7 @@ TABLE = {"operators/params.py"}
 USERS: dict[str, dict[str, str]] = {
     "queue_timeout": {
         "integrations/kueue/tracker.py": "its KueueOptions field; enforces it, and names the event it ends a follow with",
+        "constants.py": "why the operator deletes the job the event ends (KUEUE_FAILURE_EVENTS)",
     },
     "kueue_workload_window": {
         "integrations/kueue/tracker.py": "its KueueOptions field; waits that long for a Workload",

@@ -11,14 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from airflow_tfjob.build.validation import JobValidationError
-from airflow_tfjob.follow.progress import (
-    ProgressSpec,
-    ProgressTracker,
-    ReportedProgressLog,
-    check_progress,
-    duration,
-    progress_spec,
-)
+from airflow_tfjob.follow.progress import ProgressTracker, ReportedProgressLog, duration
+from airflow_tfjob.follow.progress_spec import ProgressSpec, check_progress, progress_spec
 from airflow_tfjob.jobs.kinds import TRAINJOB
 from airflow_tfjob.jobs.trainjob.adapter import adapter as trainjob_adapter
 

@@ -35,11 +35,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_tfjob.constants import MULTIKUEUE_MANAGED_BY
+from airflow_tfjob.constants import MULTIKUEUE_MANAGED_BY, WORKER_LOST
 from airflow_tfjob.follow.cleanup import ElsewhereSteps, KillCall
 from airflow_tfjob.follow.outcome import FollowOutcome
 from airflow_tfjob.follow.parts import Follow, FollowPart
-from airflow_tfjob.integrations.kueue.tracker import WORKER_LOST
 from airflow_tfjob.integrations.kueue.workload import newest
 from airflow_tfjob.jobs.adapter import adapter_for
 from airflow_tfjob.jobs.kinds import JobKind

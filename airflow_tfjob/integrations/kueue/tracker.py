@@ -63,18 +63,6 @@ _REFUSED = "its Workload cannot be read ({status}: refused to the connection's a
 # Kueue's preemption message: "Preempted to accommodate a workload (UID: <wl>, JobUID: <job>) due to ..."
 _PREEMPTOR = re.compile(r"JobUID: ([^)\s,]+)\)")
 
-#: The follow event of a MultiKueue job whose worker stayed lost (multikueue.py's WorkerPart ends it).
-WORKER_LOST = "worker_lost"
-#: The follow events the Kueue integration ends a follow with (the tracker's, and the MultiKueue part's
-#: ``worker_lost``), and why the operator deletes the job for each (operators/outcome.py): a job left
-#: queued or suspended would hold its place; one whose worker was lost, its quota on the manager.
-FAILURE_EVENTS: dict[str, str] = {
-    WORKER_LOST: "its worker cluster was lost while it ran",
-    "queue_timeout": "it was not admitted by Kueue within queue_timeout",
-    "preempted": "Kueue preempted it and on_preemption is 'fail'",
-    "kueue_ignored": "Kueue did not take it in and kueue_require_admission is set",
-    "kueue_inadmissible": "Kueue says it can never be admitted as things stand",
-}
 #: Seconds Kueue's "never admissible" words must stand (read again at the end) before the follow ends.
 NEVER_CONFIRM = 3.0
 # Seconds between looks at the Workload, by state: how soon a change shows in the task log.
