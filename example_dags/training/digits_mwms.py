@@ -17,6 +17,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from typing import Any
 
 from digits_common import (
@@ -159,6 +160,7 @@ def resume(model: Any, optimizer: Any, strategy: Any) -> int:
 
 # Generous: a worker may still be saving its copy of the model when the others arrive.
 BARRIER_TIMEOUT_MS = 300_000
+LEAVE_GRACE_S = 2.0
 
 
 def leave_together(role: Role) -> None:
@@ -188,10 +190,13 @@ def leave_together(role: Role) -> None:
             if other.is_master:
                 continue
             ctx.get_config_key_value(f"digits-left/{other}", BARRIER_TIMEOUT_MS)
-    # The leader hosts the coordination service, which keeps checking the others' heartbeats until the
-    # interpreter's teardown stops it: on a busy core that teardown outlasted the heartbeat timeout and
-    # the service logged the workers that had just left as unhealthy. Everything is written (the model,
-    # the result, the summary writer closed), so the leader leaves as the others did.
+    # The leader hosts the coordination service. A worker that said it is leaving may still be a moment
+    # from its exit, and a heartbeat it sends after the service is gone is an error in its log (seen at
+    # load 13 when the leader left at once); a service still up past its heartbeat timeout (seconds)
+    # logs the departed workers as unhealthy instead (seen when the leader's interpreter teardown was
+    # slow on a busy core). So the leader gives the others LEAVE_GRACE_S, far inside that timeout, and
+    # leaves as they did: everything is written (the model, the result, the summary writer closed).
+    time.sleep(LEAVE_GRACE_S)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
