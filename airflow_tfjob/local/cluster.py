@@ -450,7 +450,7 @@ class LocalCluster:
         podlogs = self.runtime.workers[worker].podlogs if worker is not None else self.podlogs
 
         def followed() -> set[str]:
-            return {pod for (ns, pod, container) in list(podlogs.runs())
+            return {pod for (ns, pod, container) in podlogs.runs()
                     if ns == namespace and (log := podlogs.current(ns, pod, container)) and log.followers > 0}
 
         return self.call(followed)
