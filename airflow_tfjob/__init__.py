@@ -1,5 +1,5 @@
-"""Apache Airflow provider for Kubeflow TFJobs (distributed TensorFlow training on Kubernetes): its
-provider info (:func:`get_provider_info`).
+"""Apache Airflow provider for Kubeflow training jobs (TFJob, the training-operator's other kinds and
+Trainer v2's TrainJob, on Kubernetes): its provider info (:func:`get_provider_info`).
 
 This module must stay import-light: Airflow's providers manager imports it in every process.
 """
@@ -10,12 +10,15 @@ from typing import Any
 
 __version__ = "0.1.0"
 
+# The product runs every Kubeflow training kind: it is named apart from TFJob, the first of them.
+_INTEGRATION = "Kubeflow Training"
+
 
 def get_provider_info() -> dict[str, Any]:
     """Describe the provider to Airflow's providers manager (entry point `apache_airflow_provider`)."""
     return {
         "package-name": "airflow-provider-tfjob",
-        "name": "Kubeflow TFJob",
+        "name": _INTEGRATION,
         "description": (
             "Run Kubeflow training jobs (TFJob, PyTorchJob, XGBoostJob, JAXJob, PaddleJob, and Kubeflow "
             "Trainer v2 TrainJob) from Airflow DAGs."
@@ -23,17 +26,17 @@ def get_provider_info() -> dict[str, Any]:
         "versions": [__version__],
         "integrations": [
             {
-                "integration-name": "Kubeflow TFJob",
-                "external-doc-url": "https://www.kubeflow.org/docs/components/trainer/legacy-v1/user-guides/tensorflow/",
+                "integration-name": _INTEGRATION,
+                "external-doc-url": "https://www.kubeflow.org/docs/components/trainer/",
                 "tags": ["software"],
             }
         ],
-        "operators": [{"integration-name": "Kubeflow TFJob", "python-modules": _modules("operators")}],
-        "sensors": [{"integration-name": "Kubeflow TFJob", "python-modules": _modules("sensors")}],
-        "hooks": [{"integration-name": "Kubeflow TFJob", "python-modules": ["airflow_tfjob.hooks.tfjob"]}],
+        "operators": [{"integration-name": _INTEGRATION, "python-modules": _modules("operators")}],
+        "sensors": [{"integration-name": _INTEGRATION, "python-modules": _modules("sensors")}],
+        "hooks": [{"integration-name": _INTEGRATION, "python-modules": ["airflow_tfjob.hooks.kubeflow_job"]}],
         "triggers": [
             {
-                "integration-name": "Kubeflow TFJob",
+                "integration-name": _INTEGRATION,
                 "python-modules": ["airflow_tfjob.triggers.deferral", "airflow_tfjob.triggers.assets"],
             }
         ],

@@ -52,7 +52,7 @@ class AsyncKubeflowJobHook(AsyncKubernetesHook):
     fixed time as the cncf hooks' 60 s total timeout would do.
     """
 
-    hook_name = "Kubeflow TFJob (async)"
+    hook_name = "Kubeflow training job (async)"
 
     def __init__(
         self,

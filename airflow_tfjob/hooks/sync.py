@@ -28,7 +28,7 @@ class KubeflowJobHook(KubernetesHook):
     again) before the call is retried.
     """
 
-    hook_name = "Kubeflow TFJob"
+    hook_name = "Kubeflow training job"
 
     def __init__(self, *args: Any, api_retry_timeout: float | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

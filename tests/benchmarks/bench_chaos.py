@@ -206,7 +206,7 @@ def one_run(
     retry: float | None,
     kinds: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
-    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
+    from airflow_tfjob.hooks.kubeflow_job import KubeflowJobHook
     from airflow_tfjob.local.faults import DEFAULT_KINDS, FaultPlan
 
     run = f"{label.split(':')[0].replace(' ', '-')}-{int(time.time() * 1000)}"

@@ -264,7 +264,7 @@ def tfjob(name: str, replicas: int, script: str) -> dict[str, Any]:
 
 async def run_job(kubeconfig: str, name: str, body: dict[str, Any], sink: Any) -> str:
     from airflow_tfjob.follow.core import FollowOptions, follow_job
-    from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
+    from airflow_tfjob.hooks.kubeflow_job import AsyncKubeflowJobHook
 
     hook = AsyncKubeflowJobHook(conn_id=None, config_file=kubeconfig)
     await hook.create_job("TFJob", body, "default")

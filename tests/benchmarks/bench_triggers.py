@@ -178,7 +178,7 @@ async def wait_jobs(
     import gc
 
     from airflow_tfjob.hooks import jobwatch as watch
-    from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
+    from airflow_tfjob.hooks.kubeflow_job import AsyncKubeflowJobHook
     from airflow_tfjob.jobs import status  # noqa: F401  (the poller's: imported before, as the trigger's)
     from airflow_tfjob.triggers.loader import load_run_modules
 
@@ -296,7 +296,7 @@ async def breakdown(jobs: list[tuple[str, str, str]], warm: tuple[str, str, str]
     import tracemalloc
 
     from airflow_tfjob.hooks import jobwatch
-    from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
+    from airflow_tfjob.hooks.kubeflow_job import AsyncKubeflowJobHook
 
     hook = AsyncKubeflowJobHook(conn_id="kubernetes_default")
     await hook.list_jobs("TFJob", warm[0])

@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 import pytest
 from watch_support import Api, TcpProxy, kubeconfig_via
 
-from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook, KubeflowJobHook
+from airflow_tfjob.hooks.kubeflow_job import AsyncKubeflowJobHook, KubeflowJobHook
 
 
 @pytest.fixture

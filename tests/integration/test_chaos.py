@@ -27,7 +27,7 @@ from operator_support import (
 )
 
 from airflow_tfjob.build.naming import identity_selector
-from airflow_tfjob.hooks.tfjob import KubeflowJobHook
+from airflow_tfjob.hooks.kubeflow_job import KubeflowJobHook
 from airflow_tfjob.local import LocalCluster
 from airflow_tfjob.local.faults import DEFAULT_KINDS, KINDS, STREAM_ONLY, FaultPlan
 from airflow_tfjob.operators.tfjob import TFJobOperator
@@ -323,7 +323,7 @@ def test_a_hook_built_before_the_tokens_expired_keeps_working(authed: LocalClust
         authed.expire_tokens()
         assert isinstance(hook.list_jobs("TFJob", "default"), list)
     else:
-        from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
+        from airflow_tfjob.hooks.kubeflow_job import AsyncKubeflowJobHook
 
         async def scenario() -> None:
             hook = AsyncKubeflowJobHook(conn_id="authed")
@@ -340,7 +340,7 @@ def test_exec_tokens_are_fetched_again_before_they_expire(monkeypatch: pytest.Mo
     """The shared async client lives as long as the triggerer: its exec-plugin token is fetched again
     after 80% of its lifetime, before any request can meet a 401."""
     from airflow_tfjob.hooks.exec_auth import ExecTokenRefresher
-    from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
+    from airflow_tfjob.hooks.kubeflow_job import AsyncKubeflowJobHook
 
     with LocalCluster(auth=True, token_ttl=5, controller=False, runner=False) as cluster:
         use_cluster(cluster, monkeypatch, "short")
@@ -395,7 +395,7 @@ def test_an_exec_plugin_runs_once_per_client_build(
     """Each source of an exec-plugin kubeconfig: the plugin ran twice per build (the cncf hook's load,
     then one more to keep a loader for the refresh); a plugin like ``aws eks get-token`` takes seconds."""
     from airflow_tfjob.hooks.exec_auth import ExecTokenRefresher
-    from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
+    from airflow_tfjob.hooks.kubeflow_job import AsyncKubeflowJobHook
 
     config, runs = counted_plugin(authed, tmp_path)
     hook_args: dict[str, Any] = {}
@@ -441,7 +441,7 @@ def test_disable_verify_ssl_applies_to_the_async_client(authed: LocalCluster, tm
     import aiohttp
     import yaml
 
-    from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
+    from airflow_tfjob.hooks.kubeflow_job import AsyncKubeflowJobHook
 
     config = yaml.safe_load(authed.kubeconfig_path.read_text())
     for cluster in config["clusters"]:

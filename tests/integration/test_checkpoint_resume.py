@@ -24,7 +24,7 @@ import pytest
 from operator_support import StateStore, TaskInstance, context_for, defer, fire, wait_for
 
 from airflow_tfjob.build.checkpoints import MOUNT_ROOT
-from airflow_tfjob.hooks.tfjob import KubeflowJobHook
+from airflow_tfjob.hooks.kubeflow_job import KubeflowJobHook
 from airflow_tfjob.operators.tfjob import TFJobOperator
 from airflow_tfjob.operators.trainjob import TrainJobOperator
 from airflow_tfjob.version_compat import AirflowException

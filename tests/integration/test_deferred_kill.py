@@ -22,7 +22,7 @@ from operator_support import TaskInstance, context_for, wait_for
 from watch_support import wait_until
 
 from airflow_tfjob.constants import KILL_GRACE_PERIOD
-from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook, KubeflowJobHook
+from airflow_tfjob.hooks.kubeflow_job import AsyncKubeflowJobHook, KubeflowJobHook
 from airflow_tfjob.operators.tfjob import TFJobOperator
 from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 

@@ -22,7 +22,7 @@ from watch_support import unique
 from airflow_tfjob.follow.core import follow_job
 from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
 from airflow_tfjob.follow.parts import Follow, FollowPart
-from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
+from airflow_tfjob.hooks.kubeflow_job import AsyncKubeflowJobHook
 from airflow_tfjob.integrations import parts as registry
 from airflow_tfjob.operators.tfjob import TFJobOperator
 

@@ -250,7 +250,7 @@ def test_the_kinds_sensor_fails_at_once_on_a_failed_job(hook: Any, case: Case) -
 
 async def test_one_shared_watch_per_kind_in_a_namespace(hook: Any) -> None:
     from airflow_tfjob.hooks import jobwatch as watch
-    from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
+    from airflow_tfjob.hooks.kubeflow_job import AsyncKubeflowJobHook
 
     ahook = AsyncKubeflowJobHook(conn_id=hook.conn_id)
     pytorch = watch.shared_watch(ahook, "default", kind=kind_named("PyTorchJob"))
@@ -305,7 +305,7 @@ def test_a_paddlejob_without_master_reads_metrics_from_worker_0(
 
 
 async def test_the_trigger_of_a_deferred_kind_deletes_that_kind_on_kill(hook: Any) -> None:
-    from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
+    from airflow_tfjob.hooks.kubeflow_job import AsyncKubeflowJobHook
 
     case = CASES[2]  # JAXJob: the trigger must know the kind from its serialised options alone
     deferred = defer(make_operator(case, deferrable=True, env={"SLEEP": "120"}), TaskInstance())

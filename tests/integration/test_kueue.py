@@ -236,7 +236,7 @@ def test_a_job_queued_behind_another_is_told_queued_admitted_running_and_its_sta
     ids=["sync", "deferred", "sync-trainjob", "deferred-tfjob-on-trainjob"],
 )
 def test_queue_timeout_fires_naming_the_queue_and_deletes_the_job(conn: str, deferrable: bool, api: str) -> None:
-    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
+    from airflow_tfjob.hooks.kubeflow_job import KubeflowJobHook
 
     log, ti = TaskLog(), TaskInstance(task_id="starved")
     op = job_task(log, api, task_id="starved", kueue_queue="none", queue_timeout=2, deferrable=deferrable)
@@ -265,7 +265,7 @@ def test_a_job_kueue_can_never_admit_fails_at_once_with_kueues_words(conn: str, 
                                                                      deferrable: bool) -> None:
     """Two cpus asked of a ClusterQueue whose maximum is one: Kueue says so (its NoFit message) and the
     task fails with Kueue's words, not after its queue_timeout of an hour (the module's 300 s timeout)."""
-    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
+    from airflow_tfjob.hooks.kubeflow_job import KubeflowJobHook
 
     log, ti = TaskLog(), TaskInstance(task_id="too-big")
     params: dict[str, Any] = {"task_id": "too-big", "kueue_queue": "one", "container_resources": {"cpu": "2"},
@@ -388,7 +388,7 @@ def test_a_preempted_deferred_tfjob_on_trainjob_keeps_every_line_and_succeeds(co
 
 @pytest.mark.parametrize("api", [TFJOB, TF_ON_TRAINJOB])
 def test_on_preemption_fail_fails_the_task_with_kueues_message_and_deletes_the_job(conn: str, api: str) -> None:
-    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
+    from airflow_tfjob.hooks.kubeflow_job import KubeflowJobHook
 
     low_log, high_log = TaskLog(), TaskLog()
     low = job_task(
@@ -437,7 +437,7 @@ def _warned_once_naming(log: TaskLog, framework: str) -> None:
 
 
 def test_a_queue_label_kueue_ignores_fails_the_task_when_admission_is_required(conn: str) -> None:
-    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
+    from airflow_tfjob.hooks.kubeflow_job import KubeflowJobHook
     from airflow_tfjob.operators.pytorchjob import PyTorchJobOperator
 
     log = TaskLog()
@@ -476,7 +476,7 @@ def test_a_queue_label_on_a_trainjob_kueue_ignores_is_warned_about_or_fails_when
 ) -> None:
     """The TrainJob integration off: TrainJobOperator warns naming `trainer.kubeflow.org/trainjob` and runs
     outside Kueue's quota; TFJobOperator(api="trainjob") with kueue_require_admission fails and deletes."""
-    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
+    from airflow_tfjob.hooks.kubeflow_job import KubeflowJobHook
 
     log = TaskLog()
     required = api == TF_ON_TRAINJOB
@@ -556,7 +556,7 @@ def test_a_sweep_of_six_mapped_jobs_on_a_quota_of_two_runs_two_at_a_time_deferre
 
 
 def test_the_sensor_and_its_trigger_say_where_a_queued_job_stands(conn: str) -> None:
-    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
+    from airflow_tfjob.hooks.kubeflow_job import KubeflowJobHook
     from airflow_tfjob.sensors.tfjob import TFJobSensor
     from airflow_tfjob.triggers.deferral import KubeflowJobConditionTrigger
 
@@ -593,7 +593,7 @@ def test_the_sensor_and_its_trigger_say_where_a_queued_job_stands(conn: str) -> 
 def test_the_hooks_kueue_calls_sync_and_async_alike(conn: str, local_cluster: Any) -> None:
     """The Workload by the job's UID and the queue position, through both hooks over HTTP; on a
     cluster without Kueue (the session's), None for both: no Workload API, no positions."""
-    from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook, KubeflowJobHook
+    from airflow_tfjob.hooks.kubeflow_job import AsyncKubeflowJobHook, KubeflowJobHook
 
     hook, ahook = KubeflowJobHook(conn_id=conn), AsyncKubeflowJobHook(conn_id=conn)
     job = operator(TaskLog(), task_id="hooked", kueue_queue="none").build_manifest(

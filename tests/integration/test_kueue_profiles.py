@@ -149,7 +149,7 @@ def test_the_hooks_read_workloads_at_the_version_the_cluster_serves(profile: str
     kueue#14558), and a version remembered from before an upgrade (v1beta1) is read where still served
     (0.19, handed on in v1beta2's shape) or discovered again where it answers 404 (0.20); sync and async."""
     from airflow_tfjob.hooks import kueue
-    from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook, KubeflowJobHook
+    from airflow_tfjob.hooks.kubeflow_job import AsyncKubeflowJobHook, KubeflowJobHook
 
     hook = KubeflowJobHook(conn_id="kubernetes_default")
     hook._workload_version = kueue.WorkloadVersion()  # this cluster's fact, not one an earlier module left

@@ -11,7 +11,7 @@ from logs_support import ListSink, job, replica
 from watch_support import TcpProxy, cluster_role, unique, wait_until
 
 from airflow_tfjob.follow.core import FollowOptions, FollowOutcome, follow_job
-from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
+from airflow_tfjob.hooks.kubeflow_job import AsyncKubeflowJobHook
 from airflow_tfjob.integrations.parts import PARTS
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]

@@ -197,7 +197,7 @@ async def test_a_kill_while_deferred_removes_the_job_from_the_manager_and_the_wo
     from kubernetes import client, config
     from watch_support import wait_until
 
-    from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
+    from airflow_tfjob.hooks.kubeflow_job import AsyncKubeflowJobHook
     from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 
     _connect(manager, monkeypatch, mapped=True)
@@ -363,7 +363,7 @@ def test_keep_failed_for_keeps_the_managers_copy_and_says_the_workers_pods_went(
     from airflow_tfjob.build.naming import identity_selector
     from airflow_tfjob.constants import ANNOTATION_KEEP_FAILED_UNTIL
     from airflow_tfjob.follow.failure import TrainingJobFailed
-    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
+    from airflow_tfjob.hooks.kubeflow_job import KubeflowJobHook
     from airflow_tfjob.jobs.kinds import TFJOB
 
     _connect(manager, monkeypatch, mapped=True)
@@ -418,7 +418,7 @@ def test_the_asset_watcher_reads_a_jobs_metrics_on_its_worker(manager: Any, monk
 
     from watch_support import wait_until
 
-    from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook, KubeflowJobHook
+    from airflow_tfjob.hooks.kubeflow_job import AsyncKubeflowJobHook, KubeflowJobHook
     from airflow_tfjob.integrations.assets import LOG_TAIL_LINES, read_metrics
     from airflow_tfjob.jobs.kinds import TFJOB
 

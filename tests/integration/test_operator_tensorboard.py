@@ -28,7 +28,7 @@ HELD = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(
 
 @pytest.fixture
 def hook(k8s_conn: str, venv_on_path: None) -> Any:
-    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
+    from airflow_tfjob.hooks.kubeflow_job import KubeflowJobHook
 
     return KubeflowJobHook(conn_id=k8s_conn)
 

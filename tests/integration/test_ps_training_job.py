@@ -23,7 +23,7 @@ TRAINING = Path(__file__).resolve().parents[2] / "example_dags" / "training"
 
 
 def test_parameter_server_job_succeeds_with_the_chief(k8s_conn: str, tmp_path: Path) -> None:
-    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
+    from airflow_tfjob.hooks.kubeflow_job import KubeflowJobHook
 
     op = TFJobOperator(
         task_id="train_ps",

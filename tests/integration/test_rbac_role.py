@@ -37,7 +37,7 @@ from watch_support import wait_until
 
 import airflow_tfjob
 from airflow_tfjob.build.manifest import build_tfjob
-from airflow_tfjob.hooks.tfjob import KubeflowJobHook
+from airflow_tfjob.hooks.kubeflow_job import KubeflowJobHook
 from airflow_tfjob.integrations.tensorboard import XCOM_KEY
 from airflow_tfjob.jobs.kinds import KINDS
 from airflow_tfjob.local import LocalCluster

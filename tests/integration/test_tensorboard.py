@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from operator_support import wait_for
 
-from airflow_tfjob.hooks.tfjob import KubeflowJobHook
+from airflow_tfjob.hooks.kubeflow_job import KubeflowJobHook
 from airflow_tfjob.integrations.tensorboard import TensorBoard, TensorBoardSpec, tensorboard_name
 
 pytestmark = [pytest.mark.cluster, pytest.mark.tensorflow]

@@ -262,7 +262,7 @@ def test_render_only_builds_the_trainjob_and_submits_nothing(hook: Any) -> None:
 
 
 async def test_the_trigger_deletes_the_trainjob_on_kill(hook: Any) -> None:
-    from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
+    from airflow_tfjob.hooks.kubeflow_job import AsyncKubeflowJobHook
 
     deferred = defer(operator(deferrable=True, env={"SLEEP": "120"}), TaskInstance())
     trigger = rebuild_trigger(deferred)

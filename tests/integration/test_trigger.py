@@ -588,7 +588,7 @@ async def test_startup_deadline_is_absolute_across_restarts(k8s_conn: str, tmp_p
     assert event["event"] == "startup_timeout", event
     assert time.monotonic() - started < 30
     assert "nvidia.com/gpu" in event["message"] or "Unschedulable" in event["message"]
-    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
+    from airflow_tfjob.hooks.kubeflow_job import KubeflowJobHook
 
     KubeflowJobHook(conn_id=k8s_conn).delete_job("TFJob", kwargs["name"], kwargs["namespace"])
 
@@ -598,7 +598,7 @@ async def test_queued_job_gets_its_whole_startup_window_after_a_restart(
 ) -> None:
     """A job queued (suspended, e.g. by Kueue) past its deferral's start-up deadline, with a triggerer
     restart while it waits, must get the whole startup_timeout once admitted, not fail on admission."""
-    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
+    from airflow_tfjob.hooks.kubeflow_job import KubeflowJobHook
     from airflow_tfjob.triggers.runs import ANNOTATION_TRIGGER_STARTED
 
     (tmp_path / "release").write_text("go")  # the replica finishes as soon as it runs

@@ -421,7 +421,7 @@ async def test_operator_deferred_to_a_real_triggerer_resumes_and_succeeds(
     from airflow_compat import TaskDeferred
     from operator_support import TaskInstance, context_for, replica_command, wait_for
 
-    from airflow_tfjob.hooks.tfjob import KubeflowJobHook
+    from airflow_tfjob.hooks.kubeflow_job import KubeflowJobHook
     from airflow_tfjob.operators.tfjob import TFJobOperator
 
     release = tmp_path / "release"

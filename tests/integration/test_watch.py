@@ -20,7 +20,7 @@ from watch_support import (
 )
 
 from airflow_tfjob.hooks import jobwatch as watch
-from airflow_tfjob.hooks.tfjob import AsyncKubeflowJobHook
+from airflow_tfjob.hooks.kubeflow_job import AsyncKubeflowJobHook
 from airflow_tfjob.jobs.kinds import TFJOB
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]

@@ -10,8 +10,8 @@ import json
 from typing import Any
 
 PUBLIC_METHODS = {
-    "airflow_tfjob.hooks.tfjob.KubeflowJobHook": None,
-    "airflow_tfjob.hooks.tfjob.AsyncKubeflowJobHook": None,
+    "airflow_tfjob.hooks.kubeflow_job.KubeflowJobHook": None,
+    "airflow_tfjob.hooks.kubeflow_job.AsyncKubeflowJobHook": None,
 }
 CONSTRUCTORS = (
     "airflow_tfjob.operators.tfjob.TFJobOperator",
@@ -34,8 +34,8 @@ CONSTRUCTORS = (
     "airflow_tfjob.triggers.deferral.KubeflowJobTrigger",
     "airflow_tfjob.triggers.deferral.KubeflowJobConditionTrigger",
     "airflow_tfjob.triggers.assets.KubeflowJobSucceededTrigger",
-    "airflow_tfjob.hooks.tfjob.KubeflowJobHook",
-    "airflow_tfjob.hooks.tfjob.AsyncKubeflowJobHook",
+    "airflow_tfjob.hooks.kubeflow_job.KubeflowJobHook",
+    "airflow_tfjob.hooks.kubeflow_job.AsyncKubeflowJobHook",
     # Airflow 3.3's retry_policy= for training tasks (issue 26).
     "airflow_tfjob.operators.retry_policy.TrainingRetryPolicy",
 )

@@ -18,7 +18,7 @@ PACKAGE = Path(airflow_tfjob.__file__).parent
 
 # The modules whose purpose is to give public names one path (DAGs import the hooks', Airflow's stored
 # rows name the 0.1.0 builds' triggers); the provider's own code never imports through them.
-PUBLIC_FACADES = {"airflow_tfjob.hooks.tfjob", "airflow_tfjob.triggers.tfjob"}
+PUBLIC_FACADES = {"airflow_tfjob.hooks.kubeflow_job", "airflow_tfjob.triggers.tfjob"}
 
 
 def _module_name(path: Path) -> str:

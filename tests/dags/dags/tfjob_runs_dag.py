@@ -83,7 +83,7 @@ def deferrable_group() -> None:
     @task
     def submit(run_id: str | None = None) -> str:
         from airflow_tfjob.build.manifest import build_tfjob
-        from airflow_tfjob.hooks.tfjob import KubeflowJobHook
+        from airflow_tfjob.hooks.kubeflow_job import KubeflowJobHook
 
         name = "sensed-" + format(abs(hash(run_id)) % 10**10, "010d")
         command = [sys.executable, "-c", SLOW, _sensor_began(name)]
