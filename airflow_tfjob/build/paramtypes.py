@@ -140,18 +140,14 @@ STR_OR_LIST = _either(STR, _list(SCALAR), what="a string or a list of strings")
 COUNT = _type(int, what="a whole number of replicas")
 KEY_REFS = _mapping(_either(STR, _list(STR), MAPPING, what="'object-name:key'"))
 OBJECT_VOLUMES = _either(STR_MAP, MAPPINGS, what="a mapping of name to mount path, or a list of dicts")
+#: A job manifest or template: `tfjob`, `job` and `trainjob` alike.
+JOB_SOURCE = _either(STR, MAPPING, what="a mapping, YAML text or a .yaml path")
 
 # parameter -> (checker, example of a right value for the fix)
 PARAMETER_TYPES: dict[str, tuple[Checker, str]] = {
-    "tfjob": (
-        _either(STR, MAPPING, what="a mapping, YAML text or a .yaml path"),
-        "a dict, YAML text or 'job.yaml'",
-    ),
+    "tfjob": (JOB_SOURCE, "a dict, YAML text or 'job.yaml'"),
     # KubeflowJobOperator's name for the same parameter
-    "job": (
-        _either(STR, MAPPING, what="a mapping, YAML text or a .yaml path"),
-        "a dict, YAML text or 'job.yaml'",
-    ),
+    "job": (JOB_SOURCE, "a dict, YAML text or 'job.yaml'"),
     "name": (STR, "name='mnist-train'"),
     "namespace": (STR, "namespace='ml'"),
     "cluster_context": (STR, "cluster_context='my-context'"),
@@ -246,10 +242,7 @@ PARAMETER_TYPES: dict[str, tuple[Checker, str]] = {
     ),
     "elastic_policy": (MAPPING, "elastic_policy={'min_replicas': 1, 'max_replicas': 4}"),
     # TrainJob's (TrainJobOperator)
-    "trainjob": (
-        _either(STR, MAPPING, what="a mapping, YAML text or a .yaml path"),
-        "a dict, YAML text or 'trainjob.yaml'",
-    ),
+    "trainjob": (JOB_SOURCE, "a dict, YAML text or 'trainjob.yaml'"),
     "runtime": (STR, "runtime='torch-distributed'"),
     "runtime_kind": (STR, "runtime_kind='ClusterTrainingRuntime'"),
     "num_nodes": (_type(int, what="a whole number of nodes"), "num_nodes=2"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import socket
 import sys
 from collections.abc import Iterator
@@ -110,3 +111,19 @@ async def test_the_jobset_controller_releases_the_ports_of_jobsets_deleted_while
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+def test_local_cluster_takes_the_runtimes_options_as_the_runtime_does() -> None:
+    """LocalCluster writes ClusterRuntime's options out again (for IDEs and type checkers) and hands each on
+    by name: an option, default or type changed in one signature only fails here."""
+    from airflow_tfjob.local.cluster import ClusterRuntime
+
+    def options(cls: type) -> dict[str, tuple[Any, Any]]:
+        params = inspect.signature(cls.__init__).parameters.values()  # type: ignore[misc]
+        return {p.name: (p.default, p.annotation) for p in params if p.name != "self"}
+
+    # Where to write the kubeconfig is the command line's option (`serve --kubeconfig`); LocalCluster writes
+    # it into its workdir.
+    runtime = options(ClusterRuntime)
+    del runtime["kubeconfig_path"]
+    assert options(LocalCluster) == runtime

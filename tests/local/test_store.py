@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from airflow_tfjob.local.model.resources import ApiError
+from airflow_tfjob.local.model.resources import ApiError, json_type
 from airflow_tfjob.local.store.core import Store
 from airflow_tfjob.local.store.events import record_event
 
@@ -143,6 +143,31 @@ def test_patches() -> None:
     with pytest.raises(ApiError) as err:
         store.patch("tfjobs", "default", "j", {"metadata": {"resourceVersion": "1"}}, "merge")
     assert err.value.code == 409
+
+
+@pytest.mark.parametrize(
+    ("value", "openapi", "go"),
+    [(True, "boolean", "bool"), (3, "integer", "number"), (1.5, "number", "number"), ("x", "string", "string"),
+     ([1], "array", "array"), ({"a": 1}, "object", "object"), (None, "null", "null")],
+)
+def test_a_json_type_is_named_once_and_a_patch_body_of_the_wrong_one_in_gos_words(
+    value: Any, openapi: str, go: str
+) -> None:
+    """The schema check and the patch handler classify a decoded value alike (a bool is no integer); the
+    patch handler's 400 says it as Go's encoding/json does."""
+    assert json_type(value) == openapi
+    store = Store()
+    store.create("tfjobs", "default", tfjob("j"))
+    if not isinstance(value, list):
+        with pytest.raises(ApiError) as err:
+            store.patch("tfjobs", "default", "j", value, "json")
+        assert (err.value.code, err.value.message) == (
+            400, f"json: cannot unmarshal {go} into Go value of type jsonpatch.Patch")
+    if not isinstance(value, dict):
+        with pytest.raises(ApiError) as err:
+            store.patch("tfjobs", "default", "j", value, "merge")
+        assert (err.value.code, err.value.message) == (
+            400, f"json: cannot unmarshal {go} into Go value of type map[string]interface {{}}")
 
 
 def test_malformed_objects_are_rejected_without_changing_state() -> None:

@@ -316,3 +316,17 @@ def test_name_budget_before_the_counts_are_known_follows_the_kinds_types() -> No
 def test_parameters_of_the_wrong_type_are_named() -> None:
     error = _refused(build_job, PYTORCHJOB, "j", nproc_per_node=[4], elastic_policy="2:4")
     assert [p.field for p in error.problems] == ["nproc_per_node", "elastic_policy"]
+
+
+@pytest.mark.parametrize(
+    ("field", "example"), [("tfjob", "job.yaml"), ("job", "job.yaml"), ("trainjob", "trainjob.yaml")]
+)
+def test_a_job_manifest_or_template_is_typed_alike_under_each_name(field: str, example: str) -> None:
+    from airflow_tfjob.build.paramtypes import type_problems
+
+    assert type_problems({field: {"kind": "TFJob"}}) == type_problems({field: "job.yaml"}) == []
+    [problem] = type_problems({field: ["job.yaml"]})
+    assert str(problem) == (
+        f"{field}: ['job.yaml'] is a list, not a mapping, YAML text or a .yaml path. "
+        f"Fix: pass e.g. a dict, YAML text or '{example}'."
+    )

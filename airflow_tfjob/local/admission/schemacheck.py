@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from airflow_tfjob.local.model.resources import JsonDict
+from airflow_tfjob.local.model.resources import JsonDict, json_type
 
 Path = tuple[str | int, ...]
 _PY_TYPES = {"object": dict, "array": list, "string": str, "boolean": bool}
@@ -33,30 +33,16 @@ def field_path(path: Path) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
 
 
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object" if isinstance(value, dict) else "null"
-
-
 def _type_ok(value: Any, schema: JsonDict) -> bool:
     if schema.get("x-kubernetes-int-or-string"):
-        return _json_type(value) in ("integer", "string")
+        return json_type(value) in ("integer", "string")
     expected = schema.get("type")
     if expected is None:
         return True
     if expected == "integer":
-        return _json_type(value) == "integer"
+        return json_type(value) == "integer"
     if expected == "number":
-        return _json_type(value) in ("integer", "number")
+        return json_type(value) in ("integer", "number")
     return isinstance(value, _PY_TYPES[expected])
 
 
@@ -136,7 +122,7 @@ def check(value: Any, schema: JsonDict, *, types_from: Path | None = None, defau
             return  # nulls of non-nullable fields are dropped by the API server, not refused
         typing = typed(path)
         if typing and not _type_ok(node, sch):
-            name, given = field_path(path), _json_type(node)
+            name, given = field_path(path), json_type(node)
             findings.invalid.append((name, "FieldValueTypeInvalid", f'Invalid value: "{given}": {name} in body '
                                                                    f'must be of type {_expected(sch)}: "{given}"'))
             return

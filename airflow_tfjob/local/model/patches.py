@@ -7,7 +7,14 @@ from typing import Any
 
 import jsonpatch
 
-from airflow_tfjob.local.model.resources import ApiError, JsonDict, ResourceType, bad_request, clone
+from airflow_tfjob.local.model.resources import (
+    ApiError,
+    JsonDict,
+    ResourceType,
+    bad_request,
+    clone,
+    json_type,
+)
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -154,15 +161,10 @@ def apply_patch(info: ResourceType, obj: JsonDict, patch: Any, patch_type: str) 
     return result
 
 
+# Go's encoding/json words for a JSON value's type (UnmarshalTypeError): one "number", and "bool".
+_GO_TYPE_WORDS = {"boolean": "bool", "integer": "number"}
+
+
 def _json_kind(value: Any) -> str:
-    if isinstance(value, dict):
-        return "object"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    return "null"
+    kind = json_type(value)
+    return _GO_TYPE_WORDS.get(kind, kind)

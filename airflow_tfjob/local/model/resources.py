@@ -228,6 +228,23 @@ def clone(value: Any) -> Any:
     return value
 
 
+def json_type(value: Any) -> str:
+    """The JSON type of a decoded value, in OpenAPI's words: boolean, integer, number, string, array, object
+    or null (a bool is not an integer, though Python's bool is an int). Go's encoding/json names a value it
+    cannot unmarshal from these (model/patches.py)."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object" if isinstance(value, dict) else "null"
+
+
 def now_rfc3339() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
