@@ -8,6 +8,7 @@ they cannot express is checked here.
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +49,12 @@ def _defined_names(tree: ast.Module) -> set[str]:
     return names
 
 
+@functools.cache
+def _names_defined_in(source: Path) -> frozenset[str]:
+    # Parsed once per module: the provider's modules import a few hundred names from the same few dozen.
+    return frozenset(_defined_names(ast.parse(source.read_text())))
+
+
 def _source_of(module: str) -> Path | None:
     path = PACKAGE.parent / Path(*module.split("."))
     if (path / "__init__.py").exists():
@@ -68,7 +75,7 @@ def test_internal_imports_name_the_defining_module() -> None:
             if source is None:
                 wrong.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: no module {module}")
                 continue
-            defined = _defined_names(ast.parse(source.read_text()))
+            defined = _names_defined_in(source)
             for alias in node.names:
                 if _source_of(f"{module}.{alias.name}") is not None:
                     continue  # a submodule
