@@ -20,6 +20,7 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from airflow_tfjob.build.manifest import build_job, load_manifest
 from airflow_tfjob.build.secrets import unquoted_in_errors
 from airflow_tfjob.follow import cleanup
 from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
@@ -31,7 +32,7 @@ from airflow_tfjob.jobs.status import as_ended, summarise
 from airflow_tfjob.operators import checkpointing, following, params, submit
 from airflow_tfjob.operators import outcome as outcome_mod
 from airflow_tfjob.operators.api_choice import ApiChoice
-from airflow_tfjob.operators.building import ManifestBuilder, default_namespace
+from airflow_tfjob.operators.building import ManifestBuilder, default_namespace, manifest_arguments
 from airflow_tfjob.operators.checks import check_operator_parameters
 from airflow_tfjob.operators.lineage import publish_model
 from airflow_tfjob.preflight.checks import check
@@ -331,3 +332,21 @@ WORKER_PREFLIGHT_TIMEOUT = 10.0
 def _worker_hook(hook: KubeflowJobHook, conn_id: str) -> KubeflowJobHook:
     """A MultiKueue worker's hook for preflight: the job hook's class, on the worker's connection."""
     return type(hook)(conn_id=conn_id, api_retry_timeout=WORKER_PREFLIGHT_TIMEOUT)
+
+
+def planned_job(operator: KubeflowJobOperator) -> dict[str, Any] | None:
+    """The body of the operator's ``_planned_job``: the job as the task will submit it, before its try (no
+    identity yet), for the lineage's claims; None when it cannot be built (the try reports why; lineage
+    never fails the task)."""
+    value = getattr(operator, operator.job_field)
+    try:
+        job = build_job(
+            operator.job_kind,
+            base=load_manifest(value) if value is not None else None,
+            **manifest_arguments(operator, operator.job_kind),
+        )
+    except Exception:
+        return None
+    metadata = job.setdefault("metadata", {})
+    metadata["namespace"] = operator.namespace or metadata.get("namespace") or default_namespace(operator)
+    return job
