@@ -28,8 +28,7 @@ from airflow_tfjob.hooks.connection import task_hook
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
 from airflow_tfjob.integrations import links
 from airflow_tfjob.jobs.kinds import JobKind
-from airflow_tfjob.operators import outcome as outcome_mod
-from airflow_tfjob.operators import params, retry_fallback, submit
+from airflow_tfjob.operators import params, retry_fallback
 from airflow_tfjob.operators.api_choice import ApiChoice, check_api
 from airflow_tfjob.operators.checks import (
     check_log_replicas_against_job,
@@ -368,10 +367,7 @@ class KubeflowJobOperator(TemplateFileRendering, BaseOperator):
 
     def find_or_create(self, hook: KubeflowJobHook, job: dict[str, Any], context: Context) -> dict[str, Any]:
         """The task instance's job: an earlier try's job to reattach to or report, or a new one."""
-        return submit.find_or_create(hook, job, context, log=self.log, on_submit=self._following)
-
-    def _following(self, name: str, namespace: str) -> None:
-        self._job_ref = (name, namespace)
+        return self._current_try().find_or_create(hook, job, context)
 
     # ------------------------------------------------------------------ TensorBoard
 
@@ -404,11 +400,7 @@ class KubeflowJobOperator(TemplateFileRendering, BaseOperator):
         ``@task.tfjob`` overrides it to decode ``outcome.part("return_payload")``, the value printed by the
         master replica; ``self._job`` is the finished job object.
         """
-        assert self._job is not None and outcome.status is not None
-        return outcome_mod.result(
-            self._job, outcome.status, outcome.part("metrics", {}), outcome.part("progress"), outcome.part("queue"),
-            self._cost,
-        )
+        return self._current_try().result(outcome)
 
     def on_kill(self) -> None:
         if self._job_ref is None:

@@ -143,6 +143,16 @@ class TaskTry:
         # Raised outside the handler: the task log shows the explanation, not the client's traceback.
         raise failure
 
+    def find_or_create(self, hook: KubeflowJobHook, job: dict[str, Any], context: Context) -> dict[str, Any]:
+        """The body of the operator's ``find_or_create``: an earlier try's job to reattach to or report,
+        or a new one (the job followed from the moment it is submitted)."""
+        op = self.op
+
+        def submitted(name: str, namespace: str) -> None:
+            op._job_ref = (name, namespace)
+
+        return submit.find_or_create(hook, job, context, log=op.log, on_submit=submitted)
+
     def preflight(self, hook: KubeflowJobHook, manifest: dict[str, Any]) -> None:
         """preflight=True: the job's parts asked of the cluster; a missing one fails the task, nothing created."""
         # MultiKueue's workers, as the follow will reach them: the operator's map over the extra's.
@@ -292,6 +302,15 @@ class TaskTry:
         result = op.result_from_outcome(outcome, context)
         outcome_mod.mark_reported(hook, job, op.log)
         return result
+
+    def result(self, outcome: FollowOutcome) -> Any:
+        """The body of the operator's ``result_from_outcome``: the result of a succeeded job."""
+        op = self.op
+        assert op._job is not None and outcome.status is not None
+        return outcome_mod.result(
+            op._job, outcome.status, outcome.part("metrics", {}), outcome.part("progress"), outcome.part("queue"),
+            op._cost,
+        )
 
     # ------------------------------------------------------------------ kill
 
