@@ -24,7 +24,6 @@ from airflow.sdk import BaseOperator, BaseOperatorLink
 
 from airflow_tfjob.build.secrets import mask_values, unquoted_in_errors
 from airflow_tfjob.constants import KILL_GRACE_PERIOD
-from airflow_tfjob.hooks.connection import task_hook
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
 from airflow_tfjob.integrations import links
 from airflow_tfjob.jobs.kinds import JobKind
@@ -292,12 +291,14 @@ class KubeflowJobOperator(TemplateFileRendering, BaseOperator):
     # ------------------------------------------------------------------ hooks
 
     def get_hook(self) -> KubeflowJobHook:
-        return task_hook(self)
+        from airflow_tfjob.operators.runs import hook  # the run module: the cluster's client, not parsed
+
+        return hook(self)
 
     def get_async_hook(self) -> AsyncKubeflowJobHook:
-        from airflow_tfjob.operators import following  # the run module: the follow's client, not parsed
+        from airflow_tfjob.operators import follow_runs  # the run module: the follow's client, not parsed
 
-        return following.async_hook(self)
+        return follow_runs.async_hook(self)
 
     # ------------------------------------------------------------------ the story
 

@@ -394,7 +394,7 @@ class ParameterSet:
 
     @property
     def follow(self) -> tuple[Param, ...]:
-        """The rows the follow core reads, as FollowOptions fields (following.options_for)."""
+        """The rows the follow core reads, as FollowOptions fields (follow_runs.options_for)."""
         return tuple(p for p in self.rows if p.role == "follow")
 
     @property

@@ -25,11 +25,12 @@ from airflow_tfjob.build.secrets import unquoted_in_errors
 from airflow_tfjob.follow import cleanup
 from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
 from airflow_tfjob.hooks.connection import connection_of
+from airflow_tfjob.hooks.sync import KubeflowJobHook, task_hook
 from airflow_tfjob.integrations import links
 from airflow_tfjob.integrations.kueue.multikueue import CONNECTIONS_EXTRA, WorkerCopyCheck, connection_map
 from airflow_tfjob.integrations.tensorboard import XCOM_KEY, start_for_job, stop_for_job
 from airflow_tfjob.jobs.status import as_ended, summarise
-from airflow_tfjob.operators import checkpointing, following, params, submit
+from airflow_tfjob.operators import checkpointing, follow_runs, params, submit
 from airflow_tfjob.operators import outcome as outcome_mod
 from airflow_tfjob.operators.api_choice import ApiChoice
 from airflow_tfjob.operators.building import ManifestBuilder, default_namespace, manifest_arguments
@@ -43,8 +44,12 @@ from airflow_tfjob.version_compat import AirflowException, warn_missing
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_tfjob.hooks.sync import KubeflowJobHook
     from airflow_tfjob.operators.generic import KubeflowJobOperator
+
+
+def hook(operator: KubeflowJobOperator) -> KubeflowJobHook:
+    """The body of the operator's ``get_hook``: its synchronous hook, made once per operator instance."""
+    return task_hook(operator)
 
 
 class TaskTry:
@@ -78,7 +83,7 @@ class TaskTry:
         """The try's follow options, built once from its checked parameters (with the checkpoint part's
         fields when ``checkpoint=`` is set)."""
         if self._options is None:
-            options = following.options_for(self.op, self.checked(), started=self.started)
+            options = follow_runs.options_for(self.op, self.checked(), started=self.started)
             plan = self.building.checkpoints
             self._options = options.with_parts(**plan.follow_fields()) if plan is not None else options
         return self._options
@@ -125,7 +130,7 @@ class TaskTry:
         self.start_tensorboard(hook, job, context)
         if op.deferrable:
             self.defer(name, namespace, options)
-        outcome = following.follow(op.get_async_hook(), name, namespace, options, op.log.info)
+        outcome = follow_runs.follow(op.get_async_hook(), name, namespace, options, op.log.info)
         return self.complete(context, hook, name, namespace, outcome)
 
     def submit(self, hook: KubeflowJobHook, manifest: dict[str, Any], context: Context) -> dict[str, Any]:
@@ -184,7 +189,7 @@ class TaskTry:
 
     def defer(self, name: str, namespace: str, options: FollowOptions) -> None:
         op = self.op
-        trigger, timeout = following.trigger_for(
+        trigger, timeout = follow_runs.trigger_for(
             name,
             namespace,
             options,
@@ -217,7 +222,7 @@ class TaskTry:
         # previous release carries none, and the task builds them again.
         sent = event.get("options")
         options = FollowOptions.from_dict(sent) if sent is not None else self.follow_options()
-        return following.drain(self.op.get_async_hook(), name, namespace, options, self.op.log, outcome)
+        return follow_runs.drain(self.op.get_async_hook(), name, namespace, options, self.op.log, outcome)
 
     def after_trigger_failure(self, context: Context, next_kwargs: Mapping[str, Any]) -> None:
         """"__fail__": the trigger crashed or Airflow's trigger timeout fired; the job would run on with

@@ -3,8 +3,8 @@
 Both modes run the same async core (:func:`airflow_tfjob.follow.core.follow_job`): the worker runs it in
 its own event loop; a deferred task gives it to :class:`~airflow_tfjob.triggers.deferral.KubeflowJobTrigger`,
 and on resumption :func:`drain` continues from the trigger's cursors so that the result is the
-synchronous one. A run module (operators/runs.py's, and the operator's follow_options at its entry):
-what a DAG file's parse imports does not import it.
+synchronous one. A run module (operators/runs.py's, and the operator's get_async_hook at its entry), as
+its name says: what a DAG file's parse imports does not import it.
 """
 
 from __future__ import annotations
