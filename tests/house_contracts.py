@@ -1,4 +1,6 @@
-"""An import-linter contract type for what the built-in ones cannot say: "not imported at module load".
+"""Import-linter contract types for what the built-in ones cannot say: "not imported at module load"
+(``load_time``), and "a run module sits below the modules declaring its entry points", both kinds of
+module found from the code (``runs_below_declarations``, at the end).
 
 The provider's walls are import-linter contracts (``[tool.importlinter]`` in pyproject.toml, run by
 ``make lint``). Most are layers and forbidden imports over every import, lazy ones included. Two walls
