@@ -90,6 +90,26 @@ KILL_GRACE_PERIOD = 1
 #: Seconds a job may take to start (FollowOptions.startup_timeout's default).
 STARTUP_TIMEOUT = 600.0
 
+#: The task_state_store key under which the job of a task instance is recorded (its durable identity:
+#: operators/submit.py); TFJobOperator's module re-exports it as ``STATE_KEY``.
+JOB_STATE_KEY = "tfjob"
+#: The keys of an operator's result (XCom ``return_value``) for a succeeded job (operators/outcome.py);
+#: here so that TFJobOperator's module re-exports them without loading what a run reports with.
+RESULT_KEYS = (
+    "name",
+    "namespace",
+    "uid",
+    "api",
+    "state",
+    "reason",
+    "message",
+    "replica_statuses",
+    "start_time",
+    "completion_time",
+    "metrics",
+    "cost",
+)
+
 # Extra time given to Airflow's own trigger timeout beyond the job deadline: the trigger enforces the
 # deadline itself (and deletes the job); Airflow's timeout is the backstop for a stuck trigger. Here so
 # that TFJobOperator's module re-exports it without loading what a deferral needs.

@@ -1,4 +1,6 @@
-"""An import-linter contract type for what the built-in ones cannot say: "not imported at module load".
+"""Import-linter contract types for what the built-in ones cannot say: "not imported at module load"
+(``load_time``), and "a run module sits below the modules declaring its entry points", both kinds of
+module found from the code (``runs_below_declarations``, at the end).
 
 The provider's walls are import-linter contracts (``[tool.importlinter]`` in pyproject.toml, run by
 ``make lint``). Most are layers and forbidden imports over every import, lazy ones included. Two walls
@@ -91,6 +93,13 @@ def _matches(module: str, patterns: set[str]) -> bool:
     return any(module == p or module.startswith(p + ".") for p in patterns)
 
 
+def is_run_module(module: str) -> bool:
+    """A run module by its name, as the triggers' loader finds theirs (triggers/loader.py): ``runs`` or
+    ``<what>_runs``, each entry point's body, imported at the entry."""
+    name = module.rpartition(".")[2]
+    return name == "runs" or name.endswith("_runs")
+
+
 class LoadTimeContract(Contract):
     """Source modules do not import the forbidden modules at load, directly or through other modules.
 
@@ -99,6 +108,11 @@ class LoadTimeContract(Contract):
         - forbidden_modules: modules or external packages they must not import at load.
         - ignore_modules:    modules (and descendants) the search does not pass through, for a part
                              that is imported only by a call (optional).
+        - skip_run_modules:  "true": the run modules among the sources (found by name, ``runs`` or
+                             ``<what>_runs``) are not sources, so that a package's new declaring module
+                             is a source and its new run module is not, with no list (optional).
+        - forbid_run_modules: "true": every run module of the checked packages, found by name, is
+                             forbidden too (optional).
     """
 
     type_name = "load_time"
@@ -106,6 +120,8 @@ class LoadTimeContract(Contract):
     source_modules = fields.SetField(subfield=fields.StringField())
     forbidden_modules = fields.SetField(subfield=fields.StringField())
     ignore_modules = fields.SetField(subfield=fields.StringField(), required=False)
+    skip_run_modules = fields.BooleanField(required=False, default=False)
+    forbid_run_modules = fields.BooleanField(required=False, default=False)
 
     def _edges(self, graph: ImportGraph, importer: str) -> Iterator[tuple[str, list[int]]]:
         """The modules ``importer`` imports at load, with the lines; read from its source rather than
@@ -122,7 +138,13 @@ class LoadTimeContract(Contract):
         sources = {str(m) for m in self.source_modules}  # type: ignore[attr-defined]
         forbidden = {str(m) for m in self.forbidden_modules}  # type: ignore[attr-defined]
         ignored = {str(m) for m in (self.ignore_modules or ())}  # type: ignore[attr-defined]
-        starts = sorted(m for m in graph.modules if _matches(m, sources))
+        starts = sorted(
+            m for m in graph.modules
+            if _matches(m, sources) and not (self.skip_run_modules and is_run_module(m))  # type: ignore[attr-defined]
+        )
+        roots = {m.partition(".")[0] for m in starts}
+        if self.forbid_run_modules:  # type: ignore[attr-defined]
+            forbidden |= {m for m in graph.modules if m.partition(".")[0] in roots and is_run_module(m)}
         chains: list[list[dict[str, object]]] = []
         for start in starts:
             # Breadth first from each source: the shortest load-time chain to a forbidden module.
@@ -157,4 +179,54 @@ class LoadTimeContract(Contract):
             for link in chain:
                 lines = ", ".join(f"l.{n}" for n in sorted(set(link["line_numbers"])))
                 output.print_error(f"-   {link['importer']} -> {link['imported']} ({lines})", bold=False)
+            output.new_line()
+
+
+class RunsBelowDeclarationsContract(Contract):
+    """A run module never imports, at load or inside a function, a module that declares the entry points
+    whose bodies it holds; both found from the code rather than listed.
+
+    In each of ``packages``: the run modules are found by name (:func:`is_run_module`), with
+    ``also_sources`` (a loader that imports them). The declaring modules are the package's other modules
+    that import one of its run modules (an entry point's import), and those that import a declaring
+    module (a facade): found over the imports of every module but the run modules and the extra sources,
+    so that a run module's import of a declaring module cannot hide it. No chain of imports may lead
+    from a run module or an extra source to a declaring module.
+
+    Configuration options:
+        - packages:     the packages whose run modules sit below their declarations.
+        - also_sources: modules held to the same rule (optional).
+    """
+
+    type_name = "runs_below_declarations"
+
+    packages = fields.SetField(subfield=fields.StringField())
+    also_sources = fields.SetField(subfield=fields.StringField(), required=False)
+
+    def check(self, graph: ImportGraph, verbose: bool) -> ContractCheck:
+        extra = {str(m) for m in (self.also_sources or ())}  # type: ignore[attr-defined]
+        chains: list[list[str]] = []
+        for package in sorted(str(p) for p in self.packages):  # type: ignore[attr-defined]
+            inside = {m for m in graph.modules if m.rpartition(".")[0] == package}
+            runs = {m for m in inside if is_run_module(m)}
+            sources = runs | (extra & inside)
+            declaring: set[str] = set()
+            grown = True
+            while grown:
+                grown = False
+                for module in sorted(inside - sources - declaring):
+                    if graph.find_modules_directly_imported_by(module) & (runs | declaring):
+                        declaring.add(module)
+                        grown = True
+            for source in sorted(sources):
+                for declared in sorted(declaring):
+                    chain = graph.find_shortest_chain(importer=source, imported=declared)
+                    if chain:
+                        chains.append(list(chain))
+        return ContractCheck(kept=not chains, metadata={"chains": chains})
+
+    def render_broken_contract(self, check: ContractCheck) -> None:
+        for chain in check.metadata["chains"]:
+            output.print_error(f"{chain[0]} imports {chain[-1]}, which declares its entry points:")
+            output.print_error("-   " + " -> ".join(chain), bold=False)
             output.new_line()

@@ -12,6 +12,7 @@ from kubernetes.client.rest import ApiException as SyncApiException
 from airflow_tfjob.constants import CONTAINER_NAME
 from airflow_tfjob.hooks import calls, kueue
 from airflow_tfjob.hooks.calls import Call, Done, Request, Step, advance
+from airflow_tfjob.hooks.connection import hook_kwargs
 from airflow_tfjob.hooks.retry import RetryPolicy
 from airflow_tfjob.jobs.kinds import JobKind
 
@@ -218,3 +219,18 @@ class KubeflowJobHook(KubernetesHook):
     def multikueue_cluster(self, name: str) -> dict | None:
         """MultiKueue's cluster object ``name`` (its ``Active`` condition); None when absent or refused."""
         return self._run(kueue.multikueue_cluster(name))
+
+
+def task_hook(owner: Any) -> KubeflowJobHook:
+    """The synchronous hook of an operator or sensor, made once per instance (their run modules' ``hook``,
+    the body of their ``get_hook``).
+
+    A new hook loads the kubeconfig again, and for an exec credential plugin (EKS, GKE, AKS: a second
+    or more per run) that means running the plugin again: a task made one per step, a poking sensor
+    one per poke. The one hook keeps its client; its token is refreshed by the client and a 401 makes
+    it reload its credentials.
+    """
+    hook: KubeflowJobHook | None = owner.__dict__.get("_task_hook")
+    if hook is None:
+        hook = owner.__dict__["_task_hook"] = KubeflowJobHook(**hook_kwargs(owner))
+    return hook

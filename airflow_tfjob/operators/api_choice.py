@@ -9,36 +9,24 @@ resumes takes it from the kind its trigger followed (the follow options travel i
 resumption asks the cluster nothing; a resumption after the trigger failed (no event) asks again, and
 gets the same answer from the same cluster.
 
-The choice is also the one user of the TFJob -> TrainJob bridge (:mod:`airflow_tfjob.jobs.trainjob.from_tfjob`):
-where it runs a TFJob as a TrainJob, it names the TFJob's name limit (:meth:`ApiChoice.name_limit`) and
-hands the cluster the TrainJob (:meth:`ApiChoice.on_chosen_api`); no adapter knows of the bridge. The
-bridge is imported on that path only, as the adapters' building modules are: a DAG file's parse and a
-task on the TFJob API never load the mapping.
+Where the choice runs a TFJob as a TrainJob, a try's builder asks the TFJob -> TrainJob bridge
+(:mod:`airflow_tfjob.jobs.trainjob.from_tfjob`) through :mod:`airflow_tfjob.operators.api_bridge`: the
+TFJob's name limit and the TrainJob the cluster is handed; no adapter knows of the bridge. This module
+is imported at a DAG file's parse (the kind before a try, the parameter's check), the bridge by a try
+only.
 """
 
 # names-job-apis: TFJob's own `api` parameter (run a TFJob on Trainer v2) names the two kinds
 # it chooses between and asks Trainer v2's discovery (tests/unit/test_api_blind_core.py).
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from types import ModuleType
-from typing import Any
+from collections.abc import Callable
 
 from airflow_tfjob.build.checker import JobValidationError
-from airflow_tfjob.jobs.adapter import adapter_for
 from airflow_tfjob.jobs.kinds import TFJOB, TRAINJOB, JobKind, kind_named
 from airflow_tfjob.jobs.trainjob.discovery import APIS, Discovery, choose_api
 
 __all__ = ["APIS", "ApiChoice", "check_api"]
-
-
-def _bridge() -> ModuleType:
-    """The TFJob -> TrainJob bridge (:mod:`airflow_tfjob.jobs.trainjob.from_tfjob`), for a TFJob run as a
-    TrainJob only."""
-    # The bridge and TrainJob's building modules, on that path only: a DAG file's parse imports this one.
-    from airflow_tfjob.jobs.trainjob import from_tfjob
-
-    return from_tfjob
 
 
 def check_api(kind: str, api: str) -> None:
@@ -55,7 +43,7 @@ def check_api(kind: str, api: str) -> None:
 
 class ApiChoice:
     """The kind the task's job really is: a TFJob may run as a TrainJob (its adapter then names the limits,
-    and the TFJob is mapped onto the TrainJob that runs it, operators/building.py).
+    and the TFJob is mapped onto the TrainJob that runs it, operators/api_bridge.py).
 
     One per operator instance, which Airflow makes anew for each try: "auto" is asked of the cluster at
     most once, and the try's builder, follow and kill all read the same answer.
@@ -85,20 +73,6 @@ class ApiChoice:
     def api_changed_kind(self) -> bool:
         """Whether the API chosen runs the job as another kind than its parameters describe."""
         return self.job_kind.kind != self.kind
-
-    def name_limit(self, manifest: Mapping[str, Any]) -> int | None:
-        """The longest name the job built from ``manifest`` may get on the API chosen: the bridge's
-        limit for a TFJob run as a TrainJob, else its own kind's adapter's (None: the kind's default)."""
-        if self.api_changed_kind():
-            return _bridge().name_limit(manifest)
-        return adapter_for(self.job_kind).max_name_length(manifest)
-
-    def on_chosen_api(self, manifest: dict[str, Any]) -> dict[str, Any]:
-        """The validated manifest as the API chosen takes it: a TFJob run as a TrainJob mapped onto the
-        TrainJob that runs it (refusals name the replica types and the fix); any other as it is."""
-        if not self.api_changed_kind():
-            return manifest
-        return _bridge().as_trainjob(manifest)
 
     def resume(self, followed_kind: str | None, hook: Callable[[], Discovery]) -> None:
         """The API a resumed deferred task's job runs on: the one whose kind its trigger followed

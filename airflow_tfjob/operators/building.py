@@ -18,12 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_tfjob.build import templates
 from airflow_tfjob.build.checkpoints import with_checkpoint_env
+from airflow_tfjob.build.kindparts import check_shortcuts
 from airflow_tfjob.build.limits import check_request_size
-from airflow_tfjob.build.manifest import build_job, load_manifest
+from airflow_tfjob.build.manifest import load_manifest
 from airflow_tfjob.jobs.adapter import adapter_for
+from airflow_tfjob.jobs.kinds import JobKind, kind_named
 from airflow_tfjob.operators import params, submit
+from airflow_tfjob.operators.api_bridge import name_limit, on_chosen_api
 from airflow_tfjob.operators.checkpointing import CheckpointPlan, plan_for
-from airflow_tfjob.operators.checks import check_parameter_types
+from airflow_tfjob.operators.checks import check_parameter_types, replica_counts
 from airflow_tfjob.operators.retry_policy import apply_to_manifest
 
 if TYPE_CHECKING:
@@ -64,17 +67,21 @@ class ManifestBuilder:
             metadata["namespace"] = op.namespace
         if not metadata.get("namespace"):
             metadata["namespace"] = default_namespace(op)
-        submit.stamp_identity(manifest, context, name=op.name, max_length=self.api.name_limit(manifest))
+        submit.stamp_identity(manifest, context, name=op.name, max_length=name_limit(self.api, manifest))
         for warning in adapter_for(op.kind).validate_manifest(manifest):
             op.log.warning("%s %s: %s", op.kind, metadata["name"], warning)
         op.check_log_replicas(manifest)
         op.follow_options()  # the follow parameters too: a progress total naming no hyperparameter...
         # The manifest as the cluster's API takes it (a TFJob may run as a TrainJob: ``api``).
-        manifest = self.api.on_chosen_api(manifest)
+        manifest = on_chosen_api(self.api, manifest)
         # A retry policy's hand-over from an earlier try (a memory limit raised after an OOM kill).
         apply_to_manifest(manifest, context, op.log)
         check_request_size(manifest)
         return manifest
+
+    def arguments(self) -> dict[str, Any]:
+        """The body of the operator's ``manifest_arguments``: its kind's builder's arguments."""
+        return manifest_arguments(self.operator, kind_named(self.operator.kind))
 
     def assemble(self, base: dict[str, Any] | None) -> dict[str, Any]:
         """The manifest from the parameters over ``base`` (the ``job`` template or manifest, if any): the
@@ -110,18 +117,24 @@ def default_namespace(operator: KubeflowJobOperator) -> str:
         return "default"
 
 
-def planned_job(operator: KubeflowJobOperator) -> dict[str, Any] | None:
-    """The job as the task will submit it, before its try (no identity yet), for the lineage's claims;
-    None when it cannot be built (the try reports why; lineage never fails the task)."""
-    value = getattr(operator, operator.job_field)
-    try:
-        job = build_job(
-            operator.job_kind,
-            base=load_manifest(value) if value is not None else None,
-            **params.manifest_arguments(operator, operator.job_kind),
-        )
-    except Exception:
-        return None
-    metadata = job.setdefault("metadata", {})
-    metadata["namespace"] = operator.namespace or metadata.get("namespace") or default_namespace(operator)
-    return job
+def manifest_arguments(operator: Any, kind: JobKind | str) -> dict[str, Any]:
+    """The keyword arguments of manifest.build_job for ``kind``: the manifest
+    parameters that are set, the replica shortcuts folded into ``replicas``, the renamed ones under
+    build_job's names. Parameters the operator does not have count as not set; a shortcut naming a
+    replica type ``kind`` has not (``ps=1`` for a PyTorchJob) is refused naming the parameter.
+    """
+    every = params.parameter_set(None)
+    row = kind if isinstance(kind, JobKind) else kind_named(kind)
+
+    def value(key: str) -> Any:
+        return getattr(operator, key, None)
+
+    given = {key: value(key) for key in every.manifest_params if value(key) is not None}
+    shortcuts = {key: value(key) for key in every.replica_shortcuts if value(key) is not None}
+    if shortcuts:
+        check_shortcuts(row, shortcuts)
+        given["replicas"] = replica_counts(given.get("replicas"), shortcuts)
+    for key, field in every.renamed.items():
+        if value(key) is not None:
+            given[field] = value(key)
+    return given

@@ -23,6 +23,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+# Object storage through Airflow's own client (fsspec): a run module's import (operators/runs.py and the
+# builder import this module, a DAG file's parse does not), and loaded by airflow.sdk's BaseOperator
+# already on the locked release (3.3).
+from airflow.sdk import ObjectStoragePath
+
 from airflow_tfjob.build.checkpoints import CheckpointStore, location, parse_store, replica_env
 from airflow_tfjob.follow.checkpoints import Checkpoint
 from airflow_tfjob.operators.identity import job_try_number
@@ -103,8 +108,6 @@ def newest_listed(
     """The entry of ``directory`` whose name carries the highest epoch (or step) number, through
     Airflow's ObjectStoragePath (the store's connection); None when there is none or it cannot be read
     (a warning then says what the try does instead: ``otherwise``)."""
-    from airflow.sdk import ObjectStoragePath  # fsspec's weight, for a task whose store is listed only
-
     try:
         path = ObjectStoragePath(directory, conn_id=store.conn_id)
         if not path.exists():

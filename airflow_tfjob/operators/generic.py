@@ -24,12 +24,10 @@ from airflow.sdk import BaseOperator, BaseOperatorLink
 
 from airflow_tfjob.build.secrets import mask_values, unquoted_in_errors
 from airflow_tfjob.constants import KILL_GRACE_PERIOD
-from airflow_tfjob.hooks.connection import hook_kwargs, task_hook
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
 from airflow_tfjob.integrations import links
-from airflow_tfjob.jobs.kinds import JobKind, kind_named
-from airflow_tfjob.operators import outcome as outcome_mod
-from airflow_tfjob.operators import params, retry_fallback, submit
+from airflow_tfjob.jobs.kinds import JobKind
+from airflow_tfjob.operators import params, retry_fallback
 from airflow_tfjob.operators.api_choice import ApiChoice, check_api
 from airflow_tfjob.operators.checks import (
     check_log_replicas_against_job,
@@ -293,13 +291,14 @@ class KubeflowJobOperator(TemplateFileRendering, BaseOperator):
     # ------------------------------------------------------------------ hooks
 
     def get_hook(self) -> KubeflowJobHook:
-        return task_hook(self)
+        from airflow_tfjob.operators.runs import hook  # the run module: the cluster's client, not parsed
+
+        return hook(self)
 
     def get_async_hook(self) -> AsyncKubeflowJobHook:
-        # The async client (aiohttp) is a run's: a DAG file's parse never loads it (light-dag-parse).
-        from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
+        from airflow_tfjob.operators import follow_runs  # the run module: the follow's client, not parsed
 
-        return AsyncKubeflowJobHook(**hook_kwargs(self)).with_connection_read()
+        return follow_runs.async_hook(self)
 
     # ------------------------------------------------------------------ the story
 
@@ -343,7 +342,7 @@ class KubeflowJobOperator(TemplateFileRendering, BaseOperator):
 
     def manifest_arguments(self) -> dict[str, Any]:
         """The keyword arguments of the kind's builder: the manifest parameters that are set."""
-        return params.manifest_arguments(self, kind_named(self.kind))
+        return self._current_try().building.arguments()
 
     def check_log_replicas(self, manifest: Mapping[str, Any]) -> None:
         """``log_replicas`` naming only replica types the manifest has."""
@@ -369,10 +368,7 @@ class KubeflowJobOperator(TemplateFileRendering, BaseOperator):
 
     def find_or_create(self, hook: KubeflowJobHook, job: dict[str, Any], context: Context) -> dict[str, Any]:
         """The task instance's job: an earlier try's job to reattach to or report, or a new one."""
-        return submit.find_or_create(hook, job, context, log=self.log, on_submit=self._following)
-
-    def _following(self, name: str, namespace: str) -> None:
-        self._job_ref = (name, namespace)
+        return self._current_try().find_or_create(hook, job, context)
 
     # ------------------------------------------------------------------ TensorBoard
 
@@ -405,11 +401,7 @@ class KubeflowJobOperator(TemplateFileRendering, BaseOperator):
         ``@task.tfjob`` overrides it to decode ``outcome.part("return_payload")``, the value printed by the
         master replica; ``self._job`` is the finished job object.
         """
-        assert self._job is not None and outcome.status is not None
-        return outcome_mod.result(
-            self._job, outcome.status, outcome.part("metrics", {}), outcome.part("progress"), outcome.part("queue"),
-            self._cost,
-        )
+        return self._current_try().result(outcome)
 
     def on_kill(self) -> None:
         if self._job_ref is None:
@@ -422,8 +414,7 @@ class KubeflowJobOperator(TemplateFileRendering, BaseOperator):
         return Lineage(self.model_asset, self.lineage_inputs, self.lineage_outputs, self._planned_job)
 
     def _planned_job(self) -> dict[str, Any] | None:
-        # The manifest's builder is a try's (a worker's): a DAG file's parse does not load it.
-        from airflow_tfjob.operators.building import planned_job
+        from airflow_tfjob.operators.runs import planned_job  # the run module: the builder is a worker's
 
         return planned_job(self)
 

@@ -24,21 +24,6 @@ if TYPE_CHECKING:
     from airflow_tfjob.follow.outcome import FollowOutcome
     from airflow_tfjob.hooks.sync import KubeflowJobHook
 
-#: The keys of the task's result (XCom ``return_value``) for a succeeded job.
-RESULT_KEYS = (
-    "name",
-    "namespace",
-    "uid",
-    "api",
-    "state",
-    "reason",
-    "message",
-    "replica_statuses",
-    "start_time",
-    "completion_time",
-    "metrics",
-    "cost",
-)
 
 
 def final_status(

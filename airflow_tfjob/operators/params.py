@@ -36,7 +36,7 @@ from airflow_tfjob.follow.progress_spec import progress_spec
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
 from airflow_tfjob.jobs.kinds import KINDS, TFJOB, JobKind, kind_named
 from airflow_tfjob.operators import checks
-from airflow_tfjob.operators.checks import Rule, replica_counts
+from airflow_tfjob.operators.checks import Rule
 from airflow_tfjob.version_compat import conf
 
 # job: names and finds the job (paramtypes checks its type); shortcut: a replica count by type;
@@ -394,7 +394,7 @@ class ParameterSet:
 
     @property
     def follow(self) -> tuple[Param, ...]:
-        """The rows the follow core reads, as FollowOptions fields (following.options_for)."""
+        """The rows the follow core reads, as FollowOptions fields (follow_runs.options_for)."""
         return tuple(p for p in self.rows if p.role == "follow")
 
     @property
@@ -482,33 +482,6 @@ def store(operator: Any, given: Mapping[str, Any], table: ParameterSet) -> None:
     """
     for row in table.rows:
         setattr(operator, row.name, given[row.name])
-
-
-def manifest_arguments(operator: Any, kind: JobKind | str) -> dict[str, Any]:
-    """The keyword arguments of manifest.build_job for ``kind``: the manifest
-    parameters that are set, the replica shortcuts folded into ``replicas``, the renamed ones under
-    build_job's names. Parameters the operator does not have count as not set; a shortcut naming a
-    replica type ``kind`` has not (``ps=1`` for a PyTorchJob) is refused naming the parameter.
-    """
-    every = parameter_set(None)
-    row = kind if isinstance(kind, JobKind) else kind_named(kind)
-
-    def value(key: str) -> Any:
-        return getattr(operator, key, None)
-
-    given = {key: value(key) for key in every.manifest_params if value(key) is not None}
-    shortcuts = {key: value(key) for key in every.replica_shortcuts if value(key) is not None}
-    if shortcuts:
-        # The kinds' builders' parts, when a replica shortcut is given: a DAG file imports this table, and
-        # this runs at execute only (three modules no parse needs).
-        from airflow_tfjob.build.kindparts import check_shortcuts
-
-        check_shortcuts(row, shortcuts)
-        given["replicas"] = replica_counts(given.get("replicas"), shortcuts)
-    for key, field in every.renamed.items():
-        if value(key) is not None:
-            given[field] = value(key)
-    return given
 
 
 def follow_options(table: ParameterSet, checked: Mapping[str, Any], operator: Any) -> dict[str, Any]:

@@ -20,18 +20,20 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from airflow_tfjob.build.manifest import build_job, load_manifest
 from airflow_tfjob.build.secrets import unquoted_in_errors
 from airflow_tfjob.follow import cleanup
 from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
 from airflow_tfjob.hooks.connection import connection_of
+from airflow_tfjob.hooks.sync import KubeflowJobHook, task_hook
 from airflow_tfjob.integrations import links
 from airflow_tfjob.integrations.kueue.multikueue import CONNECTIONS_EXTRA, WorkerCopyCheck, connection_map
 from airflow_tfjob.integrations.tensorboard import XCOM_KEY, start_for_job, stop_for_job
 from airflow_tfjob.jobs.status import as_ended, summarise
-from airflow_tfjob.operators import checkpointing, following, params, submit
+from airflow_tfjob.operators import checkpointing, follow_runs, params, submit
 from airflow_tfjob.operators import outcome as outcome_mod
 from airflow_tfjob.operators.api_choice import ApiChoice
-from airflow_tfjob.operators.building import ManifestBuilder, default_namespace
+from airflow_tfjob.operators.building import ManifestBuilder, default_namespace, manifest_arguments
 from airflow_tfjob.operators.checks import check_operator_parameters
 from airflow_tfjob.operators.lineage import publish_model
 from airflow_tfjob.preflight.checks import check
@@ -42,8 +44,12 @@ from airflow_tfjob.version_compat import AirflowException, warn_missing
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_tfjob.hooks.sync import KubeflowJobHook
     from airflow_tfjob.operators.generic import KubeflowJobOperator
+
+
+def hook(operator: KubeflowJobOperator) -> KubeflowJobHook:
+    """The body of the operator's ``get_hook``: its synchronous hook, made once per operator instance."""
+    return task_hook(operator)
 
 
 class TaskTry:
@@ -77,7 +83,7 @@ class TaskTry:
         """The try's follow options, built once from its checked parameters (with the checkpoint part's
         fields when ``checkpoint=`` is set)."""
         if self._options is None:
-            options = following.options_for(self.op, self.checked(), started=self.started)
+            options = follow_runs.options_for(self.op, self.checked(), started=self.started)
             plan = self.building.checkpoints
             self._options = options.with_parts(**plan.follow_fields()) if plan is not None else options
         return self._options
@@ -124,7 +130,7 @@ class TaskTry:
         self.start_tensorboard(hook, job, context)
         if op.deferrable:
             self.defer(name, namespace, options)
-        outcome = following.follow(op.get_async_hook(), name, namespace, options, op.log.info)
+        outcome = follow_runs.follow(op.get_async_hook(), name, namespace, options, op.log.info)
         return self.complete(context, hook, name, namespace, outcome)
 
     def submit(self, hook: KubeflowJobHook, manifest: dict[str, Any], context: Context) -> dict[str, Any]:
@@ -141,6 +147,16 @@ class TaskTry:
                 raise
         # Raised outside the handler: the task log shows the explanation, not the client's traceback.
         raise failure
+
+    def find_or_create(self, hook: KubeflowJobHook, job: dict[str, Any], context: Context) -> dict[str, Any]:
+        """The body of the operator's ``find_or_create``: an earlier try's job to reattach to or report,
+        or a new one (the job followed from the moment it is submitted)."""
+        op = self.op
+
+        def submitted(name: str, namespace: str) -> None:
+            op._job_ref = (name, namespace)
+
+        return submit.find_or_create(hook, job, context, log=op.log, on_submit=submitted)
 
     def preflight(self, hook: KubeflowJobHook, manifest: dict[str, Any]) -> None:
         """preflight=True: the job's parts asked of the cluster; a missing one fails the task, nothing created."""
@@ -173,7 +189,7 @@ class TaskTry:
 
     def defer(self, name: str, namespace: str, options: FollowOptions) -> None:
         op = self.op
-        trigger, timeout = following.trigger_for(
+        trigger, timeout = follow_runs.trigger_for(
             name,
             namespace,
             options,
@@ -206,7 +222,7 @@ class TaskTry:
         # previous release carries none, and the task builds them again.
         sent = event.get("options")
         options = FollowOptions.from_dict(sent) if sent is not None else self.follow_options()
-        return following.drain(self.op.get_async_hook(), name, namespace, options, self.op.log, outcome)
+        return follow_runs.drain(self.op.get_async_hook(), name, namespace, options, self.op.log, outcome)
 
     def after_trigger_failure(self, context: Context, next_kwargs: Mapping[str, Any]) -> None:
         """"__fail__": the trigger crashed or Airflow's trigger timeout fired; the job would run on with
@@ -292,6 +308,15 @@ class TaskTry:
         outcome_mod.mark_reported(hook, job, op.log)
         return result
 
+    def result(self, outcome: FollowOutcome) -> Any:
+        """The body of the operator's ``result_from_outcome``: the result of a succeeded job."""
+        op = self.op
+        assert op._job is not None and outcome.status is not None
+        return outcome_mod.result(
+            op._job, outcome.status, outcome.part("metrics", {}), outcome.part("progress"), outcome.part("queue"),
+            op._cost,
+        )
+
     # ------------------------------------------------------------------ kill
 
     def on_kill(self) -> None:
@@ -331,3 +356,21 @@ WORKER_PREFLIGHT_TIMEOUT = 10.0
 def _worker_hook(hook: KubeflowJobHook, conn_id: str) -> KubeflowJobHook:
     """A MultiKueue worker's hook for preflight: the job hook's class, on the worker's connection."""
     return type(hook)(conn_id=conn_id, api_retry_timeout=WORKER_PREFLIGHT_TIMEOUT)
+
+
+def planned_job(operator: KubeflowJobOperator) -> dict[str, Any] | None:
+    """The body of the operator's ``_planned_job``: the job as the task will submit it, before its try (no
+    identity yet), for the lineage's claims; None when it cannot be built (the try reports why; lineage
+    never fails the task)."""
+    value = getattr(operator, operator.job_field)
+    try:
+        job = build_job(
+            operator.job_kind,
+            base=load_manifest(value) if value is not None else None,
+            **manifest_arguments(operator, operator.job_kind),
+        )
+    except Exception:
+        return None
+    metadata = job.setdefault("metadata", {})
+    metadata["namespace"] = operator.namespace or metadata.get("namespace") or default_namespace(operator)
+    return job

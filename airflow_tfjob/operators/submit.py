@@ -25,7 +25,7 @@ from airflow_tfjob.build import naming
 from airflow_tfjob.build.limits import shown_json
 from airflow_tfjob.build.secrets import redact
 from airflow_tfjob.build.submission import submission_manifest
-from airflow_tfjob.constants import ANNOTATION_PREFIX, LABEL_HANDLED, LABEL_MANAGED
+from airflow_tfjob.constants import ANNOTATION_PREFIX, JOB_STATE_KEY, LABEL_HANDLED, LABEL_MANAGED
 from airflow_tfjob.follow.failure import TrainingJobFailed, refused_spec, user
 from airflow_tfjob.follow.summary import job_summary
 from airflow_tfjob.hooks.common import api_status, status_of
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from airflow_tfjob.hooks.sync import KubeflowJobHook
 
 #: The task_state_store key under which the job of this task instance is recorded (durable identity).
-STATE_KEY = "tfjob"
+STATE_KEY = JOB_STATE_KEY
 
 #: Annotation holding the id of the submission that created the job (one per create call sequence).
 ANNOTATION_SUBMISSION = ANNOTATION_PREFIX + "submission-id"

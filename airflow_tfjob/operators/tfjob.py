@@ -11,12 +11,10 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow_tfjob.constants import KILL_GRACE_PERIOD, TRIGGER_TIMEOUT_MARGIN
+from airflow_tfjob.constants import JOB_STATE_KEY, KILL_GRACE_PERIOD, RESULT_KEYS, TRIGGER_TIMEOUT_MARGIN
 from airflow_tfjob.hooks.retry import DEFAULT_RETRY_TIMEOUT
 from airflow_tfjob.operators import params
 from airflow_tfjob.operators.generic import KubeflowJobOperator
-from airflow_tfjob.operators.outcome import RESULT_KEYS
-from airflow_tfjob.operators.submit import STATE_KEY
 from airflow_tfjob.version_compat import conf
 
 if TYPE_CHECKING:
@@ -29,6 +27,7 @@ __all__ = ["MANIFEST_PARAMS", "REPLICA_SHORTCUTS", "RESULT_KEYS", "STATE_KEY", "
 __all__ += ["TFJobOperator"]
 MANIFEST_PARAMS = params.MANIFEST_PARAMS
 REPLICA_SHORTCUTS = params.REPLICA_SHORTCUTS
+STATE_KEY = JOB_STATE_KEY
 
 
 class TFJobOperator(KubeflowJobOperator):

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseSensorOperator
 
-from airflow_tfjob.hooks.connection import task_hook
 from airflow_tfjob.jobs.kinds import JobKind, kind_named
 from airflow_tfjob.operators.shared_checks import kind_name_of
 from airflow_tfjob.sensors.checks import check_sensor_parameters
@@ -95,7 +94,9 @@ class KubeflowJobSensor(BaseSensorOperator):
         self._check_parameters()
 
     def get_hook(self) -> KubeflowJobHook:
-        return task_hook(self)
+        from airflow_tfjob.sensors.runs import hook  # the run module: the cluster's client, not parsed
+
+        return hook(self)
 
     def poke(self, context: Context) -> bool:
         from airflow_tfjob.sensors import runs  # the run module: what a run does, not parsed
@@ -111,6 +112,6 @@ class KubeflowJobSensor(BaseSensorOperator):
         return None
 
     def execute_complete(self, context: Context, event: Mapping[str, Any]) -> None:
-        from airflow_tfjob.sensors import runs  # the run module: what a run does, not parsed
+        from airflow_tfjob.sensors import event_runs  # the run module: the trigger's event told, no client
 
-        runs.complete(self, event)
+        event_runs.complete(self, event)

@@ -1,28 +1,36 @@
-"""What a job sensor's task does when it runs: the bodies of ``poke``, ``execute`` and ``execute_complete``.
+"""What a job sensor's task does when it asks the cluster: the bodies of ``get_hook``, ``poke`` and
+``execute``.
 
-Contract: the run module of ``sensors.generic.KubeflowJobSensor``, whose module declares (its signature,
+Contract: a run module of ``sensors.generic.KubeflowJobSensor``, whose module declares (its signature,
 the parse-time check of its parameters); each entry point imports this module and hands it the sensor.
-It imports what a run needs at its top (Kueue's view of a job's queue, the condition trigger).
+It imports what a run needs at its top (the Kubernetes client's hook, Kueue's view of a job's queue, the
+condition trigger). ``execute_complete`` asks no cluster: its body is :mod:`airflow_tfjob.sensors.event_runs`,
+which a deferred sensor's resumption imports without the client.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from airflow_tfjob.hooks.connection import connection_of
+from airflow_tfjob.hooks.sync import KubeflowJobHook, task_hook
 from airflow_tfjob.integrations.kueue.note import queue_note
 from airflow_tfjob.jobs.status import JobState, condition_reached, failure_message, interpret, summarise
 from airflow_tfjob.sensors.checks import check_sensor_parameters
 from airflow_tfjob.triggers.deferral import KubeflowJobConditionTrigger
-from airflow_tfjob.version_compat import AirflowException, AirflowFailException
+from airflow_tfjob.version_compat import AirflowFailException
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_tfjob.hooks.sync import KubeflowJobHook
     from airflow_tfjob.sensors.generic import KubeflowJobSensor
+
+
+def hook(sensor: KubeflowJobSensor) -> KubeflowJobHook:
+    """The body of the sensor's ``get_hook``: its synchronous hook, made once per sensor instance (one
+    kubeconfig load, not one per poke)."""
+    return task_hook(sensor)
 
 
 def namespace_of(sensor: KubeflowJobSensor, hook: KubeflowJobHook) -> str:
@@ -76,13 +84,3 @@ def defer(sensor: KubeflowJobSensor, context: Context) -> None:
         method_name="execute_complete",
         timeout=timedelta(seconds=sensor.timeout),
     )
-
-
-def complete(sensor: KubeflowJobSensor, event: Mapping[str, Any]) -> None:
-    # Raised exceptions go through BaseSensorOperator.resume_execution, which applies soft_fail.
-    if event["event"] == "reached":
-        sensor.log.info("%s %s/%s: %s", sensor.kind, event["namespace"], event["name"], event["message"])
-        return
-    if event["event"] == "failed":
-        raise AirflowFailException(event["message"])
-    raise AirflowException(f"Could not watch {sensor.kind} {event['namespace']}/{event['name']}: {event['message']}")

@@ -22,8 +22,8 @@ from operator_support import TaskInstance, context_for, defer, fire, rebuild_tri
 
 from airflow_tfjob.build.checker import JobValidationError
 from airflow_tfjob.build.naming import identity_selector
+from airflow_tfjob.constants import RESULT_KEYS
 from airflow_tfjob.jobs.kinds import TRAINJOB
-from airflow_tfjob.operators.outcome import RESULT_KEYS
 from airflow_tfjob.operators.tfjob import TFJobOperator
 from airflow_tfjob.operators.trainjob import TrainJobOperator
 from airflow_tfjob.sensors.trainjob import TrainJobSensor

@@ -13,7 +13,7 @@ import pytest
 
 from airflow_tfjob.follow.logs_parsing import LogSelection
 from airflow_tfjob.follow.outcome import FollowOptions
-from airflow_tfjob.operators import following
+from airflow_tfjob.operators import follow_runs
 from airflow_tfjob.operators.runs import TaskTry
 from airflow_tfjob.operators.tfjob import TFJobOperator
 from airflow_tfjob.triggers import runs
@@ -66,7 +66,7 @@ def test_the_task_builds_its_options_once_and_the_trigger_carries_them_whole(mon
     assert task_try.follow_options() is options  # the operator's steps are its current try's
     assert options.selection == LogSelection(replicas=frozenset({("worker", 1)}))
     assert (options.deadline, options.startup_timeout, options.parts["queue_timeout"]) == (4_600.0, 90, 30)
-    trigger, _ = following.trigger_for(
+    trigger, _ = follow_runs.trigger_for(
         "j", "ns", options, CONNECTION, delete_on_kill=True, kill_grace_period=1
     )
     assert parsed == ["worker:1"], "log_replicas is parsed once on the worker"
@@ -105,7 +105,7 @@ def test_the_drain_continues_with_the_options_the_trigger_sent(monkeypatch: Any)
         drained.append(options)
         return outcome
 
-    monkeypatch.setattr(following, "drain", drain)
+    monkeypatch.setattr(follow_runs, "drain", drain)
     op = _operator(log_replicas="worker:1")
     monkeypatch.setattr(op, "get_async_hook", lambda: None)
     outcome = FollowOutcome("succeeded")

@@ -248,11 +248,13 @@ def test_the_bridge_names_a_tfjobs_limit_by_the_replicated_jobs_it_runs_in() -> 
 
 
 def test_the_api_choice_alone_runs_a_tfjob_as_a_trainjob() -> None:
-    """The bridge is the API choice's: a TFJob task on Trainer v2 gets the TrainJob and the bridge's name
-    limit; a TFJob task on the TFJob API and a TrainJob task get their manifest as it is and their own
-    adapter's limit; no adapter maps another kind's manifest."""
+    """The bridge is the API choice's (asked through operators/api_bridge.py by a try's builder): a TFJob
+    task on Trainer v2 gets the TrainJob and the bridge's name limit; a TFJob task on the TFJob API and a
+    TrainJob task get their manifest as it is and their own adapter's limit; no adapter maps another
+    kind's manifest."""
     from airflow_tfjob.build.manifest import build_job
     from airflow_tfjob.jobs.trainjob.validation import max_name_length
+    from airflow_tfjob.operators.api_bridge import name_limit, on_chosen_api
     from airflow_tfjob.operators.runs import TaskTry
     from airflow_tfjob.operators.tfjob import TFJobOperator
     from airflow_tfjob.operators.trainjob import TrainJobOperator
@@ -266,15 +268,15 @@ def test_the_api_choice_alone_runs_a_tfjob_as_a_trainjob() -> None:
         replicas={"worker": 2},
     )
     on_trainer = TaskTry(TFJobOperator(task_id="t", api="trainjob")).api
-    mapped = on_trainer.on_chosen_api(tf)
+    mapped = on_chosen_api(on_trainer, tf)
     assert mapped["kind"] == "TrainJob" and mapped["spec"]["trainer"]["numNodes"] == 2
-    assert on_trainer.name_limit(tf) == max_name_length(2)
+    assert name_limit(on_trainer, tf) == max_name_length(2)
     on_v1 = TaskTry(TFJobOperator(task_id="t", api="tfjob")).api
-    assert on_v1.on_chosen_api(tf) is tf and on_v1.name_limit(tf) is None
+    assert on_chosen_api(on_v1, tf) is tf and name_limit(on_v1, tf) is None
     own = trainjob()
     trainjob_task = TaskTry(TrainJobOperator(task_id="t", runtime="torch-distributed")).api
-    assert trainjob_task.on_chosen_api(own) is own
-    assert trainjob_task.name_limit(own) == max_name_length(2)
+    assert on_chosen_api(trainjob_task, own) is own
+    assert name_limit(trainjob_task, own) == max_name_length(2)
     for made in (adapter_for(TFJOB), adapter_for(TRAINJOB)):
         assert not hasattr(made, "on_chosen_api")
 

@@ -12,6 +12,7 @@ from airflow_tfjob.build.validation import JobValidationError, validate_job
 from airflow_tfjob.jobs import kinds
 from airflow_tfjob.jobs.kinds import KINDS, PADDLEJOB, PYTORCHJOB, TFJOB, XGBOOSTJOB, JobKind
 from airflow_tfjob.operators import params
+from airflow_tfjob.operators.building import manifest_arguments
 
 TF_TYPES = TFJOB.replica_types
 
@@ -88,7 +89,7 @@ def test_a_replica_type_the_kind_lacks_is_refused_naming_the_parameter(kind: Job
         image = "img"
 
     setattr(Operator, shortcut, 1)
-    error = _refused(params.manifest_arguments, Operator(), kind)
+    error = _refused(manifest_arguments, Operator(), kind)
     assert (error.field, error.kind) == (shortcut, kind.kind)
     assert said in error.problem and str(error).startswith(f"Invalid {kind.kind}: {shortcut}: ")
     for param, value in (
@@ -125,7 +126,7 @@ def test_shortcuts_the_kind_has_pass_and_fold_into_replicas() -> None:
         worker = 3
         nproc_per_node = 2
 
-    arguments = params.manifest_arguments(Operator(), "PyTorchJob")
+    arguments = manifest_arguments(Operator(), "PyTorchJob")
     assert arguments == {"replicas": {"master": 1, "worker": 3}, "nproc_per_node": 2}
     manifest = build_job(PYTORCHJOB, "j", image="i", **arguments)
     assert {t: s["replicas"] for t, s in _specs(manifest, PYTORCHJOB).items()} == {"Master": 1, "Worker": 3}

@@ -3,8 +3,8 @@
 Both modes run the same async core (:func:`airflow_tfjob.follow.core.follow_job`): the worker runs it in
 its own event loop; a deferred task gives it to :class:`~airflow_tfjob.triggers.deferral.KubeflowJobTrigger`,
 and on resumption :func:`drain` continues from the trigger's cursors so that the result is the
-synchronous one. A run module (operators/runs.py's, and the operator's follow_options at its entry):
-what a DAG file's parse imports does not import it.
+synchronous one. A run module (operators/runs.py's, and the operator's get_async_hook at its entry), as
+its name says: what a DAG file's parse imports does not import it.
 """
 
 from __future__ import annotations
@@ -13,19 +13,23 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from airflow_tfjob.constants import TRIGGER_TIMEOUT_MARGIN
 from airflow_tfjob.follow.core import drain_job, follow_job
 from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
+from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
+from airflow_tfjob.hooks.connection import hook_kwargs
 from airflow_tfjob.integrations import parts as registry
 from airflow_tfjob.operators import params
 from airflow_tfjob.triggers.deferral import KubeflowJobTrigger
 
-if TYPE_CHECKING:
-    from airflow_tfjob.hooks.aio import AsyncKubeflowJobHook
+__all__ = ["TRIGGER_TIMEOUT_MARGIN", "async_hook", "drain", "follow", "options_for", "trigger_for"]
 
-__all__ = ["TRIGGER_TIMEOUT_MARGIN", "drain", "follow", "options_for", "trigger_for"]
+
+def async_hook(operator: Any) -> AsyncKubeflowJobHook:
+    """The body of the operator's ``get_async_hook``: the follow's client (aiohttp), with the connection read."""
+    return AsyncKubeflowJobHook(**hook_kwargs(operator)).with_connection_read()
 
 
 def options_for(operator: Any, checked: Mapping[str, Any], *, started: float | None) -> FollowOptions:
