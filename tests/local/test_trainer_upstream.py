@@ -1196,3 +1196,11 @@ def test_a_resumed_trainjob_keeps_its_runtime_snapshot(api: client.ApiClient, ki
           "snapshot collected", 60)
     until(lambda: not objs(api).list_namespaced_custom_object(G, V, NS, "trainjobs", field_selector=f"metadata.name={name}")[
         "items"], f"{name} deleted")
+    # Upstream runs each entry in a namespace of its own, deleted after it; here both entries share one and
+    # the TrainJob's name, so the next entry starts only once the garbage collector has taken this one's
+    # JobSet too (a loaded clean-clone run began the second entry beside the first's JobSet, which the new
+    # TrainJob then read as its own, and it never became active again on resume; held back by a finalizer,
+    # such a JobSet keeps the next TrainJob from ever showing "suspended" on the local cluster).
+    until(lambda: not objs(api).list_namespaced_custom_object(
+        "jobset.x-k8s.io", "v1alpha2", NS, "jobsets", field_selector=f"metadata.name={name}")["items"],
+        f"{name}'s JobSet collected", 60)
