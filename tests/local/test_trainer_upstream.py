@@ -174,7 +174,16 @@ def update(api: client.ApiClient, name: str, edit: Any) -> tuple[int, str]:
 
 
 def delete(api: client.ApiClient, name: str) -> None:
+    """Delete a TrainJob and wait until the garbage collector has taken its JobSet too. Upstream runs each
+    case in a namespace of its own, deleted after it; here the cases share one, and parametrized entries
+    reuse a TrainJob's name: a loaded clean-clone run began an entry while the previous one's JobSet was
+    still there, which the new TrainJob then read as its own (it never became active again on resume)."""
     objs(api).delete_namespaced_custom_object(G, V, NS, "trainjobs", name)
+
+    def gone(group: str, version: str, plural: str) -> bool:
+        listed = objs(api).list_namespaced_custom_object(group, version, NS, plural, field_selector=f"metadata.name={name}")
+        return not listed["items"]
+    until(lambda: gone(G, V, "trainjobs") and gone("jobset.x-k8s.io", "v1alpha2", "jobsets"), f"{name} and its JobSet gone", 60)
 
 
 TRAINER = {"image": "test:trainjob", "command": ["trainjob"], "args": ["trainjob"], "resourcesPerNode": RES}
@@ -1196,11 +1205,3 @@ def test_a_resumed_trainjob_keeps_its_runtime_snapshot(api: client.ApiClient, ki
           "snapshot collected", 60)
     until(lambda: not objs(api).list_namespaced_custom_object(G, V, NS, "trainjobs", field_selector=f"metadata.name={name}")[
         "items"], f"{name} deleted")
-    # Upstream runs each entry in a namespace of its own, deleted after it; here both entries share one and
-    # the TrainJob's name, so the next entry starts only once the garbage collector has taken this one's
-    # JobSet too (a loaded clean-clone run began the second entry beside the first's JobSet, which the new
-    # TrainJob then read as its own, and it never became active again on resume; held back by a finalizer,
-    # such a JobSet keeps the next TrainJob from ever showing "suspended" on the local cluster).
-    until(lambda: not objs(api).list_namespaced_custom_object(
-        "jobset.x-k8s.io", "v1alpha2", NS, "jobsets", field_selector=f"metadata.name={name}")["items"],
-        f"{name}'s JobSet collected", 60)
