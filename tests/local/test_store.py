@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from typing import Any
 
 import pytest
 
-from airflow_tfjob.local.model.resources import ApiError, json_type
+from airflow_tfjob.local.model.resources import ApiError, json_type, parse_rfc3339
 from airflow_tfjob.local.store.core import Store
 from airflow_tfjob.local.store.events import record_event
 
@@ -361,3 +362,16 @@ def test_pod_validation_aggregates_causes_and_accepts_valid_pods() -> None:
     with pytest.raises(ApiError) as err:
         store.create("pods", "default", _containers({"name": "a", "image": "x", "ports": [{"containerPort": "80"}]}))
     assert err.value.code == 400
+
+
+@pytest.mark.parametrize(("value", "want"), [
+    ("2026-12-06T10:00:00Z", dt.datetime(2026, 12, 6, 10, tzinfo=dt.timezone.utc)),
+    ("2026-12-06T10:00:00.250Z", dt.datetime(2026, 12, 6, 10, 0, 0, 250000, tzinfo=dt.timezone.utc)),
+    ("2026-12-06T12:00:00+02:00", dt.datetime(2026, 12, 6, 10, tzinfo=dt.timezone.utc)),
+    ("", None), (None, None), (1765015200, None), ("yesterday", None),
+])
+def test_one_rfc3339_parser_for_the_local_cluster(value: object, want: dt.datetime | None) -> None:
+    """The times the objects carry, read by one function (the controllers, Kueue's clocks, kubectl's
+    tables): aware and equal whatever the offset; no time, or one that does not parse, is None."""
+    assert parse_rfc3339(value) == want
+

@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
-from airflow_tfjob.local.model.resources import JOB_PLURALS, JsonDict, ResourceType
+from airflow_tfjob.local.model.resources import JOB_PLURALS, JsonDict, ResourceType, parse_rfc3339
 
 
 def wants_table(request: web.Request) -> bool:
@@ -46,11 +46,8 @@ def human_duration(seconds: float) -> str:
 
 
 def _age(timestamp: Any) -> str:
-    if not isinstance(timestamp, str) or not timestamp:
-        return "<unknown>"
-    try:
-        when = dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    except ValueError:
+    when = parse_rfc3339(timestamp)
+    if when is None:
         return "<unknown>"
     return human_duration((dt.datetime.now(dt.timezone.utc) - when).total_seconds())
 
@@ -112,10 +109,9 @@ def _batch_job_cells(job: JsonDict) -> list[Any]:
         if cond.get("status") == "True" and cond.get("type") in ("Complete", "Failed", "Suspended"):
             state = cond["type"]
     duration = ""
-    if status.get("startTime"):
-        start = dt.datetime.fromisoformat(status["startTime"].replace("Z", "+00:00"))
-        end = (dt.datetime.fromisoformat(status["completionTime"].replace("Z", "+00:00"))
-               if status.get("completionTime") else dt.datetime.now(dt.timezone.utc))
+    start = parse_rfc3339(status.get("startTime"))
+    if start is not None:
+        end = parse_rfc3339(status.get("completionTime")) or dt.datetime.now(dt.timezone.utc)
         duration = human_duration((end - start).total_seconds())
     return [state, f"{status.get('succeeded', 0)}/{spec.get('completions', 1)}", duration]
 

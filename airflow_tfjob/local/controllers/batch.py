@@ -19,7 +19,7 @@ import datetime as dt
 import logging
 
 from airflow_tfjob.local.controllers.reconciler import Reconciler, is_true, owner_reference, set_condition
-from airflow_tfjob.local.model.resources import ApiError, JsonDict, clone, now_rfc3339
+from airflow_tfjob.local.model.resources import ApiError, JsonDict, clone, now_rfc3339, parse_rfc3339
 from airflow_tfjob.local.node.localnet import host_ports, localize_pod
 from airflow_tfjob.local.store.events import record_event
 
@@ -143,11 +143,10 @@ class BatchJobController(Reconciler):
         for condition in status.get("conditions") or ():
             if condition.get("type") in ("Complete", "Failed") and condition.get("status") == "True":
                 finished = finished or condition.get("lastTransitionTime")
-        try:
-            at = dt.datetime.fromisoformat(str(finished).replace("Z", "+00:00")).timestamp()
-        except ValueError:
+        at = parse_rfc3339(finished)
+        if at is None:
             return None
-        return at + int(ttl) - dt.datetime.now(dt.timezone.utc).timestamp()
+        return at.timestamp() + int(ttl) - dt.datetime.now(dt.timezone.utc).timestamp()
 
     def _create_missing(self, job: JsonDict, active: list[JsonDict], done: set[int | None], indexed: bool,
                         completions: int) -> list[JsonDict]:

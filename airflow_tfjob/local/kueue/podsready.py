@@ -18,16 +18,10 @@ from airflow_tfjob.local.kueue.workloads import (
     set_condition,
 )
 from airflow_tfjob.local.kueue.writes import event, write_status
-from airflow_tfjob.local.model.resources import JsonDict, clone
+from airflow_tfjob.local.model.resources import JsonDict, clone, parse_rfc3339
 from airflow_tfjob.local.store.core import Store
 
 REASON = "PodsReadyTimeout"
-
-
-def _parse(timestamp: object) -> dt.datetime | None:
-    if not isinstance(timestamp, str) or not timestamp:
-        return None
-    return dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
 
 
 def _rfc3339(when: dt.datetime) -> str:
@@ -64,7 +58,7 @@ class PodsReadyTimeout:
             since, cause = ready.get("lastTransitionTime"), "WaitForRecovery"
         else:
             return None
-        start = _parse(since)
+        start = parse_rfc3339(since)
         if start is None:
             return None
         remaining = self.timeout - (now - start).total_seconds()
@@ -86,7 +80,7 @@ class PodsReadyTimeout:
     def _backoff(self, wl: JsonDict, now: dt.datetime) -> float | None:
         if not backing_off(wl):
             return None
-        requeue_at = _parse(((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt"))
+        requeue_at = parse_rfc3339(((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt"))
         if requeue_at is not None and requeue_at > now:
             return (requeue_at - now).total_seconds()
         status = clone(wl.get("status") or {})

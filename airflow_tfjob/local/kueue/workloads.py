@@ -11,7 +11,7 @@ from typing import Any
 from airflow_tfjob.jobs.kinds import JobKind
 from airflow_tfjob.local.model.conditions import condition_is_true, find_condition
 from airflow_tfjob.local.model.conditions import set_condition as write_condition
-from airflow_tfjob.local.model.resources import KUEUE_GROUP, JsonDict, clone
+from airflow_tfjob.local.model.resources import KUEUE_GROUP, JsonDict, clone, parse_rfc3339
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -53,9 +53,9 @@ def key(wl: JsonDict) -> tuple[str, str]:
 
 def seconds_since(timestamp: object) -> int:
     """Whole seconds from an RFC 3339 time to now (the wait times Kueue's events tell); 0 without one."""
-    if not isinstance(timestamp, str) or not timestamp:
+    when = parse_rfc3339(timestamp)
+    if when is None:
         return 0
-    when = dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
     return max(0, int((dt.datetime.now(dt.timezone.utc) - when).total_seconds()))
 
 

@@ -249,6 +249,17 @@ def now_rfc3339() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def parse_rfc3339(value: object) -> dt.datetime | None:
+    """An RFC 3339 time as the objects carry it ("2026-12-06T10:00:00Z", a fraction or an offset allowed),
+    aware; None for no time or one that does not parse (the callers then treat it as absent)."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
 def encode(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 

@@ -30,7 +30,14 @@ from airflow_tfjob.local.controllers.reconciler import (
 )
 from airflow_tfjob.local.model import trainermpi as mpi
 from airflow_tfjob.local.model.profiles import TrainerRules
-from airflow_tfjob.local.model.resources import TRAINER_GROUP, ApiError, JsonDict, clone, now_rfc3339
+from airflow_tfjob.local.model.resources import (
+    TRAINER_GROUP,
+    ApiError,
+    JsonDict,
+    clone,
+    now_rfc3339,
+    parse_rfc3339,
+)
 from airflow_tfjob.local.model.trainerbuild import build_jobset, mpi_slots, runtime_plural
 from airflow_tfjob.local.store.core import Store
 from airflow_tfjob.local.store.events import record_event
@@ -39,10 +46,6 @@ log = logging.getLogger(__name__)
 
 MANAGED_BY = "trainer.kubeflow.org/trainjob-controller"
 COMPONENT = "trainer-controller-manager"
-
-
-def _parse_time(value: str) -> dt.datetime:
-    return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 class TrainJobController(Reconciler):
@@ -191,8 +194,10 @@ class TrainJobController(Reconciler):
             return None
         resumed = condition(status, "Suspended")
         start = (resumed or {}).get("lastTransitionTime") if resumed is not None else None
-        begin = _parse_time(start or tj["metadata"]["creationTimestamp"])
-        left = (begin + dt.timedelta(seconds=int(seconds)) - _parse_time(now)).total_seconds()
+        begin, current = parse_rfc3339(start or tj["metadata"].get("creationTimestamp")), parse_rfc3339(now)
+        if begin is None or current is None:
+            return None
+        left = (begin + dt.timedelta(seconds=int(seconds)) - current).total_seconds()
         if left > 0:
             return max(left, 1.0)
         set_condition(status, "Failed", "True", "DeadlineExceeded", "TrainJob exceeded its active deadline", now)

@@ -8,16 +8,12 @@ import datetime as dt
 
 from airflow_tfjob.local.model.conditions import condition_is_true, find_condition
 from airflow_tfjob.local.model.conditions import set_condition as write_condition
-from airflow_tfjob.local.model.resources import JsonDict, now_rfc3339
+from airflow_tfjob.local.model.resources import JsonDict, now_rfc3339, parse_rfc3339
 
 
 def parse_time(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    when = parse_rfc3339(value)
+    return None if when is None else when.timestamp()
 
 
 def now_seconds() -> float:
