@@ -81,7 +81,7 @@ class ManifestBuilder:
 
     def arguments(self) -> dict[str, Any]:
         """The body of the operator's ``manifest_arguments``: its kind's builder's arguments."""
-        return manifest_arguments(self.operator, kind_named(self.operator.kind))
+        return manifest_arguments(self.operator, self.operator.kind)
 
     def assemble(self, base: dict[str, Any] | None) -> dict[str, Any]:
         """The manifest from the parameters over ``base`` (the ``job`` template or manifest, if any): the

@@ -36,7 +36,7 @@ from airflow_tfjob.operators.submit import task_identity
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-#: The task_state_store key of the newest checkpoint (beside submit.STATE_KEY, the job's identity).
+#: The task_state_store key of the newest checkpoint (beside constants.JOB_STATE_KEY, the job's identity).
 STATE_KEY = "checkpoint"
 #: The XCom key the newest checkpoint is pushed under ({"path", "epoch", "step", "directory"}).
 XCOM_KEY = "checkpoint"

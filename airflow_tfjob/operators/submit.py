@@ -40,9 +40,6 @@ if TYPE_CHECKING:
 
     from airflow_tfjob.hooks.sync import KubeflowJobHook
 
-#: The task_state_store key under which the job of this task instance is recorded (durable identity).
-STATE_KEY = JOB_STATE_KEY
-
 #: Annotation holding the id of the submission that created the job (one per create call sequence).
 ANNOTATION_SUBMISSION = ANNOTATION_PREFIX + "submission-id"
 
@@ -164,14 +161,14 @@ def stamp_identity(
 def state_set(context: Context, value: dict[str, Any]) -> None:
     store = context.get("task_state_store")
     if store is not None:
-        store.set(STATE_KEY, value)
+        store.set(JOB_STATE_KEY, value)
 
 
 def state_get(context: Context) -> dict[str, Any] | None:
     store = context.get("task_state_store")
     if store is None:
         return None
-    value = store.get(STATE_KEY)
+    value = store.get(JOB_STATE_KEY)
     return value if isinstance(value, dict) and value.get("name") and value.get("namespace") else None
 
 

@@ -141,9 +141,9 @@ class MultiKueueClusters:
         #: was connected was lost (connState.lostSince, wall-clock seconds).
         self.remotes: dict[str, Remote] = {}
         self.lost_since: dict[str, float] = {}
-        self._probes: dict[str, asyncio.Task[None]] = {}
-        #: The endpoint each probe in flight reaches: one made with a kubeconfig replaced since is dropped.
-        self._probed: dict[str, Endpoint] = {}
+        #: The reach in flight per worker, with the endpoint it reaches (one made with a kubeconfig
+        #: replaced since is dropped).
+        self._probes: dict[str, tuple[asyncio.Task[None], Endpoint]] = {}
         self._watches: dict[str, asyncio.Task[None]] = {}
         self._failures: dict[str, int] = {}
         self._retries: dict[str, asyncio.TimerHandle] = {}
@@ -211,15 +211,14 @@ class MultiKueueClusters:
             if watch is not None:
                 watch.cancel()
             self._lost(name)
-        probe = self._probes.get(name)
-        if probe is not None and not self._probed[name].same(endpoint):
+        in_flight = self._probes.get(name)
+        if in_flight is not None and not in_flight[1].same(endpoint):
             # A reach of the kubeconfig before this one (a connection broken and put back within one
             # probe): its failure must not stand for the new one's, nor its backoff hold the reconnect.
-            probe.cancel()
+            in_flight[0].cancel()
             del self._probes[name]
         if name not in self._probes:
-            self._probes[name] = asyncio.get_running_loop().create_task(self._probe(name, endpoint))
-            self._probed[name] = endpoint
+            self._probes[name] = (asyncio.get_running_loop().create_task(self._probe(name, endpoint)), endpoint)
         return None
 
     def _kubeconfig(self, cluster: JsonDict) -> bytes:
@@ -254,7 +253,7 @@ class MultiKueueClusters:
         except UNREACHABLE as exc:
             connected, reason, message = False, "ClientConnectionFailed", str(exc) or type(exc).__name__
         finally:
-            if self._probes.get(name) is asyncio.current_task():
+            if self._probes.get(name, (None,))[0] is asyncio.current_task():
                 del self._probes[name]
         try:
             cluster = self.store.get("multikueueclusters", None, name)
@@ -315,9 +314,8 @@ class MultiKueueClusters:
 
     def _forget(self, name: str) -> None:
         probe = self._probes.pop(name, None)
-        self._probed.pop(name, None)
         if probe is not None:
-            probe.cancel()
+            probe[0].cancel()
         watch = self._watches.pop(name, None)
         if watch is not None:
             watch.cancel()
