@@ -4,13 +4,16 @@
                                                                 line), writing DIR/NAME.xml (its JUnit XML)
                                                                 and DIR/NAME.json (wall time, exit status);
                                                                 exits with COMMAND's status
-    python scripts/test_times.py report DIR [--slowest N]       print every stage's wall time and status and
-                                                                the N (default 15) slowest tests of all of
-                                                                them; exits 0 whatever they say
+    python scripts/test_times.py report DIR [--slowest N]       print every stage's wall time, CPU time and
+                                                                status, the N (default 15) slowest tests of
+                                                                all of them and the N modules that used the
+                                                                most CPU; exits 0 whatever they say
 
 `make test` runs its three stages through `stage` and prints `report` at its end, when a stage failed too
 (then it still exits with that stage's status). A test's time is its setup, call and teardown together, as
 the JUnit XML counts it: a module- or session-scoped fixture's setup is in the first test that used it.
+A test's CPU time is the property `tests/cpu_times.py` records (the worker's and its reaped children's):
+on two busy cores the wall time of a test says much about its neighbours, its CPU time does not.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class Timed:
     test: str
     seconds: float
     outcome: str
+    cpu: float | None  # None: the stage did not record it (a run without tests/cpu_times.py)
 
 
 def run_stage(directory: Path, name: str, command: list[str]) -> int:
@@ -78,6 +82,22 @@ def _outcome(case: ET.Element) -> str:
     return "passed"
 
 
+def _cpu(case: ET.Element) -> float | None:
+    for prop in case.iter("property"):
+        if prop.get("name") == "cpu":
+            return float(prop.get("value") or 0.0)
+    return None
+
+
+def _module(test: str) -> str:
+    """The module of a JUnit classname (``tests.unit.test_x`` or ``tests.unit.test_x.TestClass``)."""
+    parts = test.split("::", 1)[0].split(".")
+    for index, part in enumerate(parts):
+        if part.startswith("test_"):
+            return ".".join(parts[: index + 1])
+    return ".".join(parts)
+
+
 def read(directory: Path) -> tuple[list[Stage], list[Timed]]:
     """The stages recorded in ``directory`` (in the order they ran) and every test they timed."""
     stages: list[tuple[float, Stage]] = []
@@ -100,7 +120,7 @@ def read(directory: Path) -> tuple[list[Stage], list[Timed]]:
                 cases = []
         for case in cases:
             test = f"{case.get('classname', '')}::{case.get('name', '')}".lstrip(":")
-            timed.append(Timed(name, test, float(case.get("time") or 0.0), _outcome(case)))
+            timed.append(Timed(name, test, float(case.get("time") or 0.0), _outcome(case), _cpu(case)))
         stages.append((order, Stage(name, seconds, status, len(cases))))
     return [s for _, s in sorted(stages, key=lambda pair: pair[0])], timed
 
@@ -114,7 +134,7 @@ def report(directory: Path, slowest: int = SLOWEST) -> str:
     stages, timed = read(directory)
     if not stages:
         return f"test times: no stage recorded in {directory}"
-    lines = ["", f"== test times ({directory})", "stage wall time:"]
+    lines = ["", f"== test times ({directory})", "stage wall time (and its tests' CPU time):"]
     for stage in stages:
         wall = (
             f"{stage.seconds:8.1f} s ({_clock(stage.seconds)})"
@@ -127,7 +147,9 @@ def report(directory: Path, slowest: int = SLOWEST) -> str:
             said = "passed"
         else:
             said = f"FAILED (exit {stage.status})"
-        lines.append(f"  {stage.name:<8} {wall}  {stage.tests:5d} tests  {said}")
+        cpus = [t.cpu for t in timed if t.stage == stage.name and t.cpu is not None]
+        cpu = f"  cpu {sum(cpus):7.1f} s" if cpus else ""
+        lines.append(f"  {stage.name:<8} {wall}{cpu}  {stage.tests:5d} tests  {said}")
     total = sum(s.seconds for s in stages if s.seconds is not None)
     lines.append(f"  {'total':<8} {total:8.1f} s ({_clock(total)})")
     lines.append(
@@ -137,6 +159,15 @@ def report(directory: Path, slowest: int = SLOWEST) -> str:
     for t in sorted(timed, key=lambda t: t.seconds, reverse=True)[:slowest]:
         mark = "" if t.outcome == "passed" else f"  [{t.outcome}]"
         lines.append(f"  {t.seconds:8.1f} s  {t.stage:<6} {t.test}{mark}")
+    by_module: dict[tuple[str, str], float] = {}
+    for t in timed:
+        if t.cpu is not None:
+            key = (t.stage, _module(t.test))
+            by_module[key] = by_module.get(key, 0.0) + t.cpu
+    if by_module:
+        lines.append(f"{min(slowest, len(by_module))} modules using the most CPU (their tests' CPU time):")
+        for (stage, module), cpu in sorted(by_module.items(), key=lambda kv: kv[1], reverse=True)[:slowest]:
+            lines.append(f"  {cpu:8.1f} s  {stage:<6} {module}")
     failed = [s.name for s in stages if s.status not in (0, None)]
     if failed:
         lines.append(f"failed stage(s): {', '.join(failed)}")

@@ -11,6 +11,9 @@ from typing import Any
 
 import pytest
 
+# Each test's CPU time into the JUnit XML (scripts/test_times.py reads it).
+pytest_plugins = ["cpu_times"]
+
 # Airflow reads its configuration at import time: isolate it before anything imports airflow.
 _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="tfjob-test-airflow-"))
 os.environ.setdefault("AIRFLOW_HOME", str(_AIRFLOW_HOME))

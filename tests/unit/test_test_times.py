@@ -1,4 +1,5 @@
-"""`make test`'s closing summary (scripts/test_times.py): each stage's wall time and the slowest tests.
+"""`make test`'s closing summary (scripts/test_times.py): each stage's wall and CPU time, the slowest tests
+and the modules that used the most CPU.
 
 The Makefile's own `test` recipe runs here against a stand-in for pytest that writes a JUnit XML of
 known test times and exits as told (lint, docs, browser and services taken as done, `make -o`): a run
@@ -31,7 +32,8 @@ marker = argv[argv.index("-m") + 1] if "-m" in argv else ""
 stage = {{"not alone": "main", "alone": "alone"}}[marker]
 scale = 100 if stage == "main" else 1
 cases = "".join(
-    f'<testcase classname="tests.fake.test_{{stage}}" name="{{stage}}_{{i}}" time="{{i * scale}}"/>'
+    f'<testcase classname="tests.fake.test_{{stage}}" name="{{stage}}_{{i}}" time="{{i * scale}}">'
+    f'<properties><property name="cpu" value="{{i}}"/></properties></testcase>'
     for i in range(1, 13)
 )
 failing = os.environ.get("FAKE_PYTEST_FAIL") == stage
@@ -106,11 +108,17 @@ def test_a_passing_run_ends_with_each_stage_and_the_15_slowest_tests(tmp_path: P
     stages = [line.split()[0] for line in lines if line.startswith("  ") and " tests " in line]
     assert stages[0] == "main" and sorted(stages[1:]) == ["alone", "compat-3.0.6"], stages
     assert all("passed" in line for line in lines if line.split()[:1] and line.split()[0] in stages)
-    slowest = [line.split()[-1] for line in lines if line.startswith("  ") and " s  " in line]
+    heads = [i for i, line in enumerate(lines) if "slowest tests" in line or "using the most CPU" in line]
+    slowest = [line.split()[-1] for line in lines[heads[0] + 1 : heads[1]]]
     # main_12 (1,200 s) down to main_1 (100 s), then alone's 12, 11 and 10 s tests.
     assert slowest[:12] == [f"tests.fake.test_main::main_{i}" for i in range(12, 0, -1)]
     assert slowest[12:] == [f"tests.fake.test_alone::alone_{i}" for i in (12, 11, 10)], slowest
     assert "FAILED" not in done.stdout + done.stderr
+    # Each test's recorded CPU time (tests/cpu_times.py), summed by stage and by module: 1 + ... + 12 s.
+    main_line = next(line for line in lines if line.startswith("  main "))
+    assert "cpu    78.0 s" in main_line, main_line
+    by_module = lines[lines.index(next(line for line in lines if "using the most CPU" in line)) + 1 :]
+    assert by_module[0].split() == ["78.0", "s", "main", "tests.fake.test_main"], by_module
     # Each stage's command is shown as it starts.
     assert "==> test stage alone: " in done.stdout and "-m alone --junitxml=" in done.stdout
 
