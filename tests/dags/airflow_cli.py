@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import warm_airflow
 from airflow_database import migrate
 
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
@@ -67,20 +68,17 @@ def dags_test(env: dict[str, str], dag_id: str, *args: str, timeout: float) -> s
 
 def run_cli(argv: list[str], env: Mapping[str, str], timeout: float) -> tuple[int, str]:
     """Runs an Airflow command in a process group of its own; (exit code, stdout then stderr).
+    The process is a fork of a warm interpreter started with the same environment
+    (tests/warm_airflow.py; `TFJOB_TEST_COLD_AIRFLOW=1`: a new process each time).
 
     A command still running after ``timeout`` seconds fails the test with every Python process of its
     group's stacks (SIGABRT with faulthandler on: each prints its threads' tracebacks to the shared
     stderr), so that a hang says where each process waited, then the group is SIGKILLed: no process of
     it outlives the test.
     """
-    proc = subprocess.Popen(
-        argv,
-        env={**env, "PYTHONFAULTHANDLER": "1"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    # Forked from a warm interpreter with the same environment (tests/warm_airflow.py): the command's own
+    # session and streams, without Airflow's seconds of start-up each time.
+    proc = warm_airflow.popen(argv, {**env, "PYTHONFAULTHANDLER": "1"})
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
