@@ -36,7 +36,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,10 @@ class WarmProcess:
     """A command forked by a zygote, seen as `subprocess.Popen` is by `run_cli`: ``pid`` (its own process
     group's id too), ``returncode`` and ``communicate(timeout)``."""
 
-    def __init__(self, answers: socket.socket, stdout: int | None, stderr: int | None) -> None:
+    def __init__(
+        self, zygote: _Zygote, answers: socket.socket, stdout: int | None, stderr: int | None
+    ) -> None:
+        self._zygote = zygote
         self._answers = answers
         # The read ends of the command's stdout and stderr when the caller reads them (else -1).
         self._order = (-1 if stdout is None else stdout, -1 if stderr is None else stderr)
@@ -77,7 +80,7 @@ class WarmProcess:
             finally:
                 self._answers.setblocking(True)
             self._status += chunk if chunk else b"%d\n" % signal.SIGKILL
-            self._finish(self._read_answer(time.monotonic()))
+            self._finish(self._read_answer(time.monotonic() + 5))
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
@@ -102,23 +105,31 @@ class WarmProcess:
         self.send_signal(signal.SIGKILL)
 
     def _finish(self, status: int | None) -> None:
+        global _reaped_cpu
         if status is None:
             status = signal.SIGKILL  # the zygote went away: its children died with it
+        else:
+            # The child's CPU time (with its reaped children's), which the zygote read when it reaped
+            # it: a test process's own rusage never sees it (tests/cpu_times.py adds it).
+            cpu = self._read_answer(time.monotonic() + 5, float) or 0.0
+            with _zygotes_lock:
+                _reaped_cpu += cpu
+                self._zygote.children_cpu += cpu
         self.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         self._answers.close()
 
-    def _read_answer(self, deadline: float) -> int | None:
+    def _read_answer(self, deadline: float, kind: Callable[[str], Any] = int) -> Any:
         while b"\n" not in self._status:
             self._answers.settimeout(max(0.0, deadline - time.monotonic()))
             try:
                 chunk = self._answers.recv(64)
-            except TimeoutError:
+            except (TimeoutError, OSError):
                 return None
             if not chunk:
                 return None
             self._status += chunk
         line, _, self._status = self._status.partition(b"\n")
-        return int(line)
+        return kind(line.decode())
 
     def communicate(self, timeout: float | None = None) -> tuple[str, str]:
         import selectors
@@ -155,6 +166,7 @@ class _Zygote:
 
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.lock = threading.Lock()
+        self.children_cpu = 0.0  # what its ended commands used, as it reported them
         self.stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             [python, __file__, str(theirs.fileno())],
@@ -206,7 +218,7 @@ class _Zygote:
             theirs.close()
             for fd in given:
                 os.close(fd)
-        return WarmProcess(mine, *(ours or (None, None)))
+        return WarmProcess(self, mine, *(ours or (None, None)))
 
     def close(self) -> None:
         """The zygote exits once its running commands have (it is not waited for here)."""
@@ -215,6 +227,7 @@ class _Zygote:
 
 
 _zygotes: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], _Zygote] = OrderedDict()
+_reaped_cpu = 0.0  # CPU seconds of the warm commands that have ended, as their zygotes reaped them
 _closed: list[_Zygote] = []  # closed, their last commands maybe still running: reaped when they exit
 _zygotes_lock = threading.Lock()
 
@@ -238,7 +251,7 @@ def popen(
         return _cold(argv, env, cwd, output)
     key = _key(python, env)
     with _zygotes_lock:
-        _closed[:] = [z for z in _closed if z.proc.poll() is None]
+        _forget_ended()
         zygote = _zygotes.get(key)
         if zygote is not None and zygote.proc.poll() is None:
             _zygotes.move_to_end(key)
@@ -264,6 +277,23 @@ def _cold(
     stderr = subprocess.PIPE if output is None else subprocess.STDOUT
     return subprocess.Popen(argv, env=dict(env), cwd=cwd, stdout=stdout, stderr=stderr, text=True,
                             start_new_session=True)  # fmt: skip
+
+
+def _forget_ended() -> None:
+    """Drop the closed zygotes that have exited. This process's own rusage of its children now holds an
+    exited zygote's CPU with its commands' (it waited for them), so they leave the separate count."""
+    global _reaped_cpu
+    for zygote in [z for z in _closed if z.proc.poll() is not None]:
+        _closed.remove(zygote)
+        _reaped_cpu -= zygote.children_cpu
+
+
+def reaped_cpu() -> float:
+    """CPU seconds the warm commands of this process used that its own rusage does not hold yet: those
+    that ended, of zygotes this process has not waited for (tests/cpu_times.py)."""
+    with _zygotes_lock:
+        _forget_ended()
+        return _reaped_cpu
 
 
 def close_all() -> None:
@@ -411,7 +441,7 @@ def _serve(control: socket.socket) -> None:
                         os.read(wake_r, 4096)
                     while True:
                         try:
-                            pid, status = os.waitpid(-1, os.WNOHANG)
+                            pid, status, usage = os.wait4(-1, os.WNOHANG)
                         except ChildProcessError:
                             break
                         if pid == 0:
@@ -419,7 +449,8 @@ def _serve(control: socket.socket) -> None:
                         sock = answers.pop(pid, None)
                         if sock is not None:
                             with contextlib.suppress(OSError):
-                                sock.sendall(f"{status}\n".encode())
+                                cpu = usage.ru_utime + usage.ru_stime
+                                sock.sendall(f"{status}\n{cpu:.3f}\n".encode())
                             sock.close()
 
 

@@ -33,7 +33,7 @@ stage = {{"not alone": "main", "alone": "alone"}}[marker]
 scale = 100 if stage == "main" else 1
 cases = "".join(
     f'<testcase classname="tests.fake.test_{{stage}}" name="{{stage}}_{{i}}" time="{{i * scale}}">'
-    f'<properties><property name="cpu" value="{{i}}"/></properties></testcase>'
+    f'<properties><property name="cpu" value="{{i * scale}}"/></properties></testcase>'
     for i in range(1, 13)
 )
 failing = os.environ.get("FAKE_PYTEST_FAIL") == stage
@@ -114,11 +114,13 @@ def test_a_passing_run_ends_with_each_stage_and_the_15_slowest_tests(tmp_path: P
     assert slowest[:12] == [f"tests.fake.test_main::main_{i}" for i in range(12, 0, -1)]
     assert slowest[12:] == [f"tests.fake.test_alone::alone_{i}" for i in (12, 11, 10)], slowest
     assert "FAILED" not in done.stdout + done.stderr
-    # Each test's recorded CPU time (tests/cpu_times.py), summed by stage and by module: 1 + ... + 12 s.
+    # Each test's recorded CPU time (tests/cpu_times.py), summed by stage and by module: (1 + ... + 12) s,
+    # a hundred times that in the main stage.
     main_line = next(line for line in lines if line.startswith("  main "))
-    assert "cpu    78.0 s" in main_line, main_line
+    assert "cpu  7800.0 s" in main_line, main_line
     by_module = lines[lines.index(next(line for line in lines if "using the most CPU" in line)) + 1 :]
-    assert by_module[0].split() == ["78.0", "s", "main", "tests.fake.test_main"], by_module
+    assert by_module[0].split() == ["7800.0", "s", "main", "tests.fake.test_main"], by_module
+    assert by_module[1].split() == ["78.0", "s", "alone", "tests.fake.test_alone"], by_module
     # Each stage's command is shown as it starts.
     assert "==> test stage alone: " in done.stdout and "-m alone --junitxml=" in done.stdout
 
