@@ -7,7 +7,6 @@ resumes from its newest checkpoint and trains only the remaining epochs."""
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_cli import AIRFLOW, airflow_db, migrated_airflow_env, xcom_value
+from airflow_cli import AIRFLOW, airflow_db, migrated_airflow_env, run_cli, xcom_value
 
 pytestmark = [pytest.mark.dags, pytest.mark.cluster, pytest.mark.timeout(400)]
 
@@ -119,17 +118,13 @@ def run(
     preemptor = Preemptor(kueue_cluster, MODES)
     preemptor.start()
     try:
-        done = subprocess.run(
-            [AIRFLOW, "dags", "test", "preemption_resume"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=360,
-        )
+        # run_cli: a run past its bound fails with every process's stacks (a run on eight workers once
+        # ran past it, and subprocess.run said nothing of where it waited).
+        _, output = run_cli([AIRFLOW, "dags", "test", "preemption_resume"], env, timeout=360)
     finally:
         preemptor.stop.set()
         preemptor.join(5)
-    yield env, done.stdout + done.stderr, checkpoints, preemptor
+    yield env, output, checkpoints, preemptor
 
 
 def task_row(env: dict[str, str], task_id: str) -> tuple[str, int]:

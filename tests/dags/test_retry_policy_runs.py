@@ -6,14 +6,13 @@ with the raised limit. One DAG run for all ten tasks: one Airflow start-up, ten 
 
 from __future__ import annotations
 
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_cli import AIRFLOW, airflow_db, migrated_airflow_env, xcom_value
+from airflow_cli import AIRFLOW, airflow_db, migrated_airflow_env, run_cli, xcom_value
 
 pytestmark = [pytest.mark.dags, pytest.mark.cluster, pytest.mark.timeout(600)]
 
@@ -60,13 +59,12 @@ def run(
     loser.start()
     try:
         # Some tasks fail on purpose, so the run fails and `dags test` exits 1: the tasks are read below.
-        done = subprocess.run(
-            [AIRFLOW, "dags", "test", "retry_policy"], env=env, capture_output=True, text=True, timeout=540
-        )
+        # run_cli: a run past its bound fails with every process's stacks.
+        _, output = run_cli([AIRFLOW, "dags", "test", "retry_policy"], env, timeout=540)
     finally:
         loser.stop.set()
         loser.join(5)
-    yield env, done.stdout + done.stderr, loser
+    yield env, output, loser
 
 
 def tries(env: dict[str, str]) -> dict[str, tuple[str, int]]:

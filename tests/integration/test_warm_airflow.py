@@ -8,10 +8,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -64,14 +62,6 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return home_env(tmp_path_factory.mktemp("warm") / "home")
 
 
-@pytest.fixture
-def fresh_zygotes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.delenv("TFJOB_TEST_COLD_AIRFLOW", raising=False)
-    warm_airflow.close_all()
-    yield
-    warm_airflow.close_all()
-
-
 def wait_for(what: str, check: object, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while not check():  # type: ignore[operator]
@@ -82,28 +72,25 @@ def wait_for(what: str, check: object, timeout: float = 120) -> None:
 def test_a_warm_command_is_the_command_a_new_process_would_be(
     env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv("TFJOB_TEST_COLD_AIRFLOW", raising=False)
     runs = []
-    for cold in ("1", "", ""):
-        monkeypatch.setenv("TFJOB_TEST_COLD_AIRFLOW", cold)
+    for index in range(2):
         # A variable that differs from command to command without a new zygote: the child has the caller's.
         proc = warm_airflow.popen([AIRFLOW, "dags", "test", "warm_probe"],
-                                  {**env, "PYTEST_CURRENT_TEST": f"run {len(runs)}"}, cwd=str(tmp_path))  # fmt: skip
+                                  {**env, "PYTEST_CURRENT_TEST": f"run {index}"}, cwd=str(tmp_path))  # fmt: skip
         out, err = proc.communicate(timeout=240)
+        assert isinstance(proc, warm_airflow.WarmProcess)
+        assert proc.returncode == 0, (out + err)[-3000:]
+        assert "success" in out + err, (out + err)[-3000:]
         report = json.loads(Path(env["REPORT"]).read_text())
-        runs.append((proc, out + err, report))
-    (cold_proc, _, _), (first, _, _), (second, _, _) = runs
-    assert isinstance(cold_proc, subprocess.Popen)
-    assert isinstance(first, warm_airflow.WarmProcess) and isinstance(second, warm_airflow.WarmProcess)
-    for index, (proc, output, report) in enumerate(runs):
-        assert proc.returncode == 0, output[-3000:]
-        assert "state=success" in output or "success" in output, output[-3000:]
         # Its own process and session, the command's argv, the caller's directory and variables.
         assert report["pid"] == proc.pid and report["sid"] == proc.pid, report
         assert report["argv"][1:] == ["dags", "test", "warm_probe"], report
         assert report["cwd"] == str(tmp_path)
         assert report["current_test"] == f"run {index}"
-    # Both warm runs are children of one zygote, not of this process.
-    assert first.pid != second.pid and runs[1][2]["ppid"] == runs[2][2]["ppid"] != os.getpid()
+        runs.append(report)
+    # Both are children of one zygote, not of this process.
+    assert runs[0]["pid"] != runs[1]["pid"] and runs[0]["ppid"] == runs[1]["ppid"] != os.getpid()
 
 
 def test_a_failing_command_exits_and_reports_as_a_new_process_does(
@@ -140,23 +127,24 @@ def test_sigabrt_to_the_group_prints_every_threads_stack_and_ends_the_command(
 
 
 def test_a_closed_zygote_lets_its_running_command_finish(
-    tmp_path: Path, fresh_zygotes: None, monkeypatch: pytest.MonkeyPatch
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv("TFJOB_TEST_COLD_AIRFLOW", raising=False)
     monkeypatch.setattr(warm_airflow, "MAX_ZYGOTES", 1)
-    first_env = home_env(tmp_path / "first")
-    hold = Path(first_env["HOLD"])
+    hold, report = Path(env["HOLD"]), Path(env["REPORT"])
+    report.unlink(missing_ok=True)
     hold.touch()
-    running = warm_airflow.popen([AIRFLOW, "dags", "test", "warm_probe"], first_env)
-    wait_for("the first command's task to start", Path(first_env["REPORT"]).exists)
+    running = warm_airflow.popen([AIRFLOW, "dags", "test", "warm_probe"], env)
+    wait_for("the first command's task to start", report.exists)
+    zygote = warm_airflow._zygotes[warm_airflow._key(str(Path(AIRFLOW).parent / "python"), env)]
     # Another home's command: a second zygote, and the first (over MAX_ZYGOTES) is closed.
     other_env = home_env(tmp_path / "other")
     other = warm_airflow.popen([AIRFLOW, "dags", "test", "warm_probe"], other_env)
     out, err = other.communicate(timeout=240)
     assert other.returncode == 0, (out + err)[-3000:]
-    assert len(warm_airflow._zygotes) == 1 and len(warm_airflow._closed) == 1
-    closed = warm_airflow._closed[0]
+    assert zygote in warm_airflow._closed and zygote not in warm_airflow._zygotes.values()
     assert running.poll() is None  # still running, its zygote waiting for it
     hold.unlink()
     out, err = running.communicate(timeout=240)
     assert running.returncode == 0, (out + err)[-3000:]
-    closed.proc.wait(timeout=30)  # the zygote left once its last command had
+    zygote.proc.wait(timeout=30)  # the zygote left once its last command had
