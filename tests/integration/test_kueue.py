@@ -627,14 +627,16 @@ def test_the_hooks_kueue_calls_sync_and_async_alike(conn: str, local_cluster: An
 
 
 def test_kueues_pods_ready_timeout_evicts_before_a_longer_startup_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Admitted pods that never start: Kueue's WaitForPodsReady evicts the job first (here after 2 s; 30
+    """Admitted pods that never start: Kueue's WaitForPodsReady evicts the job first (here after 6 s; 30
     minutes on a real install), the task log says so, and the job, requeued behind its backoff, is
     held to queue_timeout from its requeue."""
     from airflow_tfjob.local import LocalCluster
     from airflow_tfjob.local.kueue.options import queue_objects
 
     gpu = queue_objects(cluster_queue="cq-gpu", local_queue="gpu", namespace=NS, quota={"nvidia.com/gpu": 64})
-    options = {"integrations": ["kubeflow.org/tfjob"], "objects": gpu, "pods_ready_timeout": 2}
+    # 6 s: the tracker looks at a queued Workload every 1 s and more while nothing changes; with 2 s an
+    # admission under load ended before a look saw it (ci18), and the log went from queued to evicted.
+    options = {"integrations": ["kubeflow.org/tfjob"], "objects": gpu, "pods_ready_timeout": 6}
     with LocalCluster(kueue=options) as cluster:
         use_cluster(cluster, monkeypatch)
         log = TaskLog()
