@@ -79,8 +79,9 @@ class WarmProcess:
                 return None
             finally:
                 self._answers.setblocking(True)
-            self._status += chunk if chunk else b"%d\n" % signal.SIGKILL
-            self._finish(self._read_answer(time.monotonic() + 5))
+            self._status += chunk
+            # End of file before a status: the zygote went away (_finish takes it as a SIGKILL).
+            self._finish(self._read_answer(time.monotonic() + 5) if chunk else None)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:

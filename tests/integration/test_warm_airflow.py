@@ -9,12 +9,12 @@ import json
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import warm_airflow
 from airflow_database import migrate
+from operator_support import wait_for
 
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 
@@ -60,13 +60,6 @@ def home_env(home: Path) -> dict[str, str]:
 def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """One home for the module's tests (one zygote between them)."""
     return home_env(tmp_path_factory.mktemp("warm") / "home")
-
-
-def wait_for(what: str, check: object, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"waited {timeout:.0f} s for {what}"
-        time.sleep(0.05)
 
 
 def test_a_warm_command_is_the_command_a_new_process_would_be(
@@ -116,7 +109,7 @@ def test_sigabrt_to_the_group_prints_every_threads_stack_and_ends_the_command(
     hold.touch()
     proc = warm_airflow.popen([AIRFLOW, "dags", "test", "warm_probe"], env)
     assert isinstance(proc, warm_airflow.WarmProcess)
-    wait_for("the task to start", report.exists)
+    wait_for(report.exists, 120, "the task to start", interval=0.05)
     os.killpg(proc.pid, signal.SIGABRT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGABRT
@@ -135,7 +128,7 @@ def test_a_closed_zygote_lets_its_running_command_finish(
     report.unlink(missing_ok=True)
     hold.touch()
     running = warm_airflow.popen([AIRFLOW, "dags", "test", "warm_probe"], env)
-    wait_for("the first command's task to start", report.exists)
+    wait_for(report.exists, 120, "the first command's task to start", interval=0.05)
     zygote = warm_airflow._zygotes[warm_airflow._key(str(Path(AIRFLOW).parent / "python"), env)]
     # Another home's command: a second zygote, and the first (over MAX_ZYGOTES) is closed.
     other_env = home_env(tmp_path / "other")
