@@ -249,6 +249,11 @@ class _JobFollow:
         if status.state == JobState.SUSPENDED:
             self.startup_base = time.time()  # queued: waiting does not count
             return None
+        if self.pods_synced is not None and not self.pods_synced.is_set():
+            # The pod watch has not listed yet: no pod known is not "no pods". A take-over later than
+            # startup_timeout after the deferral judged its first job state here, and failed a
+            # running job as never started.
+            return None
         expected = self.adapter.expected_pods(job)
         pods = await self._current_pods()
         started = [
