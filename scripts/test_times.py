@@ -8,6 +8,9 @@
                                                                 status, the N (default 15) slowest tests of
                                                                 all of them and the N modules that used the
                                                                 most CPU; exits 0 whatever they say
+    python scripts/test_times.py weights DIR                    write tests/module_times.json, each module's
+                                                                time in DIR's main stage: the order in which
+                                                                the main stage hands modules to its workers
 
 `make test` runs its three stages through `stage` and prints `report` at its end, when a stage failed too
 (then it still exits with that stage's status). A test's time is its setup, call and teardown together, as
@@ -29,6 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SLOWEST = 15
+ROOT = Path(__file__).resolve().parents[1]
+#: Each module's time in a recent main stage (tests/conftest.py hands the longest to the workers first).
+MODULE_TIMES = ROOT / "tests" / "module_times.json"
 
 
 @dataclass(frozen=True)
@@ -174,6 +180,25 @@ def report(directory: Path, slowest: int = SLOWEST) -> str:
     return "\n".join(lines)
 
 
+def module_times(directory: Path, stage: str = "main") -> dict[str, float]:
+    """Each module's time in ``stage`` (its tests' setup, call and teardown), by its path from the root."""
+    _, timed = read(directory)
+    times: dict[str, float] = {}
+    for t in timed:
+        if t.stage == stage:
+            path = _module(t.test).replace(".", "/") + ".py"
+            times[path] = times.get(path, 0.0) + t.seconds
+    return {path: round(seconds, 1) for path, seconds in sorted(times.items())}
+
+
+def write_weights(directory: Path, out: Path = MODULE_TIMES) -> str:
+    times = module_times(directory)
+    if not times:
+        raise SystemExit(f"test_times.py: no main stage recorded in {directory}: nothing written")
+    out.write_text(json.dumps(times, indent=0, sort_keys=True) + "\n")
+    return f"{out}: {len(times)} modules, {sum(times.values()):.0f} s in all"
+
+
 def main(argv: list[str]) -> int:
     if len(argv) >= 5 and argv[0] == "stage" and argv[3] == "--":
         return run_stage(Path(argv[1]), argv[2], argv[4:])
@@ -184,6 +209,9 @@ def main(argv: list[str]) -> int:
                 raise SystemExit(__doc__)
             slowest = int(argv[3])
         print(report(Path(argv[1]), slowest), flush=True)
+        return 0
+    if len(argv) == 2 and argv[0] == "weights":
+        print(write_weights(Path(argv[1])))
         return 0
     raise SystemExit(__doc__)
 

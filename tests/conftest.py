@@ -69,10 +69,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "tooling: checks the repository's tools; `make test` runs it, the compat lane not")
 
 
-#: Markers of the modules that take longest (whole DAG runs, deployments, real training), then of those
-#: that start a cluster: such modules are collected first.
-HEAVY_MARKERS = ("e2e", "dags", "tensorflow", "pytorch", "xgboost")
-CLUSTER_MARKERS = ("cluster",)
+#: Each module's time in a recent main stage (`python scripts/test_times.py weights build/test-times` after a
+#: `make test` writes it again). A module it does not know yet is weighed by its markers: a whole DAG run,
+#: a deployment or real training per test, a cluster's few seconds per test, a unit test's fraction.
+MODULE_TIMES: dict[str, float] = json.loads((Path(__file__).with_name("module_times.json")).read_text())
+HEAVY_MARKERS = frozenset({"e2e", "dags", "tensorflow", "pytorch", "xgboost"})
+UNKNOWN_SECONDS = ((HEAVY_MARKERS, 60.0), (frozenset({"cluster"}), 3.0), (frozenset(), 0.3))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -80,26 +82,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if str(Path(str(item.path)).relative_to(root)) in TOOLING_MODULES:
             item.add_marker(pytest.mark.tooling)
-    items[:] = longest_modules_first(items)
+    items[:] = longest_modules_first(items, root)
 
 
-def longest_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """The items with the modules that run whole DAGs, deployments or training first, then those with a
-    cluster, then the rest, each module's items together and in their order. pytest-xdist's loadfile
-    hands whole modules to its workers in collection order, and the directories' alphabetical order put
-    some of the longest modules (tests/training, the real triggerers) near the end, where one of them
-    could keep a worker busy after the others ran out of work; long ones first leave the short unit
-    modules to fill the end."""
-    rank: dict[Path, int] = {}
+def longest_modules_first(items: list[pytest.Item], root: Path) -> list[pytest.Item]:
+    """The items of the modules that took longest first, each module's items together and in their order.
+
+    pytest-xdist's loadfile hands whole modules to its workers in this order (the Makefile turns off its
+    own, by number of tests, which put the few-test modules that run whole DAGs, venvs or training
+    last): the longest start at once and the short ones fill the end, so no worker is left with a long
+    module after the others ran out of work (the main stage's makespan, not its work)."""
+    weight: dict[Path, float] = {}
     first: dict[Path, int] = {}
     for index, item in enumerate(items):
         module = Path(str(item.path))
-        names = {mark.name for mark in item.iter_markers()}
-        item_rank = 0 if names & set(HEAVY_MARKERS) else 1 if names & set(CLUSTER_MARKERS) else 2
-        rank[module] = min(rank.get(module, item_rank), item_rank)
         first.setdefault(module, index)
+        known = MODULE_TIMES.get(str(module.relative_to(root)))
+        if known is not None:
+            weight[module] = known
+        else:
+            names = {mark.name for mark in item.iter_markers()}
+            per_test = next(seconds for markers, seconds in UNKNOWN_SECONDS if not markers or names & markers)
+            weight[module] = weight.get(module, 0.0) + per_test
     order = {id(item): index for index, item in enumerate(items)}
     return sorted(
         items,
-        key=lambda item: (rank[Path(str(item.path))], first[Path(str(item.path))], order[id(item)]),
+        key=lambda item: (-weight[Path(str(item.path))], first[Path(str(item.path))], order[id(item)]),
     )

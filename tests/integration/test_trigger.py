@@ -308,12 +308,14 @@ def _recorded(trigger: KubeflowJobTrigger, recorder: _Recorder) -> KubeflowJobTr
 
 
 async def _stop_and_take_over(
-    tmp_path: Path, **operator_kwargs: Any
+    api: Api, tmp_path: Path, **operator_kwargs: Any
 ) -> tuple[list[str], list[str], dict[str, Any]]:
     """A trigger follows the counting job until its 8 lines are written, then is stopped (cancelled,
-    as a triggerer's shutdown does); a second trigger built from the same kwargs takes over after the
-    start-up window has passed, and the job finishes. (lines before, lines after, the event)"""
+    as a triggerer's shutdown does); once its stop's save is in the cluster, a second trigger built
+    from the same kwargs takes over after the start-up window has passed, and the job finishes.
+    (lines before, lines after, the event)"""
     from airflow_tfjob.triggers.positions import TAKE_OVER as RESUME_MARKER
+    from airflow_tfjob.triggers.positions import entry_key
 
     kwargs = _deferred_kwargs(tmp_path, **operator_kwargs)
     # The start-up clock is relative (60 s) and counts from the deferral; 0.1.0's absolute
@@ -327,6 +329,15 @@ async def _stop_and_take_over(
     assert not any(x.startswith(RESUME_MARKER) for x in before.lines), "a deferral's first run is no take-over"
     first.cancel()  # the triggerer stops...
     await asyncio.gather(first, return_exceptions=True)
+
+    # ...having saved where it stopped writing. The stop waits for its save at most STOP_SAVE_TIMEOUT
+    # (5 s), and the save goes on past it: in the compatibility lane, at the lowest CPU priority beside
+    # the alone stage, it landed after the bound, and after the successor had read no position.
+    async def stop_saved() -> bool:
+        entry = (await api.saved_positions(kwargs["namespace"])).get(entry_key("tfjobs", kwargs["name"]))
+        return bool(entry and entry["final"])
+
+    await wait_until(stop_saved, timeout=60)
 
     # ...and its successor starts the same trigger after the start-up window has passed: the job
     # had started, so it is not failed for it.
@@ -345,11 +356,11 @@ def _counted(lines: list[str]) -> list[str]:
 
 
 async def test_a_take_over_after_a_stop_resumes_where_the_stopped_trigger_stopped_writing(
-    k8s_conn: str, tmp_path: Path
+    api: Api, k8s_conn: str, tmp_path: Path
 ) -> None:
     """Local task logs: the stopped trigger saved the position it had written up to, so its successor
     neither loses nor repeats a line, and its marker says so."""
-    before, after, _ = await _stop_and_take_over(tmp_path)
+    before, after, _ = await _stop_and_take_over(api, tmp_path)
     assert "no line above is repeated" in after[0], after[0]
     assert _counted(before) == [f"[worker-0] counted line {i}" for i in range(8)]
     assert _counted(after) == ["[worker-0] counted final"], "nothing repeated, nothing lost"
@@ -359,7 +370,7 @@ REPORTING = COUNTING.replace("import os, sys, time\n", "import os, sys, time\npr
 
 
 async def test_a_take_over_keeps_what_the_stopped_triggers_trackers_had_read(
-    k8s_conn: str, tmp_path: Path
+    api: Api, k8s_conn: str, tmp_path: Path
 ) -> None:
     """The metric was printed and shown before the stop, and its successor resumes after it: the
     master's lines since the deferral are read again for the trackers (metrics, progress, checkpoints,
@@ -367,7 +378,7 @@ async def test_a_take_over_keeps_what_the_stopped_triggers_trackers_had_read(
     import sys
 
     command = [sys.executable, "-c", REPORTING, str(tmp_path / "release")]
-    before, after, event = await _stop_and_take_over(tmp_path, command=command, metrics=["loss"])
+    before, after, event = await _stop_and_take_over(api, tmp_path, command=command, metrics=["loss"])
     assert any("[worker-0] loss=0.25" in x for x in before)
     assert "no line above is repeated" in after[0], after[0]
     assert not any("loss=0.25" in x for x in after), "shown again"
@@ -376,12 +387,12 @@ async def test_a_take_over_keeps_what_the_stopped_triggers_trackers_had_read(
 
 
 async def test_a_take_over_with_remote_task_logs_reads_again_from_the_deferral(
-    k8s_conn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    api: Api, k8s_conn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Remote task logs keep nothing of what a stopped triggerer wrote (Airflow uploads a trigger's log
     when it finishes there): the successor reads every line again from the deferral, and says why."""
     monkeypatch.setenv("AIRFLOW__LOGGING__REMOTE_LOGGING", "True")
-    before, after, _ = await _stop_and_take_over(tmp_path)
+    before, after, _ = await _stop_and_take_over(api, tmp_path)
     assert "with remote task logs" in after[0], after[0]
     assert _counted(before) == [f"[worker-0] counted line {i}" for i in range(8)]
     assert _counted(after) == [*(f"[worker-0] counted line {i}" for i in range(8)), "[worker-0] counted final"]

@@ -11,11 +11,13 @@ summary all the same and exits with the failing stage's status.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -172,3 +174,63 @@ def test_a_stage_records_its_status_and_wall_time(tmp_path: Path, status: int) -
     stage, *_ = times.read(tmp_path)[0]
     assert (stage.name, stage.status, stage.tests) == ("one", status, 0)
     assert stage.seconds is not None and 0 <= stage.seconds < 60
+
+
+def test_weights_are_each_modules_time_in_the_main_stage(tmp_path: Path) -> None:
+    """`weights` writes what tests/conftest.py orders the main stage by: each module's tests' times
+    added up (a class's tests in their module), the other stages' left out."""
+    times = _script()
+    cases = (
+        '<testcase classname="tests.a.test_x" name="one" time="2.5"/>'
+        '<testcase classname="tests.a.test_x.TestGroup" name="two" time="1.0"/>'
+        '<testcase classname="tests.b.test_y" name="three" time="40"/>'
+    )
+    (tmp_path / "main.xml").write_text(f"<testsuites><testsuite>{cases}</testsuite></testsuites>")
+    (tmp_path / "alone.xml").write_text(
+        '<testsuites><testsuite><testcase classname="tests.e2e.test_z" name="t" time="99"/></testsuite></testsuites>'
+    )
+    out = tmp_path / "module_times.json"
+    said = times.write_weights(tmp_path, out)
+    assert json.loads(out.read_text()) == {"tests/a/test_x.py": 3.5, "tests/b/test_y.py": 40.0}
+    assert "2 modules, 44 s" in said
+    with pytest.raises(SystemExit, match="no main stage"):
+        times.write_weights(tmp_path / "none", out)
+
+
+def test_the_recorded_module_times_name_only_modules_that_exist() -> None:
+    """A module renamed or removed since the weights were written would weigh nothing: written again."""
+    recorded = json.loads((ROOT / "tests" / "module_times.json").read_text())
+    stale = sorted(path for path in recorded if not (ROOT / path).is_file())
+    assert not stale, f"{stale}: write them again (python scripts/test_times.py weights build/test-times)"
+
+
+def test_the_main_stage_hands_out_the_longest_modules_first(pytestconfig: pytest.Config) -> None:
+    """The order tests/conftest.py gives the main stage (pytest-xdist's own, by number of tests, is off):
+    longest recorded first, a module not recorded weighed by its markers, each module's tests together
+    and in their order."""
+    from types import SimpleNamespace
+
+    conftest = pytestconfig.pluginmanager.get_plugin(str(ROOT / "tests" / "conftest.py"))
+    assert conftest is not None
+    recorded = {"tests/a/test_long.py": 300.0, "tests/a/test_short.py": 2.0}
+
+    def item(path: str, name: str, *markers: str) -> Any:
+        marks = [SimpleNamespace(name=m) for m in markers]
+        return SimpleNamespace(path=ROOT / path, name=name, iter_markers=lambda: iter(marks))
+
+    items = [
+        item("tests/a/test_short.py", "s1"),
+        item("tests/a/test_new_units.py", "u1"),
+        item("tests/a/test_new_dag.py", "d1", "dags"),
+        item("tests/a/test_long.py", "l1"),
+        item("tests/a/test_short.py", "s2"),
+        item("tests/a/test_long.py", "l2"),
+    ]
+    old = conftest.MODULE_TIMES
+    conftest.MODULE_TIMES = recorded
+    try:
+        ordered = conftest.longest_modules_first(items, ROOT)
+    finally:
+        conftest.MODULE_TIMES = old
+    # 300 s, a new DAG module (60 s a test), 2 s, a new unit module (0.3 s a test).
+    assert [i.name for i in ordered] == ["l1", "l2", "d1", "s1", "s2", "u1"]
