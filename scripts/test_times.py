@@ -43,7 +43,6 @@ class Stage:
     seconds: float | None  # None: the stage did not say (its record is missing)
     status: int | None
     tests: int
-    started: float | None = None  # epoch seconds
 
 
 @dataclass(frozen=True)
@@ -53,8 +52,7 @@ class Timed:
     seconds: float
     outcome: str
     cpu: float | None  # None: the stage did not record it (a run without tests/cpu_times.py)
-    worker: str | None = None  # the xdist worker that ran it, and when its setup began (epoch seconds)
-    started: float | None = None
+    worker: str | None = None  # the xdist worker that ran it
 
 
 def run_stage(directory: Path, name: str, command: list[str]) -> int:
@@ -120,13 +118,12 @@ def read(directory: Path) -> tuple[list[Stage], list[Timed]]:
     for name in names:
         record = directory / f"{name}.json"
         xml = directory / f"{name}.xml"
-        seconds = status = started = None
+        seconds = status = None
         order = xml.stat().st_mtime if xml.is_file() else 0.0
         if record.is_file():
             data = json.loads(record.read_text())
             seconds, status = float(data["seconds"]), int(data["status"])
-            started = float(data["started"]) if "started" in data else None
-            order = started if started is not None else order
+            order = float(data.get("started", order))
         cases: list[ET.Element] = []
         if xml.is_file():
             try:
@@ -135,25 +132,19 @@ def read(directory: Path) -> tuple[list[Stage], list[Timed]]:
                 cases = []
         for case in cases:
             test = f"{case.get('classname', '')}::{case.get('name', '')}".lstrip(":")
-            began = _property(case, "started")
-            seconds_taken = float(case.get("time") or 0.0)
-            worker = _property(case, "worker")
-            at = float(began) if began else None
-            timed.append(Timed(name, test, seconds_taken, _outcome(case), _cpu(case), worker, at))
-        stages.append((order, Stage(name, seconds, status, len(cases), started)))
+            seconds_taken, worker = float(case.get("time") or 0.0), _property(case, "worker")
+            timed.append(Timed(name, test, seconds_taken, _outcome(case), _cpu(case), worker))
+        stages.append((order, Stage(name, seconds, status, len(cases))))
     return [s for _, s in sorted(stages, key=lambda pair: pair[0])], timed
 
 
-def _worker_ends(stage: Stage, timed: list[Timed]) -> dict[str, float]:
-    """When each xdist worker of ``stage`` finished its last test, in seconds from the stage's start."""
-    ends: dict[str, float] = {}
-    if stage.started is None:
-        return ends
+def _worker_busy(stage: Stage, timed: list[Timed]) -> dict[str, float]:
+    """How long each xdist worker of ``stage`` ran tests (their setup, call and teardown added up)."""
+    busy: dict[str, float] = {}
     for t in timed:
-        if t.stage == stage.name and t.worker is not None and t.started is not None:
-            end = t.started + t.seconds - stage.started
-            ends[t.worker] = max(ends.get(t.worker, 0.0), end)
-    return ends
+        if t.stage == stage.name and t.worker is not None:
+            busy[t.worker] = busy.get(t.worker, 0.0) + t.seconds
+    return busy
 
 
 def _clock(seconds: float) -> str:
@@ -181,13 +172,11 @@ def report(directory: Path, slowest: int = SLOWEST) -> str:
         cpus = [t.cpu for t in timed if t.stage == stage.name and t.cpu is not None]
         cpu = f"  cpu {sum(cpus):7.1f} s" if cpus else ""
         lines.append(f"  {stage.name:<8} {wall}{cpu}  {stage.tests:5d} tests  {said}")
-        ends = _worker_ends(stage, timed)
-        if len(ends) > 1:
-            lines.append(
-                "             its workers ran out of work after "
-                + ", ".join(f"{end:.0f}" for end in sorted(ends.values()))
-                + " s"
-            )
+        busy = _worker_busy(stage, timed)
+        if len(busy) > 1:
+            of = f" of its {stage.seconds:.0f} s" if stage.seconds is not None else ""
+            spans = ", ".join(f"{seconds:.0f}" for seconds in sorted(busy.values()))
+            lines.append(f"             its {len(busy)} workers ran tests for {spans} s{of}")
     total = sum(s.seconds for s in stages if s.seconds is not None)
     lines.append(f"  {'total':<8} {total:8.1f} s ({_clock(total)})")
     lines.append(

@@ -8,8 +8,8 @@ child the worker reaped meanwhile (with their reaped children: an `airflow dags 
 reaps them and reports their CPU; a zygote's own start-up counts once it has exited and been waited
 for, so not for one still up when the run ends). A child reaped in a later test counts there; a module fixture's
 processes count in the test that ends them. `scripts/test_times.py report` sums it by stage and module.
-Beside it, the xdist worker that ran the test and when its setup began: the report says when each
-worker of a stage ran out of work.
+Beside it, the xdist worker that ran the test: the report says how long each worker of a stage ran
+tests, against the stage's wall time.
 """
 
 from __future__ import annotations
@@ -17,13 +17,11 @@ from __future__ import annotations
 import os
 import resource
 import sys
-import time
 from collections.abc import Generator
 
 import pytest
 
 _START = pytest.StashKey[float]()
-_STARTED = pytest.StashKey[float]()
 
 
 def _cpu_seconds() -> float:
@@ -37,7 +35,6 @@ def _cpu_seconds() -> float:
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
     item.stash[_START] = _cpu_seconds()
-    item.stash[_STARTED] = time.time()
     return (yield)
 
 
@@ -49,6 +46,5 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
         # The teardown report, made after this hook, carries the item's properties into the JUnit XML.
         if _START in item.stash:
             item.user_properties.append(("cpu", f"{_cpu_seconds() - item.stash[_START]:.2f}"))
-            # Where and when it ran: how busy each xdist worker was to the end of the stage.
+            # Which worker ran it: how long each xdist worker of a stage ran tests.
             item.user_properties.append(("worker", os.environ.get("PYTEST_XDIST_WORKER", "main")))
-            item.user_properties.append(("started", f"{item.stash[_STARTED]:.2f}"))
