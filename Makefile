@@ -70,9 +70,9 @@ TEST_WORKERS ?= 6
 # Modules marked `alone` run after the parallel suite, one test at a time, with no other test beside them
 # but the compatibility lane's. The lane's stages (one per Airflow release) start with the main stage and
 # run beside it and then the alone stage at the lowest CPU priority (nice 19): the kernel gives the other
-# stages' processes a core as soon as they want one, so the lane takes what they leave idle (the main
-# stage leaves about a quarter of the two cores idle while its tests wait; the alone stage's markers say
-# why it needs the machine). Each stage runs through scripts/test_times.py (its JUnit XML and wall time
+# stages' processes a core as soon as they want one, so the lane takes what they leave idle (beside the
+# main stage, which keeps both cores busy, little more than its venvs get made; the alone stage's
+# markers say why it needs the machine). Each stage runs through scripts/test_times.py (its JUnit XML and wall time
 # in build/test-times), which prints every stage's wall time and the 15 slowest tests at the end, when a
 # stage fails too; a failing main stage skips the alone stage (the lane's running stages finish), and
 # make test exits with the first failing stage's status. The site `make docs` built in this run is the

@@ -43,6 +43,7 @@ class Stage:
     seconds: float | None  # None: the stage did not say (its record is missing)
     status: int | None
     tests: int
+    started: float | None = None  # epoch seconds
 
 
 @dataclass(frozen=True)
@@ -118,12 +119,13 @@ def read(directory: Path) -> tuple[list[Stage], list[Timed]]:
     for name in names:
         record = directory / f"{name}.json"
         xml = directory / f"{name}.xml"
-        seconds = status = None
+        seconds = status = started = None
         order = xml.stat().st_mtime if xml.is_file() else 0.0
         if record.is_file():
             data = json.loads(record.read_text())
             seconds, status = float(data["seconds"]), int(data["status"])
-            order = float(data.get("started", order))
+            started = float(data["started"]) if "started" in data else None
+            order = started if started is not None else order
         cases: list[ET.Element] = []
         if xml.is_file():
             try:
@@ -134,7 +136,7 @@ def read(directory: Path) -> tuple[list[Stage], list[Timed]]:
             test = f"{case.get('classname', '')}::{case.get('name', '')}".lstrip(":")
             seconds_taken, worker = float(case.get("time") or 0.0), _property(case, "worker")
             timed.append(Timed(name, test, seconds_taken, _outcome(case), _cpu(case), worker))
-        stages.append((order, Stage(name, seconds, status, len(cases))))
+        stages.append((order, Stage(name, seconds, status, len(cases), started)))
     return [s for _, s in sorted(stages, key=lambda pair: pair[0])], timed
 
 
@@ -175,10 +177,16 @@ def report(directory: Path, slowest: int = SLOWEST) -> str:
         busy = _worker_busy(stage, timed)
         if len(busy) > 1:
             of = f" of its {stage.seconds:.0f} s" if stage.seconds is not None else ""
-            spans = ", ".join(f"{seconds:.0f}" for seconds in sorted(busy.values()))
-            lines.append(f"             its {len(busy)} workers ran tests for {spans} s{of}")
+            each = ", ".join(f"{seconds:.0f}" for seconds in sorted(busy.values()))
+            lines.append(f"             its {len(busy)} workers ran tests for {each} s{of}")
     total = sum(s.seconds for s in stages if s.seconds is not None)
-    lines.append(f"  {'total':<8} {total:8.1f} s ({_clock(total)})")
+    spans = [
+        (s.started, s.started + s.seconds) for s in stages if s.started is not None and s.seconds is not None
+    ]
+    if spans:  # the stages run side by side: from the first start to the last end is what the run took
+        span = max(end for _, end in spans) - min(start for start, _ in spans)
+        lines.append(f"  {'all':<8} {span:8.1f} s ({_clock(span)}) from the first start to the last end")
+    lines.append(f"  {'sum':<8} {total:8.1f} s ({_clock(total)})")
     lines.append(
         f"{min(slowest, len(timed))} slowest tests (setup + call + teardown; a shared fixture's setup "
         "counts in the first test using it):"
@@ -193,8 +201,10 @@ def report(directory: Path, slowest: int = SLOWEST) -> str:
             by_module[key] = by_module.get(key, 0.0) + t.cpu
     if by_module:
         lines.append(f"{min(slowest, len(by_module))} modules using the most CPU (their tests' CPU time):")
-        for (stage, module), cpu in sorted(by_module.items(), key=lambda kv: kv[1], reverse=True)[:slowest]:
-            lines.append(f"  {cpu:8.1f} s  {stage:<6} {module}")
+        for (name, module), seconds in sorted(by_module.items(), key=lambda kv: kv[1], reverse=True)[
+            :slowest
+        ]:
+            lines.append(f"  {seconds:8.1f} s  {name:<6} {module}")
     failed = [s.name for s in stages if s.status not in (0, None)]
     if failed:
         lines.append(f"failed stage(s): {', '.join(failed)}")

@@ -252,3 +252,17 @@ def test_the_report_says_how_long_each_worker_ran_tests(tmp_path: Path) -> None:
     (tmp_path / "main.xml").write_text(f"<testsuites><testsuite>{cases}</testsuite></testsuites>")
     out = times.report(tmp_path)
     assert "its 2 workers ran tests for 30, 90 s of its 95 s" in out, out
+
+
+def test_the_report_says_how_long_the_stages_side_by_side_took(tmp_path: Path) -> None:
+    """The lane's stages run beside the main and alone stages: the run took from the first stage's start
+    to the last one's end, not the sum of the stages."""
+    times = _script()
+    stages = (("main", 1000.0, 500.0), ("compat-3.0.6", 1001.0, 650.0), ("alone", 1500.5, 120.0))
+    for name, started, seconds in stages:
+        (tmp_path / f"{name}.json").write_text(
+            json.dumps({"stage": name, "started": started, "seconds": seconds, "status": 0})
+        )
+    words = [line.split() for line in times.report(tmp_path).splitlines()]
+    assert ["all", "651.0", "s", "(10:51)", *"from the first start to the last end".split()] in words
+    assert ["sum", "1270.0", "s", "(21:10)"] in words
