@@ -31,7 +31,7 @@ from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
 from airflow_tfjob.follow.parts import FollowPart, FollowTap, PartTypes, reads_logs
 from airflow_tfjob.follow.replica_logs import JobLogFollower, ReplicaFollower
 from airflow_tfjob.hooks.common import job_pod_selector
-from airflow_tfjob.hooks.jobwatch import Encoded, decode, shared_watch
+from airflow_tfjob.hooks.jobwatch import Encoded, Subscription, decode, shared_watch
 from airflow_tfjob.hooks.waits import wait_event
 from airflow_tfjob.hooks.watching import reflect
 from airflow_tfjob.jobs.adapter import adapter_for
@@ -94,6 +94,7 @@ class _JobFollow:
         self.started = False
         self._shown_events: dict[str, int] = {}
         self._early_pods: list[tuple[str, dict]] | None = None  # pod events before the job object
+        self._sub: Subscription | None = None  # the job's subscription, while the follow waits on it
         # What only some follows need is made only for them: a triggerer holds one follow per waiting job.
         made = (part.start(self) for part in parts)
         self.parts: tuple[FollowPart, ...] = tuple(p for p in made if p is not None)
@@ -242,6 +243,16 @@ class _JobFollow:
             self.pods[str((p.get("metadata") or {}).get("uid") or "")] = p
         return pods
 
+    def _pods_known(self) -> bool:
+        """Whether the job's pods are known: listed by the pod watch (a follow without one lists them
+        when it checks)."""
+        return self.pods_synced is None or self.pods_synced.is_set()
+
+    def _pods_listed(self) -> None:
+        """The pod watch listed: a start-up check that waited for it runs now, not at the next change."""
+        if self._sub is not None and not self.started:
+            self._sub.nudge()
+
     async def _check_startup(self, status: JobStatus, job: dict[str, Any]) -> FollowOutcome | None:
         """Pods still Pending (or unschedulable) past startup_timeout fail the follow; a suspended job waits."""
         if self.started or self.options.startup_timeout is None:
@@ -249,10 +260,10 @@ class _JobFollow:
         if status.state == JobState.SUSPENDED:
             self.startup_base = time.time()  # queued: waiting does not count
             return None
-        if self.pods_synced is not None and not self.pods_synced.is_set():
+        if not self._pods_known():
             # The pod watch has not listed yet: no pod known is not "no pods". A take-over later than
             # startup_timeout after the deferral judged its first job state here, and failed a
-            # running job as never started.
+            # running job as never started. The list's arrival wakes the follow (_pods_listed).
             return None
         expected = self.adapter.expected_pods(job)
         pods = await self._current_pods()
@@ -316,6 +327,7 @@ class _JobFollow:
                         self._on_pod,
                         synced=self.pods_synced,
                         resource=f"pods of {self.ref}",
+                        on_synced=self._pods_listed,
                     ),
                     name=f"tfjob-pods-{self.name}",
                 )
@@ -350,6 +362,7 @@ class _JobFollow:
         self._start_watches()
         try:
             async with shared_watch(self.hook, self.namespace, kind=self.kind).subscribe(self.name) as sub:
+                self._sub = sub
                 # The job's changes are awaited in this frame, not in a coroutine of their own: a
                 # triggerer holds one such wait per waiting job.
                 while True:
@@ -368,6 +381,7 @@ class _JobFollow:
                 outcome.status = as_ended(outcome.status, sub.latest)
                 return outcome
         finally:
+            self._sub = None
             for t in self.tasks:
                 t.cancel()
             await asyncio.gather(*self.tasks, *self._retired, return_exceptions=True)
@@ -414,7 +428,10 @@ class _JobFollow:
         now = time.time()
         if self.options.deadline is not None:
             waits.append(max(0.05, self.options.deadline - now))
-        if not self.started and self.options.startup_timeout is not None:
+        if not self.started and self.options.startup_timeout is not None and self._pods_known():
+            # Before the pod list the start is not judged (_check_startup), and the list's arrival
+            # wakes the follow (_pods_listed): a clock here would wake a take-over's thousands of
+            # follows past their start-up window every 0.2 s until each list came back.
             waits.append(max(0.2, min(5.0, self.startup_base + self.options.startup_timeout - now)))
         return min(waits) if waits else None
 

@@ -139,6 +139,11 @@ class Subscription:
         if waiter is not None and not waiter.done():
             waiter.set_result(timed_out)
 
+    def nudge(self) -> None:
+        """Wake the waiter as its timeout would: it checks its clocks again without a new value (the
+        follow's start-up check, once the pod list it waits for has come back)."""
+        self._wake(True)
+
     def _deliver(self, obj: Encoded | None) -> None:
         self._latest = obj
         self._synced = True

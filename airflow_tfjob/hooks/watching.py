@@ -248,8 +248,11 @@ async def reflect(
     on_error: Callable[[BaseException], None] | None = None,
     synced: asyncio.Event | None = None,
     resource: str = "",
+    on_synced: Callable[[], None] | None = None,
 ) -> None:
     """List, then watch from the list's resourceVersion, until cancelled or refused for good.
+
+    ``synced`` is set and ``on_synced`` called after each list has been passed on (a relist too).
 
     :class:`ListWatch` under :func:`reconnect_forever`, keeping the objects by uid so that a relist
     reports those missing from the new list as DELETED; BOOKMARKs are not passed on. The follow core's
@@ -269,6 +272,8 @@ async def reflect(
             on_event("DELETED", known.pop(uid))
         if synced is not None:
             synced.set()
+        if on_synced is not None:
+            on_synced()
 
     def on_watch_event(etype: str, obj: dict) -> None:
         if etype == "BOOKMARK":
