@@ -95,6 +95,7 @@ class _JobFollow:
         self._shown_events: dict[str, int] = {}
         self._early_pods: list[tuple[str, dict]] | None = None  # pod events before the job object
         self._sub: Subscription | None = None  # the job's subscription, while the follow waits on it
+        self._pod_watch: asyncio.Task[None] | None = None
         # What only some follows need is made only for them: a triggerer holds one follow per waiting job.
         made = (part.start(self) for part in parts)
         self.parts: tuple[FollowPart, ...] = tuple(p for p in made if p is not None)
@@ -244,9 +245,11 @@ class _JobFollow:
         return pods
 
     def _pods_known(self) -> bool:
-        """Whether the job's pods are known: listed by the pod watch (a follow without one lists them
-        when it checks)."""
-        return self.pods_synced is None or self.pods_synced.is_set()
+        """Whether the job's pods are known: listed by the pod watch, or as known as they will be (the
+        watch was refused for good); a follow without one lists them when it checks."""
+        if self.pods_synced is None or self.pods_synced.is_set():
+            return True
+        return self._pod_watch is not None and self._pod_watch.done()
 
     def _pods_listed(self) -> None:
         """The pod watch listed: a start-up check that waited for it runs now, not at the next change."""
@@ -319,19 +322,22 @@ class _JobFollow:
     def _start_watches(self) -> None:
         loop = asyncio.get_running_loop()
         if self.logs is not None:
-            self.tasks.append(
-                loop.create_task(
-                    reflect(
-                        self._list_pods,
-                        lambda rv: self.pods_hook.watch_job_pods(self.name, self.namespace, rv, kind=self.kind),
-                        self._on_pod,
-                        synced=self.pods_synced,
-                        resource=f"pods of {self.ref}",
-                        on_synced=self._pods_listed,
-                    ),
-                    name=f"tfjob-pods-{self.name}",
-                )
+            pod_watch = loop.create_task(
+                reflect(
+                    self._list_pods,
+                    lambda rv: self.pods_hook.watch_job_pods(self.name, self.namespace, rv, kind=self.kind),
+                    self._on_pod,
+                    synced=self.pods_synced,
+                    resource=f"pods of {self.ref}",
+                    on_synced=self._pods_listed,
+                ),
+                name=f"tfjob-pods-{self.name}",
             )
+            # Refused for good (its warning says why), it will never list: the start is judged on
+            # what it saw, as it was before the check waited for the list.
+            pod_watch.add_done_callback(lambda _: self._pods_listed())
+            self._pod_watch = pod_watch
+            self.tasks.append(pod_watch)
         if self.options.get_logs and self.options.log_events:
             # On a resume the events already went to the log: show only what happens from now on.
             self._suppress_events = self.resumed

@@ -61,3 +61,18 @@ async def test_a_started_follow_is_not_woken_by_a_relist() -> None:
     assert not waiting.done()
     waiting.cancel()
     assert follow._tick() is None
+
+
+async def test_a_pod_watch_refused_for_good_lets_the_start_be_judged_on_what_it_saw() -> None:
+    """A pod watch that ended (a permanent refusal, logged where it happened) will never list: the start
+    is judged without it, as before the check waited for the list, instead of never."""
+    follow = _taken_over()
+
+    async def refused() -> None:
+        raise PermissionError("pods is forbidden")  # what the watch's permanent error does to its task
+
+    watch = asyncio.ensure_future(refused())
+    await asyncio.gather(watch, return_exceptions=True)
+    assert follow._tick() is None
+    follow._pod_watch = watch
+    assert follow._tick() == 0.2
