@@ -68,37 +68,35 @@ services:
 TEST_WORKERS ?= 6
 
 # Modules marked `alone` run after the parallel suite, one test at a time, with no other test beside them
-# but the compatibility lane's. The lane's stages (one per Airflow release) start with the main stage and
-# run beside it and then the alone stage at the lowest CPU priority (nice 19): the kernel gives the other
-# stages' processes a core as soon as they want one, so the lane takes what they leave idle (beside the
-# main stage, which keeps both cores busy, little more than its venvs get made; the alone stage's
-# markers say why it needs the machine). Each stage runs through scripts/test_times.py (its JUnit XML and wall time
-# in build/test-times), which prints every stage's wall time and the 15 slowest tests at the end, when a
-# stage fails too; a failing main stage skips the alone stage (the lane's running stages finish), and
-# make test exits with the first failing stage's status. The site `make docs` built in this run is the
-# one tests/docs reads (TFJOB_DOCS_SITE; a build older than MAKE_STARTED is not this run's).
+# but the compatibility lane's, which run meanwhile at the lowest CPU priority (nice 19): the kernel gives
+# the alone stage's processes a core as soon as they want one, so the lane only takes what they leave
+# idle (their markers say why they need the machine). Each stage runs through scripts/test_times.py (its
+# JUnit XML and wall time in build/test-times), which prints every stage's wall time and the 15 slowest
+# tests at the end, when a stage fails too; a failing main stage stops the run, and make test exits with
+# the first failing stage's status. The site `make docs` built in this run is the one tests/docs reads
+# (TFJOB_DOCS_SITE; a build older than MAKE_STARTED is not this run's).
 TIMES := build/test-times
 MAKE_STARTED := $(shell date +%s)
 STAGE = PATH="$(CURDIR)/$(BIN):$$PATH" TFJOB_DOCS_SITE="$(CURDIR)/build/site" TFJOB_DOCS_SINCE=$(MAKE_STARTED) \
 	$(BIN)/python scripts/test_times.py stage $(TIMES)
 test: lint docs browser services
-	@rm -rf $(TIMES); status=0; pids=(); \
-	$(COMPAT) --build-only || status=$$?; \
-	if [ $$status -eq 0 ]; then for release in $(COMPAT_RELEASES); do \
+	@rm -rf $(TIMES); status=0; \
+	$(STAGE) main -- $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not alone" && \
+	$(COMPAT) --build-only && \
+	( pids=(); for release in $(COMPAT_RELEASES); do \
 		COMPAT_WORKERS=$(COMPAT_WORKERS) $(STAGE) compat-$$release -- nice -n 19 $(COMPAT) --no-build $$release & \
 		pids+=($$!); \
-	done; fi; \
-	[ $$status -ne 0 ] || $(STAGE) main -- $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile \
-		--no-loadscope-reorder -m "not alone" || status=$$?; \
-	[ $$status -ne 0 ] || $(STAGE) alone -- $(BIN)/pytest -q -p no:cacheprovider -m alone || status=$$?; \
-	for pid in "$${pids[@]}"; do wait $$pid || { code=$$?; [ $$status -ne 0 ] || status=$$code; }; done; \
+	done; \
+	$(STAGE) alone -- $(BIN)/pytest -q -p no:cacheprovider -m alone; failed=$$?; \
+	for pid in "$${pids[@]}"; do wait $$pid; code=$$?; [ $$failed -ne 0 ] || failed=$$code; done; \
+	exit $$failed ) || status=$$?; \
 	$(BIN)/python scripts/test_times.py report $(TIMES) || echo "make test: no summary of the test times" >&2; \
 	[ $$status -eq 0 ] || echo "make test: FAILED: a test stage exited with status $$status (see above)" >&2; \
 	exit $$status
 
 # The compatibility lane (scripts/compat.sh): the provider's wheel under each supported Airflow release's
 # constraints (requirements/compat/), and there the tests whose outcome depends on the release. make test
-# runs it beside the main and alone stages, one stage per release, side by side, each in one pytest
+# runs it after the main stage, beside the alone stage, one stage per release, side by side, each in one pytest
 # process (COMPAT_WORKERS=0: an xdist worker would import and collect everything a second time): a
 # release's tests wait on clusters, triggerers and `airflow dags test` about a third of their time, so one
 # after the other the releases left a core idle (each stage's output is its release's log, so nothing
