@@ -13,7 +13,6 @@ import base64
 import concurrent.futures
 import logging
 import secrets
-import socket
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -47,6 +46,7 @@ from airflow_tfjob.local.model.profiles import UNADMITTED_OBSERVABILITY, Profile
 from airflow_tfjob.local.model.resources import DEFAULT_APIS, JsonDict, served_groups
 from airflow_tfjob.local.multikueue import check_workers, manager_objects, worker_names, worker_options
 from airflow_tfjob.local.node.podlogs import PodLogs
+from airflow_tfjob.local.node.ports import host_ports
 from airflow_tfjob.local.node.runner import Runner
 from airflow_tfjob.local.options import CREDENTIALS, check_options
 from airflow_tfjob.local.store.core import Admission, Store
@@ -59,27 +59,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 CONTEXT_NAME = "tfjob-local"
 ADMIN = "admin"
-
-
-class PortAllocator:
-    """Hands out a 127.0.0.1 TCP port that nothing listens on right now, for TF_CONFIG addresses.
-
-    It keeps no state: the controller's `PortMap` is the bookkeeping. It holds the ports of every live
-    TFJob (so two replicas never share one, even before their servers bind), re-learns them from the
-    `local.tfjob.dev/host-port` annotations, and releases a job's ports when the TFJob is deleted. A port
-    still bound by a terminating replica is not handed out again, because the kernel does not offer it.
-    """
-
-    def __init__(self, host: str = "127.0.0.1") -> None:
-        self.host = host
-
-    def allocate(self) -> int:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind((self.host, 0))
-            return int(sock.getsockname()[1])
-
-    def __call__(self) -> int:
-        return self.allocate()
 
 
 class Admissions:
@@ -209,7 +188,7 @@ class ClusterRuntime:
             assembly.create_objects(self.store)
             extensions = assembly.extensions(self.kueue)
         self.podlogs = PodLogs()
-        self.ports = PortAllocator()
+        self.ports = host_ports()
         self.faults = FaultInjector(faults)
         # Authentication, then authorisation, then faults: a real server throttles authorised requests.
         middlewares: list[Any] = []

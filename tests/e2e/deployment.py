@@ -18,7 +18,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,8 @@ from typing import Any, TypeVar
 
 import httpx
 from airflow_database import migrate
+
+from airflow_tfjob.local.node.ports import host_ports
 
 VENV_BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parents[2]
@@ -41,9 +42,9 @@ class StepTimeout(AssertionError):
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port outside the ephemeral range, reserved host-wide for this process's life (node/ports.py):
+    an outgoing connection or another test cannot take it before the server binds it."""
+    return host_ports().reserve()
 
 
 class Deployment:

@@ -26,11 +26,13 @@ def hook(k8s_conn: str) -> AsyncKubeflowJobHook:
     return AsyncKubeflowJobHook(conn_id=k8s_conn)
 
 
-async def _run(hook: AsyncKubeflowJobHook, body: dict[str, Any], options: FollowOptions, sink: ListSink) -> Any:
+async def _run(
+    hook: AsyncKubeflowJobHook, body: dict[str, Any], options: FollowOptions, sink: ListSink, parts: tuple[Any, ...] = ()
+) -> Any:
     name = body["metadata"]["name"]
     await hook.create_job("TFJob", body, NS)
     try:
-        return await asyncio.wait_for(follow_job(hook, name, NS, options, sink, parts=PARTS), 150)
+        return await asyncio.wait_for(follow_job(hook, name, NS, options, sink, parts=(*PARTS, *parts)), 150)
     finally:
         await hook.delete_job("TFJob", name, NS)
 
@@ -303,12 +305,37 @@ async def test_a_take_over_past_the_startup_window_judges_the_start_only_once_th
     assert sink.of("worker-0") == ["running", "released"], sink.text()
 
 
-async def test_oom_like_kill_last_lines_and_events_survive_clean_pod_policy_all(hook: AsyncKubeflowJobHook) -> None:
-    killer = """
+async def test_oom_like_kill_last_lines_and_events_survive_clean_pod_policy_all(
+    hook: AsyncKubeflowJobHook, tmp_path: Path
+) -> None:
+    """The worker's last lines, once read, outlive its pod: cleanPodPolicy All deletes every pod when the
+    job fails. The worker dies only after the follow has read its 30 lines and the chief's first (a
+    part counts the lines read): a stream opened after a pod is gone reads nothing, here as on a real
+    cluster, and under load a fixed pause before the kill was not enough for the stream to open (CI)."""
+    from airflow_tfjob.follow.parts import FollowPart
+
+    release = tmp_path / "release"
+    read: dict[str, int] = {}
+
+    class LinesRead(FollowPart):
+        __slots__ = ()
+        sees_every_line = True
+
+        @classmethod
+        def start(cls, follow: Any) -> FollowPart:
+            return cls()
+
+        def on_line(self, replica: str, selected: bool, ts: int) -> None:
+            read[replica] = read.get(replica, 0) + 1
+            if read.get("worker-0", 0) >= 30 and read.get("chief-0", 0) >= 1:
+                release.write_text("go")
+
+    killer = f"""
         import os, signal, time
         for i in range(30):
-            print(f"step {i} loss=0.{i}", flush=True)
-        time.sleep(0.2)
+            print(f"step {{i}} loss=0.{{i}}", flush=True)
+        while not os.path.exists({str(release)!r}):
+            time.sleep(0.02)
         os.kill(os.getpid(), signal.SIGKILL)
     """
     sink = ListSink()
@@ -317,7 +344,7 @@ async def test_oom_like_kill_last_lines_and_events_survive_clean_pod_policy_all(
         {"Chief": replica("import time; print('chief up'); time.sleep(60)"), "Worker": replica(killer)},
         cleanPodPolicy="All",
     )
-    outcome = await _run(hook, body, FollowOptions(), sink)  # default selection: the master only
+    outcome = await _run(hook, body, FollowOptions(), sink, (LinesRead,))  # default selection: the master only
     assert outcome.event == "failed"
     assert "worker-0 failed: Error, exit code 137" in outcome.message
     text = "\n".join(outcome.diagnostics)

@@ -6,20 +6,21 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 from airflow_database import migrate
 
+from airflow_tfjob.local.node.ports import host_ports
+
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port outside the ephemeral range, reserved host-wide for this process's life (node/ports.py):
+    an outgoing connection or another test cannot take it before the server binds it."""
+    return host_ports().reserve()
 
 
 def airflow_home(home: Path, dag_file: str, **settings: str) -> dict[str, str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +15,6 @@ from waiting import until, until_async
 
 from airflow_tfjob.local import LocalCluster
 from airflow_tfjob.local.admission.v1jobs import TFJobAdmission
-from airflow_tfjob.local.cluster import PortAllocator
 from airflow_tfjob.local.controllers.jobset import JobSetController
 from airflow_tfjob.local.controllers.v1.tfjob import TFJobController
 from airflow_tfjob.local.node.ports import ANNOTATION_HOST_PORT
@@ -74,15 +72,6 @@ def test_a_deleted_jobs_ports_are_released(cluster: LocalCluster, api: client.Ap
                                         propagation_policy="Foreground")
     until(lambda: uid not in cluster.call(controller.ports.known_jobs), "the job's ports to be released")
     until(lambda: not core.list_namespaced_pod("default", label_selector=selector).items, "pods to go")
-
-
-def test_port_allocator_skips_bound_ports() -> None:
-    allocate = PortAllocator()
-    first = allocate()
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
-        held.bind(("127.0.0.1", first))
-        held.listen()
-        assert all(allocate() != first for _ in range(50))
 
 
 async def test_ports_of_jobs_deleted_while_not_watching_are_released() -> None:

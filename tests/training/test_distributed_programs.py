@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from airflow_tfjob.local.node.ports import host_ports
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -28,9 +29,9 @@ INJECTED = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "WORKER_PORT", "
 
 
 def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port outside the ephemeral range, reserved host-wide for this process's life (node/ports.py):
+    an outgoing connection or another test cannot take it before the server binds it."""
+    return host_ports().reserve()
 
 
 def _operator_env(kind: str, world_size: int, rank: int, port: int) -> dict[str, str]:

@@ -21,7 +21,7 @@ from typing import NamedTuple
 from airflow_tfjob.local.model.conditions import condition_is_true, find_condition
 from airflow_tfjob.local.model.conditions import set_condition as write_condition
 from airflow_tfjob.local.model.resources import RESOURCES, ApiError, JsonDict
-from airflow_tfjob.local.node.ports import PortMap, free_port
+from airflow_tfjob.local.node.ports import PortMap, host_ports
 from airflow_tfjob.local.store.core import Store
 from airflow_tfjob.local.store.watchers import follow_forever
 
@@ -232,7 +232,7 @@ class HostPortReconciler(Reconciler):
     def __init__(self, store: Store, *, port_allocator: Callable[[], int] | None = None,
                  used_ports: set[int] | None = None) -> None:
         super().__init__(store)
-        self.ports = PortMap(port_allocator or free_port, used_ports)
+        self.ports = PortMap(port_allocator or host_ports(), used_ports)
 
     def deleted(self, obj: JsonDict) -> None:
         self.ports.forget(obj["metadata"].get("uid", ""))

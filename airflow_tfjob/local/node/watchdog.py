@@ -27,13 +27,16 @@ import secrets
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import IO
 
 #: The environment variable that marks a container's processes as this runner's (value: the mark).
 MARK_VARIABLE = "TFJOB_LOCAL_RUNNER"
-#: Sweeps of /proc at the most: a marked process may fork while it is being killed.
-_SWEEPS = 50
+#: How long the watchdog sweeps /proc for marked processes at the most (seconds). It sweeps until none
+#: is left, not a number of times: a process dies only once the scheduler runs it after its SIGKILL,
+#: and on a loaded machine fifty quick sweeps ended before a killed replica had (test_watchdog, CI).
+KILL_WAIT = 10.0
 
 
 class ProcessGroups:
@@ -94,7 +97,7 @@ class ProcessGroups:
             with contextlib.suppress(BrokenPipeError):
                 proc.stdin.close()
             with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=10)
+                proc.wait(timeout=KILL_WAIT + 5)
 
 
 def marked_processes(mark: str) -> list[int]:
@@ -114,15 +117,18 @@ def marked_processes(mark: str) -> list[int]:
     return found
 
 
-def kill_marked(mark: str) -> None:
-    """SIGKILL every marked process, again until a sweep finds none (a zombie's environ reads empty)."""
-    for _ in range(_SWEEPS):
-        pids = marked_processes(mark)
-        if not pids:
-            return
+def kill_marked(mark: str, wait: float = KILL_WAIT) -> None:
+    """SIGKILL every marked process, again until a sweep finds none (a zombie's environ reads empty, so
+    an exited process no longer counts) or ``wait`` seconds have passed. Again, because a marked process
+    may have forked just before its signal arrived."""
+    end = time.monotonic() + wait
+    while pids := marked_processes(mark):
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
+        if time.monotonic() >= end:
+            return
+        time.sleep(0.01)
 
 
 def main() -> int:
