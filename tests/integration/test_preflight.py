@@ -14,7 +14,6 @@ from __future__ import annotations
 import http.server
 import json
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -29,6 +28,7 @@ from operator_support import TaskInstance, context_for, replica_command
 
 import airflow_tfjob
 from airflow_tfjob.local import LocalCluster
+from airflow_tfjob.local.node.ports import host_ports
 from airflow_tfjob.operators.pytorchjob import PyTorchJobOperator
 from airflow_tfjob.operators.tfjob import TFJobOperator
 from airflow_tfjob.preflight.cli import main
@@ -341,9 +341,7 @@ def test_no_kubeconfig(tmp_path: Path) -> None:
 
 
 def test_server_down(tmp_path: Path) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed again: nothing listens there
+    port = host_ports().reserve()  # reserved and never bound: nothing listens there (node/ports.py)
     config = kubeconfig_to(tmp_path / "down", f"http://127.0.0.1:{port}")
     one_line(preflight("--kubeconfig", str(config), "--kind", "TFJob", "--timeout", "2"), 3, "cannot reach")
 

@@ -8,7 +8,6 @@ two workers for the module (test_multikueue_follow.py's fixture, its queue "mk")
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from test_deferred_parity import TaskLog
 from test_kueue import operator
 from test_preflight import row
 
+from airflow_tfjob.local.node.ports import host_ports
 from airflow_tfjob.preflight.cli import main
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
@@ -38,9 +38,7 @@ def _conn(kubeconfig: Path | str) -> str:
 @pytest.fixture(scope="module")
 def nowhere(manager: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """worker1's kubeconfig pointed at a port nothing listens on: a worker that does not answer."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = host_ports().reserve()  # reserved and never bound: nothing listens there (node/ports.py)
     config = yaml.safe_load(manager.worker_kubeconfig("worker1").read_text())
     for entry in config["clusters"]:
         entry["cluster"]["server"] = f"https://127.0.0.1:{port}"

@@ -38,6 +38,8 @@ import pytest
 from badinput_support import Case, FigureLine, Judgement, RequestCounter, judge
 from cli_support import run_main
 
+from airflow_tfjob.local.node.ports import host_ports
+
 SECRET = "hunter2-Secret-5d1c7e"  # planted in files the tools read: it must never reach stderr
 TOOLS = {
     "tfjob-runtimes": "airflow_tfjob.jobs.trainjob.runtimes",
@@ -188,10 +190,9 @@ class FixedServer:
 
 
 def closed_port() -> int:
-    """A loopback port nobody listens on (bound then released: nothing else takes it in the meantime)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port nobody listens on: reserved host-wide and never bound (node/ports.py). A port
+    bound and released again could be handed to a server that binds port 0 meanwhile."""
+    return host_ports().reserve()
 
 
 # --------------------------------------------------------------------------- the cases

@@ -22,6 +22,7 @@ from airflow_tfjob.local import LocalCluster
 from airflow_tfjob.local.cli import build_parser, build_runtime
 from airflow_tfjob.local.kueue import KUBEFLOW_V1, queue_objects
 from airflow_tfjob.local.multikueue import CHECK_NAME, CONTROLLER_NAME
+from airflow_tfjob.local.node.ports import host_ports
 
 QUEUES = queue_objects(cluster_queue="cq", local_queue="lq", quota={"cpu": 4}, admission_checks=[CHECK_NAME])
 
@@ -270,9 +271,7 @@ def test_an_unreachable_worker_is_a_failed_connection(manager: LocalCluster, kub
     reason when the remote client cannot be set up), and the check with one of two clusters usable is
     Active with reason `SomeActiveClusters`."""
     crd = kube.crd
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        free = probe.getsockname()[1]
+    free = host_ports().reserve()  # reserved and never bound: nothing listens there (node/ports.py)
     dead = yaml.safe_load(manager.worker_kubeconfig("worker1").read_text())
     dead["clusters"][0]["cluster"]["server"] = f"http://127.0.0.1:{free}"
     client.CoreV1Api(kube.api).create_namespaced_secret("kueue-system", _secret(yaml.safe_dump(dead)))
