@@ -29,7 +29,7 @@ from airflow_tfjob.local.apiserver.rbac import Authorizer, RoleSource
 from airflow_tfjob.local.apiserver.server import ApiServer
 from airflow_tfjob.local.controllers.batch import BatchJobController
 from airflow_tfjob.local.controllers.jobset import JobSetController
-from airflow_tfjob.local.controllers.reconciler import Reconciler
+from airflow_tfjob.local.controllers.reconciler import HostPortReconciler, Reconciler
 from airflow_tfjob.local.controllers.trainjob.controller import TrainJobController
 from airflow_tfjob.local.controllers.trainjob.runtimes import (
     SHIPPED_RUNTIMES,
@@ -313,6 +313,11 @@ class ClusterRuntime:
             except (asyncio.CancelledError, Exception):
                 pass
         self._tasks.clear()
+        # The host-wide reservations go with the replicas (killed above): the process may run on and
+        # start other clusters (a test worker does).
+        for controller in self.controllers.values():
+            if isinstance(controller, HostPortReconciler):
+                controller.ports.forget_all()
         if self.status_server is not None:
             await self.status_server.stop()
         await self.apiserver.stop()

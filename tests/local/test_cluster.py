@@ -17,7 +17,7 @@ from airflow_tfjob.local import LocalCluster
 from airflow_tfjob.local.admission.v1jobs import TFJobAdmission
 from airflow_tfjob.local.controllers.jobset import JobSetController
 from airflow_tfjob.local.controllers.v1.tfjob import TFJobController
-from airflow_tfjob.local.node.ports import ANNOTATION_HOST_PORT
+from airflow_tfjob.local.node.ports import ANNOTATION_HOST_PORT, host_ports
 from airflow_tfjob.local.store.core import Store
 
 TIMEOUT = 30.0
@@ -67,11 +67,29 @@ def test_a_deleted_jobs_ports_are_released(cluster: LocalCluster, api: client.Ap
              for p in core.list_namespaced_pod("default", label_selector=selector).items}
     controller = cluster.runtime.controllers["TFJob"]
     assert len(ports) == 2 and uid in cluster.call(controller.ports.known_jobs)
+    assert ports <= host_ports().held()  # reserved host-wide while the job lives (node/ports.py)
 
     crd.delete_namespaced_custom_object("kubeflow.org", "v1", "default", "tfjobs", "ports",
                                         propagation_policy="Foreground")
     until(lambda: uid not in cluster.call(controller.ports.known_jobs), "the job's ports to be released")
+    assert not ports & host_ports().held()
     until(lambda: not core.list_namespaced_pod("default", label_selector=selector).items, "pods to go")
+
+
+def test_a_stopped_cluster_releases_the_ports_of_the_jobs_it_still_had(tmp_path: Path) -> None:
+    """A test worker starts many clusters in one process: a stopped one's jobs must not keep their
+    host-wide port reservations for the rest of that process's life."""
+    container = {"name": "tensorflow", "image": "python:3.11", "command": [sys.executable, "-c", SLEEP]}
+    with LocalCluster(workdir=tmp_path) as c:
+        api = config.new_client_from_config(str(c.kubeconfig_path))
+        client.CustomObjectsApi(api).create_namespaced_custom_object("kubeflow.org", "v1", "default", "tfjobs", {
+            "apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "kept"},
+            "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2, "template": {"spec": {"containers": [container]}}}}}})
+        core = client.CoreV1Api(api)
+        until(lambda: len(core.list_namespaced_pod("default").items) == 2, "2 pods")
+        ports = {int(p.metadata.annotations[ANNOTATION_HOST_PORT]) for p in core.list_namespaced_pod("default").items}
+        assert len(ports) == 2 and ports <= host_ports().held()
+    assert not ports & host_ports().held()
 
 
 async def test_ports_of_jobs_deleted_while_not_watching_are_released() -> None:

@@ -196,6 +196,11 @@ class PortMap:
             if self._host is not None:
                 self._host.release(port)
 
+    def forget_all(self) -> None:
+        """Release every job's ports: the cluster stops, and with it the replicas that bound them."""
+        for job_uid in list(self._by_job):
+            self.forget(job_uid)
+
     def known_jobs(self) -> set[str]:
         return set(self._by_job)
 
