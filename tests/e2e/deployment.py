@@ -225,7 +225,11 @@ class Deployment:
         return self._api
 
     def call(self, method: str, path: str, **kwargs: Any) -> Any:
-        response = self.api.request(method, path, **kwargs)
+        try:
+            response = self.api.request(method, path, **kwargs)
+        except httpx.TimeoutException as error:  # say where each component was, not only the client's error
+            raise StepTimeout(f"{method} {path}: no answer within {self.api.timeout.read} s ({error!r})\n"
+                              f"{self.log_tails()}") from error
         assert response.status_code < 300, f"{method} {path}: {response.status_code} {response.text}"
         return response.json() if response.content else None
 

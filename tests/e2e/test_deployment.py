@@ -10,11 +10,14 @@ triggerer has started its trigger); its TFJob, pods and replica processes are go
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -102,7 +105,12 @@ def test_digits_in_a_deployment(airflow: Deployment) -> None:
     assert served["TensorBoard"].startswith("http://"), served  # type: ignore[union-attr]
 
     wait_live_lines(airflow, first)
-    log_view(airflow, first, served)
+    # The task's TensorBoard link lasts while the task runs (its board goes with it). A loaded machine
+    # once took longer to bring the page up than the job took to finish six epochs, so the replicas
+    # are stopped (SIGSTOP) while the browser reads the page, and go on afterwards.
+    with paused(served):
+        assert ti_state(airflow, first) == "deferred", "run 1 ended before its page could be read"
+        log_view(airflow, first, served)
     print(f"e2e: run 1 checked after {time.monotonic() - started:.0f} s")
 
     # ---- run 2: links while deferred, then mark-failed stops the job, its pods and replica processes.
@@ -133,6 +141,22 @@ def wait_live_lines(airflow: Deployment, run_id: str) -> None:
         return all(f"[{r}]" in text for r in REPLICAS) and ti_state(airflow, run_id) == "deferred"
 
     airflow.wait("[worker-0] and [worker-1] lines in the deferred task's log", live_lines, 120)
+
+
+@contextmanager
+def paused(served: dict[str, str | None]) -> Iterator[None]:
+    """The processes of the replicas whose "Logs" links ``served`` lists, stopped until the block ends."""
+    pods = [str(url).split("/pods/", 1)[1].split("/", 1)[0] for name, url in served.items() if name.startswith("Logs ")]
+    pids = [pid for pod in pods for pid in _processes_with(f"HOSTNAME={pod}")]
+    assert len(pods) == len(REPLICAS) and pids, (pods, pids)
+    try:
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        yield
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
 
 
 def run_state(airflow: Deployment, run_id: str) -> str:
