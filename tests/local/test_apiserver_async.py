@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import aiohttp
 import pytest
+from aiohttp import web
 from kubernetes_asyncio import client, config, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from airflow_tfjob.local import LocalCluster
+from airflow_tfjob.local.apiserver.server import ApiServer
+from airflow_tfjob.local.node.podlogs import PodLogs
+from airflow_tfjob.local.store.core import Store
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "tfjobs"
 
@@ -168,3 +174,68 @@ async def test_pod_log_follow_stream(api: client.ApiClient, cluster: LocalCluste
     lines = body.decode().splitlines()
     assert [line.split(" ", 1)[1][:6] for line in lines] == ["first", "second"]
     assert len(lines[1]) > 200_000
+
+
+# ---- a stop never waits on a request (LocalCluster.lose_worker stops a worker's server under the manager's
+# watches; aiohttp's shutdown waits up to its timeout for every handler still running, a minute by default)
+
+
+class _Gate:
+    """A middleware holding the requests for `path` until released, so that a test can start a stop while
+    a request is on its way to its handler."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.arrived = asyncio.Event()
+        self.release = asyncio.Event()
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.path == self.path:
+            self.arrived.set()
+            await self.release.wait()
+        return await handler(request)
+
+
+async def _held_request(server: ApiServer, gate: _Gate, query: str = "") -> asyncio.Task[Any]:
+    async def get() -> None:
+        async with aiohttp.ClientSession() as session:
+            with contextlib.suppress(aiohttp.ClientError):
+                async with session.get(f"{server.url}{gate.path}{query}") as response:
+                    await response.read()
+
+    request = asyncio.create_task(get())
+    await asyncio.wait_for(gate.arrived.wait(), 30)  # bound: the request reaching the server
+    return request
+
+
+async def test_a_watch_that_starts_while_the_server_stops_is_ended_not_waited_for() -> None:
+    """The server's streams are ended by its stop, including one whose headers go out after the stop
+    began: it is ended as it registers. With the server's grace for requests in flight at a minute, a
+    stop that waited on it would not return within the bound."""
+    gate = _Gate("/api/v1/namespaces/default/pods")
+    server = ApiServer(Store(), PodLogs(), middlewares=[gate.middleware], shutdown_timeout=60.0)
+    await server.start()
+    request = await _held_request(server, gate, "?watch=1")
+    stopping = asyncio.create_task(server.stop())
+    await asyncio.sleep(0)  # the stop runs up to its first wait: its streams are closed by then
+    gate.release.set()
+    try:
+        await asyncio.wait_for(stopping, 20)  # bound: far below the minute a waited-for watch would take
+    finally:
+        request.cancel()
+        await asyncio.gather(request, return_exceptions=True)
+
+
+async def test_a_request_in_flight_holds_the_stop_only_for_the_servers_grace() -> None:
+    """A request that is not a stream gets the default grace (2 s) to finish, then its connection is cut."""
+    gate = _Gate("/api/v1/namespaces/default/configmaps")
+    server = ApiServer(Store(), PodLogs(), middlewares=[gate.middleware])
+    await server.start()
+    request = await _held_request(server, gate)
+    try:
+        await asyncio.wait_for(server.stop(), 20)  # bound: far below aiohttp's default minute
+        await asyncio.wait_for(request, 20)  # its connection was cut: the client is answered, not left hanging
+    finally:
+        request.cancel()
+        await asyncio.gather(request, return_exceptions=True)

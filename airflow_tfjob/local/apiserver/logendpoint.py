@@ -10,11 +10,17 @@ import datetime as dt
 import re
 import time
 from collections.abc import Mapping
-from typing import Any
 
 from aiohttp import web
 
-from airflow_tfjob.local.apiserver.request import ENDS_EARLY, ResourcePath, end_stream, parse_bool, parse_int
+from airflow_tfjob.local.apiserver.request import (
+    ENDS_EARLY,
+    OpenStreams,
+    ResourcePath,
+    end_stream,
+    parse_bool,
+    parse_int,
+)
 from airflow_tfjob.local.model.resources import ApiError, JsonDict, bad_request
 from airflow_tfjob.local.node.podlogs import ContainerLog, PodLogs
 from airflow_tfjob.local.store.core import Store
@@ -74,7 +80,7 @@ def select_log(podlogs: PodLogs, pod: JsonDict, name: str, query: Mapping[str, s
 
 
 async def serve_pod_log(
-    request: web.Request, p: ResourcePath, store: Store, podlogs: PodLogs, streams: set[asyncio.Task[Any]]
+    request: web.Request, p: ResourcePath, store: Store, podlogs: PodLogs, streams: OpenStreams
 ) -> web.StreamResponse:
     assert p.name is not None
     query = request.query

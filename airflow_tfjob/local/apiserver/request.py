@@ -1,8 +1,10 @@
 """What the API server reads from a request and how it answers an error: resource URLs, Go-style query
-booleans and integers, JSON/YAML bodies, and the `Status` body every error carries."""
+booleans and integers, JSON/YAML bodies, and the `Status` body every error carries; and how a streamed
+answer (a watch, a followed log) ends, by itself or with the server."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -134,3 +136,33 @@ async def end_stream(request: web.Request, response: web.StreamResponse) -> None
         request.transport.abort()
         return
     await response.write_eof()
+
+
+class OpenStreams:
+    """The watch and log streams a server is serving, so that its stop ends them rather than waiting on
+    them (aiohttp's shutdown waits up to its timeout for every handler still running).
+
+    A stream registers only once its headers are sent, so a request that was on its way there when the
+    stop began registers after `close()`: it is cancelled as it registers (a cancelled task stops at its
+    next await), as a real API server going away ends every watch, however new."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.closed = False
+
+    def add(self, task: asyncio.Task[Any]) -> None:
+        if self.closed:
+            task.cancel()
+            return
+        self._tasks.add(task)
+
+    def discard(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+
+    def close(self) -> None:
+        self.closed = True
+        for task in list(self._tasks):
+            task.cancel()
+
+    def __len__(self) -> int:
+        return len(self._tasks)

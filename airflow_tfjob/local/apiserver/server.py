@@ -42,6 +42,7 @@ from airflow_tfjob.local.apiserver.rbac import ACCESS_REVIEW_PATH, access_review
 from airflow_tfjob.local.apiserver.request import (
     JSON_TYPE,
     PATCH_TYPES,
+    OpenStreams,
     ResourcePath,
     decode_json,
     error_response,
@@ -82,8 +83,10 @@ class ApiServer:
         extensions: Extensions | None = None,
         served_groups: Collection[str] | None = None,
         withdrawn_versions: Collection[str] = (),
+        shutdown_timeout: float = 2.0,
     ) -> None:
         self.store = store
+        self.shutdown_timeout = shutdown_timeout
         self.extensions = extensions or Extensions()
         # The API groups answered (`--apis`); the others are 404 and absent from discovery.
         self.served_groups = frozenset(served_groups) if served_groups is not None else None
@@ -96,7 +99,7 @@ class ApiServer:
         self.bookmark_interval = bookmark_interval
         self._runner: web.AppRunner | None = None
         self._warmup: asyncio.Future[bytes] | None = None
-        self._streams: set[asyncio.Task[Any]] = set()
+        self._streams = OpenStreams()
         self.metrics = RequestMetrics()
         # Counted first, so that requests refused or faulted by the middlewares are counted too.
         self.middlewares = [self._observe, *middlewares]
@@ -108,7 +111,10 @@ class ApiServer:
         app = web.Application(client_max_size=MAX_BODY, middlewares=self.middlewares)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         # handler_cancellation: a client that hangs up ends its watch or log stream at once.
-        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        # shutdown_timeout: a stop gives the requests in flight that long to finish (streams end at once),
+        # then cuts their connections, as a server that goes away does; aiohttp's default is a minute.
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True,
+                                     shutdown_timeout=self.shutdown_timeout)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, backlog=1024, ssl_context=self.ssl_context)
         await site.start()
@@ -125,8 +131,7 @@ class ApiServer:
         return self.url
 
     async def stop(self) -> None:
-        for task in list(self._streams):
-            task.cancel()
+        self._streams.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from typing import Any
 
 from aiohttp import web
 
@@ -15,6 +14,7 @@ from airflow_tfjob.local.admission import warnings
 from airflow_tfjob.local.apiserver.request import (
     ENDS_EARLY,
     JSON_TYPE,
+    OpenStreams,
     ResourcePath,
     end_stream,
     parse_bool,
@@ -35,7 +35,7 @@ async def serve_watch(
     p: ResourcePath,
     store: Store,
     metrics: RequestMetrics,
-    streams: set[asyncio.Task[Any]],
+    streams: OpenStreams,
     bookmark_interval: float,
     out: Callable[[JsonDict], JsonDict] | None = None,
 ) -> web.StreamResponse:
