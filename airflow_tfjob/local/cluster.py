@@ -29,7 +29,7 @@ from airflow_tfjob.local.apiserver.rbac import Authorizer, RoleSource
 from airflow_tfjob.local.apiserver.server import ApiServer
 from airflow_tfjob.local.controllers.batch import BatchJobController
 from airflow_tfjob.local.controllers.jobset import JobSetController
-from airflow_tfjob.local.controllers.reconciler import HostPortReconciler, Reconciler
+from airflow_tfjob.local.controllers.reconciler import Reconciler
 from airflow_tfjob.local.controllers.trainjob.controller import TrainJobController
 from airflow_tfjob.local.controllers.trainjob.runtimes import (
     SHIPPED_RUNTIMES,
@@ -243,15 +243,12 @@ class ClusterRuntime:
             for runtime in SHIPPED_RUNTIMES:
                 self.install_runtime(runtime)
         if self._want_controller:
-            used_ports: set[int] = set()
             if "v1" in self.apis:
                 for kind, controller_type in CONTROLLERS.items():
-                    self.controllers[kind] = controller_type(self.store, port_allocator=self.ports,
-                                                             used_ports=used_ports)
+                    self.controllers[kind] = controller_type(self.store, port_allocator=self.ports)
             self.controllers["Job"] = BatchJobController(self.store)
             if "trainjob" in self.apis:
-                self.controllers["JobSet"] = JobSetController(self.store, port_allocator=self.ports,
-                                                              used_ports=used_ports)
+                self.controllers["JobSet"] = JobSetController(self.store, port_allocator=self.ports)
                 self.controllers["TrainJob"] = TrainJobController(
                     self.store, status_env=self.status_server.env if self.status_server else None,
                     rules=self.profile.trainer.trainer_rules)
@@ -313,11 +310,8 @@ class ClusterRuntime:
             except (asyncio.CancelledError, Exception):
                 pass
         self._tasks.clear()
-        # The host-wide reservations go with the replicas (killed above): the process may run on and
-        # start other clusters (a test worker does).
         for controller in self.controllers.values():
-            if isinstance(controller, HostPortReconciler):
-                controller.ports.forget_all()
+            controller.stopped()
         if self.status_server is not None:
             await self.status_server.stop()
         await self.apiserver.stop()

@@ -17,12 +17,6 @@ from airflow_tfjob.local.node.ports import host_ports
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 
 
-def free_port() -> int:
-    """A port outside the ephemeral range, reserved host-wide for this process's life (node/ports.py):
-    an outgoing connection or another test cannot take it before the server binds it."""
-    return host_ports().reserve()
-
-
 def airflow_home(home: Path, dag_file: str, **settings: str) -> dict[str, str]:
     """The environment of an Airflow whose home is ``home`` and whose one DAG file is ``dag_file``, its
     DB migrated and the DAG parsed; ``settings`` (AIRFLOW__SECTION__KEY=value) add to the defaults."""
@@ -38,7 +32,7 @@ def airflow_home(home: Path, dag_file: str, **settings: str) -> dict[str, str]:
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
             "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
             # Its log server must not collide with another triggerer on this machine.
-            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(host_ports().reserve()),
             **settings,
         }
     )

@@ -129,8 +129,7 @@ class KindHarness(StoreReads):
 async def running_harness(tmp: Path) -> AsyncIterator[KindHarness]:
     store = Store(admission=TFJobAdmission())
     podlogs = PodLogs()
-    used: set[int] = set()
-    controllers = [c(store, used_ports=used) for c in CONTROLLERS.values()]
+    controllers = [c(store) for c in CONTROLLERS.values()]
     runner = Runner(store, podlogs, workdir=tmp)
     harness = KindHarness(store, podlogs, tmp)
     tasks = [asyncio.create_task(c.run()) for c in controllers] + [asyncio.create_task(runner.run())]

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from airflow_tfjob.local.node.ports import HostPorts, PortMap, ephemeral_range, host_ports, port_range
+from airflow_tfjob.local.node.ports import (
+    HostPorts,
+    PortMap,
+    bindable,
+    ephemeral_range,
+    host_ports,
+    port_range,
+)
 
 # A second process reserving from the same file and range: prints the port it got, or "none".
 OTHER = """
@@ -32,18 +39,9 @@ def two_free_ports() -> tuple[int, int]:
     """Two adjacent ports outside the ephemeral range that nothing binds now."""
     first, last = port_range(ephemeral_range()) or (20000, 30000)
     for port in range(first + 1000, last):
-        if all(_free(p) for p in (port, port + 1)):
+        if all(bindable(p) for p in (port, port + 1)):
             return port, port + 1
     raise AssertionError("no two adjacent free ports")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("0.0.0.0", port))
-        except OSError:
-            return False
-    return True
 
 
 def other_process(lock: Path, first: int, last: int, *, hold: bool = False) -> subprocess.Popen[str]:

@@ -28,12 +28,6 @@ KATIB = re.compile(r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)")
 INJECTED = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "WORKER_PORT", "WORKER_ADDRS", "TF_CONFIG")
 
 
-def _free_port() -> int:
-    """A port outside the ephemeral range, reserved host-wide for this process's life (node/ports.py):
-    an outgoing connection or another test cannot take it before the server binds it."""
-    return host_ports().reserve()
-
-
 def _operator_env(kind: str, world_size: int, rank: int, port: int) -> dict[str, str]:
     """What the operator sets in replica RANK (Master 0, Worker i+1), loopback standing in for Services."""
     env = {k: v for k, v in os.environ.items() if k not in INJECTED}
@@ -62,8 +56,8 @@ def _tf_config_env(world_size: int, index: int, ports: list[int]) -> dict[str, s
 
 def _run_job(kind: str, program: str, world_size: int, *args: str) -> list[subprocess.CompletedProcess[str]]:
     """Starts every replica at once (as the local cluster does), waits for all, returns them by rank."""
-    port = _free_port()
-    ports = [_free_port() for _ in range(world_size)]
+    port = host_ports().reserve()
+    ports = [host_ports().reserve() for _ in range(world_size)]
     procs = [
         subprocess.Popen(
             [sys.executable, str(TRAINING / program), *args],
@@ -164,7 +158,7 @@ def test_xgboost_tracker_on_master_trains_one_model_with_the_workers() -> None:
 
 @pytest.mark.parametrize("program", ["digits_torch.py", "digits_xgboost.py"])
 def test_master_addr_without_rank_is_refused_by_name(program: str) -> None:
-    env = _operator_env("PyTorchJob", 2, 0, _free_port())
+    env = _operator_env("PyTorchJob", 2, 0, host_ports().reserve())
     del env["RANK"]
     done = subprocess.run(
         [sys.executable, str(TRAINING / program)], env=env, capture_output=True, text=True, timeout=120

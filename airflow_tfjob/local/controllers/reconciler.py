@@ -198,6 +198,10 @@ class Reconciler(WorkQueue):
         """The primary kind's watch was (re)opened: every existing object comes again as ADDED; a hook
         for bookkeeping of objects deleted while no watch was open."""
 
+    def stopped(self) -> None:
+        """The cluster stops (its replicas already killed): a hook for what the controller holds
+        beyond its own process's life."""
+
     # ---- helpers for the passes
 
     def get(self, rtype: str, namespace: str | None, name: str) -> JsonDict | None:
@@ -226,13 +230,17 @@ class Reconciler(WorkQueue):
 
 class HostPortReconciler(Reconciler):
     """A Reconciler whose objects' replicas get host ports (node/ports.py): the v1 kinds' V1JobController and
-    the JobSet controller. A port is held for the life of its object; `used_ports` is shared by all of
-    them, so that no two replicas of the cluster share one."""
+    the JobSet controller. A port is held for the life of its object, reserved host-wide (one
+    `HostPorts` a process), so that no two replicas of the cluster, or of any cluster here, share one."""
 
-    def __init__(self, store: Store, *, port_allocator: Callable[[], int] | None = None,
-                 used_ports: set[int] | None = None) -> None:
+    def __init__(self, store: Store, *, port_allocator: Callable[[], int] | None = None) -> None:
         super().__init__(store)
-        self.ports = PortMap(port_allocator or host_ports(), used_ports)
+        self.ports = PortMap(port_allocator or host_ports())
+
+    def stopped(self) -> None:
+        """The host-wide reservations go with the replicas: the process may start other clusters (a
+        test worker does)."""
+        self.ports.forget_all()
 
     def deleted(self, obj: JsonDict) -> None:
         self.ports.forget(obj["metadata"].get("uid", ""))

@@ -54,7 +54,7 @@ def ephemeral_range(path: Path = _EPHEMERAL_RANGE) -> tuple[int, int] | None:
     return low, high
 
 
-def _bindable(port: int) -> bool:
+def bindable(port: int) -> bool:
     """Whether a replica could bind ``port`` on every address now (no listener, no connection, no
     TIME_WAIT on it: without SO_REUSEADDR the kernel refuses all three)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -93,7 +93,7 @@ class HostPorts:
             candidates = range(first, last + 1)
             for port in self._random.sample(candidates, min(len(candidates), 1000)):
                 if port not in self._held and self._lock(port):
-                    if _bindable(port):
+                    if bindable(port):
                         self._held.add(port)
                         return port
                     self._unlock(port)
@@ -164,12 +164,11 @@ class PortMap:
     """Host ports per (job uid, lower type, index), stable for the life of the job: reserved from
     ``allocator`` (host-wide when it is a :class:`HostPorts`) and released when the job is forgotten."""
 
-    def __init__(self, allocator: Callable[[], int], used: set[int] | None = None) -> None:
+    def __init__(self, allocator: Callable[[], int]) -> None:
         self._allocator = allocator
+        # Host-wide reservations also keep the controllers of every kind apart (one HostPorts a process).
         self._host = allocator if isinstance(allocator, HostPorts) else None
         self._by_job: dict[str, dict[tuple[str, int], int]] = {}
-        # Shared by the controllers of all kinds, so that two kinds' replicas never get one port.
-        self._used: set[int] = used if used is not None else set()
 
     def port(self, job_uid: str, rt: str, index: int) -> int:
         ports = self._by_job.setdefault(job_uid, {})
@@ -184,7 +183,6 @@ class PortMap:
         ports = self._by_job.setdefault(job_uid, {})
         if (rt, index) not in ports:
             ports[(rt, index)] = port
-            self._used.add(port)
             if self._host is not None:
                 # Another process holding it (a second cluster) is not ours to resolve: the replica
                 # keeps the port its objects record, as a real controller's would.
@@ -192,7 +190,6 @@ class PortMap:
 
     def forget(self, job_uid: str) -> None:
         for port in self._by_job.pop(job_uid, {}).values():
-            self._used.discard(port)
             if self._host is not None:
                 self._host.release(port)
 
@@ -205,9 +202,9 @@ class PortMap:
         return set(self._by_job)
 
     def _allocate(self) -> int:
+        used = {port for ports in self._by_job.values() for port in ports.values()}
         for _ in range(100):
             port = self._allocator()
-            if port not in self._used:
-                self._used.add(port)
+            if port not in used:
                 return port
         raise RuntimeError("port allocator keeps returning ports already in use")

@@ -27,11 +27,9 @@ class V1JobController(HostPortReconciler):
     job_pass: ClassVar[type[JobPass]]
     owns = ("pods", "services")
 
-    def __init__(
-        self, store: Store, *, port_allocator: Callable[[], int] | None = None, used_ports: set[int] | None = None
-    ) -> None:
+    def __init__(self, store: Store, *, port_allocator: Callable[[], int] | None = None) -> None:
         self.plural = self.job_pass.plural
-        super().__init__(store, port_allocator=port_allocator, used_ports=used_ports)
+        super().__init__(store, port_allocator=port_allocator)
 
     def expected_error(self, exc: Exception) -> bool:
         return isinstance(exc, (ReconcileError, ApiError))
