@@ -9,7 +9,9 @@ enough for it to be stored, templated, checked, handed to the follow core and li
 from __future__ import annotations
 
 import ast
+import functools
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -74,28 +76,35 @@ def _docstrings(tree: ast.AST) -> set[int]:
     return found
 
 
-def _names(tree: ast.AST, knob: str) -> int:
+def _spelt(tree: ast.AST) -> Counter[str]:
+    """How many times the tree spells each name, docstrings aside."""
     skip = _docstrings(tree)
-    count = 0
+    count: Counter[str] = Counter()
     for node in ast.walk(tree):
-        spelt = (
-            (isinstance(node, ast.Name) and node.id == knob)
-            or (isinstance(node, ast.Attribute) and node.attr == knob)
-            or (isinstance(node, (ast.arg, ast.keyword)) and node.arg == knob)
-            or (isinstance(node, ast.Constant) and node.value == knob and id(node) not in skip)
-        )
-        count += bool(spelt)
+        if isinstance(node, ast.Name):
+            count[node.id] += 1
+        elif isinstance(node, ast.Attribute):
+            count[node.attr] += 1
+        elif isinstance(node, (ast.arg, ast.keyword)) and node.arg is not None:
+            count[node.arg] += 1
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+            count[node.value] += 1
     return count
+
+
+def _names(tree: ast.AST, knob: str) -> int:
+    return _spelt(tree)[knob]
+
+
+@functools.cache
+def _spellings(root: Path) -> dict[str, Counter[str]]:
+    """Each file's spellings, from one parse of the tree for every knob the tests look up."""
+    return {path.relative_to(root).as_posix(): _spelt(ast.parse(path.read_text())) for path in sorted(root.rglob("*.py"))}
 
 
 def places(knob: str, root: Path = PROVIDER) -> dict[str, int]:
     """The provider's files naming ``knob``, with how many times each does."""
-    found = {}
-    for path in sorted(root.rglob("*.py")):
-        count = _names(ast.parse(path.read_text()), knob)
-        if count:
-            found[path.relative_to(root).as_posix()] = count
-    return found
+    return {name: count[knob] for name, count in _spellings(root).items() if count[knob]}
 
 
 @pytest.mark.parametrize("knob", sorted(USERS))

@@ -1,6 +1,7 @@
 """What the API server reads from a request and how it answers an error: resource URLs, Go-style query
-booleans and integers, JSON/YAML bodies, and the `Status` body every error carries; and how a streamed
-answer (a watch, a followed log) ends, by itself or with the server."""
+booleans and integers, JSON/YAML bodies, and the `Status` body every error carries.
+
+And how a streamed answer (a watch, a followed log) ends: by itself, or with the server's stop."""
 
 from __future__ import annotations
 
