@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_tfjob.follow import diagnostics
 from airflow_tfjob.follow.diagnosis import gather_diagnosis
-from airflow_tfjob.follow.logs_parsing import LogBatcher, LogLimits, LogSelection, parse_timestamp
+from airflow_tfjob.follow.logs_parsing import LogBatcher, LogLimits, LogSelection, has_exited, parse_timestamp
 from airflow_tfjob.follow.outcome import FollowOptions, FollowOutcome
 from airflow_tfjob.follow.parts import FollowPart, FollowTap, PartTypes, reads_logs
 from airflow_tfjob.follow.replica_logs import JobLogFollower, ReplicaFollower
@@ -487,15 +487,22 @@ class _JobFollow:
         return outcome
 
     async def _catch_up_pods(self) -> None:
-        """The job ended before the pod watch showed all of its pods: one list of them now, so that each
-        replica is still read to its end. A replica that runs in a blink can do it: the first pod list
-        came back before its pod existed, and the job's end arrived before the watch's ADDED for the pod
-        (a loaded machine did; the replica's lines were never read). One request per ended job, and only
-        when fewer replicas are followed than the job has (or the adapter cannot tell how many)."""
+        """The job ended before the pod watch showed all of its pods, or their exits: one list of them
+        now, so that each replica is still read to its end. A loaded machine did both:
+        - a replica that ran in a blink: the first pod list came back before its pod existed, and the
+          job's end arrived before the watch's ADDED for the pod;
+        - a replica whose pod the watch showed Pending, and then nothing more before the job's end: the
+          drain took it for a pod that never started, and read none of its lines.
+        One request per ended job, and only when fewer replicas are followed than the job has (or the
+        adapter cannot tell how many) or one of them has not been seen to exit (a parameter server that
+        outlives its job's success, too: its pod is listed, and followed to the drain's deadline)."""
         assert self.logs is not None
         job = self.job
-        expected = self.adapter.expected_pods(job) if job is not None else 0
-        if job is None or 0 < expected <= len(self.logs.replicas):
+        if job is None:
+            return
+        expected = self.adapter.expected_pods(job)
+        followed = self.logs.replicas.values()
+        if 0 < expected <= len(followed) and all(has_exited(f.state.pod) for f in followed):
             return
         try:
             pods, _ = await self._list_pods()
@@ -503,8 +510,13 @@ class _JobFollow:
             log.debug("Could not list the pods of %s once more after its end: %s", self.ref, error)
             return
         for pod in pods:
-            if str((pod.get("metadata") or {}).get("uid") or "") not in self.pods:
+            uid = str((pod.get("metadata") or {}).get("uid") or "")
+            if uid not in self.pods:
                 self._on_pod("ADDED", pod)
+            elif has_exited(pod) and not has_exited(self.pods[uid]):
+                # A pod's exit is final, so the list cannot take the follow back: a newer view is taken
+                # only where it says the pod exited and the watch has not said so yet.
+                self._on_pod("MODIFIED", pod)
 
     async def _diagnose(self, status: JobStatus | None) -> list[diagnostics.ReplicaDiagnosis]:
         rings = {name: f.ring for name, f in self.logs.replicas.items()} if self.logs is not None else {}

@@ -235,6 +235,64 @@ async def test_a_job_that_ends_before_the_pod_watch_shows_its_pod_still_has_its_
     assert outcome.logs_read
 
 
+class PodWatchStalledAfterItsFirstEvent:
+    """The hook, with the follow's pod watch stalled after its first event: what a loaded machine's pod
+    watch did (a clean-clone run), the pod shown Pending and nothing more before the job's success came,
+    so that the drain took the replica for one that never started. Here the rest never comes at all."""
+
+    def __init__(self, hook: AsyncKubeflowJobHook) -> None:
+        self._hook = hook
+        self.pod_lists: list[int] = []  # the size of each pod list the follow made
+        self.first: tuple[str, dict[str, Any]] | None = None  # the one pod event shown
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self._hook, attribute)
+
+    async def list_objects(self, kind: str, namespace: str | None, **selectors: Any) -> Any:
+        listed = await self._hook.list_objects(kind, namespace, **selectors)
+        if kind == "pods":
+            self.pod_lists.append(len(listed[0]))
+        return listed
+
+    def watch_job_pods(self, *args: Any, **kwargs: Any) -> Any:
+        return self._stalled(self._hook.watch_job_pods(*args, **kwargs))
+
+    async def _stalled(self, events: Any) -> Any:
+        async for event in events:
+            yield event
+            if event[0] in ("ADDED", "MODIFIED"):  # not a bookmark
+                self.first = event
+                break
+        await asyncio.Event().wait()  # cancelled with the follow
+
+
+async def test_a_job_that_ends_before_the_pod_watch_shows_its_pod_run_still_has_its_lines_read(
+    hook: AsyncKubeflowJobHook,
+) -> None:
+    sink = ListSink()
+    body = job(unique("stall"), {"Worker": replica("for i in range(3): print(f'stalled {i}')")}, suspend=True)
+    name = body["metadata"]["name"]
+    await hook.create_job("TFJob", body, NS)
+    stalled = PodWatchStalledAfterItsFirstEvent(hook)
+    task = asyncio.create_task(follow_job(stalled, name, NS, FollowOptions(log_replicas="all"), sink))
+    try:
+        # The follow's pod list came back while the job was suspended: its pod's first event is its ADDED.
+        await wait_until(lambda: stalled.pod_lists, 30, interval=0.01)
+        assert stalled.pod_lists == [0]
+        await hook.patch_job("TFJob", name, NS, {"spec": {"runPolicy": {"suspend": False}}})
+        outcome = await asyncio.wait_for(task, 60)
+    finally:
+        task.cancel()
+        await hook.delete_job("TFJob", name, NS)
+    assert outcome.event == "succeeded", outcome.message
+    assert stalled.first is not None
+    etype, pod = stalled.first
+    assert (etype, pod["status"].get("phase")) == ("ADDED", "Pending"), stalled.first
+    assert sink.of("worker-0") == [f"stalled {i}" for i in range(3)], sink.text()
+    assert outcome.logs_read
+    assert stalled.pod_lists == [0, 1]  # the follow's list, and one more at the job's end
+
+
 class PodListHeldUntilJudgedRunning:
     """The hook, with the follow's pod list held until the follow has judged the job running: what a
     triggerer that takes a follow over does in its first seconds (its pod watch has not listed yet
@@ -486,15 +544,30 @@ async def test_never_exiting_ps_is_drained_up_to_completion_not_to_its_stream_en
         await hook.delete_job("TFJob", name, NS)
 
 
-async def test_repeated_normal_events_are_shown_once(hook: AsyncKubeflowJobHook) -> None:
+async def test_repeated_normal_events_are_shown_once(hook: AsyncKubeflowJobHook, tmp_path: Path) -> None:
     """The operator re-emits ExitedWithCode on every reconcile (the event's count grows); the task log
     shows each Normal event once, as news, not once per count."""
     sink = ListSink()
     # worker-1 exits after the job has succeeded (worker-0 decides), during the drain: its exit makes the
-    # controller reconcile again and re-emit worker-0's ExitedWithCode.
-    script = "import os, time\nif os.environ['HOSTNAME'].endswith('-1'): time.sleep(1)\nprint('done')"
+    # controller reconcile again and re-emit worker-0's ExitedWithCode. It exits once the task log shows
+    # that event: under load a fixed pause ended before the follow's event watch had listed, which then
+    # saw the event first with its count at 2, and rightly said "(x2)" (CI).
+    release = tmp_path / "release"
+    script = (
+        "import os, pathlib, time\n"
+        "if os.environ['HOSTNAME'].endswith('-1'):\n"
+        f"    while not pathlib.Path({str(release)!r}).exists(): time.sleep(0.05)\n"
+        "print('done')"
+    )
     body = job(unique("events"), {"Worker": replica(script, replicas=2)})
-    outcome = await _run(hook, body, FollowOptions(log_replicas="all"), sink)
+    following = asyncio.create_task(_run(hook, body, FollowOptions(log_replicas="all"), sink))
+    try:
+        await wait_until(lambda: sink.count(r"worker-0 exited with code 0") or following.done(), 120, interval=0.05)
+        release.touch()
+        outcome = await following
+    finally:
+        release.touch()
+        following.cancel()
     assert outcome.event == "succeeded"
     exited = [x for x in sink.lines if "ExitedWithCode" in x]
     assert exited, sink.lines
