@@ -179,15 +179,11 @@ async def test_late_replicas_after_suspension_are_picked_up(hook: AsyncKubeflowJ
         assert sink.of(w) in ([], ["worker here"])
 
 
-class PodWatchHeldUntilTheJobEnds:
-    """The hook, with the follow's pod watch showing nothing until the job has succeeded: what a slow
-    pod watch did once under load (a clean-clone run), to a replica that ran in a blink: the pod list
-    had come back empty, and the job's success came before the pod's ADDED. Every call is the hook's;
-    the pod watch's events come after the job's end, in their order."""
+class PodListsCounted:
+    """The hook, every call its own, counting the pods of each pod list the follow makes."""
 
-    def __init__(self, hook: AsyncKubeflowJobHook, name: str) -> None:
+    def __init__(self, hook: AsyncKubeflowJobHook) -> None:
         self._hook = hook
-        self._name = name
         self.pod_lists: list[int] = []  # the size of each pod list the follow made
 
     def __getattr__(self, attribute: str) -> Any:
@@ -198,6 +194,17 @@ class PodWatchHeldUntilTheJobEnds:
         if kind == "pods":
             self.pod_lists.append(len(listed[0]))
         return listed
+
+
+class PodWatchHeldUntilTheJobEnds(PodListsCounted):
+    """The hook, with the follow's pod watch showing nothing until the job has succeeded: what a slow
+    pod watch did once under load (a clean-clone run), to a replica that ran in a blink: the pod list
+    had come back empty, and the job's success came before the pod's ADDED. The pod watch's events
+    come after the job's end, in their order."""
+
+    def __init__(self, hook: AsyncKubeflowJobHook, name: str) -> None:
+        super().__init__(hook)
+        self._name = name
 
     def watch_job_pods(self, *args: Any, **kwargs: Any) -> Any:
         return self._held(self._hook.watch_job_pods(*args, **kwargs))
@@ -212,47 +219,43 @@ class PodWatchHeldUntilTheJobEnds:
             yield event
 
 
-async def test_a_job_that_ends_before_the_pod_watch_shows_its_pod_still_has_its_lines_read(
-    hook: AsyncKubeflowJobHook,
-) -> None:
+async def _resumed_under(
+    hook: AsyncKubeflowJobHook, name: str, script: str, wrapped: PodListsCounted
+) -> tuple[Any, ListSink]:
+    """Follow a suspended job through `wrapped`, resume it once the follow's pod list came back (empty:
+    no pod yet), and return the outcome and what the task log showed."""
     sink = ListSink()
-    body = job(unique("blink"), {"Worker": replica("print('blink line')")}, suspend=True)
-    name = body["metadata"]["name"]
-    await hook.create_job("TFJob", body, NS)
-    held = PodWatchHeldUntilTheJobEnds(hook, name)
-    task = asyncio.create_task(follow_job(held, name, NS, FollowOptions(log_replicas="all"), sink))
+    await hook.create_job("TFJob", job(name, {"Worker": replica(script)}, suspend=True), NS)
+    task = asyncio.create_task(follow_job(wrapped, name, NS, FollowOptions(log_replicas="all"), sink))
     try:
-        # The follow's pod list came back while the job was suspended: no pod yet.
-        await wait_until(lambda: held.pod_lists, 30, interval=0.01)
-        assert held.pod_lists == [0]
+        await wait_until(lambda: wrapped.pod_lists, 30, interval=0.01)
+        assert wrapped.pod_lists == [0]
         await hook.patch_job("TFJob", name, NS, {"spec": {"runPolicy": {"suspend": False}}})
         outcome = await asyncio.wait_for(task, 60)
     finally:
         task.cancel()
         await hook.delete_job("TFJob", name, NS)
     assert outcome.event == "succeeded", outcome.message
+    return outcome, sink
+
+
+async def test_a_job_that_ends_before_the_pod_watch_shows_its_pod_still_has_its_lines_read(
+    hook: AsyncKubeflowJobHook,
+) -> None:
+    name = unique("blink")
+    outcome, sink = await _resumed_under(hook, name, "print('blink line')", PodWatchHeldUntilTheJobEnds(hook, name))
     assert sink.of("worker-0") == ["blink line"], sink.text()
     assert outcome.logs_read
 
 
-class PodWatchStalledAfterItsFirstEvent:
+class PodWatchStalledAfterItsFirstEvent(PodListsCounted):
     """The hook, with the follow's pod watch stalled after its first event: what a loaded machine's pod
     watch did (a clean-clone run), the pod shown Pending and nothing more before the job's success came,
     so that the drain took the replica for one that never started. Here the rest never comes at all."""
 
     def __init__(self, hook: AsyncKubeflowJobHook) -> None:
-        self._hook = hook
-        self.pod_lists: list[int] = []  # the size of each pod list the follow made
+        super().__init__(hook)
         self.first: tuple[str, dict[str, Any]] | None = None  # the one pod event shown
-
-    def __getattr__(self, attribute: str) -> Any:
-        return getattr(self._hook, attribute)
-
-    async def list_objects(self, kind: str, namespace: str | None, **selectors: Any) -> Any:
-        listed = await self._hook.list_objects(kind, namespace, **selectors)
-        if kind == "pods":
-            self.pod_lists.append(len(listed[0]))
-        return listed
 
     def watch_job_pods(self, *args: Any, **kwargs: Any) -> Any:
         return self._stalled(self._hook.watch_job_pods(*args, **kwargs))
@@ -269,23 +272,10 @@ class PodWatchStalledAfterItsFirstEvent:
 async def test_a_job_that_ends_before_the_pod_watch_shows_its_pod_run_still_has_its_lines_read(
     hook: AsyncKubeflowJobHook,
 ) -> None:
-    sink = ListSink()
-    body = job(unique("stall"), {"Worker": replica("for i in range(3): print(f'stalled {i}')")}, suspend=True)
-    name = body["metadata"]["name"]
-    await hook.create_job("TFJob", body, NS)
     stalled = PodWatchStalledAfterItsFirstEvent(hook)
-    task = asyncio.create_task(follow_job(stalled, name, NS, FollowOptions(log_replicas="all"), sink))
-    try:
-        # The follow's pod list came back while the job was suspended: its pod's first event is its ADDED.
-        await wait_until(lambda: stalled.pod_lists, 30, interval=0.01)
-        assert stalled.pod_lists == [0]
-        await hook.patch_job("TFJob", name, NS, {"spec": {"runPolicy": {"suspend": False}}})
-        outcome = await asyncio.wait_for(task, 60)
-    finally:
-        task.cancel()
-        await hook.delete_job("TFJob", name, NS)
-    assert outcome.event == "succeeded", outcome.message
-    assert stalled.first is not None
+    script = "for i in range(3): print(f'stalled {i}')"
+    outcome, sink = await _resumed_under(hook, unique("stall"), script, stalled)
+    assert stalled.first is not None  # the pod's ADDED, as the controller created it
     etype, pod = stalled.first
     assert (etype, pod["status"].get("phase")) == ("ADDED", "Pending"), stalled.first
     assert sink.of("worker-0") == [f"stalled {i}" for i in range(3)], sink.text()
