@@ -67,29 +67,35 @@ services:
 # serially.
 TEST_WORKERS ?= 6
 
-# Modules marked `alone` run after the parallel suite, one test at a time, with no other test beside them
+# `make lint` (ruff, mypy, lint-imports: about 35 s of one core) runs as the `lint` stage beside the main
+# stage, at nice 5, in the part of the cores the main stage leaves idle (a quarter of them: its tests wait on
+# processes, clusters and Airflow); its output is held and printed when it ends. Modules marked `alone`
+# run after the parallel suite, one test at a time, with no other test beside them
 # but the compatibility lane's, which run meanwhile at the lowest CPU priority (nice 19): the kernel gives
 # the alone stage's processes a core as soon as they want one, so the lane only takes what they leave
 # idle (their markers say why they need the machine). Each stage runs through scripts/test_times.py (its
 # JUnit XML and wall time in build/test-times), which prints every stage's wall time and the 15 slowest
-# tests at the end, when a stage fails too; a failing main stage stops the run, and make test exits with
-# the first failing stage's status. The site `make docs` built in this run is the one tests/docs reads
+# tests at the end, when a stage fails too; a failing main or lint stage stops the run there, and make
+# test exits with the first failing stage's status. The site `make docs` built in this run is the one tests/docs reads
 # (TFJOB_DOCS_SITE; a build older than MAKE_STARTED is not this run's).
 TIMES := build/test-times
+LINT = $(MAKE) -s --no-print-directory lint
 MAKE_STARTED := $(shell date +%s)
 STAGE = PATH="$(CURDIR)/$(BIN):$$PATH" TFJOB_DOCS_SITE="$(CURDIR)/build/site" TFJOB_DOCS_SINCE=$(MAKE_STARTED) \
 	$(BIN)/python scripts/test_times.py stage $(TIMES)
-test: lint docs browser services
+test: docs browser services $(STAMP)
 	@rm -rf $(TIMES); status=0; \
-	$(STAGE) main -- $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not alone" && \
-	$(COMPAT) --build-only && \
+	$(STAGE) lint --held -- nice -n 5 $(LINT) & lint=$$!; \
+	$(STAGE) main -- $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not alone" || status=$$?; \
+	wait $$lint || { code=$$?; [ $$status -ne 0 ] || status=$$code; }; \
+	[ $$status -ne 0 ] || { $(COMPAT) --build-only && \
 	( pids=(); for release in $(COMPAT_RELEASES); do \
 		COMPAT_WORKERS=$(COMPAT_WORKERS) $(STAGE) compat-$$release -- nice -n 19 $(COMPAT) --no-build $$release & \
 		pids+=($$!); \
 	done; \
 	$(STAGE) alone -- $(BIN)/pytest -q -p no:cacheprovider -m alone; failed=$$?; \
 	for pid in "$${pids[@]}"; do wait $$pid; code=$$?; [ $$failed -ne 0 ] || failed=$$code; done; \
-	exit $$failed ) || status=$$?; \
+	exit $$failed ); } || status=$$?; \
 	$(BIN)/python scripts/test_times.py report $(TIMES) || echo "make test: no summary of the test times" >&2; \
 	[ $$status -eq 0 ] || echo "make test: FAILED: a test stage exited with status $$status (see above)" >&2; \
 	exit $$status

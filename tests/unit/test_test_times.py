@@ -2,10 +2,11 @@
 and the modules that used the most CPU.
 
 The Makefile's own `test` recipe runs here against a stand-in for pytest that writes a JUnit XML of
-known test times and exits as told (lint, docs, browser and services taken as done, `make -o`): a run
-whose stages pass prints each stage and the slowest tests and exits 0; a run whose `alone` stage fails
-(the compatibility lane runs beside it) or whose main stage fails (nothing runs after it) prints the
-summary all the same and exits with the failing stage's status.
+known test times and exits as told, and one for `make lint` (docs, browser and services taken as done,
+`make -o`): a run whose stages pass prints each stage and the slowest tests and exits 0; a run whose
+`alone` stage fails (the compatibility lane runs beside it), or whose main or lint stage fails (they run
+side by side, and nothing runs after them), prints the summary all the same and exits with the failing
+stage's status.
 """
 
 from __future__ import annotations
@@ -65,6 +66,16 @@ with open(os.environ["FAKE_PYTEST_RAN"], "a") as ran:
 """
 
 
+# `make lint`'s stand-in: says something (held, printed at its end) and fails when told.
+FAKE_LINT = """#!{python}
+import os, sys
+with open(os.environ["FAKE_PYTEST_RAN"], "a") as ran:
+    ran.write("lint\\n")
+print("fake lint: every check said its piece")
+sys.exit(4 if os.environ.get("FAKE_PYTEST_FAIL") == "lint" else 0)
+"""
+
+
 def _script() -> ModuleType:
     spec = importlib.util.spec_from_file_location("test_times", ROOT / "scripts" / "test_times.py")
     assert spec and spec.loader
@@ -85,13 +96,16 @@ def _make_test(tmp_path: Path, fail: str | None) -> tuple[subprocess.CompletedPr
     compat = bin_dir / "compat"
     compat.write_text(FAKE_COMPAT.format(python=sys.executable))
     compat.chmod(0o755)
+    lint = bin_dir / "lint"
+    lint.write_text(FAKE_LINT.format(python=sys.executable))
+    lint.chmod(0o755)
     ran = tmp_path / "ran"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
     env |= {"FAKE_PYTEST_RAN": str(ran), "FAKE_PYTEST_FAIL": fail or ""}
-    done_ = ("lint", "docs", "browser", "services")  # taken as made: `make -o TARGET`
+    done_ = ("docs", "browser", "services", ".venv/.installed")  # taken as made: `make -o TARGET`
     argv = ["make", "--no-print-directory", "-C", str(ROOT), *(f"--old-file={t}" for t in done_),
             f"BIN={bin_dir}", f"TIMES={tmp_path / 'times'}", f"COMPAT={compat}", "COMPAT_RELEASES=3.0.6",
-            "test"]  # fmt: skip
+            f"LINT={lint}", "test"]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
     return done, ran.read_text().split() if ran.exists() else []
 
@@ -104,11 +118,15 @@ def _summary(out: str) -> list[str]:
 def test_a_passing_run_ends_with_each_stage_and_the_15_slowest_tests(tmp_path: Path) -> None:
     done, ran = _make_test(tmp_path, fail=None)
     assert done.returncode == 0, done.stdout + done.stderr
-    # The alone stage and the compatibility lane run side by side, after the main stage.
-    assert ran[0] == "main" and sorted(ran[1:]) == ["alone", "compat-3.0.6"], ran
+    # The lint stage beside the main stage; the alone stage and the compatibility lane side by side, after
+    # both.
+    assert sorted(ran[:2]) == ["lint", "main"] and sorted(ran[2:]) == ["alone", "compat-3.0.6"], ran
     lines = _summary(done.stdout)
     stages = [line.split()[0] for line in lines if line.startswith("  ") and " tests " in line]
-    assert stages[0] == "main" and sorted(stages[1:]) == ["alone", "compat-3.0.6"], stages
+    assert sorted(stages[:2]) == ["lint", "main"] and sorted(stages[2:]) == ["alone", "compat-3.0.6"], stages
+    # The lint stage's output comes whole, when it ends.
+    assert "==> test stage lint passed in " in done.stdout
+    assert "its output:\nfake lint: every check said its piece\n" in done.stdout
     assert all("passed" in line for line in lines if line.split()[:1] and line.split()[0] in stages)
     heads = [i for i, line in enumerate(lines) if "slowest tests" in line or "using the most CPU" in line]
     slowest = [line.split()[-1] for line in lines[heads[0] + 1 : heads[1]]]
@@ -131,10 +149,10 @@ def test_a_failing_stage_still_prints_the_summary_and_fails_the_run(tmp_path: Pa
     done, ran = _make_test(tmp_path, fail="alone")
     assert done.returncode != 0
     # The lane ran beside the failing stage; the summary comes all the same.
-    assert ran[0] == "main" and sorted(ran[1:]) == ["alone", "compat-3.0.6"], ran
+    assert sorted(ran[:2]) == ["lint", "main"] and sorted(ran[2:]) == ["alone", "compat-3.0.6"], ran
     lines = _summary(done.stdout)
     by_stage = {line.split()[0]: line for line in lines if line.startswith("  ") and " tests " in line}
-    assert sorted(by_stage) == ["alone", "compat-3.0.6", "main"]
+    assert sorted(by_stage) == ["alone", "compat-3.0.6", "lint", "main"]
     assert "passed" in by_stage["main"] and "FAILED (exit 3)" in by_stage["alone"]
     assert "passed" in by_stage["compat-3.0.6"]
     assert "13 tests" in by_stage["alone"]
@@ -144,9 +162,18 @@ def test_a_failing_stage_still_prints_the_summary_and_fails_the_run(tmp_path: Pa
 
 def test_a_failing_main_stage_runs_nothing_after_it(tmp_path: Path) -> None:
     done, ran = _make_test(tmp_path, fail="main")
-    assert done.returncode != 0 and ran == ["main"], ran
+    assert done.returncode != 0 and sorted(ran) == ["lint", "main"], ran
     assert "failed stage(s): main" in done.stdout
     assert "make test: FAILED: a test stage exited with status 3" in done.stderr
+
+
+def test_a_failing_lint_stage_shows_its_output_and_runs_nothing_after_it(tmp_path: Path) -> None:
+    done, ran = _make_test(tmp_path, fail="lint")
+    assert done.returncode != 0 and sorted(ran) == ["lint", "main"], ran
+    assert "==> test stage lint FAILED (exit 4) in " in done.stdout
+    assert "fake lint: every check said its piece" in done.stdout
+    assert "failed stage(s): lint" in done.stdout
+    assert "make test: FAILED: a test stage exited with status 4" in done.stderr
 
 
 def test_the_report_reads_a_stage_that_left_no_record(tmp_path: Path) -> None:
