@@ -4,11 +4,12 @@
                                                                 line), writing DIR/NAME.xml (its JUnit XML)
                                                                 and DIR/NAME.json (wall time, exit status);
                                                                 exits with COMMAND's status
-    python scripts/test_times.py stage DIR NAME --held -- COMMAND...
-                                                                the same for a command that is not pytest
-                                                                (no JUnit XML), its output held in
+    python scripts/test_times.py stage DIR NAME [--held] [--no-xml] -- COMMAND...
+                                                                --held: COMMAND's output held in
                                                                 DIR/NAME.log and printed whole at its end,
-                                                                so that it runs beside another stage
+                                                                so that it runs beside another stage;
+                                                                --no-xml: COMMAND is not pytest (no JUnit
+                                                                XML: `make lint`)
     python scripts/test_times.py report DIR [--slowest N]       print every stage's wall time, CPU time and
                                                                 status, the N (default 15) slowest tests of
                                                                 all of them and the N modules that used the
@@ -62,18 +63,21 @@ class Timed:
     worker: str | None = None  # the xdist worker that ran it
 
 
-def run_stage(directory: Path, name: str, command: list[str], held: bool = False) -> int:
-    """Run ``command`` with ``--junitxml`` into ``directory``; record its wall time and status.
+def run_stage(
+    directory: Path, name: str, command: list[str], held: bool = False, xml_option: bool = True
+) -> int:
+    """Run ``command`` with ``--junitxml`` into ``directory`` (``xml_option`` False: without, for a command
+    that is not pytest); record its wall time and status.
 
-    ``held``: ``command`` is not pytest (no JUnit XML): its output goes to ``directory``/NAME.log and is
-    printed whole once it ends, so that a stage beside another does not cut into its progress lines."""
+    ``held``: its output goes to ``directory``/NAME.log and is printed whole once it ends, so that a stage
+    beside another does not cut into its progress lines."""
     directory.mkdir(parents=True, exist_ok=True)
     xml = directory / f"{name}.xml"
     xml.unlink(missing_ok=True)
     record = directory / f"{name}.json"
     record.unlink(missing_ok=True)
     log = directory / f"{name}.log"
-    argv = command if held else [*command, f"--junitxml={xml}"]
+    argv = [*command, f"--junitxml={xml}"] if xml_option else command
     print(
         f"==> test stage {name}: {shlex.join(argv)}"
         + (f" (its output at its end, and in {log})" if held else ""),
@@ -255,10 +259,14 @@ def write_weights(directory: Path, out: Path = MODULE_TIMES) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) >= 5 and argv[0] == "stage" and argv[3] == "--":
-        return run_stage(Path(argv[1]), argv[2], argv[4:])
-    if len(argv) >= 6 and argv[0] == "stage" and argv[3] == "--held" and argv[4] == "--":
-        return run_stage(Path(argv[1]), argv[2], argv[5:], held=True)
+    if len(argv) >= 5 and argv[0] == "stage" and "--" in argv[3:]:
+        split = argv.index("--", 3)
+        options, command = argv[3:split], argv[split + 1 :]
+        if not command or set(options) - {"--held", "--no-xml"}:
+            raise SystemExit(__doc__)
+        return run_stage(
+            Path(argv[1]), argv[2], command, held="--held" in options, xml_option="--no-xml" not in options
+        )
     if len(argv) in (2, 4) and argv[0] == "report":
         slowest = SLOWEST
         if len(argv) == 4:

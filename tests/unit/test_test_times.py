@@ -50,19 +50,25 @@ sys.exit(3 if failing else 0)
 """
 
 
-# The compatibility lane's stand-in: `--build-only` does nothing; a release's stage writes one quick test.
+# The compatibility lane's stand-in: `--build-only` does nothing; a release's part (`--part unit`, its unit
+# tests; `--part runs`, the rest) writes one quick test, and says something (held when beside the main
+# stage); FAKE_PYTEST_FAIL=compat-unit fails the unit part.
 FAKE_COMPAT = """#!{python}
 import os, sys
 argv = sys.argv[1:]
 if "--build-only" in argv:
     sys.exit(0)
 release = next(a for a in argv if a[:1].isdigit())
+part = argv[argv.index("--part") + 1]
 xml = next(a.split("=", 1)[1] for a in argv if a.startswith("--junitxml="))
 with open(xml, "w") as out:
     out.write('<?xml version="1.0"?><testsuites><testsuite name="pytest">'
-              f'<testcase classname="tests.fake.test_compat" name="r{{release}}" time="0.1"/></testsuite></testsuites>')
+              f'<testcase classname="tests.fake.test_compat" name="r{{release}}_{{part}}" time="0.1"/></testsuite></testsuites>')
+name = "compat-" + release + ("-unit" if part == "unit" else "")
 with open(os.environ["FAKE_PYTEST_RAN"], "a") as ran:
-    ran.write("compat-" + release + "\\n")
+    ran.write(name + "\\n")
+print(f"fake compat: Airflow {{release}}, the {{part}} part")
+sys.exit(5 if os.environ.get("FAKE_PYTEST_FAIL") == "compat-" + part else 0)
 """
 
 
@@ -118,15 +124,18 @@ def _summary(out: str) -> list[str]:
 def test_a_passing_run_ends_with_each_stage_and_the_15_slowest_tests(tmp_path: Path) -> None:
     done, ran = _make_test(tmp_path, fail=None)
     assert done.returncode == 0, done.stdout + done.stderr
-    # The lint stage beside the main stage; the alone stage and the compatibility lane side by side, after
-    # both.
-    assert sorted(ran[:2]) == ["lint", "main"] and sorted(ran[2:]) == ["alone", "compat-3.0.6"], ran
+    # The lint stage and the lane's unit tests beside the main stage; the alone stage and the rest of the
+    # lane side by side, after them.
+    beside = ["compat-3.0.6-unit", "lint", "main"]
+    assert sorted(ran[:3]) == beside and sorted(ran[3:]) == ["alone", "compat-3.0.6"], ran
     lines = _summary(done.stdout)
     stages = [line.split()[0] for line in lines if line.startswith("  ") and " tests " in line]
-    assert sorted(stages[:2]) == ["lint", "main"] and sorted(stages[2:]) == ["alone", "compat-3.0.6"], stages
-    # The lint stage's output comes whole, when it ends.
+    assert sorted(stages[:3]) == beside and sorted(stages[3:]) == ["alone", "compat-3.0.6"], stages
+    # The output of a stage beside the main stage comes whole, when it ends.
     assert "==> test stage lint passed in " in done.stdout
     assert "its output:\nfake lint: every check said its piece\n" in done.stdout
+    assert "==> test stage compat-3.0.6-unit passed in " in done.stdout
+    assert "its output:\nfake compat: Airflow 3.0.6, the unit part\n" in done.stdout
     assert all("passed" in line for line in lines if line.split()[:1] and line.split()[0] in stages)
     heads = [i for i, line in enumerate(lines) if "slowest tests" in line or "using the most CPU" in line]
     slowest = [line.split()[-1] for line in lines[heads[0] + 1 : heads[1]]]
@@ -149,10 +158,11 @@ def test_a_failing_stage_still_prints_the_summary_and_fails_the_run(tmp_path: Pa
     done, ran = _make_test(tmp_path, fail="alone")
     assert done.returncode != 0
     # The lane ran beside the failing stage; the summary comes all the same.
-    assert sorted(ran[:2]) == ["lint", "main"] and sorted(ran[2:]) == ["alone", "compat-3.0.6"], ran
+    assert sorted(ran[:3]) == ["compat-3.0.6-unit", "lint", "main"], ran
+    assert sorted(ran[3:]) == ["alone", "compat-3.0.6"], ran
     lines = _summary(done.stdout)
     by_stage = {line.split()[0]: line for line in lines if line.startswith("  ") and " tests " in line}
-    assert sorted(by_stage) == ["alone", "compat-3.0.6", "lint", "main"]
+    assert sorted(by_stage) == ["alone", "compat-3.0.6", "compat-3.0.6-unit", "lint", "main"]
     assert "passed" in by_stage["main"] and "FAILED (exit 3)" in by_stage["alone"]
     assert "passed" in by_stage["compat-3.0.6"]
     assert "13 tests" in by_stage["alone"]
@@ -162,18 +172,26 @@ def test_a_failing_stage_still_prints_the_summary_and_fails_the_run(tmp_path: Pa
 
 def test_a_failing_main_stage_runs_nothing_after_it(tmp_path: Path) -> None:
     done, ran = _make_test(tmp_path, fail="main")
-    assert done.returncode != 0 and sorted(ran) == ["lint", "main"], ran
+    assert done.returncode != 0 and sorted(ran) == ["compat-3.0.6-unit", "lint", "main"], ran
     assert "failed stage(s): main" in done.stdout
     assert "make test: FAILED: a test stage exited with status 3" in done.stderr
 
 
 def test_a_failing_lint_stage_shows_its_output_and_runs_nothing_after_it(tmp_path: Path) -> None:
     done, ran = _make_test(tmp_path, fail="lint")
-    assert done.returncode != 0 and sorted(ran) == ["lint", "main"], ran
+    assert done.returncode != 0 and sorted(ran) == ["compat-3.0.6-unit", "lint", "main"], ran
     assert "==> test stage lint FAILED (exit 4) in " in done.stdout
     assert "fake lint: every check said its piece" in done.stdout
     assert "failed stage(s): lint" in done.stdout
     assert "make test: FAILED: a test stage exited with status 4" in done.stderr
+
+
+def test_a_failing_unit_part_of_the_lane_runs_nothing_after_it(tmp_path: Path) -> None:
+    done, ran = _make_test(tmp_path, fail="compat-unit")
+    assert done.returncode != 0 and sorted(ran) == ["compat-3.0.6-unit", "lint", "main"], ran
+    assert "==> test stage compat-3.0.6-unit FAILED (exit 5) in " in done.stdout
+    assert "failed stage(s): compat-3.0.6-unit" in done.stdout
+    assert "make test: FAILED: a test stage exited with status 5" in done.stderr
 
 
 def test_the_report_reads_a_stage_that_left_no_record(tmp_path: Path) -> None:
