@@ -177,21 +177,22 @@ def test_a_failing_main_stage_runs_nothing_after_it(tmp_path: Path) -> None:
     assert "make test: FAILED: a test stage exited with status 3" in done.stderr
 
 
-def test_a_failing_lint_stage_shows_its_output_and_runs_nothing_after_it(tmp_path: Path) -> None:
-    done, ran = _make_test(tmp_path, fail="lint")
+@pytest.mark.parametrize(
+    ("fail", "stage", "status", "said"),
+    [
+        ("lint", "lint", 4, "fake lint: every check said its piece"),
+        ("compat-unit", "compat-3.0.6-unit", 5, "fake compat: Airflow 3.0.6, the unit part"),
+    ],
+)
+def test_a_failing_stage_beside_the_main_stage_shows_its_output_and_runs_nothing_after_it(
+    tmp_path: Path, fail: str, stage: str, status: int, said: str
+) -> None:
+    done, ran = _make_test(tmp_path, fail=fail)
     assert done.returncode != 0 and sorted(ran) == ["compat-3.0.6-unit", "lint", "main"], ran
-    assert "==> test stage lint FAILED (exit 4) in " in done.stdout
-    assert "fake lint: every check said its piece" in done.stdout
-    assert "failed stage(s): lint" in done.stdout
-    assert "make test: FAILED: a test stage exited with status 4" in done.stderr
-
-
-def test_a_failing_unit_part_of_the_lane_runs_nothing_after_it(tmp_path: Path) -> None:
-    done, ran = _make_test(tmp_path, fail="compat-unit")
-    assert done.returncode != 0 and sorted(ran) == ["compat-3.0.6-unit", "lint", "main"], ran
-    assert "==> test stage compat-3.0.6-unit FAILED (exit 5) in " in done.stdout
-    assert "failed stage(s): compat-3.0.6-unit" in done.stdout
-    assert "make test: FAILED: a test stage exited with status 5" in done.stderr
+    assert f"==> test stage {stage} FAILED (exit {status}) in " in done.stdout
+    assert said in done.stdout
+    assert f"failed stage(s): {stage}" in done.stdout
+    assert f"make test: FAILED: a test stage exited with status {status}" in done.stderr
 
 
 def test_the_report_reads_a_stage_that_left_no_record(tmp_path: Path) -> None:
