@@ -70,8 +70,9 @@ TEST_WORKERS ?= 6
 # Beside the main stage, in the part of the cores it leaves idle (about a quarter: its tests wait on
 # processes, clusters and Airflow), at nice 5, each stage's output held and printed when it ends:
 # - `make lint` (ruff, mypy, lint-imports: about 35 s of one core), the `lint` stage;
-# - the compatibility lane's unit tests, one release after the other (compat-X.Y.Z-unit): no test there
-#   waits on a clock, so a busy core only slows them.
+# - the compatibility lane's unit tests, every release's side by side (compat-X.Y.Z-unit): no test there
+#   waits on a clock, so a busy core only slows them (one after the other they took 613 s here, and
+#   the main stage waited for the last).
 # Then the modules marked `alone`, one test at a time, with no other test beside them but the rest of the
 # compatibility lane (its triggers, triggerers and DAG runs, compat-X.Y.Z), which runs meanwhile at the
 # lowest CPU priority (nice 19): the kernel gives the alone stage's processes a core as soon as they want
@@ -89,9 +90,11 @@ STAGE = PATH="$(CURDIR)/$(BIN):$$PATH" TFJOB_DOCS_SITE="$(CURDIR)/build/site" TF
 test: docs browser services $(STAMP)
 	@rm -rf $(TIMES); status=0; \
 	$(STAGE) lint --held --no-xml -- nice -n 5 $(LINT) & lint=$$!; \
-	( $(COMPAT) --build-only && for release in $(COMPAT_RELEASES); do \
-		COMPAT_WORKERS=$(COMPAT_WORKERS) $(STAGE) compat-$$release-unit --held -- nice -n 5 $(COMPAT) --no-build --part unit $$release || exit $$?; \
-	done ) & units=$$!; \
+	( $(COMPAT) --build-only || exit $$?; pids=(); for release in $(COMPAT_RELEASES); do \
+		COMPAT_WORKERS=$(COMPAT_WORKERS) $(STAGE) compat-$$release-unit --held -- nice -n 5 $(COMPAT) --no-build --part unit $$release & \
+		pids+=($$!); \
+	done; failed=0; for pid in "$${pids[@]}"; do wait $$pid; code=$$?; [ $$failed -ne 0 ] || failed=$$code; done; \
+	exit $$failed ) & units=$$!; \
 	$(STAGE) main -- $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not alone" || status=$$?; \
 	for pid in $$lint $$units; do wait $$pid || { code=$$?; [ $$status -ne 0 ] || status=$$code; }; done; \
 	[ $$status -ne 0 ] || ( pids=(); for release in $(COMPAT_RELEASES); do \
