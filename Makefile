@@ -67,38 +67,24 @@ services:
 # serially.
 TEST_WORKERS ?= 6
 
-# Beside the main stage, in the part of the cores it leaves idle (about a quarter: its tests wait on
-# processes, clusters and Airflow), at nice 5, each stage's output held and printed when it ends:
-# - `make lint` (ruff, mypy, lint-imports: about 35 s of one core), the `lint` stage;
-# - the compatibility lane's unit tests, every release's side by side (compat-X.Y.Z-unit): no test there
-#   waits on a clock, so a busy core only slows them (one after the other they took 613 s here, and
-#   the main stage waited for the last).
-# Then the modules marked `alone`, one test at a time, with no other test beside them but the rest of the
-# compatibility lane (its triggers, triggerers and DAG runs, compat-X.Y.Z), which runs meanwhile at the
-# lowest CPU priority (nice 19): the kernel gives the alone stage's processes a core as soon as they want
-# one, so the lane only takes what they leave idle (their markers say why they need the machine). Each
-# stage runs through scripts/test_times.py (its JUnit XML and wall time in build/test-times), which prints
-# every stage's wall time and the 15 slowest tests at the end, when a stage fails too; a failing stage
-# beside the main stage, or the main stage, stops the run there, and make test exits with the first
-# failing stage's status. The site `make docs` built in this run is the one tests/docs reads
+# Modules marked `alone` run after the parallel suite, one test at a time, with no other test beside them
+# but the compatibility lane's, which run meanwhile at the lowest CPU priority (nice 19): the kernel gives
+# the alone stage's processes a core as soon as they want one, so the lane only takes what they leave
+# idle (their markers say why they need the machine). Each stage runs through scripts/test_times.py (its
+# JUnit XML and wall time in build/test-times), which prints every stage's wall time and the 15 slowest
+# tests at the end, when a stage fails too; a failing main stage stops the run, and make test exits with
+# the first failing stage's status. The site `make docs` built in this run is the one tests/docs reads
 # (TFJOB_DOCS_SITE; a build older than MAKE_STARTED is not this run's).
 TIMES := build/test-times
-LINT = $(MAKE) -s --no-print-directory lint
 MAKE_STARTED := $(shell date +%s)
 STAGE = PATH="$(CURDIR)/$(BIN):$$PATH" TFJOB_DOCS_SITE="$(CURDIR)/build/site" TFJOB_DOCS_SINCE=$(MAKE_STARTED) \
 	$(BIN)/python scripts/test_times.py stage $(TIMES)
-test: docs browser services $(STAMP)
+test: lint docs browser services
 	@rm -rf $(TIMES); status=0; \
-	$(STAGE) lint --held --no-xml -- nice -n 5 $(LINT) & lint=$$!; \
-	( $(COMPAT) --build-only || exit $$?; pids=(); for release in $(COMPAT_RELEASES); do \
-		COMPAT_WORKERS=$(COMPAT_WORKERS) $(STAGE) compat-$$release-unit --held -- nice -n 5 $(COMPAT) --no-build --part unit $$release & \
-		pids+=($$!); \
-	done; failed=0; for pid in "$${pids[@]}"; do wait $$pid; code=$$?; [ $$failed -ne 0 ] || failed=$$code; done; \
-	exit $$failed ) & units=$$!; \
-	$(STAGE) main -- $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not alone" || status=$$?; \
-	for pid in $$lint $$units; do wait $$pid || { code=$$?; [ $$status -ne 0 ] || status=$$code; }; done; \
-	[ $$status -ne 0 ] || ( pids=(); for release in $(COMPAT_RELEASES); do \
-		COMPAT_WORKERS=$(COMPAT_WORKERS) $(STAGE) compat-$$release -- nice -n 19 $(COMPAT) --no-build --part runs $$release & \
+	$(STAGE) main -- $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not alone" && \
+	$(COMPAT) --build-only && \
+	( pids=(); for release in $(COMPAT_RELEASES); do \
+		COMPAT_WORKERS=$(COMPAT_WORKERS) $(STAGE) compat-$$release -- nice -n 19 $(COMPAT) --no-build $$release & \
 		pids+=($$!); \
 	done; \
 	$(STAGE) alone -- $(BIN)/pytest -q -p no:cacheprovider -m alone; failed=$$?; \
@@ -110,11 +96,11 @@ test: docs browser services $(STAMP)
 
 # The compatibility lane (scripts/compat.sh): the provider's wheel under each supported Airflow release's
 # constraints (requirements/compat/), and there the tests whose outcome depends on the release. make test
-# runs its unit tests beside the main stage (above) and the rest after it, beside the alone stage, one
-# stage per release, side by side, each in one pytest process (COMPAT_WORKERS=0: an xdist worker would
-# import and collect everything a second time): a release's runs wait on clusters, triggerers and
-# `airflow dags test` about a third of their time, so one after the other the releases left a core idle
-# (each stage's output is its release's log, so nothing interleaves).
+# runs it after the main stage, beside the alone stage, one stage per release, side by side, each in one pytest
+# process (COMPAT_WORKERS=0: an xdist worker would import and collect everything a second time): a
+# release's tests wait on clusters, triggerers and `airflow dags test` about a third of their time, so one
+# after the other the releases left a core idle (each stage's output is its release's log, so nothing
+# interleaves).
 COMPAT := scripts/compat.sh
 COMPAT_WORKERS ?= 0
 COMPAT_RELEASES ?= $(patsubst requirements/compat/airflow-%.txt,%,$(wildcard requirements/compat/airflow-*.txt))

@@ -9,8 +9,6 @@
 #
 #   scripts/compat.sh                 every release in requirements/compat/
 #   scripts/compat.sh 3.0.6 3.2.2     those only
-#   scripts/compat.sh --part unit     the unit tests only (--part runs: the rest: triggers, triggerers and
-#                                     `airflow dags test` runs); `make test` runs the parts apart (Makefile)
 #   COMPAT_WORKERS=2 (pytest-xdist workers per release; 0 runs serially)
 set -euo pipefail
 
@@ -27,25 +25,15 @@ die() { echo "compat.sh: $*" >&2; exit 1; }
 # Arguments: releases (3.0.6), and anything else (an option such as --junitxml=FILE) for pytest.
 # --no-build: use the wheel an earlier run built; --build-only: build it and stop (make test builds it
 # once for every release).
-releases=() PYTEST_ARGS=() BUILD=1 PART=all
-want_part=0
+releases=() PYTEST_ARGS=() BUILD=1
 for arg in "$@"; do
-    if ((want_part)); then
-        PART="$arg" want_part=0
-        continue
-    fi
     case "$arg" in
         --no-build) BUILD=0 ;;
         --build-only) BUILD=2 ;;
-        --part) want_part=1 ;;
         [0-9]*) releases+=("$arg") ;;
         *) PYTEST_ARGS+=("$arg") ;;
     esac
 done
-case "$PART" in
-    all | unit | runs) ;;
-    *) die "--part is all, unit or runs, not '$PART'" ;;
-esac
 if ((${#releases[@]} == 0)); then
     for file in "$ROOT"/requirements/compat/airflow-*.txt; do
         name="${file##*/airflow-}"; releases+=("${name%.txt}")
@@ -92,21 +80,16 @@ for release in "${releases[@]}"; do
         "$UV" pip install --quiet --python "$venv/bin/python" --no-deps --reinstall "$wheel"
     fi
     installed=$((SECONDS - begun))
-    unit=(tests/unit)
-    runs=(tests/integration/test_trigger.py tests/integration/test_deferred_kill.py tests/dags/test_dag_runs.py)
+    tests=(tests/unit tests/integration/test_trigger.py tests/integration/test_deferred_kill.py
+        tests/dags/test_dag_runs.py)
     # A real `airflow triggerer` (its kill test) from 3.2 on: 3.0's and 3.1's triggerer channel lets a send from a
     # thread (the task SDK's blocking calls, as the cncf.kubernetes hook's connection read makes them)
     # read another's answer, and the trigger runner dies (apache/airflow#64620, fixed in 3.2). A kill
     # while deferred on those releases is shown at the trigger's level (test_trigger.py, "before 3.3").
     if [[ "$(printf '%s\n3.2\n' "$release" | sort -V | head -1)" == 3.2 ]]; then
-        runs+=(tests/integration/test_triggerer_process.py::test_apache_airflow_36090_62398_job_completes_while_deferred_and_kill_deletes)
+        tests+=(tests/integration/test_triggerer_process.py::test_apache_airflow_36090_62398_job_completes_while_deferred_and_kill_deletes)
     fi
-    case "$PART" in
-        unit) tests=("${unit[@]}") ;;
-        runs) tests=("${runs[@]}") ;;
-        *) tests=("${unit[@]}" "${runs[@]}") ;;
-    esac
-    log="$OUT/airflow-$release$([[ $PART == all ]] || echo "-$PART").log"
+    log="$OUT/airflow-$release.log"
     begun=$SECONDS
     set +e
     (
@@ -117,8 +100,8 @@ for release in "${releases[@]}"; do
     ) >"$log" 2>&1
     status=$?
     set -e
-    result=$(grep -E '^(=+ )?[0-9]+ (passed|failed)|^=+ .*(passed|failed|error).* in ' "$log" | tail -1 | tr -d '=' | sed 's/^ *//;s/ *$//' || true)
-    line="Airflow $release$([[ $PART == all ]] || echo " ($PART tests)"): ${result:-no result} (install ${installed} s, tests $((SECONDS - begun)) s)"
+    result=$(grep -E '^(=+ )?[0-9]+ (passed|failed)|^=+ .*(passed|failed|error).* in ' "$log" | tail -1 | tr -d '=' | sed 's/^ *//;s/ *$//')
+    line="Airflow $release: ${result:-no result} (install ${installed} s, tests $((SECONDS - begun)) s)"
     summary+=("$line")
     if ((status != 0)); then
         failed=1

@@ -4,12 +4,6 @@
                                                                 line), writing DIR/NAME.xml (its JUnit XML)
                                                                 and DIR/NAME.json (wall time, exit status);
                                                                 exits with COMMAND's status
-    python scripts/test_times.py stage DIR NAME [--held] [--no-xml] -- COMMAND...
-                                                                --held: COMMAND's output held in
-                                                                DIR/NAME.log and printed whole at its end,
-                                                                so that it runs beside another stage;
-                                                                --no-xml: COMMAND is not pytest (no JUnit
-                                                                XML: `make lint`)
     python scripts/test_times.py report DIR [--slowest N]       print every stage's wall time, CPU time and
                                                                 status, the N (default 15) slowest tests of
                                                                 all of them and the N modules that used the
@@ -28,7 +22,6 @@ on two busy cores the wall time of a test says much about its neighbours, its CP
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import signal
 import subprocess
@@ -63,44 +56,23 @@ class Timed:
     worker: str | None = None  # the xdist worker that ran it
 
 
-def run_stage(
-    directory: Path, name: str, command: list[str], held: bool = False, xml_option: bool = True
-) -> int:
-    """Run ``command`` with ``--junitxml`` into ``directory`` (``xml_option`` False: without, for a command
-    that is not pytest); record its wall time and status.
-
-    ``held``: its output goes to ``directory``/NAME.log and is printed whole once it ends, so that a stage
-    beside another does not cut into its progress lines."""
+def run_stage(directory: Path, name: str, command: list[str]) -> int:
+    """Run ``command`` with ``--junitxml`` into ``directory``; record its wall time and status."""
     directory.mkdir(parents=True, exist_ok=True)
     xml = directory / f"{name}.xml"
     xml.unlink(missing_ok=True)
     record = directory / f"{name}.json"
     record.unlink(missing_ok=True)
-    log = directory / f"{name}.log"
-    argv = [*command, f"--junitxml={xml}"] if xml_option else command
-    print(
-        f"==> test stage {name}: {shlex.join(argv)}"
-        + (f" (its output at its end, and in {log})" if held else ""),
-        flush=True,
-    )
+    argv = [*command, f"--junitxml={xml}"]
+    print(f"==> test stage {name}: {shlex.join(argv)}", flush=True)
     started, start = time.time(), time.monotonic()
-    with open(log, "wb") if held else open(os.devnull, "wb") as out:
-        proc = subprocess.Popen(
-            argv, stdout=out if held else None, stderr=subprocess.STDOUT if held else None
-        )
-        try:
-            status = proc.wait()
-        except KeyboardInterrupt:
-            # pytest got the same SIGINT (one process group): let it write its report and stop.
-            status = proc.wait()
+    proc = subprocess.Popen(argv)
+    try:
+        status = proc.wait()
+    except KeyboardInterrupt:
+        # pytest got the same SIGINT (one process group): let it write its report and stop.
+        status = proc.wait()
     seconds = time.monotonic() - start
-    if held:
-        said = "passed" if status == 0 else f"FAILED (exit {status})"
-        print(
-            f"==> test stage {name} {said} in {seconds:.0f} s; its output:\n{log.read_text(errors='replace')}",
-            end="",
-            flush=True,
-        )
     if status < 0:  # killed by a signal: say so as a shell would
         status = 128 - status
     record.write_text(
@@ -259,14 +231,8 @@ def write_weights(directory: Path, out: Path = MODULE_TIMES) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) >= 5 and argv[0] == "stage" and "--" in argv[3:]:
-        split = argv.index("--", 3)
-        options, command = argv[3:split], argv[split + 1 :]
-        if not command or set(options) - {"--held", "--no-xml"}:
-            raise SystemExit(__doc__)
-        return run_stage(
-            Path(argv[1]), argv[2], command, held="--held" in options, xml_option="--no-xml" not in options
-        )
+    if len(argv) >= 5 and argv[0] == "stage" and argv[3] == "--":
+        return run_stage(Path(argv[1]), argv[2], argv[4:])
     if len(argv) in (2, 4) and argv[0] == "report":
         slowest = SLOWEST
         if len(argv) == 4:

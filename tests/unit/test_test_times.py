@@ -2,11 +2,10 @@
 and the modules that used the most CPU.
 
 The Makefile's own `test` recipe runs here against a stand-in for pytest that writes a JUnit XML of
-known test times and exits as told, and one for `make lint` (docs, browser and services taken as done,
-`make -o`): a run whose stages pass prints each stage and the slowest tests and exits 0; a run whose
-`alone` stage fails (the compatibility lane runs beside it), or whose main or lint stage fails (they run
-side by side, and nothing runs after them), prints the summary all the same and exits with the failing
-stage's status.
+known test times and exits as told (lint, docs, browser and services taken as done, `make -o`): a run
+whose stages pass prints each stage and the slowest tests and exits 0; a run whose `alone` stage fails
+(the compatibility lane runs beside it) or whose main stage fails (nothing runs after it) prints the
+summary all the same and exits with the failing stage's status.
 """
 
 from __future__ import annotations
@@ -50,35 +49,19 @@ sys.exit(3 if failing else 0)
 """
 
 
-# The compatibility lane's stand-in: `--build-only` does nothing; a release's part (`--part unit`, its unit
-# tests; `--part runs`, the rest) writes one quick test, and says something (held when beside the main
-# stage); FAKE_PYTEST_FAIL=compat-unit fails the unit part.
+# The compatibility lane's stand-in: `--build-only` does nothing; a release's stage writes one quick test.
 FAKE_COMPAT = """#!{python}
 import os, sys
 argv = sys.argv[1:]
 if "--build-only" in argv:
     sys.exit(0)
 release = next(a for a in argv if a[:1].isdigit())
-part = argv[argv.index("--part") + 1]
 xml = next(a.split("=", 1)[1] for a in argv if a.startswith("--junitxml="))
 with open(xml, "w") as out:
     out.write('<?xml version="1.0"?><testsuites><testsuite name="pytest">'
-              f'<testcase classname="tests.fake.test_compat" name="r{{release}}_{{part}}" time="0.1"/></testsuite></testsuites>')
-name = "compat-" + release + ("-unit" if part == "unit" else "")
+              f'<testcase classname="tests.fake.test_compat" name="r{{release}}" time="0.1"/></testsuite></testsuites>')
 with open(os.environ["FAKE_PYTEST_RAN"], "a") as ran:
-    ran.write(name + "\\n")
-print(f"fake compat: Airflow {{release}}, the {{part}} part")
-sys.exit(5 if os.environ.get("FAKE_PYTEST_FAIL") == "compat-" + part else 0)
-"""
-
-
-# `make lint`'s stand-in: says something (held, printed at its end) and fails when told.
-FAKE_LINT = """#!{python}
-import os, sys
-with open(os.environ["FAKE_PYTEST_RAN"], "a") as ran:
-    ran.write("lint\\n")
-print("fake lint: every check said its piece")
-sys.exit(4 if os.environ.get("FAKE_PYTEST_FAIL") == "lint" else 0)
+    ran.write("compat-" + release + "\\n")
 """
 
 
@@ -102,16 +85,13 @@ def _make_test(tmp_path: Path, fail: str | None) -> tuple[subprocess.CompletedPr
     compat = bin_dir / "compat"
     compat.write_text(FAKE_COMPAT.format(python=sys.executable))
     compat.chmod(0o755)
-    lint = bin_dir / "lint"
-    lint.write_text(FAKE_LINT.format(python=sys.executable))
-    lint.chmod(0o755)
     ran = tmp_path / "ran"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
     env |= {"FAKE_PYTEST_RAN": str(ran), "FAKE_PYTEST_FAIL": fail or ""}
-    done_ = ("docs", "browser", "services", ".venv/.installed")  # taken as made: `make -o TARGET`
+    done_ = ("lint", "docs", "browser", "services")  # taken as made: `make -o TARGET`
     argv = ["make", "--no-print-directory", "-C", str(ROOT), *(f"--old-file={t}" for t in done_),
             f"BIN={bin_dir}", f"TIMES={tmp_path / 'times'}", f"COMPAT={compat}", "COMPAT_RELEASES=3.0.6",
-            f"LINT={lint}", "test"]  # fmt: skip
+            "test"]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
     return done, ran.read_text().split() if ran.exists() else []
 
@@ -124,18 +104,11 @@ def _summary(out: str) -> list[str]:
 def test_a_passing_run_ends_with_each_stage_and_the_15_slowest_tests(tmp_path: Path) -> None:
     done, ran = _make_test(tmp_path, fail=None)
     assert done.returncode == 0, done.stdout + done.stderr
-    # The lint stage and the lane's unit tests beside the main stage; the alone stage and the rest of the
-    # lane side by side, after them.
-    beside = ["compat-3.0.6-unit", "lint", "main"]
-    assert sorted(ran[:3]) == beside and sorted(ran[3:]) == ["alone", "compat-3.0.6"], ran
+    # The alone stage and the compatibility lane run side by side, after the main stage.
+    assert ran[0] == "main" and sorted(ran[1:]) == ["alone", "compat-3.0.6"], ran
     lines = _summary(done.stdout)
     stages = [line.split()[0] for line in lines if line.startswith("  ") and " tests " in line]
-    assert sorted(stages[:3]) == beside and sorted(stages[3:]) == ["alone", "compat-3.0.6"], stages
-    # The output of a stage beside the main stage comes whole, when it ends.
-    assert "==> test stage lint passed in " in done.stdout
-    assert "its output:\nfake lint: every check said its piece\n" in done.stdout
-    assert "==> test stage compat-3.0.6-unit passed in " in done.stdout
-    assert "its output:\nfake compat: Airflow 3.0.6, the unit part\n" in done.stdout
+    assert stages[0] == "main" and sorted(stages[1:]) == ["alone", "compat-3.0.6"], stages
     assert all("passed" in line for line in lines if line.split()[:1] and line.split()[0] in stages)
     heads = [i for i, line in enumerate(lines) if "slowest tests" in line or "using the most CPU" in line]
     slowest = [line.split()[-1] for line in lines[heads[0] + 1 : heads[1]]]
@@ -158,11 +131,10 @@ def test_a_failing_stage_still_prints_the_summary_and_fails_the_run(tmp_path: Pa
     done, ran = _make_test(tmp_path, fail="alone")
     assert done.returncode != 0
     # The lane ran beside the failing stage; the summary comes all the same.
-    assert sorted(ran[:3]) == ["compat-3.0.6-unit", "lint", "main"], ran
-    assert sorted(ran[3:]) == ["alone", "compat-3.0.6"], ran
+    assert ran[0] == "main" and sorted(ran[1:]) == ["alone", "compat-3.0.6"], ran
     lines = _summary(done.stdout)
     by_stage = {line.split()[0]: line for line in lines if line.startswith("  ") and " tests " in line}
-    assert sorted(by_stage) == ["alone", "compat-3.0.6", "compat-3.0.6-unit", "lint", "main"]
+    assert sorted(by_stage) == ["alone", "compat-3.0.6", "main"]
     assert "passed" in by_stage["main"] and "FAILED (exit 3)" in by_stage["alone"]
     assert "passed" in by_stage["compat-3.0.6"]
     assert "13 tests" in by_stage["alone"]
@@ -172,27 +144,9 @@ def test_a_failing_stage_still_prints_the_summary_and_fails_the_run(tmp_path: Pa
 
 def test_a_failing_main_stage_runs_nothing_after_it(tmp_path: Path) -> None:
     done, ran = _make_test(tmp_path, fail="main")
-    assert done.returncode != 0 and sorted(ran) == ["compat-3.0.6-unit", "lint", "main"], ran
+    assert done.returncode != 0 and ran == ["main"], ran
     assert "failed stage(s): main" in done.stdout
     assert "make test: FAILED: a test stage exited with status 3" in done.stderr
-
-
-@pytest.mark.parametrize(
-    ("fail", "stage", "status", "said"),
-    [
-        ("lint", "lint", 4, "fake lint: every check said its piece"),
-        ("compat-unit", "compat-3.0.6-unit", 5, "fake compat: Airflow 3.0.6, the unit part"),
-    ],
-)
-def test_a_failing_stage_beside_the_main_stage_shows_its_output_and_runs_nothing_after_it(
-    tmp_path: Path, fail: str, stage: str, status: int, said: str
-) -> None:
-    done, ran = _make_test(tmp_path, fail=fail)
-    assert done.returncode != 0 and sorted(ran) == ["compat-3.0.6-unit", "lint", "main"], ran
-    assert f"==> test stage {stage} FAILED (exit {status}) in " in done.stdout
-    assert said in done.stdout
-    assert f"failed stage(s): {stage}" in done.stdout
-    assert f"make test: FAILED: a test stage exited with status {status}" in done.stderr
 
 
 def test_the_report_reads_a_stage_that_left_no_record(tmp_path: Path) -> None:
