@@ -164,6 +164,3 @@ class OpenStreams:
         self.closed = True
         for task in list(self._tasks):
             task.cancel()
-
-    def __len__(self) -> int:
-        return len(self._tasks)
