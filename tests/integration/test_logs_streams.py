@@ -543,12 +543,13 @@ async def test_repeated_normal_events_are_shown_once(hook: AsyncKubeflowJobHook,
     # that event: under load a fixed pause ended before the follow's event watch had listed, which then
     # saw the event first with its count at 2, and rightly said "(x2)" (CI).
     release = tmp_path / "release"
-    script = (
-        "import os, pathlib, time\n"
-        "if os.environ['HOSTNAME'].endswith('-1'):\n"
-        f"    while not pathlib.Path({str(release)!r}).exists(): time.sleep(0.05)\n"
-        "print('done')"
-    )
+    script = f"""
+        import os, time
+        if os.environ["HOSTNAME"].endswith("-1"):
+            while not os.path.exists({str(release)!r}):
+                time.sleep(0.05)
+        print("done")
+    """
     body = job(unique("events"), {"Worker": replica(script, replicas=2)})
     following = asyncio.create_task(_run(hook, body, FollowOptions(log_replicas="all"), sink))
     try:
