@@ -70,11 +70,12 @@ TEST_WORKERS ?= 6
 # Modules marked `alone` run after the parallel suite, one test at a time, with no other test beside them
 # but the compatibility lane's (their markers say why they need the machine). The lane runs at the same
 # CPU priority: at nice 19 any busy process of normal priority on the machine starved it past its bounds
-# (docs/development.md, tenth session), and beside it the alone stage still holds its own bounds. Each stage runs through scripts/test_times.py (its
-# JUnit XML and wall time in build/test-times), which prints every stage's wall time and the 15 slowest
-# tests at the end, when a stage fails too; a failing main stage stops the run, and make test exits with
-# the first failing stage's status. The site `make docs` built in this run is the one tests/docs reads
-# (TFJOB_DOCS_SITE; a build older than MAKE_STARTED is not this run's).
+# (docs/development.md, tenth session), and beside it the alone stage still holds its own bounds. Each
+# stage runs through scripts/test_times.py (its JUnit XML and wall time in build/test-times), which
+# prints every stage's wall time and the 15 slowest tests at the end, when a stage fails too; a failing
+# main stage stops the run, and make test exits with the first failing stage's status. The site
+# `make docs` built in this run is the one tests/docs reads (TFJOB_DOCS_SITE; a build older than
+# MAKE_STARTED is not this run's).
 TIMES := build/test-times
 MAKE_STARTED := $(shell date +%s)
 STAGE = PATH="$(CURDIR)/$(BIN):$$PATH" TFJOB_DOCS_SITE="$(CURDIR)/build/site" TFJOB_DOCS_SINCE=$(MAKE_STARTED) \
